@@ -1,0 +1,90 @@
+"""Child-process entry: run one cell and write its result as JSON.
+
+    python -m stbench_cli.cell SPEC.json RESULT.json            (single process)
+    torchrun --standalone --nproc-per-node N -m stbench_cli.cell SPEC.json RESULT.json
+
+Rank 0 writes RESULT.json. A rank that fails writes RESULT.rankR.json with its status and
+last error line, then exits non-zero so that torchrun tears the rest of the world down.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import traceback
+from pathlib import Path
+
+from .spec import RunSpec
+
+_OOM_MARKERS = ("out of memory", "can't allocate memory", "cannot allocate memory")
+
+
+def classify(exc: BaseException) -> str:
+    """oom for any allocator failure (CUDA, CPU), failed otherwise."""
+    import torch
+
+    if isinstance(exc, (MemoryError, torch.OutOfMemoryError)):
+        return "oom"
+    return "oom" if any(m in str(exc).lower() for m in _OOM_MARKERS) else "failed"
+
+
+def last_line(exc: BaseException) -> str:
+    lines = [ln.strip() for ln in traceback.format_exception_only(type(exc), exc) if ln.strip()]
+    return lines[-1] if lines else type(exc).__name__
+
+
+def write_json(path: Path, payload: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(payload, default=float))
+    os.replace(tmp, path)
+
+
+def run(spec: RunSpec) -> dict:
+    import torch
+
+    from workloads import get
+
+    from . import ddp
+    from .trainer import LoopConfig, Trainer
+
+    params = spec.param_dict
+    if params.get("threads"):
+        torch.set_num_threads(params["threads"])
+    device = torch.device(spec.device)
+    rank, local_rank, world = ddp.init_from_env(device)
+    if device.type == "cuda" and world > 1:
+        device = torch.device("cuda", local_rank)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+        torch.cuda.reset_peak_memory_stats(device)
+    torch.manual_seed(spec.seed)
+    task = get(spec.workload).build(params, spec.seed, rank, world)
+    summary = Trainer(task, LoopConfig.from_spec(spec), device, rank, world).run()
+    rss = ddp.reduce_max([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0], device)[0]
+    summary.update(
+        peak_rss_mb=rss, data_mb=task.data_mb, data_source=task.data_source, threads=torch.get_num_threads(),
+        device_name=torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+    )
+    return summary
+
+
+def main(argv: list[str]) -> int:
+    spec = RunSpec.from_json(Path(argv[0]).read_text())
+    result_path = Path(argv[1])
+    rank = int(os.environ.get("RANK", "0"))
+    try:
+        result = run(spec)
+    except BaseException as exc:  # the parent turns this into a status row; the matrix goes on
+        traceback.print_exc()
+        target = result_path if rank == 0 else result_path.with_name(f"{result_path.stem}.rank{rank}.json")
+        write_json(target, {"status": classify(exc), "reason": last_line(exc)})
+        return 1
+    if rank == 0:
+        write_json(result_path, result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

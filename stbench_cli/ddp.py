@@ -1,0 +1,77 @@
+"""DDP set-up and the measurement of exposed gradient-sync time.
+
+Method: DDP all-reduces gradients bucket by bucket while backward is still running, so
+most communication can hide behind compute. What the step actually *waits* for is the
+communication still in flight after the last bucket's gradients are ready: backward
+returns only when every bucket's all-reduce has finished. We register a comm hook that
+wraps PyTorch's default all-reduce hook and, when DDP hands it the last bucket of the
+step, takes a clock mark (a perf_counter on CPU, a CUDA event on the compute stream on
+GPU). sync_s is the time from that mark to the end of backward: exposed communication.
+With one bucket (a small model) all communication is exposed, as it really is.
+"""
+
+# No `from __future__ import annotations` here: DDP checks the comm hook's annotations
+# against the real `dist.GradBucket` and `Future` types.
+
+import os
+
+import torch
+import torch.distributed as dist
+from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+from .timing import Clock
+
+
+class SyncProbe:
+    """Comm-hook state: the clock and the mark of the last bucket of the current step."""
+
+    def __init__(self, clock: Clock):
+        self.clock = clock
+        self.last_bucket_mark = None
+
+    def take(self):
+        mark, self.last_bucket_mark = self.last_bucket_mark, None
+        return mark
+
+
+def _timed_allreduce(probe: SyncProbe, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    if bucket.is_last():
+        probe.last_bucket_mark = probe.clock.mark()
+    return allreduce_hook(None, bucket)
+
+
+def init_from_env(device: torch.device) -> tuple[int, int, int]:
+    """Join the torchrun world if there is one; returns (rank, local_rank, world_size)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1:
+        return 0, 0, 1
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    if device.type == "cuda":
+        torch.cuda.set_device(local_rank)
+    dist.init_process_group(backend=backend)
+    return dist.get_rank(), local_rank, world
+
+
+def wrap(model: torch.nn.Module, device: torch.device, probe: SyncProbe) -> torch.nn.Module:
+    ids = [device.index] if device.type == "cuda" else None
+    ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
+    ddp.register_comm_hook(probe, _timed_allreduce)
+    return ddp
+
+
+def reduce_max(values: list[float], device: torch.device) -> list[float]:
+    """Element-wise max over ranks (times: the world is as slow as its slowest rank)."""
+    if not dist.is_initialized():
+        return values
+    t = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return t.tolist()
+
+
+def reduce_sum(values: list[float], device: torch.device) -> list[float]:
+    if not dist.is_initialized():
+        return values
+    t = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    return t.tolist()

@@ -1,0 +1,35 @@
+"""The engine's face to the CLI: plan a study, then execute it with progress."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from . import envinfo, results, study
+from .matrix import run_matrix
+from .spec import skip_reason
+
+
+def plan_new(workload: str, **options) -> study.Plan:
+    return study.plan_new(workload, env=envinfo.collect(), **options)
+
+
+def plan_resume(workload: str, folder: Path) -> study.Plan:
+    return study.plan_resume(workload, folder)
+
+
+def execute(plan: study.Plan, timeout: float | None, progress: Callable, warn: Callable[[str], None]) -> list[dict]:
+    """Write the manifest (new studies), run every missing cell, return all rows of the folder."""
+    env = envinfo.collect()
+    reasons = sorted({r for c in plan.cells if (r := skip_reason(c, env.gpu_count, plan.workload.strategies))})
+    for reason in reasons:
+        warn(f"skipping cells: {reason}")
+    devices = sorted({c.device for c in plan.cells if not skip_reason(c, env.gpu_count, plan.workload.strategies)})
+    peaks = envinfo.peaks(env, devices)
+    if not (plan.folder / "manifest.json").exists():
+        results.write_manifest(plan.folder, {**plan.manifest, "peaks": peaks, "timeout_s": timeout})
+    done = len(results.done_ids(plan.folder) & {c.run_id for c in plan.cells})
+    with progress(len(plan.cells), done) as (on_start, on_done):
+        run_matrix(list(plan.cells), plan.folder, env, plan.workload.strategies, timeout=timeout, peaks=peaks,
+                   on_start=on_start, on_done=on_done)
+    return results.read_runs(plan.folder)

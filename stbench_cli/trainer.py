@@ -1,0 +1,189 @@
+"""The one training loop every workload runs under, instrumented by phase.
+
+    data    host waits for the next batch from the loader
+    h2d     batch moved to the device (non_blocking from pinned memory)
+    compute forward + backward + optimizer step (minus exposed sync)
+    sync    gradient communication the step waited for (DDP only; see ddp.py)
+    eval    validation pass at the end of each epoch
+
+The first `warmup_steps` steps count in wall time but not in steady-state samples/s.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import dataclass
+
+import torch
+from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, SequentialSampler, Subset
+
+from . import ddp
+from .timing import PHASES, Clock, StepMarks, resolve
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    """The trainer's knobs, taken from a cell's spec and its common parameters."""
+
+    batch_size: int
+    epochs: int
+    lr: float
+    lr_scaling: str = "none"
+    lr_warmup_steps: int = 0
+    warmup_steps: int = 5
+    workers: int = 0
+    loader: str = "vectorized"
+    seed: int = 0
+
+    @classmethod
+    def from_spec(cls, spec) -> "LoopConfig":
+        p = spec.param_dict
+        keys = ("lr", "lr_scaling", "lr_warmup_steps", "warmup_steps", "workers", "loader")
+        return cls(batch_size=spec.batch_size, epochs=spec.epochs, seed=spec.seed, **{k: p[k] for k in keys})
+
+
+def make_loader(dataset, cfg: LoopConfig, sampler, pin: bool, batch_size: int | None = None) -> DataLoader:
+    """`vectorized` hands the dataset a whole list of indices (one tensor gather per batch);
+    `per-item` indexes sample by sample and collates in Python, as most hand-written loops do."""
+    size = batch_size or cfg.batch_size
+    drop_last = isinstance(sampler, DistributedSampler)  # constant train batches: honest throughput
+    common = dict(num_workers=cfg.workers, pin_memory=pin, persistent_workers=cfg.workers > 0)
+    if cfg.loader == "vectorized":
+        return DataLoader(dataset, sampler=BatchSampler(sampler, size, drop_last), batch_size=None, **common)
+    return DataLoader(dataset, batch_size=size, sampler=sampler, drop_last=drop_last, **common)
+
+
+def scaled_lr(cfg: LoopConfig, world_size: int) -> float:
+    factor = {"none": 1.0, "linear": float(world_size), "sqrt": math.sqrt(world_size)}[cfg.lr_scaling]
+    return cfg.lr * factor
+
+
+def flops_per_sample(model: torch.nn.Module, loss_fn, x: torch.Tensor, y: torch.Tensor) -> float:
+    """Forward + backward FLOPs of one batch, per sample (torch's own operator counter)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    counter = FlopCounterMode(display=False)
+    with counter:
+        loss_fn(model(x), y).backward()
+    model.zero_grad(set_to_none=True)
+    return counter.get_total_flops() / len(x)
+
+
+def _to(batch, device: torch.device):
+    return [t.to(device, non_blocking=True) for t in batch]
+
+
+class Trainer:
+    """Runs one cell's training on one process (one rank of a DDP world)."""
+
+    def __init__(self, task, cfg: LoopConfig, device: torch.device, rank: int = 0, world_size: int = 1):
+        self.task, self.cfg, self.device = task, cfg, device
+        self.rank, self.world = rank, world_size
+        self.clock = Clock(device)
+        pin = device.type == "cuda"
+        self.sampler = DistributedSampler(task.train, world_size, rank, shuffle=True, seed=cfg.seed, drop_last=True)
+        self.train_loader = make_loader(task.train, cfg, self.sampler, pin)
+        val_part = Subset(task.val, range(rank, len(task.val), world_size))
+        self.val_loader = make_loader(val_part, cfg, SequentialSampler(val_part), pin)
+        if len(self.train_loader) == 0:
+            raise ValueError(
+                f"batch size {cfg.batch_size} x {world_size} process(es) exceeds the {len(task.train)} training samples"
+            )
+        model = task.model.to(device)
+        x, y = _to(next(iter(self.train_loader)), device)
+        self.flops_per_sample = flops_per_sample(model, task.loss_fn, x, y)
+        self.probe = ddp.SyncProbe(self.clock)
+        self.model = ddp.wrap(model, device, self.probe) if world_size > 1 else model
+        self.optimizer = task.optimizer(self.model.parameters(), lr=scaled_lr(cfg, world_size))
+        warm = max(cfg.lr_warmup_steps, 1)
+        self.schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: min(1.0, (s + 1) / warm))
+
+    def _step(self, it) -> tuple[StepMarks, torch.Tensor]:
+        start = self.clock.mark()
+        x, y = next(it)
+        data = self.clock.mark()
+        x, y = _to((x, y), self.device)
+        h2d = self.clock.mark()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = self.task.loss_fn(self.model(x), y)
+        loss.backward()
+        backward_end = self.clock.mark()
+        self.optimizer.step()
+        self.schedule.step()
+        end = self.clock.mark()
+        return StepMarks(start, data, h2d, backward_end, end, self.probe.take()), loss.detach()
+
+    @torch.no_grad()
+    def evaluate(self) -> float:
+        self.model.eval()
+        total = torch.zeros((), dtype=torch.float64, device=self.device)
+        count = 0
+        for x, y in self.val_loader:
+            x, y = _to((x, y), self.device)
+            total += self.task.metric_sum(self.model(x), y).double()
+            count += len(y)
+        self.model.train()
+        total_all, count_all = ddp.reduce_sum([total.item(), float(count)], self.device)
+        return self.task.metric_finish(total_all, int(count_all))
+
+    def run(self) -> dict:
+        """Train all epochs; returns the cell's summary and its per-epoch rows."""
+        cfg, clock = self.cfg, self.clock
+        steps_per_epoch = len(self.train_loader)
+        warmup = min(cfg.warmup_steps, steps_per_epoch * cfg.epochs - 1)
+        epochs, status, reason = [], "ok", ""
+        steady_time, steady_steps, global_step = 0.0, 0, 0
+        clock.synchronize()
+        t_start = time.perf_counter()
+        for epoch in range(cfg.epochs):
+            self.sampler.set_epoch(epoch)
+            t_epoch = time.perf_counter()
+            marks, loss_sum = [], torch.zeros((), device=self.device)
+            it = iter(self.train_loader)
+            for _ in range(steps_per_epoch):
+                m, loss = self._step(it)
+                marks.append(m)
+                loss_sum += loss
+            eval_start = clock.mark()
+            metric = self.evaluate()
+            eval_end = clock.mark()
+            times = resolve(clock, marks)  # the epoch's one synchronisation point
+            skip = max(0, min(warmup - global_step, steps_per_epoch))
+            steady_time += times.step_seconds(skip)
+            steady_steps += steps_per_epoch - skip
+            global_step += steps_per_epoch
+            row = {f"{p}_s": times.total(p) for p in PHASES}
+            row.update(
+                epoch=epoch + 1, epoch_s=time.perf_counter() - t_epoch, train_s=times.step_seconds(),
+                eval_s=clock.seconds(eval_start, eval_end), steps=steps_per_epoch,
+                train_loss=loss_sum.item() / steps_per_epoch, val_metric=metric,
+            )
+            epochs.append(row)
+            if not (math.isfinite(row["train_loss"]) and math.isfinite(metric)):
+                status, reason = "diverged", f"non-finite loss ({row['train_loss']}) in epoch {epoch + 1}"
+                break
+        wall = time.perf_counter() - t_start
+        return self._summary(epochs, wall, steady_time, steady_steps, warmup, status, reason)
+
+    def _summary(self, epochs, wall, steady_time, steady_steps, warmup, status, reason) -> dict:
+        phase_cols = ["data_s", "h2d_s", "compute_s", "sync_s", "eval_s", "train_s"]
+        totals = {c: sum(e[c] for e in epochs) for c in phase_cols}
+        # Times are the max over ranks: the world moves at its slowest rank's pace.
+        maxed = ddp.reduce_max([wall, steady_time] + [totals[c] for c in phase_cols], self.device)
+        wall, steady_time, *phase_vals = maxed
+        totals = dict(zip(phase_cols, phase_vals))
+        samples = steady_steps * self.cfg.batch_size * self.world
+        sps = samples / steady_time if steady_time > 0 else float("nan")
+        peak_gpu = torch.cuda.max_memory_allocated(self.device) / 2**20 if self.device.type == "cuda" else None
+        return {
+            "status": status, "reason": reason, "wall_s": wall,
+            "epoch_s": statistics.median(e["epoch_s"] for e in epochs), "samples_per_s": sps,
+            "warmup_steps": warmup, **totals,
+            "final_train_loss": epochs[-1]["train_loss"], "val_metric": self.task.metric_name,
+            "val_value": epochs[-1]["val_metric"], "naive_baseline": self.task.naive_metric,
+            "flops_per_sample": self.flops_per_sample, "achieved_gflops": self.flops_per_sample * sps / 1e9,
+            "peak_gpu_mb": peak_gpu, "global_batch_size": self.cfg.batch_size * self.world,
+            "epochs_rows": epochs,
+        }

@@ -1,0 +1,79 @@
+"""CLI parsing with the engine patched: the exact cells a command line asks for."""
+
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+from stbench_cli import cli, engine
+from stbench_cli.spec import RunSpec
+
+
+@pytest.fixture
+def captured(monkeypatch):
+    seen = {}
+
+    def fake_execute(plan, timeout, progress, warn):
+        seen.update(plan=plan, timeout=timeout)
+        return []
+
+    monkeypatch.setattr(engine, "execute", fake_execute)
+    return seen
+
+
+def run_cli(argv):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(argv)
+    return exit_info.value.code
+
+
+def test_run_passes_the_exact_cells(captured, tmp_path):
+    code = run_cli(["run", "cnn-strain", "--smoke", "--device", "cpu", "--epochs", "1", "2",
+                    "--batch-size", "32", "--set", "lr=0.01,0.02", "--repeat", "2", "--seed", "3",
+                    "--timeout", "30", "--out", str(tmp_path)])
+    assert code == 0
+    plan = captured["plan"]
+    assert captured["timeout"] == 30
+    assert plan.folder.parent == tmp_path and plan.folder.name.endswith("-cnn-strain")
+    base = dict(data="generated", loader="vectorized", lr_scaling="none", lr_warmup_steps=0, n_samples=4096,
+                noise=0.01, threads=0, val_fraction=0.25, warmup_steps=2, workers=0)
+    expected = [
+        RunSpec("cnn-strain", "cpu", "single", 32, epochs, repeat=repeat, seed=3,
+                params=tuple(sorted({**base, "lr": lr}.items())))
+        for repeat in (0, 1) for epochs in (1, 2) for lr in (0.01, 0.02)
+    ]
+    assert list(plan.cells) == expected
+    assert plan.manifest["cells"] == [asdict(c) for c in expected]
+    assert plan.manifest["matrix"]["axes"] == (("lr", (0.01, 0.02)),)
+
+
+def test_defaults_come_from_the_preset(captured):
+    assert run_cli(["run", "cnn-strain"]) == 0
+    (cell,) = captured["plan"].cells
+    assert (cell.device, cell.strategy, cell.batch_size, cell.epochs) == ("cpu", "single", 75, 2)
+    assert cell.param_dict["n_samples"] == 60_000 and cell.param_dict["lr"] == 4.73e-4
+    assert captured["plan"].folder.parent == Path("results")
+
+
+def test_ddp_axes(captured):
+    assert run_cli(["run", "cnn-strain", "--strategy", "single", "ddp", "--nproc", "1", "2",
+                    "--set", "lr_scaling=linear"]) == 0
+    assert [(c.strategy, c.world_size) for c in captured["plan"].cells] == [("single", 1), ("ddp", 1), ("ddp", 2)]
+    assert {c.param_dict["lr_scaling"] for c in captured["plan"].cells} == {"linear"}
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["run", "nope"], "unknown workload 'nope'; valid: cnn-strain, faulty"),
+    (["run", "cnn-strain", "--set", "colour=red"], "unknown parameter 'colour' for cnn-strain; valid: data, loader, lr"),
+    (["run", "cnn-strain", "--set", "lr=fast"], "--set lr='fast' is not a valid float"),
+    (["run", "cnn-strain", "--set", "loader=magic"], "--set loader='magic' is not allowed; valid: vectorized, per-item"),
+    (["run", "cnn-strain", "--device", "tpu"], "--device 'tpu' is not a device; valid: cpu, cuda, cuda:N"),
+    (["run", "cnn-strain", "--preset", "huge"], "unknown preset 'huge' for cnn-strain; valid: default, smoke, paper, large-batch"),
+    (["run", "cnn-strain", "--batch-size", "0"], "--batch-size 0 must be a positive integer"),
+])
+def test_bad_input_is_one_clear_line(captured, capsys, argv, message):
+    assert run_cli(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err
+    assert "Traceback" not in err
+    assert "plan" not in captured

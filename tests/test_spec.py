@@ -1,0 +1,61 @@
+"""Matrix expansion, skip reasons and argument parsing: pure, no torch."""
+
+import pytest
+
+from stbench_cli.cli import spread_lists
+from stbench_cli.errors import StbenchError
+from stbench_cli.spec import MatrixSpec, RunSpec, check_device, expand, parse_set, skip_reason
+
+
+def test_expand_order_and_values():
+    m = MatrixSpec("w", devices=("cpu", "cuda"), batch_sizes=(32, 64), epochs=(1,),
+                   base_params=(("lr", 0.1),), axes=(("mode", ("a", "b")),), repeats=2, seed=7)
+    cells = expand(m)
+    assert len(cells) == 2 * 2 * 2 * 2
+    assert [(c.repeat, c.device, c.batch_size, c.param_dict["mode"]) for c in cells[:8]] == [
+        (0, "cpu", 32, "a"), (0, "cpu", 32, "b"), (0, "cpu", 64, "a"), (0, "cpu", 64, "b"),
+        (0, "cuda", 32, "a"), (0, "cuda", 32, "b"), (0, "cuda", 64, "a"), (0, "cuda", 64, "b"),
+    ]
+    assert all(c.repeat == 1 for c in cells[8:])  # repeats outermost
+    assert cells[0].params == (("lr", 0.1), ("mode", "a")) and cells[0].seed == 7
+    assert expand(m) == cells  # deterministic
+
+
+def test_nproc_applies_to_ddp_only():
+    m = MatrixSpec("w", strategies=("single", "ddp"), nprocs=(1, 2, 4))
+    cells = expand(m)
+    assert [(c.strategy, c.world_size) for c in cells] == [("single", 1), ("ddp", 1), ("ddp", 2), ("ddp", 4)]
+
+
+def test_run_id_is_stable_and_distinct():
+    a = RunSpec("w", "cpu", "single", 32, 1)
+    assert a.run_id == RunSpec("w", "cpu", "single", 32, 1).run_id
+    assert a.run_id != RunSpec("w", "cpu", "single", 32, 1, repeat=1).run_id
+    assert RunSpec.from_json(a.to_json()) == a
+
+
+@pytest.mark.parametrize("spec,gpus,expected", [
+    (RunSpec("w", "cpu", "single", 1, 1), 0, None),
+    (RunSpec("w", "cuda", "single", 1, 1), 0, "cuda requested, but no GPU is visible (torch.cuda.is_available() is False)"),
+    (RunSpec("w", "cuda:1", "single", 1, 1), 1, "cuda:1 requested, but only 1 GPU(s) are visible (cuda:0..cuda:0)"),
+    (RunSpec("w", "cuda", "ddp", 1, 1, world_size=4), 2, "ddp with nproc=4 on cuda needs 4 GPUs, 2 visible"),
+    (RunSpec("w", "cpu", "ddp", 1, 1, world_size=2), 0, "strategy ddp is not supported by w (supported: single)"),
+])
+def test_skip_reason(spec, gpus, expected):
+    strategies = ("single",) if expected and "strategy" in expected else ("single", "ddp")
+    assert skip_reason(spec, gpus, strategies) == expected
+
+
+def test_bad_values_name_what_is_valid():
+    with pytest.raises(StbenchError, match="valid: cpu, cuda, cuda:N"):
+        check_device("gpu")
+    with pytest.raises(StbenchError, match="expected key=value"):
+        parse_set(["lr"])
+    assert parse_set(["lr=1e-3, 1e-2"]) == [("lr", ["1e-3", "1e-2"])]
+
+
+def test_spread_lists():
+    argv = ["run", "w", "--device", "cpu", "cuda", "--epochs", "5", "10", "--set", "a=1,2", "--smoke"]
+    assert spread_lists(argv) == ["run", "w", "--device", "cpu", "--device", "cuda", "--epochs", "5",
+                                  "--epochs", "10", "--set", "a=1,2", "--smoke"]
+    assert spread_lists(["run", "w", "--device=cuda"]) == ["run", "w", "--device=cuda"]

@@ -1,0 +1,97 @@
+"""The contract between a workload and the engine. No torch import at module level:
+`stbench list`, matrix expansion and parameter checking must work without it."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+
+def _parse_bool(text: str) -> bool:
+    low = text.lower()
+    if low in ("1", "true", "yes", "on"):
+        return True
+    if low in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{text!r} is not a boolean (true/false)")
+
+
+_PARSERS: dict[type, Callable[[str], Any]] = {int: int, float: float, str: str, bool: _parse_bool}
+
+
+@dataclass(frozen=True)
+class Param:
+    """One workload parameter: every one of them can become a matrix axis with --set."""
+
+    name: str
+    kind: type  # int, float, str or bool
+    default: Any
+    help: str = ""
+    choices: tuple[Any, ...] | None = None  # None: any value of `kind`
+    minimum: float | None = None
+
+    def parse(self, text: str) -> Any:
+        """Type and check one value; ValueError with a message naming what is valid."""
+        try:
+            value = _PARSERS[self.kind](text)
+        except ValueError:
+            raise ValueError(f"{self.name}={text!r} is not a valid {self.kind.__name__}") from None
+        return self.check(value)
+
+    def check(self, value: Any) -> Any:
+        if self.choices is not None and value not in self.choices:
+            valid = ", ".join(str(c) for c in self.choices)
+            raise ValueError(f"{self.name}={value!r} is not allowed; valid: {valid}")
+        if self.minimum is not None and value < self.minimum:
+            raise ValueError(f"{self.name}={value!r} must be >= {self.minimum}")
+        return value
+
+
+# Parameters the engine's trainer reads for every workload (optimizer, timing, loading).
+COMMON_PARAMS: tuple[Param, ...] = (
+    Param("lr", float, 1e-3, "learning rate for one process (see lr_scaling)", minimum=0.0),
+    Param("lr_scaling", str, "none", "scale lr with the DDP world size", ("none", "linear", "sqrt")),
+    Param("lr_warmup_steps", int, 0, "linear lr warm-up over this many optimizer steps", minimum=0),
+    Param("warmup_steps", int, 5, "first steps excluded from steady-state throughput", minimum=0),
+    Param("workers", int, 0, "DataLoader worker processes", minimum=0),
+    Param("loader", str, "vectorized", "vectorized: one indexed slice per batch; per-item: default collate", ("vectorized", "per-item")),
+    Param("threads", int, 0, "torch intra-op threads per process (0: torch's default)", minimum=0),
+)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A registered workload: its parameters, presets and a lazily imported builder.
+
+    `builder` is "module:function"; the function takes (params: dict, seed, rank, world_size)
+    and returns a `workloads.task.Task`. Presets map a name to parameter overrides and may
+    also set `batch_size` and `epochs`, the engine's own axes.
+    """
+
+    name: str
+    summary: str
+    params: tuple[Param, ...]
+    presets: Mapping[str, Mapping[str, Any]]
+    builder: str
+    checker: str | None = None  # "module:function" taking params; ValueError if the data is unusable
+    strategies: tuple[str, ...] = ("single", "ddp")
+    data_sources: tuple[str, ...] = ()
+    default_preset: str = "default"
+    common: tuple[Param, ...] = field(default=COMMON_PARAMS, repr=False)
+
+    @property
+    def all_params(self) -> dict[str, Param]:
+        merged = {p.name: p for p in self.common}
+        merged.update({p.name: p for p in self.params})  # a workload may override a common default
+        return merged
+
+    def build(self, params: dict, seed: int, rank: int = 0, world_size: int = 1):
+        module_name, func = self.builder.split(":")
+        return getattr(importlib.import_module(module_name), func)(params, seed, rank, world_size)
+
+    def check(self, params: dict) -> None:
+        """Cheap up-front check of the data a cell would use (runs in the parent)."""
+        if self.checker:
+            module_name, func = self.checker.split(":")
+            getattr(importlib.import_module(module_name), func)(params)

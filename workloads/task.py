@@ -1,0 +1,38 @@
+"""What a workload's builder hands the trainer (imports torch; only the engine's child uses it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from torch import nn
+from torch.utils.data import Dataset
+
+
+def tensor_mb(*tensors: torch.Tensor) -> float:
+    """Bytes the given tensors occupy, in MiB."""
+    return sum(t.element_size() * t.nelement() for t in tensors) / 2**20
+
+
+@dataclass(frozen=True)
+class Task:
+    """Data, model and quality measure of one built workload.
+
+    `metric_sum(pred, target)` returns the summed error of a batch (a 0-d tensor, so the
+    trainer can add it up on the device without a sync per batch); the epoch's metric is
+    `metric_finish(total, count)`. `naive_metric` is the same metric for the workload's naive
+    predictor on the same validation data: the number the model has to beat.
+    """
+
+    train: Dataset
+    val: Dataset
+    model: nn.Module
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    metric_name: str
+    metric_sum: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    naive_metric: float
+    data_source: str
+    data_mb: float
+    metric_finish: Callable[[float, int], float] = lambda total, count: total / max(count, 1)
+    optimizer: Callable[..., torch.optim.Optimizer] = torch.optim.Adam
