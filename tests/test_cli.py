@@ -50,8 +50,8 @@ def test_run_passes_the_exact_cells(captured, tmp_path):
 def test_defaults_come_from_the_preset(captured):
     assert run_cli(["run", "cnn-strain"]) == 0
     (cell,) = captured["plan"].cells
-    assert (cell.device, cell.strategy, cell.batch_size, cell.epochs) == ("cpu", "single", 75, 2)
-    assert cell.param_dict["n_samples"] == 60_000 and cell.param_dict["lr"] == 4.73e-4
+    assert (cell.device, cell.strategy, cell.batch_size, cell.epochs) == ("cpu", "single", 75, 3)
+    assert cell.param_dict["n_samples"] == 400_000 and cell.param_dict["lr"] == 4.73e-4
     assert captured["plan"].folder.parent == Path("results")
 
 

@@ -10,13 +10,13 @@ WORKLOAD = Workload(
     summary="1-D CNN regressing (G0, a) from strain-stress curves; data-parallel scaling study",
     params=(
         Param("data", str, "generated", "'generated', or a path to an .npz / .h5 file with X (N,3,201) and Y (N,2)"),
-        Param("n_samples", int, 60_000, "curves to generate (ignored for a file)", minimum=16),
+        Param("n_samples", int, 400_000, "curves to generate (ignored for a file)", minimum=16),
         Param("val_fraction", float, 0.25, "held-out share (the study: 250 k of 1 M)", minimum=0.01),
         Param("noise", float, 0.01, "relative noise on the generated stress", minimum=0.0),
         Param("lr", float, 4.73e-4, "Adam learning rate (the study's tuned value)", minimum=0.0),
     ),
     presets={
-        "default": {"n_samples": 60_000, "batch_size": 75, "epochs": 2},
+        "default": {"n_samples": 400_000, "batch_size": 75, "epochs": 3},
         "smoke": {"n_samples": 4_096, "batch_size": 64, "epochs": 3, "lr": 2e-3, "warmup_steps": 2},
         "paper": {"n_samples": 1_000_000, "batch_size": 75, "epochs": 5},
         "large-batch": {
