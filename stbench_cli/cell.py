@@ -62,7 +62,7 @@ def run(spec: RunSpec) -> dict:
     torch.manual_seed(spec.seed)
     task = get(spec.workload).build(params, spec.seed, rank, world)
     summary = Trainer(task, LoopConfig.from_spec(spec), device, rank, world).run()
-    rss = ddp.reduce_max([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0], device)[0]
+    rss = ddp.reduce([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0], device)[0]
     summary.update(
         peak_rss_mb=rss, data_mb=task.data_mb, data_source=task.data_source, threads=torch.get_num_threads(),
         device_name=torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",

@@ -71,7 +71,7 @@ def run(
     smoke: Annotated[bool, typer.Option(help="shrink every cell to a seconds-long run")] = False,
     seed: int = 0,
     out: Annotated[Path, typer.Option(help="parent folder of the new result folder")] = Path("results"),
-    resume: Annotated[Optional[Path], typer.Option(help="finish the study in this result folder")] = None,
+    resume: Annotated[Optional[Path], typer.Option(help="finish the study in this folder (its matrix is read from manifest.json; axes given here are ignored)")] = None,
     timeout: Annotated[Optional[float], typer.Option(help="seconds per cell before it is killed")] = None,
 ) -> None:
     """Run a matrix of devices x strategies x nproc x batch sizes x epochs x --set axes."""

@@ -60,18 +60,10 @@ def wrap(model: torch.nn.Module, device: torch.device, probe: SyncProbe) -> torc
     return ddp
 
 
-def reduce_max(values: list[float], device: torch.device) -> list[float]:
-    """Element-wise max over ranks (times: the world is as slow as its slowest rank)."""
+def reduce(values: list[float], device: torch.device, op: str = "max") -> list[float]:
+    """Element-wise max or sum over ranks (times take the max: the world moves at its slowest rank's pace)."""
     if not dist.is_initialized():
         return values
     t = torch.tensor(values, dtype=torch.float64, device=device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return t.tolist()
-
-
-def reduce_sum(values: list[float], device: torch.device) -> list[float]:
-    if not dist.is_initialized():
-        return values
-    t = torch.tensor(values, dtype=torch.float64, device=device)
-    dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    dist.all_reduce(t, op={"max": dist.ReduceOp.MAX, "sum": dist.ReduceOp.SUM}[op])
     return t.tolist()

@@ -125,7 +125,7 @@ class Trainer:
             total += self.task.metric_sum(self.model(x), y).double()
             count += len(y)
         self.model.train()
-        total_all, count_all = ddp.reduce_sum([total.item(), float(count)], self.device)
+        total_all, count_all = ddp.reduce([total.item(), float(count)], self.device, "sum")
         return self.task.metric_finish(total_all, int(count_all))
 
     def run(self) -> dict:
@@ -161,7 +161,9 @@ class Trainer:
                 train_loss=loss_sum.item() / steps_per_epoch, val_metric=metric,
             )
             epochs.append(row)
-            if not (math.isfinite(row["train_loss"]) and math.isfinite(metric)):
+            finite = math.isfinite(row["train_loss"]) and math.isfinite(metric)
+            # Every rank must take the same decision, or the ones that go on hang in a collective.
+            if ddp.reduce([0.0 if finite else 1.0], self.device)[0] > 0:
                 status, reason = "diverged", f"non-finite loss ({row['train_loss']}) in epoch {epoch + 1}"
                 break
         wall = time.perf_counter() - t_start
@@ -171,7 +173,7 @@ class Trainer:
         phase_cols = ["data_s", "h2d_s", "compute_s", "sync_s", "eval_s", "train_s"]
         totals = {c: sum(e[c] for e in epochs) for c in phase_cols}
         # Times are the max over ranks: the world moves at its slowest rank's pace.
-        maxed = ddp.reduce_max([wall, steady_time] + [totals[c] for c in phase_cols], self.device)
+        maxed = ddp.reduce([wall, steady_time] + [totals[c] for c in phase_cols], self.device)
         wall, steady_time, *phase_vals = maxed
         totals = dict(zip(phase_cols, phase_vals))
         samples = steady_steps * self.cfg.batch_size * self.world
