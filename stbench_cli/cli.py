@@ -103,6 +103,26 @@ def compare(
     render.out.print(text, markup=False, end="")
 
 
+@app.command()
+def data(
+    workload: Annotated[str, typer.Argument(help="a workload with preparable data (see `stbench list`)")],
+    prepare: Annotated[bool, typer.Option(help="fetch/convert a selection into a local zarr store")] = False,
+    source: Annotated[str, typer.Option(help="arco, a gs:// URL, or a local .csv/.zarr/.nc")] = "arco",
+    points: Annotated[str, typer.Option(help="lat:lon points joined by '+'")] = "40:280+20:280",
+    grid: Annotated[str, typer.Option(help="lat0:lat1:lon0:lon1 box instead of points")] = "",
+    start: str = "2020-01-01",
+    end: str = "2021-12-31T23",
+    out: Annotated[Optional[Path], typer.Option(help="the zarr store to write (default: in the stbench cache)")] = None,
+) -> None:
+    """Prepare a workload's data: cache a selection as a local store that `--set data=PATH` reads."""
+    from . import engine
+
+    if not prepare:
+        raise StbenchError("nothing to do: add --prepare (and --source/--start/--end)")
+    path = engine.prepare_data(workload, source=source, points=points, grid=grid, start=start, end=end, out=out)
+    render.out.print(f"wrote {path}; use it with: stbench run {workload} --set data={path}")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry: one clear line and exit 2 for any user error."""
     command = typer.main.get_command(app)

@@ -34,7 +34,7 @@ def run(paths: list[Path], *, rows: str, cols: str, metric: str, baseline: str |
         base = (key, value)
     all_rows = [row for folder in find_folders(paths) for row in results.read_runs(folder)]
     df = tables.frame(all_rows)
-    text = tables.report(df, metric=metric, rows=rows, cols="label" if cols == "device" else cols, baseline=base)
+    text = tables.report(df, metric=metric, rows=rows, cols=cols, baseline=base)
     if out:
         out.mkdir(parents=True, exist_ok=True)
         (out / "compare.md").write_text(text)

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import envinfo, results, study
+from .errors import StbenchError
 from .matrix import run_matrix
 from .spec import skip_reason
 
@@ -16,6 +17,19 @@ def plan_new(workload: str, **options) -> study.Plan:
 
 def plan_resume(workload: str, folder: Path) -> study.Plan:
     return study.plan_resume(workload, folder)
+
+
+def prepare_data(workload: str, *, out: Path | None, **options) -> Path:
+    """Cache a selection of a workload's data as a local store (one clear line on failure)."""
+    w = study.get_workload(workload)
+    if out is None:
+        name = f"{w.name}-{options['start']}-{options['end']}".replace(":", "")
+        out = envinfo.cache_dir() / "data" / f"{name}.zarr"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        return w.prepare(out=out, **options)
+    except ValueError as exc:
+        raise StbenchError(str(exc)) from None
 
 
 def execute(plan: study.Plan, timeout: float | None, progress: Callable, warn: Callable[[str], None]) -> list[dict]:

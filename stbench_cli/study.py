@@ -58,13 +58,14 @@ def resolve_params(w: Workload, preset: str, smoke: bool, sets: list[str]) -> tu
     return base, axes, engine
 
 
-def check_data(w: Workload, base: dict, axes: dict) -> None:
-    """Open every data file the matrix names, so a missing or corrupt one fails now."""
+def check_data(w: Workload, cells: list[RunSpec]) -> None:
+    """Check the data of every distinct parameter set, so a missing or corrupt file, or a
+    selection outside the data, fails now with one line rather than as a failed cell."""
     if w.checker is None:
         return
-    for value in axes.get("data", (base.get("data"),)):
+    for params in dict.fromkeys(c.params for c in cells):
         try:
-            w.check(dict(base, data=value))
+            w.check(dict(params))
         except ValueError as exc:
             raise StbenchError(str(exc)) from None
 
@@ -93,7 +94,6 @@ def plan_new(workload: str, *, devices, strategies, nprocs, batch_sizes, epochs,
              preset: str | None, smoke: bool, seed: int, out: Path, env: EnvInfo) -> Plan:
     w = get_workload(workload)
     base, axes, engine = resolve_params(w, preset or w.default_preset, smoke, sets or [])
-    check_data(w, base, axes)
     matrix = MatrixSpec(
         workload=w.name,
         devices=tuple(dict.fromkeys(check_device(d) for d in devices or ["cpu"])),
@@ -105,6 +105,7 @@ def plan_new(workload: str, *, devices, strategies, nprocs, batch_sizes, epochs,
         repeats=check_positive("--repeat", [repeat])[0], seed=seed, preset=preset or w.default_preset,
     )
     cells = expand(matrix)
+    check_data(w, cells)
     reasons = [skip_reason(c, env.gpu_count, w.strategies) for c in cells]
     if all(reasons):
         raise StbenchError(f"nothing to run: {reasons[0]}")

@@ -132,20 +132,26 @@ def _ratio_text(metric: str, base, other) -> str:
     return text
 
 
+def column(name: str, keys: list[str]) -> str:
+    """The frame's column for a name the user typed: device -> label, a parameter -> p.<name>."""
+    for candidate in ("label" if name == "device" else name, f"p.{name}"):
+        if candidate in keys:
+            return candidate
+    shown = ["device" if k == "label" else k.removeprefix("p.") for k in keys]
+    raise StbenchError(f"cannot pivot on {name!r}; valid: {', '.join(shown)}")
+
+
 def _varying(s: pd.DataFrame, keys: list[str]) -> list[str]:
     return [k for k in keys if s[k].astype(str).nunique() > 1]
 
 
-def pivot(df: pd.DataFrame, metric: str = "wall_s", rows: str = "epochs", cols: str = "label",
+def pivot(df: pd.DataFrame, metric: str = "wall_s", rows: str = "epochs", cols: str = "device",
           baseline: tuple[str, str] | None = None) -> dict[str, pd.DataFrame]:
     """Per workload: a table of formatted cells, `rows` down (plus any other axis that
     varies), `cols` across, and a "<col> vs <baseline>" column per non-baseline column."""
-    cols = "label" if cols == "device" else cols
-    s = summarize(df, metric)
     all_keys = keys_of(df)
-    for name in (rows, cols):
-        if name not in all_keys:
-            raise StbenchError(f"cannot pivot on {name!r}; valid: device, {', '.join(all_keys[1:])}")
+    rows, cols = column(rows, all_keys), column(cols, all_keys)
+    s = summarize(df, metric)
     out = {}
     for workload, w in s.groupby("workload", sort=True):
         index = [k for k in _varying(w, all_keys) if k not in (rows, cols)] + [rows]
@@ -153,8 +159,7 @@ def pivot(df: pd.DataFrame, metric: str = "wall_s", rows: str = "epochs", cols: 
         base_value = None
         if baseline:
             key, value = baseline
-            key = "label" if key == "device" else key
-            if key != cols:
+            if column(key, all_keys) != cols:
                 raise StbenchError(f"--baseline must name the column axis ({cols if cols != 'label' else 'device'}), not {baseline[0]}")
             matches = [v for v in col_values if str(v) == value]
             if not matches:
@@ -224,7 +229,7 @@ def markdown(table: pd.DataFrame) -> str:
     return tabulate(table, headers="keys", tablefmt="pipe", showindex=False, disable_numparse=True)
 
 
-def report(df: pd.DataFrame, metric: str = "wall_s", rows: str = "epochs", cols: str = "label",
+def report(df: pd.DataFrame, metric: str = "wall_s", rows: str = "epochs", cols: str = "device",
            baseline: tuple[str, str] | None = None) -> str:
     """The whole compare output as Markdown."""
     parts = []

@@ -75,6 +75,7 @@ class Workload:
     presets: Mapping[str, Mapping[str, Any]]
     builder: str
     checker: str | None = None  # "module:function" taking params; ValueError if the data is unusable
+    preparer: str | None = None  # "module:function" behind `stbench data WORKLOAD --prepare`
     strategies: tuple[str, ...] = ("single", "ddp")
     data_sources: tuple[str, ...] = ()
     default_preset: str = "default"
@@ -89,6 +90,12 @@ class Workload:
     def build(self, params: dict, seed: int, rank: int = 0, world_size: int = 1):
         module_name, func = self.builder.split(":")
         return getattr(importlib.import_module(module_name), func)(params, seed, rank, world_size)
+
+    def prepare(self, **options):
+        if not self.preparer:
+            raise ValueError(f"{self.name} has no data to prepare")
+        module_name, func = self.preparer.split(":")
+        return getattr(importlib.import_module(module_name), func)(**options)
 
     def check(self, params: dict) -> None:
         """Cheap up-front check of the data a cell would use (runs in the parent)."""

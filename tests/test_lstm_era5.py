@@ -1,0 +1,148 @@
+"""lstm-era5: real ERA5 through every source path, the two loaders, learning, bad input."""
+
+import fsspec
+import numpy as np
+import pytest
+import torch
+from fsspec.implementations.local import LocalFileSystem
+
+from stbench_cli.spec import RunSpec
+from stbench_cli.trainer import LoopConfig, Trainer
+from tests.conftest import SHARED_DATA
+from tests.helpers import stbench
+from workloads import get
+from workloads.lstm_era5 import data
+from workloads.lstm_era5.build import Windows, build, prepare
+
+CSV = SHARED_DATA / "era5" / "t2m_2020-2021_2pts.csv"
+needs_csv = pytest.mark.skipif(not CSV.exists(), reason="../shared/data/era5 is not beside the checkout")
+SPAN = ("2020-01-01", "2021-12-31T23")
+
+
+def params(**overrides):
+    w = get("lstm-era5")
+    p = {n: q.default for n, q in w.all_params.items()}
+    p.update({k: v for k, v in w.presets["smoke"].items() if k not in ("batch_size", "epochs")})
+    p.update(overrides)
+    return p
+
+
+@needs_csv
+def test_embedded_copy_is_the_real_csv():
+    _, csv_values, coords = data.select(data.open_dataset(str(CSV)), "40:280+20:280", "", *SPAN)
+    _, embedded, _ = data.select(data.open_dataset("embedded"), "40:280+20:280", "", *SPAN)
+    assert csv_values.shape == (17544, 2) and coords == [(40.0, 280.0), (20.0, 280.0)]
+    np.testing.assert_array_equal(embedded, csv_values)
+
+
+class LocalGCS(LocalFileSystem):
+    """gs://bucket/path served from a local folder, so the gs:// code path runs without network."""
+
+    protocol = ("gs", "gcs")
+    root = "/"
+
+    def __init__(self, token=None, **kwargs):
+        assert token == "anon"  # the public ARCO bucket is read anonymously
+        super().__init__(**kwargs)
+
+    @classmethod
+    def _strip_protocol(cls, path):
+        path = str(path)
+        for prefix in ("gs://", "gcs://"):
+            if path.startswith(prefix):
+                return f"{cls.root}/{path.removeprefix(prefix)}"
+        return super()._strip_protocol(path)
+
+
+@needs_csv
+def test_zarr_and_gs_paths_yield_the_csv_series(tmp_path, monkeypatch):
+    _, expected, _ = data.select(data.open_dataset(str(CSV)), "40:280+20:280", "", *SPAN)
+    store = prepare(str(CSV), tmp_path / "bucket" / "era5.zarr", "40:280+20:280", "", *SPAN)
+    _, from_zarr, _ = data.select(data.open_dataset(str(store)), "40:280+20:280", "", *SPAN)
+    np.testing.assert_array_equal(from_zarr, expected)
+    monkeypatch.setattr(LocalGCS, "root", str(tmp_path))
+    fsspec.register_implementation("gs", LocalGCS, clobber=True)
+    try:
+        ds = data.open_dataset("gs://bucket/era5.zarr", check_network=False)
+        assert ds["2m_temperature"].chunks is not None  # lazy: dask chunks along time
+        _, from_gs, _ = data.select(ds, "40:280+20:280", "", *SPAN)
+    finally:
+        fsspec.register_implementation("gs", "gcsfs.GCSFileSystem", clobber=True)
+    np.testing.assert_array_equal(from_gs, expected)
+
+
+def test_generated_store_has_the_era5_schema(tmp_path):
+    lats, lons = np.arange(45.0, 29.9, -0.25), np.arange(250.0, 254.0, 0.25)
+    data.generate(tmp_path / "g.zarr", lats, lons, "2020-01-01", "2020-02-29T23", time_chunk=24 * 7)
+    ds = data.open_dataset(str(tmp_path / "g.zarr"))
+    da = ds["2m_temperature"]
+    assert da.dims == ("time", "latitude", "longitude") and da.dtype == np.float32 and da.attrs["units"] == "K"
+    assert da.shape == (60 * 24, len(lats), len(lons)) and da.chunks[0][0] == 24 * 7
+    assert ds["latitude"].values[0] > ds["latitude"].values[-1]  # north to south, as ERA5
+    _, values, coords = data.select(ds, "", "30:40:250:251", "2020-01-01", "2020-01-31T23")
+    assert values.shape == (744, 41 * 5) and len(coords) == 41 * 5
+    day = values[:, 0].reshape(31, 24).mean(axis=0)
+    assert day.max() - day.min() > 4  # a diurnal cycle
+    _, pts, _ = data.select(ds, "45:250+30:250", "", "2020-01-01", "2020-01-31T23")
+    assert pts[:, 1].mean() > pts[:, 0].mean()  # warmer to the south
+
+
+def test_windows_never_cross_series_and_both_paths_agree():
+    series = torch.arange(20, dtype=torch.float32).reshape(10, 2)  # series 0 even, series 1 odd
+    w = Windows(series, window=3)
+    assert len(w) == 2 * 7
+    x, y = w[list(range(len(w)))]
+    for k in range(len(w)):
+        xi, yi = w[k]
+        assert torch.equal(xi, x[k]) and torch.equal(yi, y[k])
+        column = set((torch.cat([x[k].flatten(), y[k]]) % 2).tolist())
+        assert len(column) == 1  # every value of a window comes from one series
+    assert y[6].item() == 18 and x[7, 0].item() == 1  # series 0 ends, series 1 starts afresh
+
+
+def test_per_item_and_vectorized_loaders_yield_identical_batches():
+    task = build(params(), seed=0)
+    batches = {}
+    for mode in ("vectorized", "per-item"):
+        spec = RunSpec("lstm-era5", "cpu", "single", 32, 1, params=tuple(sorted(params(loader=mode).items())))
+        trainer = Trainer(task, LoopConfig.from_spec(spec), torch.device("cpu"))
+        trainer.sampler.set_epoch(3)
+        batches[mode] = [b for _, b in zip(range(4), trainer.train_loader)]
+    for (xv, yv), (xp, yp) in zip(batches["vectorized"], batches["per-item"]):
+        assert torch.equal(xv, xp) and torch.equal(yv, yp)
+
+
+@needs_csv
+def test_beats_the_climatological_mean_on_the_real_csv():
+    p = params(data=str(CSV))
+    smoke = get("lstm-era5").presets["smoke"]
+    spec = RunSpec("lstm-era5", "cpu", "single", smoke["batch_size"], smoke["epochs"], params=tuple(sorted(p.items())))
+    from workloads.lstm_era5.build import load_split
+
+    train_k, test_k, _ = load_split(p)
+    climatology = float(np.sqrt(((test_k[24:] - train_k.mean()) ** 2).mean()))
+    summary = Trainer(build(p, 0), LoopConfig.from_spec(spec), torch.device("cpu")).run()
+    assert summary["status"] == "ok" and summary["val_metric"] == "test_rmse_k"
+    assert summary["val_value"] < 0.5 * climatology
+
+
+@needs_csv
+@pytest.mark.parametrize("setting,message", [
+    ("data=/nowhere/t2m.csv", "data source /nowhere/t2m.csv does not exist; valid: embedded, generated, arco"),
+    ("data={bad_csv}", "lacks column(s) 2m_temperature; expected columns time, latitude, longitude, 2m_temperature"),
+    ("points=10:280", "point (10, 280) is not on the data's grid (latitude 20..40, longitude 280..280)"),
+    ("points=forty", "points='forty' is malformed; expected lat:lon pairs joined by '+'"),
+])
+def test_bad_input_is_one_clear_line(tmp_path, setting, message):
+    bad_csv = tmp_path / "bad.csv"
+    bad_csv.write_text("time,latitude,longitude,t2m\n2020-01-01,40,280,270.0\n")
+    proc = stbench("run", "lstm-era5", "--smoke", "--set", setting.format(bad_csv=bad_csv), "--out", tmp_path / "r")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert message in proc.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_prepare_without_network_is_one_clear_line():
+    proc = stbench("data", "lstm-era5", "--prepare", "--source", "gs://gcp-public-data-arco-era5/x.zarr")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "cannot reach storage.googleapis.com" in proc.stderr or "does not exist" in proc.stderr

@@ -1,0 +1,43 @@
+"""`lstm-era5`: an LSTM predicting the next hour of ERA5 2 m temperature from the last 24.
+
+Seed: a study that timed this model on a CPU and T4/P100/V100/A40 GPUs for 5, 10 and 15
+epochs and could not explain its table. The embedded default is the real 2-point series
+(ERA5, Copernicus Climate Change Service, CC-BY 4.0; see ATTRIBUTION.md).
+"""
+
+from ..base import Param, Workload
+
+_PAPER = {"batch_size": 128, "epochs": 5, "workers": 2}
+
+WORKLOAD = Workload(
+    name="lstm-era5",
+    summary="LSTM regressor of ERA5 2 m temperature; CPU vs GPU by epochs, loader and workers",
+    params=(
+        Param("data", str, "embedded", "embedded | generated | arco | a .csv/.zarr/.nc path | a gs:// zarr URL"),
+        Param("points", str, "40:280+20:280", "lat:lon points joined by '+'"),
+        Param("grid", str, "", "lat0:lat1:lon0:lon1 box instead of points (every grid point a series)"),
+        Param("train_start", str, "2020-01-01", "first training hour"),
+        Param("train_end", str, "2020-12-31T23", "last training hour"),
+        Param("test_start", str, "2021-01-01", "first test hour"),
+        Param("test_end", str, "2021-12-31T23", "last test hour"),
+        Param("window", int, 24, "input hours per window", minimum=1),
+        Param("hidden", int, 64, "LSTM hidden units", minimum=1),
+        Param("layers", int, 2, "LSTM layers", minimum=1),
+        Param("lr", float, 1e-3, "Adam learning rate", minimum=0.0),
+        Param("workers", int, 2, "DataLoader workers (the study used 2)", minimum=0),
+    ),
+    presets={
+        "default": _PAPER,
+        "paper": _PAPER,
+        "smoke": {"batch_size": 128, "epochs": 2, "workers": 0, "train_start": "2020-01-01",
+                  "train_end": "2020-03-31T23", "test_start": "2021-01-01", "test_end": "2021-01-31T23"},
+        "large": {"batch_size": 1024, "epochs": 5, "workers": 2, "data": "generated", "grid": "30:38:250:258",
+                  "train_end": "2020-01-31T23", "test_start": "2020-02-01", "test_end": "2020-02-07T23"},
+    },
+    builder="workloads.lstm_era5.build:build",
+    checker="workloads.lstm_era5.check:check",
+    preparer="workloads.lstm_era5.build:prepare",
+    strategies=("single", "ddp"),
+    data_sources=("embedded: real ERA5 at (40N,280E), (20N,280E), 2020-2021 hourly", "ARCO ERA5 zarr on gs:// via gcsfs",
+                  "local zarr / netCDF / CSV (time, latitude, longitude, 2m_temperature)", "generated ERA5-schema zarr"),
+)

@@ -1,0 +1,173 @@
+"""ERA5 2 m temperature: open a source lazily, select points or a box, generate look-alikes.
+
+Every source becomes the same xarray Dataset: variable `2m_temperature` (K, float32) on
+dims (time, latitude, longitude), as in the ARCO ERA5 store. Only the selected points and
+time range are ever computed (dask chunks along time), never the whole store.
+"""
+
+from __future__ import annotations
+
+import socket
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+VAR = "2m_temperature"
+ARCO_URL = "gs://gcp-public-data-arco-era5/ar/1959-2022-full_37-1h-0p25deg-chunk-1.zarr-v2"
+CSV_COLUMNS = ["time", "latitude", "longitude", VAR]
+REMOTE = ("gs://", "gcs://", "https://", "http://", "s3://")
+
+
+def _embedded():
+    """The packaged copy of the real series at (40N, 280E) and (20N, 280E), 2020-2021 hourly."""
+    import xarray as xr
+
+    with resources.files(__package__).joinpath("era5_t2m_2pts.npz").open("rb") as f, np.load(f) as z:
+        start = np.datetime64("1900-01-01T00", "h") + int(z["start_hour"][0])
+        time = start + np.arange(z["t2m"].shape[0]).astype("timedelta64[h]")
+        return xr.Dataset({VAR: (("time", "latitude", "longitude"), z["t2m"], {"units": "K"})},
+                          coords={"time": time.astype("datetime64[ns]"), "latitude": z["latitude"],
+                                  "longitude": z["longitude"]})
+
+
+def _csv(path: Path):
+    import pandas as pd
+
+    try:
+        df = pd.read_csv(path)
+    except (ValueError, OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"data file {path} is not a readable CSV ({exc})") from None
+    missing = [c for c in CSV_COLUMNS if c not in df.columns]
+    if missing:
+        raise ValueError(f"data file {path} lacks column(s) {', '.join(missing)}; "
+                         f"expected columns {', '.join(CSV_COLUMNS)} (the study's layout)")
+    df["time"] = pd.to_datetime(df["time"])
+    ds = df.set_index(["time", "latitude", "longitude"])[[VAR]].to_xarray()
+    return ds.astype(np.float32)
+
+
+def reachable(url: str, timeout: float = 5.0) -> str | None:
+    """None if the URL's host answers, else why not (checked before gcsfs retries for minutes)."""
+    host = "storage.googleapis.com" if url.startswith(("gs://", "gcs://")) else url.split("/")[2]
+    try:
+        socket.create_connection((host, 443), timeout=timeout).close()
+        return None
+    except OSError as exc:
+        return f"cannot reach {host} ({exc})"
+
+
+def open_dataset(source: str, time_chunk: int = 24 * 31, check_network: bool = True):
+    """An ERA5-schema Dataset for `source`: embedded, a CSV, a zarr store, a netCDF file, or
+    a remote zarr URL (gs:// read anonymously through gcsfs)."""
+    import xarray as xr
+
+    if source == "embedded":
+        return _embedded()
+    if source == "arco":
+        source = ARCO_URL
+    if source.startswith(REMOTE):
+        if check_network and (why := reachable(source)):
+            raise ValueError(f"{why}; with no network use the embedded default (data=embedded), a local copy "
+                             f"(stbench data lstm-era5 --prepare on a networked machine), or data=generated")
+        options = {"token": "anon"} if source.startswith(("gs://", "gcs://")) else {}  # public bucket
+        return xr.open_zarr(source, storage_options=options, chunks={"time": time_chunk})
+    path = Path(source)
+    if not path.exists():
+        raise ValueError(f"data source {source} does not exist; valid: embedded, generated, arco, a .csv, "
+                         f".zarr or .nc path, or a gs:// zarr URL")
+    try:
+        if path.suffix == ".csv":
+            ds = _csv(path)
+        elif path.suffix == ".zarr" or path.is_dir():
+            ds = xr.open_zarr(path, chunks={})  # the store's own chunks
+        elif path.suffix in (".nc", ".nc4", ".h5"):
+            ds = xr.open_dataset(path, chunks={"time": time_chunk})
+        else:
+            raise ValueError(f"data source {source}: unknown format; valid: .csv, .zarr, .nc")
+    except ValueError:
+        raise
+    except Exception as exc:  # zarr/netCDF/HDF5 parse errors come in many types; name the file
+        raise ValueError(f"data source {source} is corrupt or unreadable ({type(exc).__name__}: {exc})") from None
+    if VAR not in ds or set(ds[VAR].dims) != {"time", "latitude", "longitude"}:
+        raise ValueError(f"data source {source} has no {VAR}(time, latitude, longitude) variable")
+    return ds
+
+
+def parse_points(text: str) -> list[tuple[float, float]]:
+    """'40:280+20:280' -> [(40.0, 280.0), (20.0, 280.0)] ('+' because --set splits on commas)."""
+    try:
+        return [(float(a), float(b)) for a, b in (p.split(":") for p in text.split("+"))]
+    except ValueError:
+        raise ValueError(f"points={text!r} is malformed; expected lat:lon pairs joined by '+', e.g. 40:280+20:280") from None
+
+
+def parse_box(text: str) -> tuple[float, float, float, float]:
+    try:
+        lat0, lat1, lon0, lon1 = map(float, text.split(":"))
+    except ValueError:
+        raise ValueError(f"grid={text!r} is malformed; expected lat0:lat1:lon0:lon1, e.g. 30:50:260:290") from None
+    return min(lat0, lat1), max(lat0, lat1), min(lon0, lon1), max(lon0, lon1)
+
+
+def select(ds, points: str, grid: str, start: str, end: str):
+    """(times, values (time, series) float32, [(lat, lon)…]) for the points or the box.
+
+    ERA5 stores latitude north to south; a box is selected by value whatever the order.
+    """
+    import xarray as xr
+
+    da = ds[VAR]
+    lat, lon = da["latitude"].values, da["longitude"].values
+    extent = f"latitude {lat.min():g}..{lat.max():g}, longitude {lon.min():g}..{lon.max():g}"
+    if grid:
+        lat0, lat1, lon0, lon1 = parse_box(grid)
+        da = da.sel(latitude=lat[(lat >= lat0) & (lat <= lat1)], longitude=lon[(lon >= lon0) & (lon <= lon1)])
+        if da.sizes["latitude"] * da.sizes["longitude"] == 0:
+            raise ValueError(f"grid {grid} holds no grid point of the data ({extent})")
+        da = da.stack(series=("latitude", "longitude"))
+        coords = [(float(a), float(b)) for a, b in da["series"].values]
+    else:
+        coords = parse_points(points)
+        for a, b in coords:
+            if not (np.isclose(lat, a).any() and np.isclose(lon, b).any()):
+                raise ValueError(f"point ({a:g}, {b:g}) is not on the data's grid ({extent})")
+        ilat = [int(np.argmin(np.abs(lat - a))) for a, _ in coords]
+        ilon = [int(np.argmin(np.abs(lon - b))) for _, b in coords]
+        da = da.isel(latitude=xr.DataArray(ilat, dims="series"), longitude=xr.DataArray(ilon, dims="series"))
+    da = da.sel(time=slice(start, end))
+    if da.sizes["time"] < 2:
+        t = ds["time"].values
+        raise ValueError(f"time range {start}..{end} is not in the data ({str(t[0])[:13]}..{str(t[-1])[:13]})")
+    values = np.asarray(da.transpose("time", "series").values, dtype=np.float32)  # dask computes the selection only
+    if not np.isfinite(values).all():
+        raise ValueError(f"the selection {start}..{end} has missing values (NaN)")
+    return da["time"].values, values, coords
+
+
+def generate(path: Path, lats: np.ndarray, lons: np.ndarray, start: str, end: str, seed: int = 0,
+             time_chunk: int = 24 * 31) -> Path:
+    """Write an ERA5-schema zarr store: diurnal and seasonal cycles, a latitude gradient and
+    AR(1) weather noise, chunked along time like the ARCO store."""
+    import xarray as xr
+
+    rng = np.random.default_rng(seed)
+    time = np.arange(np.datetime64(start, "h"), np.datetime64(end, "h") + 1).astype("datetime64[ns]")
+    hours = np.arange(len(time), dtype=np.float64)
+    doy = (time - time.astype("datetime64[Y]")).astype("timedelta64[h]").astype(float) / 24.0
+    lat = np.asarray(lats, np.float64)[None, :, None]
+    lon = np.asarray(lons, np.float64)[None, None, :]
+    base = 300.0 - 0.45 * np.abs(lat)  # warmer towards the equator
+    season = (2.0 + 0.2 * np.abs(lat)) * -np.cos(2 * np.pi * (doy[:, None, None] - 15) / 365.25) * np.sign(lat + 1e-9)
+    local_hour = (hours[:, None, None] % 24 + lon / 15.0) % 24
+    diurnal = 4.0 * np.cos(2 * np.pi * (local_hour - 15) / 24)
+    noise = np.empty((len(time), lat.shape[1], lon.shape[2]))
+    noise[0] = rng.standard_normal(noise.shape[1:])
+    shocks = rng.standard_normal(noise.shape) * 0.3
+    for t in range(1, len(time)):  # AR(1): weather persists for days
+        noise[t] = 0.98 * noise[t - 1] + shocks[t]
+    t2m = (base + season + diurnal + noise).astype(np.float32)
+    ds = xr.Dataset({VAR: (("time", "latitude", "longitude"), t2m, {"units": "K", "long_name": "2 metre temperature"})},
+                    coords={"time": time, "latitude": np.asarray(lats, np.float32), "longitude": np.asarray(lons, np.float32)})
+    ds.chunk({"time": time_chunk}).to_zarr(path, mode="w", consolidated=True, zarr_format=2)  # as the ARCO store
+    return path
