@@ -105,10 +105,10 @@ def plan_new(workload: str, *, devices, strategies, nprocs, batch_sizes, epochs,
         repeats=check_positive("--repeat", [repeat])[0], seed=seed, preset=preset or w.default_preset,
     )
     cells = expand(matrix)
-    check_data(w, cells)
     reasons = [skip_reason(c, env.gpu_count, w.strategies) for c in cells]
-    if all(reasons):
+    if all(reasons):  # before check_data, which may open a remote store
         raise StbenchError(f"nothing to run: {reasons[0]}")
+    check_data(w, cells)
     folder = new_folder(out, w.name)
     manifest = {
         "stbench_version": __version__, "git_sha": git_sha(), "command": sys.argv,

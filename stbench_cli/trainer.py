@@ -11,6 +11,7 @@ The first `warmup_steps` steps count in wall time but not in steady-state sample
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 import time
@@ -35,12 +36,13 @@ class LoopConfig:
     warmup_steps: int = 5
     workers: int = 0
     loader: str = "vectorized"
+    max_steps: int = 0
     seed: int = 0
 
     @classmethod
     def from_spec(cls, spec) -> "LoopConfig":
         p = spec.param_dict
-        keys = ("lr", "lr_scaling", "lr_warmup_steps", "warmup_steps", "workers", "loader")
+        keys = ("lr", "lr_scaling", "lr_warmup_steps", "warmup_steps", "workers", "loader", "max_steps")
         return cls(batch_size=spec.batch_size, epochs=spec.epochs, seed=spec.seed, **{k: p[k] for k in keys})
 
 
@@ -60,13 +62,14 @@ def scaled_lr(cfg: LoopConfig, world_size: int) -> float:
     return cfg.lr * factor
 
 
-def flops_per_sample(model: torch.nn.Module, loss_fn, x: torch.Tensor, y: torch.Tensor) -> float:
-    """Forward + backward FLOPs of one batch, per sample (torch's own operator counter)."""
+def flops_per_sample(forward, loss_fn, x: torch.Tensor, y: torch.Tensor, model: torch.nn.Module) -> float:
+    """Forward + backward FLOPs of one batch, per sample (torch's own operator counter;
+    it counts dense matrix products, not sparse ones)."""
     from torch.utils.flop_counter import FlopCounterMode
 
     counter = FlopCounterMode(display=False)
     with counter:
-        loss_fn(model(x), y).backward()
+        loss_fn(forward(x), y).backward()
     model.zero_grad(set_to_none=True)
     return counter.get_total_flops() / len(x)
 
@@ -82,10 +85,15 @@ class Trainer:
         self.task, self.cfg, self.device = task, cfg, device
         self.rank, self.world = rank, world_size
         self.clock = Clock(device)
-        pin = device.type == "cuda"
-        self.sampler = DistributedSampler(task.train, world_size, rank, shuffle=True, seed=cfg.seed, drop_last=True)
-        self.train_loader = make_loader(task.train, cfg, self.sampler, pin)
-        val_part = Subset(task.val, range(rank, len(task.val), world_size))
+        train, val = task.train, task.val
+        if task.data_on_device:  # batches are sliced where the data lives: no copies, no h2d
+            train, val = train.to(device), val.to(device)
+            cfg = self.cfg = dataclasses.replace(cfg, workers=0)
+        pin = device.type == "cuda" and not task.data_on_device
+        shards = (1, 0) if task.sharded else (world_size, rank)
+        self.sampler = DistributedSampler(train, *shards, shuffle=True, seed=cfg.seed, drop_last=True)
+        self.train_loader = make_loader(train, cfg, self.sampler, pin)
+        val_part = Subset(val, range(rank, len(val), world_size))
         self.val_loader = make_loader(val_part, cfg, SequentialSampler(val_part), pin)
         if len(self.train_loader) == 0:
             raise ValueError(
@@ -93,10 +101,11 @@ class Trainer:
             )
         model = task.model.to(device)
         x, y = _to(next(iter(self.train_loader)), device)
-        self.flops_per_sample = flops_per_sample(model, task.loss_fn, x, y)
+        self.flops_per_sample = flops_per_sample(lambda v: task.forward(model, v, y, 0), task.loss_fn, x, y, model)
         self.probe = ddp.SyncProbe(self.clock)
         self.model = ddp.wrap(model, device, self.probe) if world_size > 1 else model
         self.optimizer = task.optimizer(self.model.parameters(), lr=scaled_lr(cfg, world_size))
+        self.global_step = 0
         warm = max(cfg.lr_warmup_steps, 1)
         self.schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: min(1.0, (s + 1) / warm))
 
@@ -107,10 +116,13 @@ class Trainer:
         x, y = _to((x, y), self.device)
         h2d = self.clock.mark()
         self.optimizer.zero_grad(set_to_none=True)
-        loss = self.task.loss_fn(self.model(x), y)
+        loss = self.task.loss_fn(self.task.forward(self.model, x, y, self.global_step), y)
         loss.backward()
         backward_end = self.clock.mark()
+        if self.task.clip_grad_norm:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.task.clip_grad_norm)
         self.optimizer.step()
+        self.global_step += 1
         self.schedule.step()
         end = self.clock.mark()
         return StepMarks(start, data, h2d, backward_end, end, self.probe.take()), loss.detach()
@@ -122,16 +134,16 @@ class Trainer:
         count = 0
         for x, y in self.val_loader:
             x, y = _to((x, y), self.device)
-            total += self.task.metric_sum(self.model(x), y).double()
-            count += len(y)
+            total += self.task.metric_sum(self.task.forward(self.model, x, y, self.global_step), y).double()
+            count += self.task.metric_count(y) if self.task.metric_count else len(y)
         self.model.train()
         total_all, count_all = ddp.reduce([total.item(), float(count)], self.device, "sum")
-        return self.task.metric_finish(total_all, int(count_all))
+        return self.task.metric_finish(total_all, count_all)
 
     def run(self) -> dict:
         """Train all epochs; returns the cell's summary and its per-epoch rows."""
         cfg, clock = self.cfg, self.clock
-        steps_per_epoch = len(self.train_loader)
+        steps_per_epoch = min(len(self.train_loader), cfg.max_steps or len(self.train_loader))
         warmup = min(cfg.warmup_steps, steps_per_epoch * cfg.epochs - 1)
         epochs, status, reason = [], "ok", ""
         steady_time, steady_steps, global_step = 0.0, 0, 0

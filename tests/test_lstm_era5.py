@@ -71,6 +71,15 @@ def test_zarr_and_gs_paths_yield_the_csv_series(tmp_path, monkeypatch):
     np.testing.assert_array_equal(from_gs, expected)
 
 
+@needs_csv
+def test_netcdf_file_yields_the_csv_series(tmp_path):
+    ds = data.open_dataset(str(CSV))
+    ds.to_netcdf(tmp_path / "t2m.nc")
+    _, expected, _ = data.select(ds, "40:280+20:280", "", *SPAN)
+    _, from_nc, _ = data.select(data.open_dataset(str(tmp_path / "t2m.nc")), "40:280+20:280", "", *SPAN)
+    np.testing.assert_array_equal(from_nc, expected)
+
+
 def test_generated_store_has_the_era5_schema(tmp_path):
     lats, lons = np.arange(45.0, 29.9, -0.25), np.arange(250.0, 254.0, 0.25)
     data.generate(tmp_path / "g.zarr", lats, lons, "2020-01-01", "2020-02-29T23", time_chunk=24 * 7)

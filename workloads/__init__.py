@@ -14,6 +14,7 @@ from .base import Workload
 REGISTRY: dict[str, str] = {
     "cnn-strain": "workloads.cnn_strain",
     "lstm-era5": "workloads.lstm_era5",
+    "dcrnn-pems": "workloads.dcrnn_pems",
 }
 
 

@@ -36,3 +36,10 @@ class Task:
     data_mb: float
     metric_finish: Callable[[float, int], float] = lambda total, count: total / max(count, 1)
     optimizer: Callable[..., torch.optim.Optimizer] = torch.optim.Adam
+    # How the model is called: (model, x, y, step) -> prediction. Seq2seq models that feed the
+    # truth back during training (scheduled sampling) need y and the global step.
+    forward: Callable = lambda model, x, y, step: model(x)
+    metric_count: Callable[[torch.Tensor], float] | None = None  # valid targets in a batch (masked metrics)
+    clip_grad_norm: float | None = None
+    data_on_device: bool = False  # the datasets have .to(device): batches are cut on the device
+    sharded: bool = False  # train holds only this rank's part: no further DistributedSampler split

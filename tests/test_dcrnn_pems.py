@@ -1,0 +1,138 @@
+"""dcrnn-pems: safe graph pickles, data modes, the model learning, a sharded DDP cell."""
+
+import json
+import pickle
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from stbench_cli import envinfo
+from stbench_cli.matrix import run_matrix
+from stbench_cli.spec import RunSpec
+from stbench_cli.study import plan_new
+from stbench_cli.trainer import LoopConfig, Trainer
+from tests.conftest import SHARED_DATA
+from workloads import get
+from workloads.dcrnn_pems import data, graph
+from workloads.dcrnn_pems.build import build, load_graph
+
+needs_shared = pytest.mark.skipif(not (SHARED_DATA / "pems-bay").exists(), reason="../shared/data is not beside the checkout")
+
+
+def params(**overrides):
+    w = get("dcrnn-pems")
+    p = {n: q.default for n, q in w.all_params.items()}
+    p.update({k: v for k, v in w.presets["smoke"].items() if k not in ("batch_size", "epochs")})
+    p.update(overrides)
+    return p
+
+
+def spec_for(p, batch=32, epochs=2):
+    return RunSpec("dcrnn-pems", "cpu", "single", batch, epochs, params=tuple(sorted(p.items())))
+
+
+@needs_shared
+@pytest.mark.parametrize("folder,file,n", [("pems-bay", "adj_mx_bay.pkl", 325), ("metr-la", "adj_mx.pkl", 207)])
+def test_restricted_unpickler_loads_the_real_graphs(folder, file, n):
+    ids, adj = graph.load_adj_pickle(SHARED_DATA / folder / file)
+    assert len(ids) == n and adj.shape == (n, n) and adj.dtype == np.float32
+    packaged_ids, packaged = load_graph({"graph": "bay" if n == 325 else "la", "size": "bay"}, 0)
+    assert packaged_ids == ids and np.array_equal(packaged, adj)  # the packaged copy is the same graph
+
+
+class _Exploit:
+    def __reduce__(self):
+        import os
+
+        return (os.system, ("touch /tmp/stbench-pwned",))
+
+
+def test_a_pickle_that_would_run_code_is_refused(tmp_path):
+    path = tmp_path / "adj_mx.pkl"
+    path.write_bytes(pickle.dumps([["1"], {"1": 0}, _Exploit()], protocol=2))
+    with pytest.raises(ValueError, match="refused global posix.system"):
+        graph.load_adj_pickle(path)
+
+
+@needs_shared
+def test_speed_h5_columns_are_matched_to_the_graph(tmp_path):
+    ids, adj = graph.load_adj_pickle(SHARED_DATA / "metr-la" / "adj_mx.pkl")
+    speeds = data.generate_speeds(adj, 600, seed=1)
+    index = pd.date_range("2012-03-01", periods=600, freq="5min")
+    columns = [int(i) for i in ids]  # the real h5 files have integer sensor ids
+    frame = pd.DataFrame(speeds[:, ::-1], index=index, columns=columns[::-1]).astype(np.float64)
+    frame.to_hdf(tmp_path / "metr-la.h5", key="speed")
+    values, times = data.read_speed_h5(tmp_path / "metr-la.h5", ids)
+    np.testing.assert_array_equal(values, speeds)  # back in the graph's order, as float32
+    assert len(times) == 600
+
+
+def test_index_windows_are_bit_identical_to_materialized_ones():
+    task_index = build(params(batching="index"), seed=0)
+    task_base = build(params(batching="base"), seed=0)
+    idx = [0, 7, 500, len(task_base.train) - 1]
+    xi, yi = task_index.train[idx]
+    xb = torch.stack([task_base.train[i][0] for i in idx])
+    yb = torch.stack([task_base.train[i][1] for i in idx])
+    assert torch.equal(xi, xb) and torch.equal(yi, yb)
+    assert task_base.data_mb > 10 * task_index.data_mb  # ~24x the series, and one copy
+
+
+def test_base_and_index_train_the_same_loss_curve():
+    curves = {}
+    for mode in ("base", "index"):
+        p = params(batching=mode, steps=1_200, max_steps=6)
+        summary = Trainer(build(p, 0), LoopConfig.from_spec(spec_for(p, 16, 2)), torch.device("cpu")).run()
+        curves[mode] = [e["train_loss"] for e in summary["epochs_rows"]]
+    assert curves["base"] == curves["index"]
+
+
+def persistence_mae(task, h: int) -> float:
+    """The last observed reading repeated, scored where both it and the truth are present."""
+    x, y = task.val[list(range(len(task.val)))]
+    mean, std = task.forward.keywords["mean"], task.forward.keywords["std"]
+    last_raw = x[:, -1, :, 0] * std + mean
+    truth = y[:, h - 1, :, 0]
+    mask = (truth != 0) & (x[:, -1, :, 0] != (0 - mean) / std)
+    return float((truth - last_raw).abs()[mask].mean())
+
+
+def horizon_mae(task, h: int) -> float:
+    task.model.eval()
+    with torch.no_grad():
+        x, y = task.val[list(range(len(task.val)))]
+        pred = task.forward(task.model, x, y, 0)
+    mask = y[:, h - 1] != 0
+    return float((pred[:, h - 1] - y[:, h - 1]).abs()[mask].mean())
+
+
+@pytest.mark.parametrize("source,steps,epochs,horizons", [
+    pytest.param("bay", 2_000, 2, (3, 6), id="bay-short"),  # generated speeds on the real PeMS-BAY graph
+    pytest.param("bay", 6_000, 6, (3, 6, 12), id="bay-long", marks=pytest.mark.slow),
+    pytest.param("chickenpox", 0, 8, (3, 6, 12), id="chickenpox"),
+])
+def test_beats_persistence(source, steps, epochs, horizons):
+    if source == "bay":
+        p, batch = params(steps=steps), 32
+    else:
+        if not (SHARED_DATA / "chickenpox").exists():
+            pytest.skip("../shared/data is not beside the checkout")
+        p, batch = params(data=str(SHARED_DATA / "chickenpox" / "chickenpox.json")), 16
+    task = build(p, seed=0)
+    summary = Trainer(task, LoopConfig.from_spec(spec_for(p, batch, epochs)), torch.device("cpu")).run()
+    assert summary["status"] == "ok" and summary["val_metric"] == "val_masked_mae"
+    for h in horizons:
+        assert horizon_mae(task, h) < persistence_mae(task, h), h
+
+
+def test_two_process_ddp_with_sharded_index(tmp_path):
+    options = dict(devices=None, strategies=["ddp"], nprocs=[2], batch_sizes=[16], epochs=[1], repeat=1, preset=None,
+                   smoke=True, seed=0, sets=["batching=sharded-index", "steps=1500", "max_steps=4"])
+    plan = plan_new("dcrnn-pems", out=tmp_path, env=envinfo.collect(), **options)
+    (row,) = run_matrix(list(plan.cells), plan.folder, envinfo.collect(), plan.workload.strategies, timeout=240)
+    assert row["status"] == "ok", row["reason"]
+    assert row["world_size"] == 2 and row["sync_s"] > 0
+    single = build(params(batching="index", steps=1500), seed=0)
+    assert row["data_mb"] < 0.75 * single.data_mb  # a rank holds its half of the training range, not all of it

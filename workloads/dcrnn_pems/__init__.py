@@ -1,0 +1,43 @@
+"""`dcrnn-pems`: seq2seq DCRNN on PeMS-style traffic speeds, with the data modes of the
+"Scalable PyTorch Geometric Temporal" study: materialized windows vs index-batching, series
+kept on the GPU, and rank-sharded data for DDP. The packaged sensor graphs are DCRNN's
+(MIT; see ATTRIBUTION.md)."""
+
+from ..base import Param, Workload
+
+_PAPER = {"batch_size": 64, "epochs": 1, "lr": 0.01}
+
+WORKLOAD = Workload(
+    name="dcrnn-pems",
+    summary="DCRNN traffic forecasting; data memory of base vs index vs gpu-index batching, DDP with sharded data",
+    params=(
+        Param("data", str, "generated", "generated | a pems-bay.h5-style file (key 'speed') | a chickenpox.json"),
+        Param("graph", str, "auto", "auto (by size) | bay | la | generated | a DCRNN adj_mx*.pkl"),
+        Param("size", str, "bay", "generated speeds: bay 325x52,116; la 207x34,272; 2k7 and 11k sensors x 52,116",
+              ("bay", "la", "2k7", "11k")),
+        Param("steps", int, 0, "time steps to generate (0: the size's span)", minimum=0),
+        Param("batching", str, "index", "how windows are made", ("base", "index", "gpu-index", "sharded-index")),
+        Param("model", str, "dcrnn", "dcrnn (seq2seq, ~372 k params) or tiny (one DCGRU layer)", ("dcrnn", "tiny")),
+        Param("in_steps", int, 12, "input steps (5 min each)", minimum=1),
+        Param("horizon", int, 12, "steps predicted", minimum=1),
+        Param("units", int, 64, "DCGRU hidden units", minimum=1),
+        Param("layers", int, 2, "DCGRU layers in encoder and decoder", minimum=1),
+        Param("k", int, 2, "diffusion steps", minimum=1),
+        Param("cl_decay_steps", int, 2000, "scheduled-sampling decay", minimum=1),
+        Param("adam_eps", float, 1e-3, "Adam epsilon (DCRNN uses 1e-3)", minimum=0.0),
+        Param("clip", float, 5.0, "gradient-norm clip (0: none)", minimum=0.0),
+        Param("lr", float, 0.01, "Adam learning rate", minimum=0.0),
+    ),
+    presets={
+        "default": {**_PAPER, "max_steps": 100},
+        "paper": {**_PAPER, "epochs": 100},
+        "pgt-i": {"batch_size": 64, "epochs": 1, "model": "tiny", "units": 2, "k": 3, "lr": 1e-3, "clip": 0.0},
+        "smoke": {"batch_size": 32, "epochs": 2, "steps": 3_000, "units": 16, "layers": 1, "warmup_steps": 2},
+    },
+    builder="workloads.dcrnn_pems.build:build",
+    checker="workloads.dcrnn_pems.build:check",
+    strategies=("single", "ddp"),
+    data_sources=("generated speeds on the real PeMS-BAY / METR-LA graphs or on generated graphs",
+                  "pems-bay.h5 / metr-la.h5 (pandas HDF5, key 'speed') with adj_mx*.pkl",
+                  "chickenpox.json (PyTorch Geometric Temporal layout)"),
+)
