@@ -101,7 +101,8 @@ class Trainer:
             )
         model = task.model.to(device)
         x, y = _to(next(iter(self.train_loader)), device)
-        self.flops_per_sample = flops_per_sample(lambda v: task.forward(model, v, y, 0), task.loss_fn, x, y, model)
+        self.flops_per_sample = task.flops_per_sample or flops_per_sample(
+            lambda v: task.forward(model, v, y, 0), task.loss_fn, x, y, model)
         self.probe = ddp.SyncProbe(self.clock)
         self.model = ddp.wrap(model, device, self.probe) if world_size > 1 else model
         self.optimizer = task.optimizer(self.model.parameters(), lr=scaled_lr(cfg, world_size))

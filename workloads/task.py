@@ -43,3 +43,6 @@ class Task:
     clip_grad_norm: float | None = None
     data_on_device: bool = False  # the datasets have .to(device): batches are cut on the device
     sharded: bool = False  # train holds only this rank's part: no further DistributedSampler split
+    # Forward + backward FLOPs per sample where torch's counter cannot see the model's main
+    # operators (the fused LSTM kernel); None lets the trainer count them.
+    flops_per_sample: float | None = None

@@ -56,6 +56,13 @@ class Windows(Dataset):
         return x, y
 
 
+def lstm_flops(window: int, hidden: int, layers: int) -> float:
+    """Forward + backward FLOPs of one window: 4 gates x (inputs + hidden) x hidden
+    multiply-adds per step and layer, the head once; backward taken as twice forward."""
+    forward = sum(4 * ((1 if i == 0 else hidden) + hidden) * hidden * 2 for i in range(layers)) * window
+    return 3.0 * (forward + 2 * hidden)
+
+
 def _generated_store(params: dict, seed: int) -> str:
     """A cached ERA5-schema zarr store for data=generated, read back through the zarr path."""
     from stbench_cli.envinfo import cache_dir
@@ -95,6 +102,7 @@ def build(params: dict, seed: int, rank: int = 0, world_size: int = 1) -> Task:
         metric_finish=lambda total, count: (total / max(count, 1)) ** 0.5 * std,
         naive_metric=persistence, data_source=f"{params['data']}:{len(coords)} series",
         data_mb=tensor_mb(train.series, test.series),
+        flops_per_sample=lstm_flops(params["window"], params["hidden"], params["layers"]),
     )
 
 
