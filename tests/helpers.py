@@ -13,3 +13,14 @@ def stbench(*args, cwd=None, check=False, timeout=300):
     if check and proc.returncode != 0:
         raise AssertionError(f"stbench {' '.join(map(str, args))} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
     return proc
+
+
+def preset_params(workload: str, preset: str = "smoke", **overrides) -> dict:
+    """A workload's parameter defaults with a preset applied (its engine keys left out)."""
+    from workloads import get
+
+    w = get(workload)
+    p = {name: spec.default for name, spec in w.all_params.items()}
+    p.update({k: v for k, v in w.presets[preset].items() if k not in ("batch_size", "epochs")})
+    p.update(overrides)
+    return p

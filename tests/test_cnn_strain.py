@@ -7,18 +7,14 @@ import torch
 
 from stbench_cli.spec import RunSpec
 from stbench_cli.trainer import LoopConfig, Trainer
+from tests.helpers import preset_params
 from workloads import get
 from workloads.cnn_strain import data
 from workloads.cnn_strain.build import build, make_model
 
 
 def params(**overrides):
-    w = get("cnn-strain")
-    p = {name: spec.default for name, spec in w.all_params.items()}
-    p.update(w.presets["smoke"])
-    p.pop("batch_size"), p.pop("epochs")
-    p.update(overrides)
-    return p
+    return preset_params("cnn-strain", **overrides)
 
 
 def test_model_is_the_studys_network():

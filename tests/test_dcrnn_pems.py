@@ -14,6 +14,7 @@ from stbench_cli.spec import RunSpec
 from stbench_cli.study import plan_new
 from stbench_cli.trainer import LoopConfig, Trainer
 from tests.conftest import SHARED_DATA
+from tests.helpers import preset_params
 from workloads import get
 from workloads.dcrnn_pems import data, graph
 from workloads.dcrnn_pems.build import build, load_graph
@@ -22,11 +23,7 @@ needs_shared = pytest.mark.skipif(not (SHARED_DATA / "pems-bay").exists(), reaso
 
 
 def params(**overrides):
-    w = get("dcrnn-pems")
-    p = {n: q.default for n, q in w.all_params.items()}
-    p.update({k: v for k, v in w.presets["smoke"].items() if k not in ("batch_size", "epochs")})
-    p.update(overrides)
-    return p
+    return preset_params("dcrnn-pems", **overrides)
 
 
 def spec_for(p, batch=32, epochs=2):

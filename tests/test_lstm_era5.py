@@ -9,7 +9,7 @@ from fsspec.implementations.local import LocalFileSystem
 from stbench_cli.spec import RunSpec
 from stbench_cli.trainer import LoopConfig, Trainer
 from tests.conftest import SHARED_DATA
-from tests.helpers import stbench
+from tests.helpers import preset_params, stbench
 from workloads import get
 from workloads.lstm_era5 import data
 from workloads.lstm_era5.build import Windows, build, prepare
@@ -20,11 +20,7 @@ SPAN = ("2020-01-01", "2021-12-31T23")
 
 
 def params(**overrides):
-    w = get("lstm-era5")
-    p = {n: q.default for n, q in w.all_params.items()}
-    p.update({k: v for k, v in w.presets["smoke"].items() if k not in ("batch_size", "epochs")})
-    p.update(overrides)
-    return p
+    return preset_params("lstm-era5", **overrides)
 
 
 @needs_csv
