@@ -37,12 +37,13 @@ class LoopConfig:
     workers: int = 0
     loader: str = "vectorized"
     max_steps: int = 0
+    max_eval_batches: int = 0
     seed: int = 0
 
     @classmethod
     def from_spec(cls, spec) -> "LoopConfig":
         p = spec.param_dict
-        keys = ("lr", "lr_scaling", "lr_warmup_steps", "warmup_steps", "workers", "loader", "max_steps")
+        keys = ("lr", "lr_scaling", "lr_warmup_steps", "warmup_steps", "workers", "loader", "max_steps", "max_eval_batches")
         return cls(batch_size=spec.batch_size, epochs=spec.epochs, seed=spec.seed, **{k: p[k] for k in keys})
 
 
@@ -133,7 +134,9 @@ class Trainer:
         self.model.eval()
         total = torch.zeros((), dtype=torch.float64, device=self.device)
         count = 0
-        for x, y in self.val_loader:
+        for i, (x, y) in enumerate(self.val_loader):
+            if self.cfg.max_eval_batches and i >= self.cfg.max_eval_batches:
+                break
             x, y = _to((x, y), self.device)
             total += self.task.metric_sum(self.task.forward(self.model, x, y, self.global_step), y).double()
             count += self.task.metric_count(y) if self.task.metric_count else len(y)

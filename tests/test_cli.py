@@ -35,7 +35,7 @@ def test_run_passes_the_exact_cells(captured, tmp_path):
     plan = captured["plan"]
     assert captured["timeout"] == 30
     assert plan.folder.parent == tmp_path and plan.folder.name.endswith("-cnn-strain")
-    base = dict(data="generated", loader="vectorized", lr_scaling="none", lr_warmup_steps=0, max_steps=0, n_samples=4096,
+    base = dict(data="generated", loader="vectorized", lr_scaling="none", lr_warmup_steps=0, max_eval_batches=0, max_steps=0, n_samples=4096,
                 noise=0.01, threads=0, val_fraction=0.25, warmup_steps=2, workers=0)
     expected = [
         RunSpec("cnn-strain", "cpu", "single", 32, epochs, repeat=repeat, seed=3,

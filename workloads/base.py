@@ -58,6 +58,7 @@ COMMON_PARAMS: tuple[Param, ...] = (
     Param("loader", str, "vectorized", "vectorized: one indexed slice per batch; per-item: default collate", ("vectorized", "per-item")),
     Param("threads", int, 0, "torch intra-op threads per process (0: torch's default)", minimum=0),
     Param("max_steps", int, 0, "cap on training steps per epoch (0: the whole epoch), for scale studies", minimum=0),
+    Param("max_eval_batches", int, 0, "cap on validation batches per epoch (0: all), for scale studies", minimum=0),
 )
 
 

@@ -43,33 +43,41 @@ def load_chickenpox(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     return x, adj
 
 
-def generate_speeds(adj: np.ndarray, steps: int, seed: int) -> np.ndarray:
+def generate_speeds(adj: np.ndarray, steps: int, seed: int, chunk: int = 4096) -> np.ndarray:
     """Speeds (steps, sensors) in mph on a graph: daily and weekly profiles, congestion that
     starts at random incidents and spreads to neighbouring sensors over the next steps,
-    sensor noise, and missing readings (zeros: short outages of single sensors)."""
+    sensor noise, and missing readings (zeros: short outages of single sensors).
+
+    Built in chunks of time into one float32 array: at 11 k sensors x 52 k steps, whole-array
+    float64 temporaries would need several times the 2.3 GB result.
+    """
     from scipy import sparse
 
     rng = np.random.default_rng(seed)
     n = adj.shape[0]
     walk = sparse.csr_matrix(adj / np.maximum(adj.sum(axis=1, keepdims=True), 1e-9))
-    minute = (np.arange(steps) * STEP_MINUTES) % (24 * 60)
-    weekday = ((np.arange(steps) * STEP_MINUTES) // (24 * 60)) % 7 < 5
-    rush = np.exp(-((minute - 8 * 60) / 50.0) ** 2) + np.exp(-((minute - 17.5 * 60) / 70.0) ** 2)
-    profile = 1.0 - 0.35 * rush * np.where(weekday, 1.0, 0.3)
     exposure = rng.uniform(0.5, 1.5, n)  # some sensors sit on busier roads
-    free_flow = rng.uniform(60, 70, n).astype(np.float32)
-    congestion = np.zeros((steps, n), np.float32)
+    free_flow = rng.uniform(60, 70, n)
+    speed = np.empty((steps, n), np.float32)
     c = np.zeros(n)
-    incidents = rng.random((steps, n)) < 2e-4 * (0.5 + rush[:, None]) * exposure
-    for t in range(steps):  # congestion decays and spreads upstream along edges
-        c = 0.93 * c + 0.06 * (walk @ c) + incidents[t] * rng.uniform(0.3, 0.6, n)
-        congestion[t] = c
-    speed = free_flow * (profile[:, None] ** exposure) * np.clip(1.0 - congestion, 0.15, 1.0)
-    speed = speed * (1.0 + 0.03 * rng.standard_normal((steps, n)))
-    outage = rng.random((steps, n)) < 1e-3
-    for lag in range(1, 6):  # outages last up to half an hour
-        outage[lag:] |= outage[:-lag] & (rng.random((steps - lag, n)) < 0.7)
-    return np.where(outage, 0.0, np.maximum(speed, 1.0)).astype(np.float32)
+    for lo in range(0, steps, chunk):
+        t = np.arange(lo, min(lo + chunk, steps))
+        minute = (t * STEP_MINUTES) % (24 * 60)
+        weekday = ((t * STEP_MINUTES) // (24 * 60)) % 7 < 5
+        rush = np.exp(-((minute - 8 * 60) / 50.0) ** 2) + np.exp(-((minute - 17.5 * 60) / 70.0) ** 2)
+        profile = 1.0 - 0.35 * rush * np.where(weekday, 1.0, 0.3)
+        incidents = rng.random((len(t), n)) < 2e-4 * (0.5 + rush[:, None]) * exposure
+        congestion = np.empty((len(t), n), np.float32)
+        for i in range(len(t)):  # congestion decays and spreads upstream along edges
+            c = 0.93 * c + 0.06 * (walk @ c) + incidents[i] * rng.uniform(0.3, 0.6, n)
+            congestion[i] = c
+        s = (free_flow * profile[:, None] ** exposure).astype(np.float32) * np.clip(1.0 - congestion, 0.15, 1.0)
+        s *= 1.0 + 0.03 * rng.standard_normal((len(t), n), dtype=np.float32)
+        outage = rng.random((len(t), n), dtype=np.float32) < 1e-3
+        for lag in range(1, 6):  # outages last up to half an hour
+            outage[lag:] |= outage[:-lag] & (rng.random((len(t) - lag, n), dtype=np.float32) < 0.7)
+        speed[lo:lo + len(t)] = np.where(outage, 0.0, np.maximum(s, 1.0))
+    return speed
 
 
 class IndexWindows(Dataset):
