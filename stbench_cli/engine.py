@@ -35,10 +35,10 @@ def prepare_data(workload: str, *, out: Path | None, **options) -> Path:
 def execute(plan: study.Plan, timeout: float | None, progress: Callable, warn: Callable[[str], None]) -> list[dict]:
     """Write the manifest (new studies), run every missing cell, return all rows of the folder."""
     env = envinfo.collect()
-    reasons = sorted({r for c in plan.cells if (r := skip_reason(c, env.gpu_count, plan.workload.strategies))})
-    for reason in reasons:
+    reasons = {c: skip_reason(c, env.gpu_count, plan.workload.strategies) for c in plan.cells}
+    for reason in sorted({r for r in reasons.values() if r}):
         warn(f"skipping cells: {reason}")
-    devices = sorted({c.device for c in plan.cells if not skip_reason(c, env.gpu_count, plan.workload.strategies)})
+    devices = sorted({c.device for c, r in reasons.items() if not r})
     peaks = envinfo.peaks(env, devices)
     if not (plan.folder / "manifest.json").exists():
         results.write_manifest(plan.folder, {**plan.manifest, "peaks": peaks, "timeout_s": timeout})

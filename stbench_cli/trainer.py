@@ -150,7 +150,7 @@ class Trainer:
         steps_per_epoch = min(len(self.train_loader), cfg.max_steps or len(self.train_loader))
         warmup = min(cfg.warmup_steps, steps_per_epoch * cfg.epochs - 1)
         epochs, status, reason = [], "ok", ""
-        steady_time, steady_steps, global_step = 0.0, 0, 0
+        steady_time, steady_steps = 0.0, 0
         clock.synchronize()
         t_start = time.perf_counter()
         for epoch in range(cfg.epochs):
@@ -166,10 +166,9 @@ class Trainer:
             metric = self.evaluate()
             eval_end = clock.mark()
             times = resolve(clock, marks)  # the epoch's one synchronisation point
-            skip = max(0, min(warmup - global_step, steps_per_epoch))
+            skip = max(0, min(warmup - epoch * steps_per_epoch, steps_per_epoch))
             steady_time += times.step_seconds(skip)
             steady_steps += steps_per_epoch - skip
-            global_step += steps_per_epoch
             row = {f"{p}_s": times.total(p) for p in PHASES}
             row.update(
                 epoch=epoch + 1, epoch_s=time.perf_counter() - t_epoch, train_s=times.step_seconds(),

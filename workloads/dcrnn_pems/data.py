@@ -13,16 +13,17 @@ from torch.utils.data import Dataset
 STEP_MINUTES = 5
 
 
-def read_speed_h5(path: str | Path, ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
+def read_speed_h5(path: str | Path, ids: list[str], stop: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(speeds (time, sensors) float32 in the graph's sensor order, times) from a DCRNN
-    speed file: pandas HDF5, key `speed`, integer sensor-id columns, zeros for missing."""
+    speed file: pandas HDF5, key `speed`, integer sensor-id columns, zeros for missing.
+    `stop` reads only the first rows (enough to check the layout)."""
     import pandas as pd
 
     p = Path(path)
     if not p.is_file():
         raise ValueError(f"speed file {p} does not exist; give a pandas HDF5 file with key 'speed' (e.g. pems-bay.h5)")
     try:
-        df = pd.read_hdf(p, key="speed")
+        df = pd.read_hdf(p, key="speed", stop=stop)
     except (KeyError, ValueError, OSError, TypeError) as exc:
         raise ValueError(f"speed file {p} is not a pandas HDF5 table with key 'speed' ({exc})") from None
     columns = {str(c): c for c in df.columns}  # the h5 has integer ids, the pickle strings

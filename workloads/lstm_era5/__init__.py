@@ -35,7 +35,7 @@ WORKLOAD = Workload(
                   "train_end": "2020-01-31T23", "test_start": "2020-02-01", "test_end": "2020-02-07T23"},
     },
     builder="workloads.lstm_era5.build:build",
-    checker="workloads.lstm_era5.check:check",
+    checker="workloads.lstm_era5.build:check",
     preparer="workloads.lstm_era5.build:prepare",
     strategies=("single", "ddp"),
     data_sources=("embedded: real ERA5 at (40N,280E), (20N,280E), 2020-2021 hourly", "ARCO ERA5 zarr on gs:// via gcsfs",

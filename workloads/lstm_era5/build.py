@@ -87,6 +87,16 @@ def load_split(params: dict, seed: int = 0) -> tuple[np.ndarray, np.ndarray, lis
     return train, test, coords
 
 
+def check(params: dict) -> None:
+    """Parent-side check: open the source and validate the selection without reading values
+    (the cell reads them once; for a remote store, reading twice would fetch twice)."""
+    if params["data"] == "generated":
+        return
+    ds = data.open_dataset(params["data"])
+    for start, end in ((params["train_start"], params["train_end"]), (params["test_start"], params["test_end"])):
+        data.selection(ds, params["points"], params["grid"], start, end)
+
+
 def build(params: dict, seed: int, rank: int = 0, world_size: int = 1) -> Task:
     train_k, test_k, coords = load_split(params, seed)
     mean, std = float(train_k.mean()), float(train_k.std())  # z-score with training statistics only

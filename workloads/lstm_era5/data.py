@@ -110,8 +110,8 @@ def parse_box(text: str) -> tuple[float, float, float, float]:
     return min(lat0, lat1), max(lat0, lat1), min(lon0, lon1), max(lon0, lon1)
 
 
-def select(ds, points: str, grid: str, start: str, end: str):
-    """(times, values (time, series) float32, [(lat, lon)…]) for the points or the box.
+def selection(ds, points: str, grid: str, start: str, end: str):
+    """The validated, still lazy (time, series) selection and its [(lat, lon)…]; nothing is read.
 
     ERA5 stores latitude north to south; a box is selected by value whatever the order.
     """
@@ -139,7 +139,13 @@ def select(ds, points: str, grid: str, start: str, end: str):
     if da.sizes["time"] < 2:
         t = ds["time"].values
         raise ValueError(f"time range {start}..{end} is not in the data ({str(t[0])[:13]}..{str(t[-1])[:13]})")
-    values = np.asarray(da.transpose("time", "series").values, dtype=np.float32)  # dask computes the selection only
+    return da.transpose("time", "series"), coords
+
+
+def select(ds, points: str, grid: str, start: str, end: str):
+    """(times, values (time, series) float32, [(lat, lon)…]) for the points or the box."""
+    da, coords = selection(ds, points, grid, start, end)
+    values = np.asarray(da.values, dtype=np.float32)  # dask computes the selection only
     if not np.isfinite(values).all():
         raise ValueError(f"the selection {start}..{end} has missing values (NaN)")
     return da["time"].values, values, coords
