@@ -41,7 +41,13 @@ def write_json(path: Path, payload: dict) -> None:
     os.replace(tmp, path)
 
 
-def run(spec: RunSpec) -> dict:
+def _rss_mb() -> float:
+    import psutil
+
+    return psutil.Process().memory_info().rss / 2**20
+
+
+def run(spec: RunSpec, step_hook=None) -> dict:
     import torch
 
     from workloads import get
@@ -60,14 +66,31 @@ def run(spec: RunSpec) -> dict:
         torch.cuda.set_device(device)
         torch.cuda.reset_peak_memory_stats(device)
     torch.manual_seed(spec.seed)
-    task = get(spec.workload).build(params, spec.seed, rank, world)
-    summary = Trainer(task, LoopConfig.from_spec(spec), device, rank, world).run()
+    base_rss = _rss_mb()  # interpreter + torch, before the workload allocates anything
+    workload = get(spec.workload)
+    task = workload.build(params, spec.seed, rank, world)
+    summary = Trainer(task, LoopConfig.from_spec(spec), device, rank, world, step_hook=step_hook).run()
+    predicted = workload.predict(params, spec.batch_size)
+    if predicted:  # on CPU the device is the host: everything counts against one peak
+        summary["predicted_mb"] = (predicted["device_bytes"] + (0 if device.type == "cuda" else predicted["host_bytes"])) / 2**20
     rss = ddp.reduce([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0], device)[0]
     summary.update(
-        peak_rss_mb=rss, data_mb=task.data_mb, data_source=task.data_source, threads=torch.get_num_threads(),
+        peak_rss_mb=rss, base_rss_mb=base_rss, data_mb=task.data_mb, data_source=task.data_source, threads=torch.get_num_threads(),
         device_name=torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
     )
     return summary
+
+
+def _profiler(spec: RunSpec, folder: Path):
+    """`--profile DIR`: record the steady steps of this short run into DIR/<run_id>."""
+    import torch
+
+    from .profiling import StepProfiler
+
+    p = spec.param_dict
+    warmup = p.get("warmup_steps", 0)
+    active = max((p.get("max_steps") or warmup + 10) - warmup, 1)
+    return StepProfiler(folder / spec.run_id, torch.device(spec.device), warmup, active)
 
 
 def main(argv: list[str]) -> int:
@@ -75,7 +98,10 @@ def main(argv: list[str]) -> int:
     result_path = Path(argv[1])
     rank = int(os.environ.get("RANK", "0"))
     try:
-        result = run(spec)
+        profiler = _profiler(spec, Path(argv[3])) if argv[2:3] == ["--profile"] else None
+        result = run(spec, step_hook=profiler.hook if profiler else None)
+        if profiler:
+            profiler.finish()
     except BaseException as exc:  # the parent turns this into a status row; the matrix goes on
         traceback.print_exc()
         target = result_path if rank == 0 else result_path.with_name(f"{result_path.stem}.rank{rank}.json")

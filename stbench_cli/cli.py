@@ -87,6 +87,27 @@ def run(
 
 
 @app.command()
+def profile(
+    workload: Annotated[str, typer.Argument(help="a workload from `stbench list`")],
+    device: Devices = None, batch_size: Batches = None, set_: Sets = None,
+    offload: Annotated[bool, typer.Option(help="the same as --set relations=offload")] = False,
+    steps: Annotated[int, typer.Option(help="steady steps recorded after the warm-up")] = 10,
+    preset: Annotated[Optional[str], typer.Option(help="named parameter set (see `stbench list`)")] = None,
+    smoke: Annotated[bool, typer.Option(help="shrink the run to seconds")] = False,
+    seed: int = 0,
+    out: Annotated[Path, typer.Option(help="parent folder of the new result folder")] = Path("results"),
+    timeout: Annotated[Optional[float], typer.Option(help="seconds per cell before it is killed")] = None,
+) -> None:
+    """A short profiled run: phase table, per-step memory, top operators, Chrome trace."""
+    from . import engine
+
+    plan = engine.plan_profile(workload, devices=device, batch_sizes=batch_size, sets=set_, offload=offload,
+                               steps=steps, preset=preset, smoke=smoke, seed=seed, out=out)
+    engine.execute(plan, timeout, render.progress, render.warn, profile=True)
+    render.out.print(engine.profile_report(plan), markup=False)
+
+
+@app.command()
 def compare(
     paths: Annotated[list[Path], typer.Argument(help="result folders, or folders holding them")],
     rows: Annotated[str, typer.Option(help="row axis")] = "epochs",

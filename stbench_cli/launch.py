@@ -33,8 +33,8 @@ class Outcome:
     cell_s: float = 0.0  # process start to exit, as the parent saw it
 
 
-def command(spec: RunSpec, spec_path: Path, result_path: Path) -> list[str]:
-    cell = ["-m", "stbench_cli.cell", str(spec_path), str(result_path)]
+def command(spec: RunSpec, spec_path: Path, result_path: Path, extra: tuple[str, ...] = ()) -> list[str]:
+    cell = ["-m", "stbench_cli.cell", str(spec_path), str(result_path), *extra]
     if spec.strategy == "ddp":
         return [sys.executable, "-m", "torch.distributed.run", "--standalone",
                 f"--nproc-per-node={spec.world_size}", *cell]
@@ -81,8 +81,10 @@ def _read_result(work: Path) -> dict | None:
     return None
 
 
-def run_cell(spec: RunSpec, work: Path, log: Path, timeout: float | None, interval: float = 1.0) -> Outcome:
-    """Run `spec` in a child; `work` is a scratch folder for its spec and result files."""
+def run_cell(spec: RunSpec, work: Path, log: Path, timeout: float | None, interval: float = 1.0,
+             extra: tuple[str, ...] = ()) -> Outcome:
+    """Run `spec` in a child; `work` is a scratch folder for its spec and result files;
+    `extra` are further arguments of the child (`--profile DIR`)."""
     work.mkdir(parents=True, exist_ok=True)
     for stale in work.glob("result*.json"):
         stale.unlink()
@@ -91,7 +93,7 @@ def run_cell(spec: RunSpec, work: Path, log: Path, timeout: float | None, interv
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     t0 = time.perf_counter()
     with open(log, "w") as out:
-        proc = subprocess.Popen(command(spec, spec_path, result_path), stdout=out, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(command(spec, spec_path, result_path, extra), stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, env=env, start_new_session=True)
     sampler = SystemSampler(proc.pid, gpu_indices(spec), interval).start()
     timed_out = False

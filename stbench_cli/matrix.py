@@ -46,13 +46,31 @@ def make_row(spec: RunSpec, env: EnvInfo, outcome: Outcome, peaks: dict[str, dic
     return row
 
 
+def cell_skip(spec: RunSpec, env: EnvInfo, workload) -> str | None:
+    """Why a cell cannot run here: the machine (devices, strategy), then the workload's own
+    judgement (a parameter combination that does not exist, memory it predicts will not fit)."""
+    reason = skip_reason(spec, env.gpu_count, workload.strategies)
+    if reason or workload.skipper is None:
+        return reason
+    gpu_mb = None
+    if spec.device.startswith("cuda") and env.gpus:
+        index = int(spec.device.split(":")[1]) if ":" in spec.device else 0
+        gpu_mb = env.gpus[min(index, len(env.gpus) - 1)].get("memory_mb")
+    memory = {"host_bytes": env.ram_gb * 2**30, "device_bytes": gpu_mb * 2**20 if gpu_mb else None}
+    try:
+        return workload.skip(spec.param_dict, spec.batch_size, spec.device, memory)
+    except ValueError:  # unusable data: the up-front data check reports it in one line
+        return None
+
+
 def skipped_row(spec: RunSpec, env: EnvInfo, reason: str) -> dict:
     return {**identity(spec, env), "status": "skipped", "reason": reason}
 
 
 def run_matrix(
-    cells: list[RunSpec], folder: Path, env: EnvInfo, strategies: tuple[str, ...], *,
+    cells: list[RunSpec], folder: Path, env: EnvInfo, workload, *,
     timeout: float | None = None, peaks: dict[str, dict] | None = None, interval: float = 1.0,
+    extra_args: tuple[str, ...] = (),
     on_start: Callable[[RunSpec], None] = lambda spec: None,
     on_done: Callable[[RunSpec, dict], None] = lambda spec, row: None,
 ) -> list[dict]:
@@ -65,12 +83,12 @@ def run_matrix(
         if spec.run_id in done:
             continue
         on_start(spec)
-        reason = skip_reason(spec, env.gpu_count, strategies)
+        reason = cell_skip(spec, env, workload)
         if reason:
             row, epochs, system = skipped_row(spec, env, reason), [], []
         else:
             work = folder / ".cells" / spec.run_id
-            outcome = run_cell(spec, work, folder / "logs" / f"{spec.run_id}.log", timeout, interval)
+            outcome = run_cell(spec, work, folder / "logs" / f"{spec.run_id}.log", timeout, interval, extra_args)
             row = make_row(spec, env, outcome, peaks or {})
             epochs = [{"run_id": spec.run_id, **e} for e in outcome.epochs]
             system = [{"run_id": spec.run_id, **s} for s in outcome.system]

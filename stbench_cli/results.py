@@ -32,6 +32,8 @@ RUN_COLUMNS = [
     "flops_per_sample", "achieved_gflops", "peak_gflops", "peak_fraction",
     "gpu_energy_j", "cpu_energy_j",
     "host", "cpu_model", "threads", "gpu_count", "torch", "cuda", "nccl",
+    # added later; a runs.csv written before keeps its own header (see append)
+    "steps_per_s", "stream_s", "stream_mb", "predicted_mb", "base_rss_mb",
 ]
 EPOCH_COLUMNS = ["run_id", "epoch", "epoch_s", "train_s", "data_s", "h2d_s", "compute_s", "sync_s",
                  "eval_s", "steps", "train_loss", "val_metric"]
@@ -60,8 +62,11 @@ def _csv_text(rows: list[dict], columns: list[str], header: bool) -> str:
 
 
 def append(path: Path, rows: list[dict], columns: list[str]) -> None:
-    """Append rows to a CSV by rewriting it atomically."""
+    """Append rows to a CSV by rewriting it atomically. Rows follow the file's own header, so
+    resuming a study written by an older stbench (fewer columns) keeps every line aligned."""
     old = path.read_text() if path.exists() else ""
+    if old:
+        columns = next(csv.reader([old.split("\n", 1)[0]]))
     _atomic_write(path, old + _csv_text(rows, columns, header=not old))
 
 

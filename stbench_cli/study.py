@@ -17,7 +17,8 @@ from workloads.base import Workload
 from . import __version__, results
 from .envinfo import EnvInfo
 from .errors import StbenchError
-from .spec import MatrixSpec, RunSpec, check_device, check_positive, check_strategy, expand, parse_set, skip_reason
+from .matrix import cell_skip
+from .spec import MatrixSpec, RunSpec, check_device, check_positive, check_strategy, expand, parse_set
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,7 @@ def plan_new(workload: str, *, devices, strategies, nprocs, batch_sizes, epochs,
         repeats=check_positive("--repeat", [repeat])[0], seed=seed, preset=preset or w.default_preset,
     )
     cells = expand(matrix)
-    reasons = [skip_reason(c, env.gpu_count, w.strategies) for c in cells]
+    reasons = [cell_skip(c, env, w) for c in cells]
     if all(reasons):  # before check_data, which may open a remote store
         raise StbenchError(f"nothing to run: {reasons[0]}")
     check_data(w, cells)

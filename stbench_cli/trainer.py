@@ -82,8 +82,10 @@ def _to(batch, device: torch.device):
 class Trainer:
     """Runs one cell's training on one process (one rank of a DDP world)."""
 
-    def __init__(self, task, cfg: LoopConfig, device: torch.device, rank: int = 0, world_size: int = 1):
+    def __init__(self, task, cfg: LoopConfig, device: torch.device, rank: int = 0, world_size: int = 1,
+                 step_hook=None):
         self.task, self.cfg, self.device = task, cfg, device
+        self.step_hook = step_hook  # called after every training step (the profiler's clock)
         self.rank, self.world = rank, world_size
         self.clock = Clock(device)
         train, val = task.train, task.val
@@ -91,9 +93,14 @@ class Trainer:
             train, val = train.to(device), val.to(device)
             cfg = self.cfg = dataclasses.replace(cfg, workers=0)
         pin = device.type == "cuda" and not task.data_on_device
-        shards = (1, 0) if task.sharded else (world_size, rank)
-        self.sampler = DistributedSampler(train, *shards, shuffle=True, seed=cfg.seed, drop_last=True)
-        self.train_loader = make_loader(train, cfg, self.sampler, pin)
+        if task.batch_sampler is not None:  # the workload orders its own epoch (single process)
+            self.sampler = task.batch_sampler(cfg.batch_size, cfg.seed, cfg.max_steps)
+            self.train_loader = DataLoader(train, sampler=self.sampler, batch_size=None, num_workers=cfg.workers,
+                                           pin_memory=pin, persistent_workers=cfg.workers > 0)
+        else:
+            shards = (1, 0) if task.sharded else (world_size, rank)
+            self.sampler = DistributedSampler(train, *shards, shuffle=True, seed=cfg.seed, drop_last=True)
+            self.train_loader = make_loader(train, cfg, self.sampler, pin)
         val_part = Subset(val, range(rank, len(val), world_size))
         self.val_loader = make_loader(val_part, cfg, SequentialSampler(val_part), pin)
         if len(self.train_loader) == 0:
@@ -160,6 +167,8 @@ class Trainer:
             it = iter(self.train_loader)
             for _ in range(steps_per_epoch):
                 m, loss = self._step(it)
+                if self.step_hook:
+                    self.step_hook(self.global_step)
                 marks.append(m)
                 loss_sum += loss
             eval_start = clock.mark()
@@ -193,6 +202,7 @@ class Trainer:
         totals = dict(zip(phase_cols, phase_vals))
         samples = steady_steps * self.cfg.batch_size * self.world
         sps = samples / steady_time if steady_time > 0 else float("nan")
+        steps_ps = steady_steps / steady_time if steady_time > 0 else float("nan")
         peak_gpu = torch.cuda.max_memory_allocated(self.device) / 2**20 if self.device.type == "cuda" else None
         return {
             "status": status, "reason": reason, "wall_s": wall,
@@ -202,5 +212,6 @@ class Trainer:
             "val_value": epochs[-1]["val_metric"], "naive_baseline": self.task.naive_metric,
             "flops_per_sample": self.flops_per_sample, "achieved_gflops": self.flops_per_sample * sps / 1e9,
             "peak_gpu_mb": peak_gpu, "global_batch_size": self.cfg.batch_size * self.world,
+            "steps_per_s": steps_ps, **(self.task.stats() if self.task.stats else {}),
             "epochs_rows": epochs,
         }

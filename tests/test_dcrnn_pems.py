@@ -128,7 +128,7 @@ def test_two_process_ddp_with_sharded_index(tmp_path):
     options = dict(devices=None, strategies=["ddp"], nprocs=[2], batch_sizes=[16], epochs=[1], repeat=1, preset=None,
                    smoke=True, seed=0, sets=["batching=sharded-index", "steps=1500", "max_steps=4"])
     plan = plan_new("dcrnn-pems", out=tmp_path, env=envinfo.collect(), **options)
-    (row,) = run_matrix(list(plan.cells), plan.folder, envinfo.collect(), plan.workload.strategies, timeout=240)
+    (row,) = run_matrix(list(plan.cells), plan.folder, envinfo.collect(), plan.workload, timeout=240)
     assert row["status"] == "ok", row["reason"]
     assert row["world_size"] == 2 and row["sync_s"] > 0
     single = build(params(batching="index", steps=1500), seed=0)

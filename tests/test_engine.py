@@ -28,7 +28,7 @@ def plan(tmp_path, workload, **kw):
 
 
 def execute(p, timeout=None):
-    return run_matrix(list(p.cells), p.folder, envinfo.collect(), p.workload.strategies, timeout=timeout, interval=0.2)
+    return run_matrix(list(p.cells), p.folder, envinfo.collect(), p.workload, timeout=timeout, interval=0.2)
 
 
 def test_failure_rows_and_the_matrix_goes_on(tmp_path):

@@ -15,6 +15,7 @@ REGISTRY: dict[str, str] = {
     "cnn-strain": "workloads.cnn_strain",
     "lstm-era5": "workloads.lstm_era5",
     "dcrnn-pems": "workloads.dcrnn_pems",
+    "stnn": "workloads.stnn",
 }
 
 

@@ -78,6 +78,11 @@ class Workload:
     builder: str
     checker: str | None = None  # "module:function" taking params; ValueError if the data is unusable
     preparer: str | None = None  # "module:function" behind `stbench data WORKLOAD --prepare`
+    # "module:function" taking (params, batch_size, device, memory) -> a skip reason or None,
+    # where memory = {"host_bytes": RAM, "device_bytes": the GPU's memory or None}
+    skipper: str | None = None
+    # "module:function" taking (params, batch_size) -> {"device_bytes", "host_bytes", ...}
+    predictor: str | None = None
     strategies: tuple[str, ...] = ("single", "ddp")
     data_sources: tuple[str, ...] = ()
     default_preset: str = "default"
@@ -99,8 +104,21 @@ class Workload:
         module_name, func = self.preparer.split(":")
         return getattr(importlib.import_module(module_name), func)(**options)
 
+    def skip(self, params: dict, batch_size: int, device: str, memory: dict) -> str | None:
+        """Why this workload cannot run a cell here (e.g. predicted memory), or None."""
+        return _call(self.skipper, params, batch_size, device, memory) if self.skipper else None
+
+    def predict(self, params: dict, batch_size: int) -> dict | None:
+        """Predicted memory of a cell, if the workload models it."""
+        return _call(self.predictor, params, batch_size) if self.predictor else None
+
     def check(self, params: dict) -> None:
         """Cheap up-front check of the data a cell would use (runs in the parent)."""
         if self.checker:
             module_name, func = self.checker.split(":")
             getattr(importlib.import_module(module_name), func)(params)
+
+
+def _call(target: str, *args):
+    module_name, func = target.split(":")
+    return getattr(importlib.import_module(module_name), func)(*args)

@@ -46,3 +46,8 @@ class Task:
     # Forward + backward FLOPs per sample where torch's counter cannot see the model's main
     # operators (the fused LSTM kernel); None lets the trainer count them.
     flops_per_sample: float | None = None
+    # (batch_size, seed, max_steps) -> a sampler of whole batches with set_epoch(), for
+    # workloads whose epoch is not one shuffled pass (STNN's decoder pass, then dynamics pass)
+    batch_sampler: Callable | None = None
+    # () -> extra figures for the run row at the end (relation streaming: stream_s, stream_mb)
+    stats: Callable[[], dict] | None = None

@@ -1,0 +1,88 @@
+"""`stbench profile`, the child's side: torch.profiler around a short run.
+
+The profiler waits through the warm-up steps and records the steady ones. It leaves, in the
+cell's profile folder:
+    trace.json     Chrome trace (chrome://tracing, https://ui.perfetto.dev)
+    operators.csv  operators by self time on the device (CUDA) or the CPU
+    memory.csv     per step: allocator peak above the step's start (from the trace's memory
+                   events), and on CUDA the step's max_memory_allocated; RSS at the step's end
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import psutil
+import torch
+from torch.profiler import ProfilerActivity, profile, schedule
+
+TOP_OPERATORS = 25
+
+
+class StepProfiler:
+    def __init__(self, out: Path, device: torch.device, warmup: int, active: int):
+        self.out, self.device, self.cuda = out, device, device.type == "cuda"
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.steps: list[dict] = []
+        self.done = False
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
+        self.prof = profile(activities=activities, profile_memory=True, record_shapes=True,
+                            schedule=schedule(wait=max(warmup - 1, 0), warmup=min(warmup, 1), active=active, repeat=1),
+                            on_trace_ready=self._ready)
+        self.prof.start()
+
+    def hook(self, step: int) -> None:
+        """After each training step."""
+        row = {"step": step, "rss_mb": psutil.Process().memory_info().rss / 2**20}
+        if self.cuda:
+            row["cuda_max_allocated_mb"] = torch.cuda.max_memory_allocated(self.device) / 2**20
+            torch.cuda.reset_peak_memory_stats(self.device)
+        self.steps.append(row)
+        if not self.done:
+            self.prof.step()
+
+    def _ready(self, prof) -> None:
+        self.done = True
+        prof.export_chrome_trace(str(self.out / "trace.json"))
+        key = "self_device_time_total" if self.cuda else "self_cpu_time_total"
+        ops = sorted(prof.key_averages(), key=lambda e: getattr(e, key), reverse=True)
+        with open(self.out / "operators.csv", "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["operator", "calls", "self_cpu_ms", "cpu_total_ms", "self_device_ms", "self_cpu_mem_mb"])
+            for e in [e for e in ops if not e.key.startswith("ProfilerStep")][:TOP_OPERATORS]:
+                w.writerow([e.key, e.count, e.self_cpu_time_total / 1e3, e.cpu_time_total / 1e3,
+                            e.self_device_time_total / 1e3, e.self_cpu_memory_usage / 2**20])
+
+    def finish(self) -> None:
+        if not self.done:
+            self.prof.stop()
+        peaks = step_memory_peaks(self.out / "trace.json") if (self.out / "trace.json").exists() else {}
+        with open(self.out / "memory.csv", "w", newline="") as f:
+            cols = ["step", "profiled", "alloc_peak_above_start_mb", "rss_mb"] + (["cuda_max_allocated_mb"] if self.cuda else [])
+            w = csv.DictWriter(f, cols, extrasaction="ignore")
+            w.writeheader()
+            for row in self.steps:
+                peak = peaks.get(row["step"])
+                w.writerow({**row, "profiled": peak is not None, "alloc_peak_above_start_mb": "" if peak is None else peak})
+
+
+def step_memory_peaks(trace: Path) -> dict[int, float]:
+    """Per profiled step (numbered like the trainer's global step): the highest allocator
+    total inside the step above its value at the step's start, in MiB, over all devices."""
+    events = json.loads(trace.read_text())["traceEvents"]
+    steps = sorted((e["ts"], e["ts"] + e["dur"], int(e["name"].split("#")[1])) for e in events
+                   if str(e.get("name", "")).startswith("ProfilerStep#") and "dur" in e)
+    memory = sorted((e["ts"], e["args"].get("Device Type", 0), e["args"]["Total Allocated"], e["args"]["Bytes"])
+                    for e in events if e.get("name") == "[memory]")
+    out = {}
+    for start, end, number in steps:
+        inside = [m for m in memory if start <= m[0] <= end]
+        peak = 0.0
+        for device in {m[1] for m in inside}:
+            series = [m for m in inside if m[1] == device]
+            base = series[0][2] - series[0][3]  # the total just before the step's first event
+            peak = max(peak, max(m[2] for m in series) - base)
+        out[number + 1] = peak / 2**20  # ProfilerStep#k runs the trainer's step k+1 (1-based)
+    return out

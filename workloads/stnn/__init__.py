@@ -1,0 +1,54 @@
+"""`stnn`: STNN (Ziat et al., ICDM 2017) on sea-surface temperature grids, with its relation
+tensor dense on the device, streamed from host memory, or sparse (see relations.py).
+
+Seeds: the original code fits about 50x50 cells on a 16 GB V100; a project streamed W through
+a second GPU to reach 60x168 and concluded a sparse representation was what it needed.
+"""
+
+from ..base import Param, Workload
+
+_PAPER = {"batch_size": 1000, "epochs": 1, "lr": 3e-3}
+
+WORKLOAD = Workload(
+    name="stnn",
+    summary="STNN on SST grids; relations dense vs host-offloaded vs sparse, memory and batches/s by grid size",
+    params=(
+        Param("data", str, "generated", "generated | a NOAA-style SST netCDF (time, lat, lon; NaN or a mask over land)"),
+        Param("grid", str, "30x84", "generated grid LATxLON: 30x84 (paper), 60x168 (full resolution), 180x360 (1 deg global)"),
+        Param("months", int, 399, "generated months", minimum=3),
+        Param("land", float, 0.1, "generated land fraction", minimum=0.0),
+        Param("variable", str, "auto", "netCDF variable (auto: the first with time, lat, lon)"),
+        Param("box", str, "", "lat0:lat1:lon0:lon1 selection of a file"),
+        Param("start", str, "", "first month of a file to use"),
+        Param("end", str, "", "last month of a file to use"),
+        Param("coarsen", int, 1, "average LxL cells of a file (2: 1 deg -> 2 deg)", minimum=1),
+        Param("test_steps", int, 12, "held-out months forecast by rolling the dynamics", minimum=1),
+        Param("mode", str, "stnn", "stnn: fixed W; stnn-r: a learned weight per edge; stnn-d: learned dense W",
+              ("stnn", "stnn-r", "stnn-d")),
+        Param("relations", str, "sparse", "where W lives and how it is applied", ("dense", "offload", "sparse")),
+        Param("neighbours", str, "4", "4 or 8 neighbours (r=2), or dir4: one relation per direction (r=5)",
+              ("4", "8", "dir4")),
+        Param("chunk", int, 250, "offload: relation rows streamed per copy", minimum=1),
+        Param("nz", int, 8, "latent factor size", minimum=1),
+        Param("nhid", int, 0, "hidden units of the dynamics MLP (nlayers > 1)", minimum=0),
+        Param("nlayers", int, 1, "dynamics layers (1: one linear map)", minimum=1),
+        Param("activation", str, "tanh", "dynamics activation", ("tanh", "identity")),
+        Param("lambd", float, 0.1, "weight of the dynamics loss", minimum=0.0),
+        Param("l1", float, 0.0, "L1 on learned relations", minimum=0.0),
+        Param("lr", float, 3e-3, "Adam learning rate (betas 0, 0.999)", minimum=0.0),
+    ),
+    presets={
+        "default": {**_PAPER, "epochs": 3},
+        "paper": {**_PAPER, "epochs": 50},
+        "full": {**_PAPER, "grid": "60x168", "max_steps": 200},
+        "global": {**_PAPER, "grid": "180x360", "max_steps": 200},
+        "smoke": {"batch_size": 200, "epochs": 2, "grid": "12x24", "months": 60, "warmup_steps": 2},
+    },
+    builder="workloads.stnn.build:build",
+    checker="workloads.stnn.build:check",
+    skipper="workloads.stnn.build:skip",
+    predictor="workloads.stnn.build:predict_bytes",
+    strategies=("single",),
+    data_sources=("generated SST-like fields on any grid (30x84, 60x168, 180x360 presets)",
+                  "NOAA-style SST netCDF via xarray (e.g. OISST v2 monthly means; land masked)"),
+)

@@ -1,0 +1,250 @@
+"""The three ways STNN's relation tensor W (n x r x n) can take part in training.
+
+Every backend answers the same two questions:
+  pair_context(factors, t, i) -> (B, r*nz): for each (t, i) pair, concat_r sum_j W[i, r, j] z_t[j]
+  all_context(z) -> (n, r*nz): the same for every cell of one latent state (the forecast)
+
+    dense    W on the training device, as the original code (stnn-r and stnn-d rebuild the
+             full tensor from their learned weights every step, as the original does)
+    offload  W stays in (pinned) host memory; the rows a batch needs are gathered on the host
+             and streamed to the device in chunks, overlapped with compute on a CUDA side
+             stream. The same code runs on CPU, where the "device" copy is a memcpy.
+    sparse   an edge list, padded per row (ELL: a grid cell has at most r-1+1 neighbours per
+             relation), with a custom autograd function: neither forward nor backward ever
+             allocates n x n
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .grid import Edges
+
+MODES = ("stnn", "stnn-r", "stnn-d")
+BACKENDS = ("dense", "offload", "sparse")
+
+
+def clip01(w: torch.Tensor) -> torch.Tensor:
+    """Learned relation weights are used clipped to [0, 1] (the original's hardtanh)."""
+    return F.hardtanh(w, 0.0, 1.0)
+
+
+class DenseRelations(nn.Module):
+    def __init__(self, edges: Edges, mode: str):
+        super().__init__()
+        self.n, self.r, self.mode = edges.n, edges.r, mode
+        w = torch.zeros(edges.n, edges.r, edges.n)
+        row, rel, col = (torch.from_numpy(a) for a in (edges.row, edges.rel, edges.col))
+        w[row, rel, col] = torch.from_numpy(edges.value)
+        if mode == "stnn":
+            self.register_buffer("w", w)
+        elif mode == "stnn-r":
+            learned = torch.from_numpy(edges.learned)
+            self.register_buffer("mask", torch.zeros(edges.n, edges.r - 1, edges.n, dtype=torch.bool))
+            self.mask[row[learned], rel[learned] - 1, col[learned]] = True
+            self.edge_w = nn.Parameter(torch.from_numpy(edges.value[edges.learned]).clone())
+        else:  # stnn-d: every (i, j) of every relation but the identity is a weight
+            self.dense_w = nn.Parameter(w[:, 1:].clone())
+        del w
+
+    def learned(self) -> torch.Tensor | None:
+        return {"stnn": None, "stnn-r": getattr(self, "edge_w", None), "stnn-d": getattr(self, "dense_w", None)}[self.mode]
+
+    def weights(self) -> torch.Tensor:
+        if self.mode == "stnn":
+            return self.w
+        eye = torch.eye(self.n, device=self.learned().device).unsqueeze(1)
+        if self.mode == "stnn-r":
+            inter = torch.zeros(self.mask.shape, device=self.edge_w.device).masked_scatter(self.mask, clip01(self.edge_w))
+        else:
+            inter = clip01(self.dense_w)
+        return torch.cat([eye, inter], dim=1)
+
+    def pair_context(self, factors: torch.Tensor, t: torch.Tensor, i: torch.Tensor) -> torch.Tensor:
+        z = factors.view(-1, self.n, factors.shape[1])[t]  # (B, n, nz), as the original gathers
+        return torch.bmm(self.weights()[i], z).flatten(1)
+
+    def all_context(self, z: torch.Tensor) -> torch.Tensor:
+        return (self.weights().view(self.n * self.r, self.n) @ z).view(self.n, -1)
+
+
+class OffloadRelations(nn.Module):
+    """W (stnn) or the map of which learned weight sits where (stnn-r) lives on the host."""
+
+    def __init__(self, edges: Edges, mode: str, chunk: int = 250):
+        super().__init__()
+        if mode == "stnn-d":
+            raise ValueError("relations=offload supports stnn and stnn-r (stnn-d keeps its learned n x n on the device)")
+        self.n, self.r, self.mode, self.chunk = edges.n, edges.r, mode, chunk
+        row, rel, col = (torch.from_numpy(a) for a in (edges.row, edges.rel, edges.col))
+        if mode == "stnn":
+            self.host = torch.zeros((edges.n, edges.r, edges.n))
+            self.host[row, rel, col] = torch.from_numpy(edges.value)
+        else:  # codes: 0 no edge, 1 identity, 2 + k learned edge k (same bytes as float32 values)
+            self.host = torch.zeros((edges.n, edges.r, edges.n), dtype=torch.int32)
+            codes = torch.ones(len(row), dtype=torch.int32)
+            learned = torch.from_numpy(edges.learned)
+            codes[learned] = torch.arange(int(learned.sum()), dtype=torch.int32) + 2
+            self.host[row, rel, col] = codes
+            self.edge_w = nn.Parameter(torch.from_numpy(edges.value[edges.learned]).clone())
+        self.staging = [torch.empty((chunk, self.host[0].numel()), dtype=self.host.dtype) for _ in range(2)]
+        self.device, self.cuda, self.copy_stream = None, False, None
+        self.ready = [None, None]  # event after the last copy out of each staging buffer
+        self.bytes_moved, self.cpu_seconds, self.events = 0, 0.0, []
+
+    def _attach(self, device: torch.device) -> None:
+        """On the first call: learn the training device; for CUDA, page-lock the host tensors
+        (pinned memory is what lets a copy run asynchronously on the side stream)."""
+        self.device, self.cuda = device, device.type == "cuda"
+        if self.cuda:
+            self.host = self.host.pin_memory()
+            self.staging = [s.pin_memory() for s in self.staging]
+            self.copy_stream = torch.cuda.Stream(device)
+
+    def learned(self) -> torch.Tensor | None:
+        return getattr(self, "edge_w", None)
+
+    def _values(self, rows: torch.Tensor) -> torch.Tensor:
+        if self.mode == "stnn":
+            return rows
+        table = torch.cat([rows.new_zeros(1, dtype=torch.float32), rows.new_ones(1, dtype=torch.float32),
+                           clip01(self.edge_w)])
+        return table[rows.long()]
+
+    def _send(self, slot: int, rows_idx: torch.Tensor | None, block: slice | None) -> tuple[torch.Tensor, object]:
+        """Put host rows into a staging buffer and start their copy to the device."""
+        count = len(rows_idx) if rows_idx is not None else block.stop - block.start
+        t0 = time.perf_counter()
+        if self.ready[slot] is not None:
+            self.ready[slot].synchronize()  # the copy that last read this buffer has finished
+        stage = self.staging[slot][:count]
+        if rows_idx is not None:
+            torch.index_select(self.host.view(self.n, -1), 0, rows_idx, out=stage)
+        else:
+            stage.copy_(self.host.view(self.n, -1)[block])
+        self.bytes_moved += stage.numel() * stage.element_size()
+        if not self.cuda:
+            out = stage.clone()  # the CPU stand-in for the host-to-device copy
+            self.cpu_seconds += time.perf_counter() - t0
+            return out.view(count, self.r, self.n), None
+        with torch.cuda.stream(self.copy_stream):
+            start = torch.cuda.Event(enable_timing=True)
+            start.record()
+            out = stage.to(self.device, non_blocking=True)
+            done = torch.cuda.Event(enable_timing=True)
+            done.record()
+        self.events.append((start, done))
+        self.ready[slot] = done
+        return out.view(count, self.r, self.n), done
+
+    def _stream(self, device: torch.device, pieces, compute) -> torch.Tensor:
+        """Double-buffered: the copy of piece k+1 runs while piece k is computed."""
+        if self.device != device:
+            self._attach(device)
+        outs, pending = [], self._send(0, *pieces[0])
+        for k in range(len(pieces)):
+            nxt = self._send((k + 1) % 2, *pieces[k + 1]) if k + 1 < len(pieces) else None
+            rows, done = pending
+            if done is not None:
+                torch.cuda.current_stream().wait_event(done)
+                rows.record_stream(torch.cuda.current_stream())
+            outs.append(compute(k, self._values(rows)))
+            pending = nxt
+        return torch.cat(outs)
+
+    def pair_context(self, factors: torch.Tensor, t: torch.Tensor, i: torch.Tensor) -> torch.Tensor:
+        z = factors.view(-1, self.n, factors.shape[1])
+        i_host, splits = i.cpu(), list(range(0, len(i), self.chunk))
+        pieces = [(i_host[s:s + self.chunk], None) for s in splits]
+        return self._stream(factors.device, pieces, lambda k, rows: torch.bmm(rows, z[t[splits[k]:splits[k] + self.chunk]]).flatten(1))
+
+    def all_context(self, z: torch.Tensor) -> torch.Tensor:
+        pieces = [(None, slice(s, min(s + self.chunk, self.n))) for s in range(0, self.n, self.chunk)]
+        return self._stream(z.device, pieces, lambda k, rows: (rows.reshape(-1, self.n) @ z).view(len(rows), -1))
+
+    def stats(self) -> dict:
+        seconds = self.cpu_seconds
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+            seconds = sum(a.elapsed_time(b) for a, b in self.events) / 1000.0
+        return {"stream_s": seconds, "stream_mb": self.bytes_moved / 2**20}
+
+
+class EdgeAggregate(torch.autograd.Function):
+    """out[dst[k]] += value[k] * z[k]: the sparse product as an edge-wise scatter.
+
+    backward: d value[k] = <d out[dst[k]], z[k]> (the gathered products, SDDMM) and
+    d z[k] = value[k] * d out[dst[k]] (the transposed product), both O(edges x nz).
+    """
+
+    @staticmethod
+    def forward(ctx, value, z, dst, size: int):
+        ctx.save_for_backward(value, z, dst)
+        return z.new_zeros(size, z.shape[1]).index_add_(0, dst, z * value.unsqueeze(1))
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        value, z, dst = ctx.saved_tensors
+        g = grad_out.index_select(0, dst)
+        grad_value = (g * z).sum(1) if ctx.needs_input_grad[0] else None
+        grad_z = g * value.unsqueeze(1) if ctx.needs_input_grad[1] else None
+        return grad_value, grad_z, None, None
+
+
+class SparseRelations(nn.Module):
+    def __init__(self, edges: Edges, mode: str):
+        super().__init__()
+        if mode == "stnn-d":
+            raise ValueError("relations=sparse does not apply to stnn-d: its learned relations are dense n x n")
+        self.n, self.r, self.mode = edges.n, edges.r, mode
+        rowptr = edges.rowptr()
+        deg = np.diff(rowptr)
+        self.width = int(deg.max())
+        # ELL layout: row i's edges in slots 0..deg-1, padding points at edge 0 with weight 0
+        slot = np.arange(self.width)[None, :]
+        ell = np.where(slot < deg[:, None], rowptr[:-1, None] + slot, 0)
+        self.register_buffer("ell", torch.from_numpy(ell))
+        self.register_buffer("valid", torch.from_numpy(slot < deg[:, None]))
+        self.register_buffer("rel", torch.from_numpy(edges.rel))
+        self.register_buffer("col", torch.from_numpy(edges.col))
+        self.register_buffer("row", torch.from_numpy(edges.row))
+        self.register_buffer("value", torch.from_numpy(edges.value))
+        lid = np.full(len(edges.row), -1, np.int64)
+        lid[edges.learned] = np.arange(int(edges.learned.sum()))
+        self.register_buffer("lid", torch.from_numpy(lid + 1))  # 0: fixed (identity) weight 1
+        if mode == "stnn-r":
+            self.edge_w = nn.Parameter(torch.from_numpy(edges.value[edges.learned]).clone())
+
+    def learned(self) -> torch.Tensor | None:
+        return getattr(self, "edge_w", None)
+
+    def edge_values(self) -> torch.Tensor:
+        if self.mode == "stnn":
+            return self.value
+        return torch.cat([self.value.new_ones(1), clip01(self.edge_w)])[self.lid]
+
+    def pair_context(self, factors: torch.Tensor, t: torch.Tensor, i: torch.Tensor) -> torch.Tensor:
+        b = len(i)
+        e = self.ell[i]  # (B, width) edge ids
+        value = self.edge_values()[e] * self.valid[i]
+        src = t.unsqueeze(1) * self.n + self.col[e]
+        dst = torch.arange(b, device=i.device).unsqueeze(1) * self.r + self.rel[e]
+        z = F.embedding(src.flatten(), factors, sparse=True)  # row-sparse gradient into the factors
+        return EdgeAggregate.apply(value.flatten(), z, dst.flatten(), b * self.r).view(b, -1)
+
+    def all_context(self, z: torch.Tensor) -> torch.Tensor:
+        out = EdgeAggregate.apply(self.edge_values(), z[self.col], self.row * self.r + self.rel, self.n * self.r)
+        return out.view(self.n, -1)
+
+
+def make(backend: str, edges: Edges, mode: str, chunk: int = 250) -> nn.Module:
+    if backend == "dense":
+        return DenseRelations(edges, mode)
+    if backend == "offload":
+        return OffloadRelations(edges, mode, chunk)
+    return SparseRelations(edges, mode)
