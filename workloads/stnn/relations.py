@@ -34,6 +34,12 @@ def clip01(w: torch.Tensor) -> torch.Tensor:
     return F.hardtanh(w, 0.0, 1.0)
 
 
+def initial_edge_weights(edges: Edges) -> nn.Parameter:
+    """stnn-r starts from the fixed relations' values, kept just inside (0, 1): hardtanh passes
+    no gradient at its bounds, and a cell with one neighbour (or dir4) has weight exactly 1."""
+    return nn.Parameter(torch.from_numpy(edges.value[edges.learned]).clamp(max=0.99))
+
+
 class DenseRelations(nn.Module):
     def __init__(self, edges: Edges, mode: str):
         super().__init__()
@@ -47,9 +53,10 @@ class DenseRelations(nn.Module):
             learned = torch.from_numpy(edges.learned)
             self.register_buffer("mask", torch.zeros(edges.n, edges.r - 1, edges.n, dtype=torch.bool))
             self.mask[row[learned], rel[learned] - 1, col[learned]] = True
-            self.edge_w = nn.Parameter(torch.from_numpy(edges.value[edges.learned]).clone())
-        else:  # stnn-d: every (i, j) of every relation but the identity is a weight
-            self.dense_w = nn.Parameter(w[:, 1:].clone())
+            self.edge_w = initial_edge_weights(edges)
+        else:  # stnn-d: every (i, j) of every relation but the identity is a weight; non-edges
+            # start just above 0 (hardtanh passes no gradient at 0), adding 1% to a row's sum
+            self.dense_w = nn.Parameter(w[:, 1:].clamp(0.01 / edges.n, 0.99))
         del w
 
     def learned(self) -> torch.Tensor | None:
@@ -91,7 +98,7 @@ class OffloadRelations(nn.Module):
             learned = torch.from_numpy(edges.learned)
             codes[learned] = torch.arange(int(learned.sum()), dtype=torch.int32) + 2
             self.host[row, rel, col] = codes
-            self.edge_w = nn.Parameter(torch.from_numpy(edges.value[edges.learned]).clone())
+            self.edge_w = initial_edge_weights(edges)
         self.staging = [torch.empty((chunk, self.host[0].numel()), dtype=self.host.dtype) for _ in range(2)]
         self.device, self.cuda, self.copy_stream = None, False, None
         self.ready = [None, None]  # event after the last copy out of each staging buffer
@@ -218,7 +225,7 @@ class SparseRelations(nn.Module):
         lid[edges.learned] = np.arange(int(edges.learned.sum()))
         self.register_buffer("lid", torch.from_numpy(lid + 1))  # 0: fixed (identity) weight 1
         if mode == "stnn-r":
-            self.edge_w = nn.Parameter(torch.from_numpy(edges.value[edges.learned]).clone())
+            self.edge_w = initial_edge_weights(edges)
 
     def learned(self) -> torch.Tensor | None:
         return getattr(self, "edge_w", None)

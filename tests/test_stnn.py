@@ -1,0 +1,225 @@
+"""stnn: relation backends agree, the exact row-sparse Adam, memory without n x n, the SST
+reader on the real Pacific file, learning, skips by predicted memory, and `stbench profile`."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+import xarray as xr
+
+from stbench_cli.spec import RunSpec
+from stbench_cli.trainer import LoopConfig, Trainer
+from tests.conftest import SHARED_DATA
+from tests.helpers import preset_params, stbench
+from workloads.stnn import build, data, grid, relations
+from workloads.stnn.model import STNN
+from workloads.stnn.optim import RowSparseAdam
+from workloads.stnn.pairs import TwoPassSampler
+
+PACIFIC = SHARED_DATA / "pst" / "pacific_sst_anomaly_2deg_1970-2003.nc"
+needs_pacific = pytest.mark.skipif(not PACIFIC.exists(), reason="../shared/data is not beside the checkout")
+
+
+def params(**overrides):
+    return preset_params("stnn", **overrides)
+
+
+def small_edges(neighbourhood="4"):
+    ocean = np.random.default_rng(3).random((7, 11)) > 0.2  # land holes make rows of unequal degree
+    return grid.grid_edges(ocean, neighbourhood)
+
+
+def one_pass(backend, mode, edges, t_train=6, batch=40):
+    """Loss, gradients and a forecast of one dynamics batch and one decoder batch."""
+    torch.manual_seed(0)
+    model = STNN(relations.make(backend, edges, mode, chunk=13), edges.n, t_train, 4, 1)
+    g = torch.Generator().manual_seed(1)
+    t = torch.randint(0, t_train - 1, (batch,), generator=g)
+    i = torch.randint(0, edges.n, (batch,), generator=g)
+    loss = model(torch.stack([t, i], 1), torch.empty(batch, 0))
+    loss = loss + model(torch.stack([t, i], 1), torch.randn(batch, 1, generator=g))
+    loss.backward()
+    grads = {name: (p.grad.to_dense() if p.grad.is_sparse else p.grad).clone()
+             for name, p in model.named_parameters() if p.grad is not None}
+    model.eval()
+    return loss.item(), grads, model.forecast(3)
+
+
+@pytest.mark.parametrize("neighbourhood", ["4", "dir4"])
+@pytest.mark.parametrize("mode", ["stnn", "stnn-r"])
+def test_sparse_and_offload_give_the_dense_outputs_and_gradients(mode, neighbourhood):
+    edges = small_edges(neighbourhood)
+    loss, grads, forecast = one_pass("dense", mode, edges)
+    assert grads["factors"].abs().sum() > 0 and grads["dynamic.weight"].abs().sum() > 0
+    if mode == "stnn-r":
+        assert grads["relations.edge_w"].abs().sum() > 0  # the per-edge weights do learn
+    for backend in ("offload", "sparse"):
+        other_loss, other_grads, other_forecast = one_pass(backend, mode, edges)
+        assert other_loss == pytest.approx(loss, rel=1e-5)
+        assert other_grads.keys() == grads.keys()
+        for name, g in grads.items():
+            torch.testing.assert_close(other_grads[name], g, rtol=1e-5, atol=1e-7, msg=f"{backend} {name}")
+        torch.testing.assert_close(other_forecast, forecast, rtol=1e-5, atol=1e-6)
+
+
+def test_offload_counts_the_bytes_it_streams():
+    edges = small_edges()
+    rel = relations.make("offload", edges, "stnn", chunk=13)
+    model = STNN(rel, edges.n, 6, 4, 1)
+    model(torch.stack([torch.zeros(40, dtype=torch.long), torch.arange(40)], 1), torch.empty(40, 0))
+    stats = rel.stats()
+    assert stats["stream_mb"] * 2**20 == 40 * edges.r * edges.n * 4  # the 40 rows of W the batch needs
+    assert stats["stream_s"] > 0
+
+
+def test_row_sparse_adam_is_adam_with_beta1_zero():
+    torch.manual_seed(0)
+    a = torch.nn.Parameter(torch.randn(50, 3))
+    b = torch.nn.Parameter(a.detach().clone())
+    start = a.detach().clone()
+    reference = torch.optim.Adam([a], lr=3e-3, betas=(0.0, 0.999))
+    ours = RowSparseAdam([b], lr=3e-3)
+    for step in range(40):
+        rows = torch.randint(0, 50, (8,))
+        for p, opt, sparse in ((a, reference, False), (b, ours, step % 3 != 0)):
+            opt.zero_grad()
+            loss = (p ** 2).sum() if step % 7 == 0 else (torch.nn.functional.embedding(rows, p, sparse=sparse) ** 2).sum()
+            loss.backward()
+            opt.step()
+    assert (a - start).abs().max() > 1e-2
+    torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-7)
+
+
+def test_grid_relations():
+    ocean = np.ones((4, 5), bool)
+    ocean[1, 2] = False
+    e = grid.grid_edges(ocean, "4")
+    w = e.dense()
+    assert e.n == 19 and e.r == 2
+    assert np.allclose(w[:, 0], np.eye(19)) and np.allclose(w[:, 1].sum(1), 1.0)
+    assert np.array_equal(w[:, 1] > 0, (w[:, 1] > 0).T)  # neighbours both ways
+    d = grid.grid_edges(ocean, "dir4")
+    assert d.r == 5 and d.dense()[:, 1:].sum(2).max() == 1.0  # one neighbour per direction
+    assert len(grid.grid_edges(np.ones((3, 4), bool), "4", wrap_lon=True).row) == 12 + 4 * 12 - 2 * 4
+
+
+def test_generated_field():
+    f = data.generate("30x84", 24, seed=0)
+    assert f.values.shape == (24, 30, 84) and f.values.dtype == np.float32
+    land = ~f.ocean
+    assert 0.05 < land.mean() < 0.15 and np.isnan(f.values[:, land]).all() and np.isfinite(f.series()).all()
+    assert f.lat[0] == -29.0 and f.lon[0] == 124.0  # the PST 2-degree cell centres
+    with pytest.raises(ValueError, match="LATxLON"):
+        data.parse_grid("30by84")
+
+
+@needs_pacific
+def test_netcdf_reader_on_the_real_pacific_file():
+    f = data.open_sst(str(PACIFIC))
+    ds = xr.open_dataset(PACIFIC)
+    assert f.values.shape == (399, 30, 84)
+    assert np.array_equal(~f.ocean, ds["land"].values != 0) and (~f.ocean).sum() == 259
+    assert np.isnan(f.values[:, ~f.ocean]).all() and np.isfinite(f.series()).all()
+    assert f.series().shape == (399, 2520 - 259)
+    np.testing.assert_array_equal(f.series(), ds["sst_anomaly"].values[:, f.ocean])
+    coarse = data.open_sst(str(PACIFIC), coarsen=2, box="-29:29:124:290", start="1980-01", end="1989-12")
+    assert coarse.values.shape == (120, 15, 42)
+    with pytest.raises(ValueError, match="no variable 'sst'.*sst_anomaly"):
+        data.open_sst(str(PACIFIC), variable="sst")
+
+
+@needs_pacific
+def test_stnn_beats_persistence_on_held_out_pacific_months():
+    p = params(data=str(PACIFIC), relations="sparse", warmup_steps=5)
+    task = build.build(p, seed=0)
+    spec = RunSpec("stnn", "cpu", "single", 1000, 2, params=tuple(sorted(p.items())))
+    summary = Trainer(task, LoopConfig.from_spec(spec), torch.device("cpu")).run()
+    assert summary["status"] == "ok"
+    assert summary["epochs_rows"][-1]["train_loss"] < summary["epochs_rows"][0]["train_loss"]
+    assert summary["val_value"] < summary["naive_baseline"], (summary["val_value"], summary["naive_baseline"])
+
+
+def test_two_passes_cover_every_pair_once():
+    sampler = TwoPassSampler(n_dec=50, n_dyn=40, batch_size=10, seed=0)
+    batches = list(sampler)
+    assert len(batches) == len(sampler) == 9
+    assert all(int(b.max()) < 50 for b in batches[:5]) and all(int(b.min()) >= 50 for b in batches[5:])
+    assert sorted(torch.cat(batches).tolist()) == list(range(90))
+    short = list(TwoPassSampler(n_dec=50, n_dyn=40, batch_size=10, seed=0, max_steps=4))
+    assert [int(b.min()) >= 50 for b in short] == [False, False, True, True]  # both passes, in order
+
+
+def test_memory_prediction_and_skip():
+    p = params(grid="180x360", relations="dense")
+    dense = build.predict_bytes(p, 1000)
+    assert dense["device"]["relations W"] == dense["n"] * 2 * dense["n"] * 4
+    sparse = build.predict_bytes({**p, "relations": "sparse"}, 1000)
+    assert sparse["device_bytes"] < dense["device_bytes"] / 20
+    ram = {"host_bytes": 24 * 2**30, "device_bytes": None}
+    assert "predicted" in build.skip(p, 1000, "cpu", ram) and "exceeds the 24.0 GiB RAM" in build.skip(p, 1000, "cpu", ram)
+    assert build.skip({**p, "relations": "sparse"}, 1000, "cpu", ram) is None
+    offload = {**p, "relations": "offload"}
+    v100 = {"host_bytes": 2**40, "device_bytes": 16 * 2**30}
+    assert build.skip(offload, 1000, "cuda", v100) is None  # W in a 1 TiB host, streamed to a 16 GB GPU
+    assert "on the GPU" in build.skip(p, 1000, "cuda", v100)
+    assert build.skip(p, 1000, "cuda", {**v100, "device_bytes": 80 * 2**30}) is None  # dense fits an 80 GB GPU
+    assert "does not apply" in build.skip({**p, "relations": "sparse", "mode": "stnn-d"}, 1000, "cpu", ram)
+
+
+_BUDGET_SCRIPT = """
+import resource, torch
+from tests.helpers import preset_params
+from workloads.stnn import build
+p = preset_params("stnn", grid="180x360", months=4, test_steps=1, mode="stnn-r", relations="sparse")
+task = build.build(p, seed=0)
+model, opt = task.model, task.optimizer(task.model.parameters(), lr=3e-3)
+for batch in task.batch_sampler(1000, 0, 0):
+    x, y = task.train[batch]
+    loss = task.forward(model, x, y, 0)
+    if y.shape[1] == 0:  # one dynamics step is what needs W
+        loss.backward(); opt.step()
+        print(build.predict_bytes(p, 1000)["n"], model.relations.edge_w.grad.abs().sum().item() > 0,
+              resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+        break
+"""
+
+
+def test_sparse_stnn_r_step_on_a_grid_dense_w_cannot_hold():
+    budget = 2 * 2**30
+    proc = subprocess.run([sys.executable, "-c", _BUDGET_SCRIPT], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    n, learned, peak = proc.stdout.split()
+    dense_w = 2 * int(n) ** 2 * 4
+    assert dense_w > 10 * budget  # a dense W of this grid is 27 GB
+    assert learned == "True" and int(peak) < budget, f"peak RSS {int(peak) / 2**30:.2f} GiB"
+
+
+def test_profile_writes_phase_table_and_a_valid_trace(tmp_path):
+    proc = stbench("profile", "stnn", "--offload", "--smoke", "--out", tmp_path / "out", check=True)
+    (folder,) = (tmp_path / "out").iterdir()
+    report = (folder / "profile.md").read_text()
+    assert "| phase" in proc.stdout
+    assert "| compute" in report and "relation streaming (within compute)" in report and "relations=offload" in report
+    (cell,) = (folder / "profile").iterdir()
+    trace = json.loads((cell / "trace.json").read_text())
+    names = {e.get("name") for e in trace["traceEvents"]}
+    assert any(str(n).startswith("ProfilerStep#") for n in names) and "[memory]" in names
+    memory = (cell / "memory.csv").read_text().splitlines()
+    assert memory[0].startswith("step,profiled,alloc_peak_above_start_mb") and len(memory) > 5
+    assert "aten::" in (cell / "operators.csv").read_text()
+
+
+def test_impossible_combinations_are_refused_in_one_line(tmp_path):
+    proc = stbench("run", "stnn", "--smoke", "--set", "relations=sparse", "--set", "mode=stnn-d", "--out", tmp_path)
+    assert proc.returncode == 2 and "nothing to run" in proc.stderr and "does not apply to mode=stnn-d" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    proc = stbench("run", "stnn", "--smoke", "--set", "grid=30by84", "--out", tmp_path)
+    assert proc.returncode == 2 and "LATxLON" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    bad = tmp_path / "bad.nc"
+    bad.write_bytes(b"not a netcdf file")
+    proc = stbench("profile", "stnn", "--smoke", "--set", f"data={bad}", "--out", tmp_path / "out")
+    assert proc.returncode == 2 and "cannot be read as netCDF" in proc.stderr
+    assert not (tmp_path / "out").exists()  # nothing was written
