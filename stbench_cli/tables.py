@@ -19,7 +19,7 @@ from tabulate import tabulate
 from .errors import StbenchError
 
 CELL_KEYS = ["strategy", "world_size", "batch_size", "epochs"]
-HIGHER_IS_BETTER = {"samples_per_s", "achieved_gflops", "peak_fraction", "val_value_gain"}
+HIGHER_IS_BETTER = {"samples_per_s", "steps_per_s", "achieved_gflops", "peak_fraction", "val_value_gain"}
 PHASES = ["data_s", "h2d_s", "compute_s", "sync_s", "eval_s"]
 _NON_NUMERIC = {"run_id", "workload", "device", "device_name", "strategy", "preset", "params", "data_source",
                 "status", "reason", "val_metric", "host", "cpu_model", "torch", "cuda", "nccl"}

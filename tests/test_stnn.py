@@ -223,3 +223,26 @@ def test_impossible_combinations_are_refused_in_one_line(tmp_path):
     proc = stbench("profile", "stnn", "--smoke", "--set", f"data={bad}", "--out", tmp_path / "out")
     assert proc.returncode == 2 and "cannot be read as netCDF" in proc.stderr
     assert not (tmp_path / "out").exists()  # nothing was written
+
+
+def test_stnn_d_learns_dense_relations_and_only_dense():
+    edges = small_edges()
+    _, grads, forecast = one_pass("dense", "stnn-d", edges)
+    assert grads["relations.dense_w"].shape == (edges.n, edges.r - 1, edges.n)
+    non_edges = torch.from_numpy(edges.dense()[:, 1:] == 0)
+    assert (grads["relations.dense_w"][non_edges] != 0).any()  # relations the grid lacks can be discovered
+    assert torch.isfinite(forecast).all()
+    for backend in ("offload", "sparse"):
+        with pytest.raises(ValueError, match="stnn-d"):
+            relations.make(backend, edges, "stnn-d")
+
+
+def test_profile_works_for_any_workload(tmp_path):
+    proc = stbench("profile", "cnn-strain", "--smoke", "--steps", "3", "--out", tmp_path / "out", check=True)
+    assert "| compute" in proc.stdout and "relation streaming" not in proc.stdout
+    (folder,) = (tmp_path / "out").iterdir()
+    (cell,) = (folder / "profile").iterdir()
+    assert "convolution" in (cell / "operators.csv").read_text()
+    assert len((cell / "memory.csv").read_text().splitlines()) == 1 + 3 + 2  # header + warm-up 2 + 3 steady
+    proc = stbench("profile", "lstm-era5", "--offload", "--smoke", "--out", tmp_path / "out2")
+    assert proc.returncode == 2 and "has none" in proc.stderr and not (tmp_path / "out2").exists()
