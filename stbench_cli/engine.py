@@ -37,7 +37,7 @@ def profile_report(plan: study.Plan) -> str:
     """The report's Markdown, also written to the folder as profile.md."""
     from .profile_report import report
 
-    text = report(plan.folder, [r for r in results.read_runs(plan.folder)])
+    text = report(plan.folder, results.read_runs(plan.folder))
     (plan.folder / "profile.md").write_text(text)
     return text
 

@@ -13,7 +13,6 @@ F32, I64 = 4, 8
 
 def load_field(params: dict, seed: int, load: bool = True) -> data.Field:
     if params["data"] == "generated":
-        data.parse_grid(params["grid"])
         if not load:  # the mask is all a check or a memory prediction needs
             nlat, nlon = data.parse_grid(params["grid"])
             lat, lon, _ = data.grid_coords(nlat, nlon)
