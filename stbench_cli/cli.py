@@ -23,6 +23,10 @@ Nprocs = Annotated[Optional[list[int]], typer.Option("--nproc", help="processes 
 Batches = Annotated[Optional[list[int]], typer.Option("--batch-size", help="per-process batch sizes")]
 Epochs = Annotated[Optional[list[int]], typer.Option("--epochs", help="epoch counts")]
 Sets = Annotated[Optional[list[str]], typer.Option("--set", help="workload parameter axis: key=v1,v2")]
+Preset = Annotated[Optional[str], typer.Option(help="named parameter set (see `stbench list`)")]
+Smoke = Annotated[bool, typer.Option(help="shrink every cell to a seconds-long run")]
+Out = Annotated[Path, typer.Option(help="parent folder of the new result folder")]
+Timeout = Annotated[Optional[float], typer.Option(help="seconds per cell before it is killed")]
 
 
 def spread_lists(argv: list[str]) -> list[str]:
@@ -67,12 +71,9 @@ def run(
     device: Devices = None, strategy: Strategies = None, nproc: Nprocs = None,
     batch_size: Batches = None, epochs: Epochs = None, set_: Sets = None,
     repeat: Annotated[int, typer.Option(help="repeats of every cell")] = 1,
-    preset: Annotated[Optional[str], typer.Option(help="named parameter set (see `stbench list`)")] = None,
-    smoke: Annotated[bool, typer.Option(help="shrink every cell to a seconds-long run")] = False,
-    seed: int = 0,
-    out: Annotated[Path, typer.Option(help="parent folder of the new result folder")] = Path("results"),
+    preset: Preset = None, smoke: Smoke = False, seed: int = 0, out: Out = Path("results"),
     resume: Annotated[Optional[Path], typer.Option(help="finish the study in this folder (its matrix is read from manifest.json; axes given here are ignored)")] = None,
-    timeout: Annotated[Optional[float], typer.Option(help="seconds per cell before it is killed")] = None,
+    timeout: Timeout = None,
 ) -> None:
     """Run a matrix of devices x strategies x nproc x batch sizes x epochs x --set axes."""
     from . import engine
@@ -92,11 +93,7 @@ def profile(
     device: Devices = None, batch_size: Batches = None, set_: Sets = None,
     offload: Annotated[bool, typer.Option(help="the same as --set relations=offload")] = False,
     steps: Annotated[int, typer.Option(help="steady steps recorded after the warm-up")] = 10,
-    preset: Annotated[Optional[str], typer.Option(help="named parameter set (see `stbench list`)")] = None,
-    smoke: Annotated[bool, typer.Option(help="shrink the run to seconds")] = False,
-    seed: int = 0,
-    out: Annotated[Path, typer.Option(help="parent folder of the new result folder")] = Path("results"),
-    timeout: Annotated[Optional[float], typer.Option(help="seconds per cell before it is killed")] = None,
+    preset: Preset = None, smoke: Smoke = False, seed: int = 0, out: Out = Path("results"), timeout: Timeout = None,
 ) -> None:
     """A short profiled run: phase table, per-step memory, top operators, Chrome trace."""
     from . import engine

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-PHASES = [("data", "data_s"), ("h2d", "h2d_s"), ("compute", "compute_s"), ("sync", "sync_s"), ("eval", "eval_s")]
+from .tables import PHASES
+
 TOP = 10
 
 
@@ -28,7 +29,7 @@ def _read(path: Path) -> list[dict]:
 
 
 def phase_table(row: dict) -> str:
-    times = [(name, _float(row, key) or 0.0) for name, key in PHASES]
+    times = [(key.removesuffix("_s"), _float(row, key) or 0.0) for key in PHASES]
     total = sum(t for _, t in times) or float("nan")
     lines = [[name, f"{t:.4f}", f"{100 * t / total:.1f}%"] for name, t in times]
     stream = _float(row, "stream_s")

@@ -47,12 +47,16 @@ class LoopConfig:
         return cls(batch_size=spec.batch_size, epochs=spec.epochs, seed=spec.seed, **{k: p[k] for k in keys})
 
 
-def make_loader(dataset, cfg: LoopConfig, sampler, pin: bool, batch_size: int | None = None) -> DataLoader:
+def make_loader(dataset, cfg: LoopConfig, sampler, pin: bool, batch_size: int | None = None,
+                batched: bool = False) -> DataLoader:
     """`vectorized` hands the dataset a whole list of indices (one tensor gather per batch);
-    `per-item` indexes sample by sample and collates in Python, as most hand-written loops do."""
+    `per-item` indexes sample by sample and collates in Python, as most hand-written loops do.
+    `batched`: the sampler already yields whole batches (a workload's own epoch order)."""
     size = batch_size or cfg.batch_size
     drop_last = isinstance(sampler, DistributedSampler)  # constant train batches: honest throughput
     common = dict(num_workers=cfg.workers, pin_memory=pin, persistent_workers=cfg.workers > 0)
+    if batched:
+        return DataLoader(dataset, sampler=sampler, batch_size=None, **common)
     if cfg.loader == "vectorized":
         return DataLoader(dataset, sampler=BatchSampler(sampler, size, drop_last), batch_size=None, **common)
     return DataLoader(dataset, batch_size=size, sampler=sampler, drop_last=drop_last, **common)
@@ -95,8 +99,7 @@ class Trainer:
         pin = device.type == "cuda" and not task.data_on_device
         if task.batch_sampler is not None:  # the workload orders its own epoch (single process)
             self.sampler = task.batch_sampler(cfg.batch_size, cfg.seed, cfg.max_steps)
-            self.train_loader = DataLoader(train, sampler=self.sampler, batch_size=None, num_workers=cfg.workers,
-                                           pin_memory=pin, persistent_workers=cfg.workers > 0)
+            self.train_loader = make_loader(train, cfg, self.sampler, pin, batched=True)
         else:
             shards = (1, 0) if task.sharded else (world_size, rank)
             self.sampler = DistributedSampler(train, *shards, shuffle=True, seed=cfg.seed, drop_last=True)

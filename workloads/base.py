@@ -95,14 +95,12 @@ class Workload:
         return merged
 
     def build(self, params: dict, seed: int, rank: int = 0, world_size: int = 1):
-        module_name, func = self.builder.split(":")
-        return getattr(importlib.import_module(module_name), func)(params, seed, rank, world_size)
+        return _call(self.builder, params, seed, rank, world_size)
 
     def prepare(self, **options):
         if not self.preparer:
             raise ValueError(f"{self.name} has no data to prepare")
-        module_name, func = self.preparer.split(":")
-        return getattr(importlib.import_module(module_name), func)(**options)
+        return _call(self.preparer, **options)
 
     def skip(self, params: dict, batch_size: int, device: str, memory: dict) -> str | None:
         """Why this workload cannot run a cell here (e.g. predicted memory), or None."""
@@ -115,10 +113,10 @@ class Workload:
     def check(self, params: dict) -> None:
         """Cheap up-front check of the data a cell would use (runs in the parent)."""
         if self.checker:
-            module_name, func = self.checker.split(":")
-            getattr(importlib.import_module(module_name), func)(params)
+            _call(self.checker, params)
 
 
-def _call(target: str, *args):
+def _call(target: str, *args, **kwargs):
+    """Import "module:function" lazily (workload modules import torch) and call it."""
     module_name, func = target.split(":")
-    return getattr(importlib.import_module(module_name), func)(*args)
+    return getattr(importlib.import_module(module_name), func)(*args, **kwargs)

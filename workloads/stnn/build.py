@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from functools import partial
+from functools import lru_cache, partial
 
 import numpy as np
 
@@ -11,41 +11,55 @@ from . import data, grid
 F32, I64 = 4, 8
 
 
-def load_field(params: dict, seed: int, load: bool = True) -> data.Field:
+_FILE_KEYS = ("data", "variable", "box", "start", "end", "coarsen")
+
+
+def load_field(params: dict, seed: int) -> data.Field:
     if params["data"] == "generated":
-        if not load:  # the mask is all a check or a memory prediction needs
-            nlat, nlon = data.parse_grid(params["grid"])
-            lat, lon, _ = data.grid_coords(nlat, nlon)
-            ocean = ~data.land_mask(nlat, nlon, params["land"], seed)
-            return data.Field(np.empty((params["months"], 0, 0), np.float32), ocean, lat, lon, "generated")
         return data.generate(params["grid"], params["months"], seed, params["land"])
-    return data.open_sst(params["data"], params["variable"], params["box"], params["start"], params["end"],
-                         params["coarsen"], load=load)
+    return data.open_sst(*(params[k] for k in _FILE_KEYS))
 
 
-def _combination(params: dict) -> str | None:
-    if params["relations"] == "sparse" and params["mode"] == "stnn-d":
+def layout(params: dict, seed: int = 0) -> tuple[int, np.ndarray]:
+    """(months, ocean mask) without reading the values. The parent asks for it per cell
+    (data check, skip decisions), so it is cached: a file is opened once per selection."""
+    if params["data"] == "generated":
+        return params["months"], _generated_mask(params["grid"], params["land"], seed)
+    return _file_layout(tuple(params[k] for k in _FILE_KEYS))
+
+
+@lru_cache(maxsize=16)
+def _generated_mask(grid_text: str, land: float, seed: int) -> np.ndarray:
+    return ~data.land_mask(*data.parse_grid(grid_text), land, seed)
+
+
+@lru_cache(maxsize=16)
+def _file_layout(selection: tuple) -> tuple[int, np.ndarray]:
+    field = data.open_sst(*selection, load=False)
+    return field.values.shape[0], field.ocean
+
+
+def unsupported(backend: str, mode: str) -> str | None:
+    """Why a relations backend cannot carry a mode (the one place this is decided)."""
+    if mode == "stnn-d" and backend == "sparse":
         return "relations=sparse does not apply to mode=stnn-d: its learned relations are dense n x n"
-    if params["relations"] == "offload" and params["mode"] == "stnn-d":
+    if mode == "stnn-d" and backend == "offload":
         return "relations=offload supports stnn and stnn-r (stnn-d learns a dense n x n on the device)"
     return None
 
 
 def check(params: dict) -> None:
     """Parent-side: the grid or file, the selection and the split (reads no values)."""
-    field = load_field(params, 0, load=False)
-    months = field.values.shape[0]
+    months, _ = layout(params)
     if params["test_steps"] >= months - 2:
         raise ValueError(f"test_steps={params['test_steps']} leaves fewer than 2 training months of {months}")
 
 
 def sizes(params: dict, seed: int = 0) -> dict:
-    field = load_field(params, seed, load=False)
-    ocean = field.ocean
+    months, ocean = layout(params, seed)
     n = int(ocean.sum())
     r = grid.relation_count(params["neighbours"])
     per_cell = {"4": 4, "8": 8, "dir4": 4}[params["neighbours"]]
-    months = field.values.shape[0]
     return {"n": n, "r": r, "edges": n * (1 + per_cell), "width": 1 + per_cell,
             "t_train": months - params["test_steps"], "months": months, "cells": ocean.size}
 
@@ -86,7 +100,7 @@ def predict_bytes(params: dict, batch_size: int, seed: int = 0) -> dict:
 def skip(params: dict, batch_size: int, device: str, memory: dict) -> str | None:
     """Why a cell cannot run here (a combination that does not exist, or relations that will
     not fit the memory this machine has), with the predicted bytes."""
-    reason = _combination(params)
+    reason = unsupported(params["relations"], params["mode"])
     if reason:
         return reason
     p = predict_bytes(params, batch_size)
@@ -124,9 +138,6 @@ def build(params: dict, seed: int, rank: int = 0, world_size: int = 1):
     from .optim import RowSparseAdam
     from .pairs import ForecastSet, PairData, TwoPassSampler
 
-    reason = _combination(params)
-    if reason:
-        raise ValueError(reason)
     field = load_field(params, seed)
     series = field.series()  # (time, n)
     t_train = series.shape[0] - params["test_steps"]

@@ -25,9 +25,6 @@ from torch import nn
 
 from .grid import Edges
 
-MODES = ("stnn", "stnn-r", "stnn-d")
-BACKENDS = ("dense", "offload", "sparse")
-
 
 def clip01(w: torch.Tensor) -> torch.Tensor:
     """Learned relation weights are used clipped to [0, 1] (the original's hardtanh)."""
@@ -60,7 +57,9 @@ class DenseRelations(nn.Module):
         del w
 
     def learned(self) -> torch.Tensor | None:
-        return {"stnn": None, "stnn-r": getattr(self, "edge_w", None), "stnn-d": getattr(self, "dense_w", None)}[self.mode]
+        if self.mode == "stnn":
+            return None
+        return self.edge_w if self.mode == "stnn-r" else self.dense_w
 
     def weights(self) -> torch.Tensor:
         if self.mode == "stnn":
@@ -85,8 +84,6 @@ class OffloadRelations(nn.Module):
 
     def __init__(self, edges: Edges, mode: str, chunk: int = 250):
         super().__init__()
-        if mode == "stnn-d":
-            raise ValueError("relations=offload supports stnn and stnn-r (stnn-d keeps its learned n x n on the device)")
         self.n, self.r, self.mode, self.chunk = edges.n, edges.r, mode, chunk
         row, rel, col = (torch.from_numpy(a) for a in (edges.row, edges.rel, edges.col))
         if mode == "stnn":
@@ -116,12 +113,12 @@ class OffloadRelations(nn.Module):
     def learned(self) -> torch.Tensor | None:
         return getattr(self, "edge_w", None)
 
-    def _values(self, rows: torch.Tensor) -> torch.Tensor:
+    def _value_table(self) -> torch.Tensor | None:
+        """stnn-r: the weight of each code (0 no edge, 1 identity, 2 + k learned edge k)."""
         if self.mode == "stnn":
-            return rows
-        table = torch.cat([rows.new_zeros(1, dtype=torch.float32), rows.new_ones(1, dtype=torch.float32),
-                           clip01(self.edge_w)])
-        return table[rows.long()]
+            return None
+        w = clip01(self.edge_w)
+        return torch.cat([w.new_zeros(1), w.new_ones(1), w])
 
     def _send(self, slot: int, rows_idx: torch.Tensor | None, block: slice | None) -> tuple[torch.Tensor, object]:
         """Put host rows into a staging buffer and start their copy to the device."""
@@ -153,6 +150,7 @@ class OffloadRelations(nn.Module):
         """Double-buffered: the copy of piece k+1 runs while piece k is computed."""
         if self.device != device:
             self._attach(device)
+        table = self._value_table()  # once per call, not per chunk
         outs, pending = [], self._send(0, *pieces[0])
         for k in range(len(pieces)):
             nxt = self._send((k + 1) % 2, *pieces[k + 1]) if k + 1 < len(pieces) else None
@@ -160,7 +158,7 @@ class OffloadRelations(nn.Module):
             if done is not None:
                 torch.cuda.current_stream().wait_event(done)
                 rows.record_stream(torch.cuda.current_stream())
-            outs.append(compute(k, self._values(rows)))
+            outs.append(compute(k, rows if table is None else table[rows.long()]))
             pending = nxt
         return torch.cat(outs)
 
@@ -206,8 +204,6 @@ class EdgeAggregate(torch.autograd.Function):
 class SparseRelations(nn.Module):
     def __init__(self, edges: Edges, mode: str):
         super().__init__()
-        if mode == "stnn-d":
-            raise ValueError("relations=sparse does not apply to stnn-d: its learned relations are dense n x n")
         self.n, self.r, self.mode = edges.n, edges.r, mode
         rowptr = edges.rowptr()
         deg = np.diff(rowptr)
@@ -250,6 +246,11 @@ class SparseRelations(nn.Module):
 
 
 def make(backend: str, edges: Edges, mode: str, chunk: int = 250) -> nn.Module:
+    from .build import unsupported
+
+    reason = unsupported(backend, mode)
+    if reason:
+        raise ValueError(reason)
     if backend == "dense":
         return DenseRelations(edges, mode)
     if backend == "offload":
