@@ -17,10 +17,11 @@ import time
 
 import torch
 
-from stbench_cli.spec import RunSpec
-from stbench_cli.timing import StepMarks, resolve
-from stbench_cli.trainer import LoopConfig, Trainer
-from workloads import get
+from stbench.child.timing import StepMarks, resolve
+from stbench.child.trainer import LoopConfig, Trainer
+from stbench.contract import BuildContext
+from stbench.plan.registry import get
+from stbench.plan.spec import RunSpec
 
 
 def marks_cost(clock, n: int) -> float:
@@ -48,15 +49,15 @@ def main() -> None:
     params.update(preset, n_samples=max(4 * batch, 1024))  # one batch is all the loop needs
     spec = RunSpec(args.workload, args.device, "single", batch, 1, params=tuple(sorted(params.items())))
     device = torch.device(args.device)
-    trainer = Trainer(w.build(params, 0), LoopConfig.from_spec(spec), device)
+    trainer = Trainer(w.build(params, BuildContext(device=args.device)), LoopConfig.from_spec(spec), device)
     x, y = [t.to(device) for t in next(iter(trainer.train_loader))]
-    model, opt, sched, loss_fn = trainer.model, trainer.optimizer, trainer.schedule, trainer.task.loss_fn
+    model, opt, sched, loss = trainer.model, trainer.optimizer, trainer.schedule, trainer.task.model.loss
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
 
     def bare(n: int) -> None:
         for _ in range(n):
             opt.zero_grad(set_to_none=True)
-            loss_fn(model(x), y).backward()
+            loss(model, x, y, 0).backward()
             opt.step()
             sched.step()
 

@@ -1,4 +1,5 @@
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -6,6 +7,32 @@ import pytest
 TESTS = Path(__file__).parent
 ROOT = TESTS.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"
+
+
+def _register_test_workloads(site: Path) -> None:
+    """Register the test-only `faulty` workload the way an installed plugin is registered: a
+    distribution's metadata with an entry point in the `stbench.workloads` group, on the path
+    of this process and of every child process (cells, the console script)."""
+    dist = site / "stbench_test_workloads-0.0.dist-info"
+    dist.mkdir(parents=True, exist_ok=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: stbench-test-workloads\nVersion: 0.0\n")
+    (dist / "entry_points.txt").write_text("[stbench.workloads]\nfaulty = fault_workload:WORKLOAD\n")
+    paths = [str(site), str(TESTS), str(ROOT)]
+    sys.path[:0] = paths[:2]
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [*paths, os.environ.get("PYTHONPATH")]))
+
+
+def pytest_configure(config):
+    import tempfile
+
+    config._stbench_site = Path(tempfile.mkdtemp(prefix="stbench-test-site-"))
+    _register_test_workloads(config._stbench_site)
+
+
+def pytest_unconfigure(config):
+    import shutil
+
+    shutil.rmtree(getattr(config, "_stbench_site", ""), ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -25,8 +52,5 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(autouse=True)
 def isolated(tmp_path, monkeypatch):
-    """Every test gets its own peak cache, and child processes can import the test workload."""
+    """Every test gets its own peak and data cache."""
     monkeypatch.setenv("STBENCH_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("STBENCH_WORKLOADS", "faulty=fault_workload")
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(TESTS), str(ROOT), os.environ.get("PYTHONPATH")])))
-    monkeypatch.syspath_prepend(str(TESTS))

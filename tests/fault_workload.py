@@ -1,4 +1,4 @@
-"""A test-only workload that fails on demand, registered through STBENCH_WORKLOADS.
+"""A test-only workload that fails on demand, registered by an entry point (see conftest.py).
 
 It exercises the engine's real failure paths (child exceptions, allocator failures, hangs)
 without making a real workload misbehave on purpose.
@@ -6,22 +6,12 @@ without making a real workload misbehave on purpose.
 
 import time
 
-from workloads.base import Param, Workload
-
-WORKLOAD = Workload(
-    name="faulty",
-    summary="linear regression that can raise, run out of memory or hang",
-    params=(Param("fault", str, "none", "what goes wrong", ("none", "raise", "oom", "hang")),),
-    presets={"default": {"batch_size": 16, "epochs": 1}, "smoke": {}},
-    builder="fault_workload:build",
-)
+from stbench.contract import BuildContext, Data, Metric, Model, Param, Supervised, Task, Workload
 
 
-def build(params, seed, rank=0, world_size=1):
+def build(params: dict, ctx: BuildContext) -> Task:
     import torch
     from torch.utils.data import TensorDataset
-
-    from workloads.task import Task
 
     if params["fault"] == "raise":
         raise RuntimeError("injected failure in build")
@@ -29,11 +19,21 @@ def build(params, seed, rank=0, world_size=1):
         torch.empty(2**50, dtype=torch.uint8)  # the CPU allocator refuses this
     if params["fault"] == "hang":
         time.sleep(3600)
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator().manual_seed(ctx.seed)
     x = torch.randn(256, 4, generator=g)
     y = x @ torch.tensor([[1.0], [2.0], [-1.0], [0.5]])
-    torch.manual_seed(seed)
-    return Task(train=TensorDataset(x[:192], y[:192]), val=TensorDataset(x[192:], y[192:]),
-                model=torch.nn.Linear(4, 1), loss_fn=torch.nn.functional.mse_loss, metric_name="val_mse",
-                metric_sum=lambda p, t: ((p - t) ** 2).sum(), naive_metric=float(y[192:].var()),
-                data_source="generated", data_mb=0.0)
+    torch.manual_seed(ctx.seed)
+    return Task(
+        data=Data(TensorDataset(x[:192], y[:192]), TensorDataset(x[192:], y[192:]), source="generated", mb=0.0),
+        model=Model(torch.nn.Linear(4, 1), Supervised(torch.nn.functional.mse_loss)),
+        metric=Metric("val_mse", sum=lambda p, t: ((p - t) ** 2).sum(), naive=float(y[192:].var())),
+    )
+
+
+WORKLOAD = Workload(
+    name="faulty",
+    summary="linear regression that can raise, run out of memory or hang",
+    params=(Param("fault", str, "none", "what goes wrong", ("none", "raise", "oom", "hang")),),
+    presets={"default": {"batch_size": 16, "epochs": 1}, "smoke": {}},
+    build=build,
+)

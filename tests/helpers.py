@@ -17,10 +17,19 @@ def stbench(*args, cwd=None, check=False, timeout=300):
 
 def preset_params(workload: str, preset: str = "smoke", **overrides) -> dict:
     """A workload's parameter defaults with a preset applied (its engine keys left out)."""
-    from workloads import get
+    from stbench.plan.registry import get
 
     w = get(workload)
     p = {name: spec.default for name, spec in w.all_params.items()}
     p.update({k: v for k, v in w.presets[preset].items() if k not in ("batch_size", "epochs")})
     p.update(overrides)
     return p
+
+
+def train(task, spec, device="cpu"):
+    """A cell's training in this process: the trainer's CellResult."""
+    import torch
+
+    from stbench.child.trainer import LoopConfig, Trainer
+
+    return Trainer(task, LoopConfig.from_spec(spec), torch.device(device)).run()

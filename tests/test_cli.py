@@ -5,25 +5,26 @@ from pathlib import Path
 
 import pytest
 
-from stbench_cli import cli, engine
-from stbench_cli.spec import RunSpec
+from stbench.cli import main
+from stbench.plan.spec import RunSpec
+from stbench.runner import study
 
 
 @pytest.fixture
 def captured(monkeypatch):
     seen = {}
 
-    def fake_execute(plan, timeout, progress, warn):
+    def fake_execute(plan, env, timeout, **callbacks):
         seen.update(plan=plan, timeout=timeout)
         return []
 
-    monkeypatch.setattr(engine, "execute", fake_execute)
+    monkeypatch.setattr(study, "execute", fake_execute)
     return seen
 
 
 def run_cli(argv):
     with pytest.raises(SystemExit) as exit_info:
-        cli.main(argv)
+        main(argv)
     return exit_info.value.code
 
 

@@ -5,12 +5,17 @@ import numpy as np
 import pytest
 import torch
 
-from stbench_cli.spec import RunSpec
-from stbench_cli.trainer import LoopConfig, Trainer
-from tests.helpers import preset_params
-from workloads import get
-from workloads.cnn_strain import data
-from workloads.cnn_strain.build import build, make_model
+from stbench.child.trainer import LoopConfig, Trainer
+from stbench.contract import BuildContext
+from stbench.plan.registry import get
+from stbench.plan.spec import RunSpec
+from stbench.workloads.cnn_strain import data
+from stbench.workloads.cnn_strain.task import make_model, make_task
+from tests.helpers import preset_params, train
+
+
+def build(params, seed=0):
+    return make_task(params, BuildContext(seed=seed))
 
 
 def params(**overrides):
@@ -44,15 +49,15 @@ def test_user_files_load(tmp_path, suffix):
         with h5py.File(path, "w") as f:
             f["X"], f["Y"] = x, y
     task = build(params(data=str(path), val_fraction=0.25), seed=0)
-    assert len(task.train) == 30 and len(task.val) == 10
+    assert len(task.data.train) == 30 and len(task.data.val) == 10
     lx, ly = data.load(str(path))
     np.testing.assert_array_equal(lx, x)
-    assert task.train.tensors[1].min() >= 0 and task.train.tensors[1].max() <= 1  # min-max on training stats
+    assert task.data.train.tensors[1].min() >= 0 and task.data.train.tensors[1].max() <= 1  # min-max on training stats
 
 
 def test_labels_normalized_with_training_statistics_only():
     task = build(params(n_samples=500), seed=0)
-    ytr = task.train.tensors[1]
+    ytr = task.data.train.tensors[1]
     assert torch.allclose(ytr.min(0).values, torch.zeros(2)) and torch.allclose(ytr.max(0).values, torch.ones(2))
 
 
@@ -61,12 +66,12 @@ def test_beats_the_naive_baseline_in_its_smoke_preset():
     spec = RunSpec("cnn-strain", "cpu", "single", w.presets["smoke"]["batch_size"], w.presets["smoke"]["epochs"],
                    params=tuple(sorted(params().items())))
     task = build(spec.param_dict, spec.seed)
-    summary = Trainer(task, LoopConfig.from_spec(spec), torch.device("cpu")).run()
-    assert summary["status"] == "ok"
-    assert summary["val_value"] < 0.25 * summary["naive_baseline"]
-    losses = [e["train_loss"] for e in summary["epochs_rows"]]
+    result = train(task, spec)
+    assert result.status == "ok"
+    assert result.figures.val_value < 0.25 * result.figures.naive_baseline
+    losses = [e.train_loss for e in result.epochs]
     assert losses[-1] < losses[0]
-    assert summary["warmup_steps"] == 2 and summary["samples_per_s"] > 0
+    assert result.figures.warmup_steps == 2 and result.figures.samples_per_s > 0
 
 
 def test_per_item_and_vectorized_loaders_give_identical_batches():

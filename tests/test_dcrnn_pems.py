@@ -1,6 +1,5 @@
 """dcrnn-pems: safe graph pickles, data modes, the model learning, a sharded DDP cell."""
 
-import json
 import pickle
 
 import numpy as np
@@ -8,16 +7,19 @@ import pandas as pd
 import pytest
 import torch
 
-from stbench_cli import envinfo
-from stbench_cli.matrix import run_matrix
-from stbench_cli.spec import RunSpec
-from stbench_cli.study import plan_new
-from stbench_cli.trainer import LoopConfig, Trainer
+from stbench.contract import BuildContext
+from stbench.plan.planner import Request, plan_new
+from stbench.plan.spec import RunSpec
+from stbench.runner import envinfo, study
+from stbench.workloads.dcrnn_pems import graph, source
+from stbench.workloads.dcrnn_pems.source import load_graph
+from stbench.workloads.dcrnn_pems.task import make_task
 from tests.conftest import SHARED_DATA
-from tests.helpers import preset_params
-from workloads import get
-from workloads.dcrnn_pems import data, graph
-from workloads.dcrnn_pems.build import build, load_graph
+from tests.helpers import preset_params, train
+
+
+def build(params, seed=0):
+    return make_task(params, BuildContext(seed=seed))
 
 needs_shared = pytest.mark.skipif(not (SHARED_DATA / "pems-bay").exists(), reason="../shared/data is not beside the checkout")
 
@@ -56,12 +58,12 @@ def test_a_pickle_that_would_run_code_is_refused(tmp_path):
 @needs_shared
 def test_speed_h5_columns_are_matched_to_the_graph(tmp_path):
     ids, adj = graph.load_adj_pickle(SHARED_DATA / "metr-la" / "adj_mx.pkl")
-    speeds = data.generate_speeds(adj, 600, seed=1)
+    speeds = source.generate_speeds(adj, 600, seed=1)
     index = pd.date_range("2012-03-01", periods=600, freq="5min")
     columns = [int(i) for i in ids]  # the real h5 files have integer sensor ids
     frame = pd.DataFrame(speeds[:, ::-1], index=index, columns=columns[::-1]).astype(np.float64)
     frame.to_hdf(tmp_path / "metr-la.h5", key="speed")
-    values, times = data.read_speed_h5(tmp_path / "metr-la.h5", ids)
+    values, times = source.read_speed_h5(tmp_path / "metr-la.h5", ids)
     np.testing.assert_array_equal(values, speeds)  # back in the graph's order, as float32
     assert len(times) == 600
 
@@ -69,27 +71,27 @@ def test_speed_h5_columns_are_matched_to_the_graph(tmp_path):
 def test_index_windows_are_bit_identical_to_materialized_ones():
     task_index = build(params(batching="index"), seed=0)
     task_base = build(params(batching="base"), seed=0)
-    idx = [0, 7, 500, len(task_base.train) - 1]
-    xi, yi = task_index.train[idx]
-    xb = torch.stack([task_base.train[i][0] for i in idx])
-    yb = torch.stack([task_base.train[i][1] for i in idx])
+    idx = [0, 7, 500, len(task_base.data.train) - 1]
+    xi, yi = task_index.data.train[idx]
+    xb = torch.stack([task_base.data.train[i][0] for i in idx])
+    yb = torch.stack([task_base.data.train[i][1] for i in idx])
     assert torch.equal(xi, xb) and torch.equal(yi, yb)
-    assert task_base.data_mb > 10 * task_index.data_mb  # ~24x the series, and one copy
+    assert task_base.data.mb > 10 * task_index.data.mb  # ~24x the series, and one copy
 
 
 def test_base_and_index_train_the_same_loss_curve():
     curves = {}
     for mode in ("base", "index"):
         p = params(batching=mode, steps=1_200, max_steps=6)
-        summary = Trainer(build(p, 0), LoopConfig.from_spec(spec_for(p, 16, 2)), torch.device("cpu")).run()
-        curves[mode] = [e["train_loss"] for e in summary["epochs_rows"]]
+        result = train(build(p, 0), spec_for(p, 16, 2))
+        curves[mode] = [e.train_loss for e in result.epochs]
     assert curves["base"] == curves["index"]
 
 
 def persistence_mae(task, h: int) -> float:
     """The last observed reading repeated, scored where both it and the truth are present."""
-    x, y = task.val[list(range(len(task.val)))]
-    mean, std = task.forward.keywords["mean"], task.forward.keywords["std"]
+    x, y = task.data.val[list(range(len(task.data.val)))]
+    mean, std = task.model.predict.keywords["mean"], task.model.predict.keywords["std"]
     last_raw = x[:, -1, :, 0] * std + mean
     truth = y[:, h - 1, :, 0]
     mask = (truth != 0) & (x[:, -1, :, 0] != (0 - mean) / std)
@@ -97,10 +99,10 @@ def persistence_mae(task, h: int) -> float:
 
 
 def horizon_mae(task, h: int) -> float:
-    task.model.eval()
+    task.model.module.eval()
     with torch.no_grad():
-        x, y = task.val[list(range(len(task.val)))]
-        pred = task.forward(task.model, x, y, 0)
+        x, y = task.data.val[list(range(len(task.data.val)))]
+        pred = task.model.predict(task.model.module, x, y)
     mask = y[:, h - 1] != 0
     return float((pred[:, h - 1] - y[:, h - 1]).abs()[mask].mean())
 
@@ -118,18 +120,18 @@ def test_beats_persistence(source, steps, epochs, horizons):
             pytest.skip("../shared/data is not beside the checkout")
         p, batch = params(data=str(SHARED_DATA / "chickenpox" / "chickenpox.json")), 16
     task = build(p, seed=0)
-    summary = Trainer(task, LoopConfig.from_spec(spec_for(p, batch, epochs)), torch.device("cpu")).run()
-    assert summary["status"] == "ok" and summary["val_metric"] == "val_masked_mae"
+    result = train(task, spec_for(p, batch, epochs))
+    assert result.status == "ok" and result.figures.val_metric == "val_masked_mae"
     for h in horizons:
         assert horizon_mae(task, h) < persistence_mae(task, h), h
 
 
 def test_two_process_ddp_with_sharded_index(tmp_path):
-    options = dict(devices=None, strategies=["ddp"], nprocs=[2], batch_sizes=[16], epochs=[1], repeat=1, preset=None,
-                   smoke=True, seed=0, sets=["batching=sharded-index", "steps=1500", "max_steps=4"])
-    plan = plan_new("dcrnn-pems", out=tmp_path, env=envinfo.collect(), **options)
-    (row,) = run_matrix(list(plan.cells), plan.folder, envinfo.collect(), plan.workload, timeout=240)
+    request = Request("dcrnn-pems", strategies=("ddp",), nprocs=(2,), batch_sizes=(16,), epochs=(1,), smoke=True,
+                      sets=("batching=sharded-index", "steps=1500", "max_steps=4"), out=tmp_path)
+    env = envinfo.collect()
+    (row,) = study.execute(plan_new(request, env), env, timeout=240)
     assert row["status"] == "ok", row["reason"]
     assert row["world_size"] == 2 and row["sync_s"] > 0
     single = build(params(batching="index", steps=1500), seed=0)
-    assert row["data_mb"] < 0.75 * single.data_mb  # a rank holds its half of the training range, not all of it
+    assert row["data_mb"] < 0.75 * single.data.mb  # a rank holds its half of the training range, not all of it

@@ -2,33 +2,30 @@
 
 import csv
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import pytest
 
-from stbench_cli import envinfo, results
-from stbench_cli.matrix import run_matrix
-from stbench_cli.study import plan_new
-
-SMOKE = dict(strategies=None, nprocs=None, repeat=1, preset=None, smoke=True, seed=0)
+from stbench.plan.planner import Request, plan_new
+from stbench.runner import envinfo, study
+from stbench.store.files import read_runs
+from stbench.store.manifest import write_manifest
 
 
 def runs(folder: Path) -> list[dict]:
-    return results.read_runs(folder)
+    return read_runs(folder)
 
 
 def plan(tmp_path, workload, **kw):
-    options = {**SMOKE, "devices": None, "batch_sizes": None, "epochs": None, "sets": None, **kw}
-    return plan_new(workload, out=tmp_path, env=envinfo.collect(), **options)
+    return plan_new(Request(workload, smoke=True, out=tmp_path, **{k: tuple(v) for k, v in kw.items()}),
+                    envinfo.collect())
 
 
 def execute(p, timeout=None):
-    return run_matrix(list(p.cells), p.folder, envinfo.collect(), p.workload, timeout=timeout, interval=0.2)
+    return study.execute(p, envinfo.collect(), timeout, interval=0.2)
 
 
 def test_failure_rows_and_the_matrix_goes_on(tmp_path):
@@ -72,10 +69,10 @@ def test_ddp_two_process_gloo_cell(tmp_path):
 
 def test_resume_after_sigkill_of_the_parent(tmp_path):
     p = plan(tmp_path, "faulty", epochs=[1, 2, 3], sets=["fault=none"], batch_sizes=[8, 16])
-    results.write_manifest(p.folder, p.manifest)
-    script = ("import sys; from stbench_cli import engine, render; from pathlib import Path;"
-              "p = engine.plan_resume('faulty', Path(sys.argv[1]));"
-              "engine.execute(p, None, render.progress, render.warn)")
+    write_manifest(p.folder, p.manifest)
+    script = ("import sys; from pathlib import Path; from stbench.plan.planner import plan_resume;"
+              "from stbench.runner import envinfo, study; env = envinfo.collect();"
+              "study.execute(plan_resume('faulty', Path(sys.argv[1]), env), env)")
     parent = subprocess.Popen([sys.executable, "-c", script, str(p.folder)], stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
     while time.time() < deadline and len(_ids(p.folder)) < 2:
@@ -97,6 +94,6 @@ def test_resume_after_sigkill_of_the_parent(tmp_path):
 
 def _ids(folder):
     try:
-        return [r["run_id"] for r in results.read_runs(folder)]
+        return [r["run_id"] for r in read_runs(folder)]
     except Exception:
         return []

@@ -6,13 +6,19 @@ import pytest
 import torch
 from fsspec.implementations.local import LocalFileSystem
 
-from stbench_cli.spec import RunSpec
-from stbench_cli.trainer import LoopConfig, Trainer
+from stbench.child.trainer import LoopConfig, Trainer
+from stbench.contract import BuildContext
+from stbench.plan.registry import get
+from stbench.plan.spec import RunSpec
+from stbench.workloads.lstm_era5 import data
+from stbench.workloads.lstm_era5.split import load_split, prepare
+from stbench.workloads.lstm_era5.task import Windows, make_task
 from tests.conftest import SHARED_DATA
-from tests.helpers import preset_params, stbench
-from workloads import get
-from workloads.lstm_era5 import data
-from workloads.lstm_era5.build import Windows, build, prepare
+from tests.helpers import preset_params, stbench, train
+
+
+def build(params, seed=0):
+    return make_task(params, BuildContext(seed=seed))
 
 CSV = SHARED_DATA / "era5" / "t2m_2020-2021_2pts.csv"
 needs_csv = pytest.mark.skipif(not CSV.exists(), reason="../shared/data/era5 is not beside the checkout")
@@ -122,13 +128,11 @@ def test_beats_the_climatological_mean_on_the_real_csv():
     p = params(data=str(CSV))
     smoke = get("lstm-era5").presets["smoke"]
     spec = RunSpec("lstm-era5", "cpu", "single", smoke["batch_size"], smoke["epochs"], params=tuple(sorted(p.items())))
-    from workloads.lstm_era5.build import load_split
-
-    train_k, test_k, _ = load_split(p)
+    train_k, test_k, _ = load_split(p, BuildContext())
     climatology = float(np.sqrt(((test_k[24:] - train_k.mean()) ** 2).mean()))
-    summary = Trainer(build(p, 0), LoopConfig.from_spec(spec), torch.device("cpu")).run()
-    assert summary["status"] == "ok" and summary["val_metric"] == "test_rmse_k"
-    assert summary["val_value"] < 0.5 * climatology
+    result = train(build(p, 0), spec)
+    assert result.status == "ok" and result.figures.val_metric == "test_rmse_k"
+    assert result.figures.val_value < 0.5 * climatology
 
 
 @needs_csv

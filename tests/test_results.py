@@ -1,16 +1,35 @@
 """Result files: a runs.csv written by an older stbench (fewer columns) stays aligned when a
-resumed study appends to it."""
+resumed study appends to it, and a workload's own figures become `x.` columns."""
 
-from stbench_cli import results
+import csv
+from dataclasses import replace
+
+from stbench.store.files import append, read_runs, write_cell
+from stbench.store.rows import RUN_COLUMNS, Figures, Identity, Machine, RunRow
 
 
 def test_append_follows_the_files_own_header(tmp_path):
     path = tmp_path / "runs.csv"
-    old_columns = [c for c in results.RUN_COLUMNS if c not in ("steps_per_s", "stream_s", "predicted_mb")]
-    results.append(path, [{"schema": 1, "run_id": "a", "workload": "w", "device": "cpu", "status": "ok"}], old_columns)
-    results.append(path, [{"schema": 1, "run_id": "b", "workload": "w", "device": "cpu", "status": "failed",
-                           "steps_per_s": 3.0, "reason": "x"}], results.RUN_COLUMNS)
-    rows = results.read_runs(tmp_path)
+    old_columns = [c for c in RUN_COLUMNS if c not in ("steps_per_s", "predicted_mb")]
+    append(path, [{"schema": 1, "run_id": "a", "workload": "w", "device": "cpu", "status": "ok"}], old_columns)
+    append(path, [{"schema": 1, "run_id": "b", "workload": "w", "device": "cpu", "status": "failed",
+                   "steps_per_s": 3.0, "reason": "x"}], RUN_COLUMNS)
+    rows = read_runs(tmp_path)
     assert [r["run_id"] for r in rows] == ["a", "b"] and rows[1]["status"] == "failed" and rows[1]["reason"] == "x"
-    assert "steps_per_s" not in rows[1]  # the old header wins; nothing shifted
-    assert path.read_text().splitlines()[0].split(",") == old_columns
+    # the old header keeps its order; what it lacked is added at the end, nothing shifted or dropped
+    header = path.read_text().splitlines()[0].split(",")
+    assert header[: len(old_columns)] == old_columns and header[len(old_columns):] == ["steps_per_s", "predicted_mb"]
+    assert rows[0]["steps_per_s"] == "" and rows[1]["steps_per_s"] == "3.0"
+
+
+def test_workload_figures_are_prefixed_columns(tmp_path):
+    identity = Identity("r1", "w", "cpu", "single", 1, 1, 8, 8, 1, 0, 0, "default", "{}")
+    machine = Machine("h", "cpu model", 0, "2.13", None, None)
+    row = RunRow(identity, "ok", "", machine, Figures(wall_s=1.5), extras={"stream_s": 0.25})
+    write_cell(tmp_path, row, [], [])
+    second = RunRow(replace(identity, run_id="r2"), "ok", "", machine, extras={"other": 2.0})
+    write_cell(tmp_path, second, [], [])
+    with open(tmp_path / "runs.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert rows[0]["x.stream_s"] == "0.25" and rows[0]["wall_s"] == "1.5" and rows[0]["x.other"] == ""
+    assert rows[1]["x.other"] == "2.0" and rows[1]["x.stream_s"] == ""

@@ -2,9 +2,10 @@
 
 import pytest
 
-from stbench_cli.cli import spread_lists
-from stbench_cli.errors import StbenchError
-from stbench_cli.spec import MatrixSpec, RunSpec, check_device, expand, parse_set, skip_reason
+from stbench.cli.options import spread_lists
+from stbench.errors import StbenchError
+from stbench.plan.skips import skip_reason
+from stbench.plan.spec import MatrixSpec, RunSpec, check_device, expand, parse_set
 
 
 def test_expand_order_and_values():

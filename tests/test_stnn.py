@@ -10,14 +10,15 @@ import pytest
 import torch
 import xarray as xr
 
-from stbench_cli.spec import RunSpec
-from stbench_cli.trainer import LoopConfig, Trainer
+from stbench.contract import BuildContext
+from stbench.plan.spec import RunSpec
+from stbench.workloads.stnn import data, grid, relations, sizing
+from stbench.workloads.stnn.model import STNN
+from stbench.workloads.stnn.optim import RowSparseAdam
+from stbench.workloads.stnn.pairs import TwoPassSampler
+from stbench.workloads.stnn.task import make_task
 from tests.conftest import SHARED_DATA
-from tests.helpers import preset_params, stbench
-from workloads.stnn import build, data, grid, relations
-from workloads.stnn.model import STNN
-from workloads.stnn.optim import RowSparseAdam
-from workloads.stnn.pairs import TwoPassSampler
+from tests.helpers import preset_params, stbench, train
 
 PACIFIC = SHARED_DATA / "pst" / "pacific_sst_anomaly_2deg_1970-2003.nc"
 needs_pacific = pytest.mark.skipif(not PACIFIC.exists(), reason="../shared/data is not beside the checkout")
@@ -134,12 +135,13 @@ def test_netcdf_reader_on_the_real_pacific_file():
 @needs_pacific
 def test_stnn_beats_persistence_on_held_out_pacific_months():
     p = params(data=str(PACIFIC), relations="sparse", warmup_steps=5)
-    task = build.build(p, seed=0)
+    task = make_task(p, BuildContext(seed=0))
     spec = RunSpec("stnn", "cpu", "single", 1000, 2, params=tuple(sorted(p.items())))
-    summary = Trainer(task, LoopConfig.from_spec(spec), torch.device("cpu")).run()
-    assert summary["status"] == "ok"
-    assert summary["epochs_rows"][-1]["train_loss"] < summary["epochs_rows"][0]["train_loss"]
-    assert summary["val_value"] < summary["naive_baseline"], (summary["val_value"], summary["naive_baseline"])
+    result = train(task, spec)
+    assert result.status == "ok"
+    assert result.epochs[-1].train_loss < result.epochs[0].train_loss
+    f = result.figures
+    assert f.val_value < f.naive_baseline, (f.val_value, f.naive_baseline)
 
 
 def test_two_passes_cover_every_pair_once():
@@ -154,34 +156,36 @@ def test_two_passes_cover_every_pair_once():
 
 def test_memory_prediction_and_skip():
     p = params(grid="180x360", relations="dense")
-    dense = build.predict_bytes(p, 1000)
+    dense = sizing.predict_bytes(p, 1000)
     assert dense["device"]["relations W"] == dense["n"] * 2 * dense["n"] * 4
-    sparse = build.predict_bytes({**p, "relations": "sparse"}, 1000)
+    sparse = sizing.predict_bytes({**p, "relations": "sparse"}, 1000)
     assert sparse["device_bytes"] < dense["device_bytes"] / 20
     ram = {"host_bytes": 24 * 2**30, "device_bytes": None}
-    assert "predicted" in build.skip(p, 1000, "cpu", ram) and "exceeds the 24.0 GiB RAM" in build.skip(p, 1000, "cpu", ram)
-    assert build.skip({**p, "relations": "sparse"}, 1000, "cpu", ram) is None
+    assert "predicted" in sizing.skip(p, 1000, "cpu", ram) and "exceeds the 24.0 GiB RAM" in sizing.skip(p, 1000, "cpu", ram)
+    assert sizing.skip({**p, "relations": "sparse"}, 1000, "cpu", ram) is None
     offload = {**p, "relations": "offload"}
     v100 = {"host_bytes": 2**40, "device_bytes": 16 * 2**30}
-    assert build.skip(offload, 1000, "cuda", v100) is None  # W in a 1 TiB host, streamed to a 16 GB GPU
-    assert "on the GPU" in build.skip(p, 1000, "cuda", v100)
-    assert build.skip(p, 1000, "cuda", {**v100, "device_bytes": 80 * 2**30}) is None  # dense fits an 80 GB GPU
-    assert "does not apply" in build.skip({**p, "relations": "sparse", "mode": "stnn-d"}, 1000, "cpu", ram)
+    assert sizing.skip(offload, 1000, "cuda", v100) is None  # W in a 1 TiB host, streamed to a 16 GB GPU
+    assert "on the GPU" in sizing.skip(p, 1000, "cuda", v100)
+    assert sizing.skip(p, 1000, "cuda", {**v100, "device_bytes": 80 * 2**30}) is None  # dense fits an 80 GB GPU
+    assert "does not apply" in sizing.skip({**p, "relations": "sparse", "mode": "stnn-d"}, 1000, "cpu", ram)
 
 
 _BUDGET_SCRIPT = """
 import resource, torch
+from stbench.contract import BuildContext
+from stbench.workloads.stnn import sizing
+from stbench.workloads.stnn.task import make_task
 from tests.helpers import preset_params
-from workloads.stnn import build
 p = preset_params("stnn", grid="180x360", months=4, test_steps=1, mode="stnn-r", relations="sparse")
-task = build.build(p, seed=0)
-model, opt = task.model, task.optimizer(task.model.parameters(), lr=3e-3)
-for batch in task.batch_sampler(1000, 0, 0):
-    x, y = task.train[batch]
-    loss = task.forward(model, x, y, 0)
+task = make_task(p, BuildContext(seed=0))
+model, opt = task.model.module, task.optim.factory(task.model.module.parameters(), lr=3e-3)
+for batch in task.data.batch_sampler(1000, 0, 0):
+    x, y = task.data.train[batch]
+    loss = task.model.loss(model, x, y, 0)
     if y.shape[1] == 0:  # one dynamics step is what needs W
         loss.backward(); opt.step()
-        print(build.predict_bytes(p, 1000)["n"], model.relations.edge_w.grad.abs().sum().item() > 0,
+        print(sizing.predict_bytes(p, 1000)["n"], model.relations.edge_w.grad.abs().sum().item() > 0,
               resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
         break
 """

@@ -4,8 +4,9 @@ import json
 
 import pytest
 
-from stbench_cli.errors import StbenchError
-from stbench_cli.tables import format_ratio, frame, report, significant
+from stbench.errors import StbenchError
+from stbench.report.stats import format_ratio, significant
+from stbench.report.tables import frame, report
 
 
 def row(device, epochs, wall, repeat=0, status="ok", host="a", strategy="single", world=1, sps=100.0, sync=0.0):
@@ -80,13 +81,3 @@ def test_bad_pivot_and_baseline_are_named():
         report(df, baseline=("device", "tpu"))
     with pytest.raises(StbenchError, match="unknown metric"):
         report(df, metric="speed")
-
-
-def test_pure_layers_do_not_import_torch():
-    import subprocess
-    import sys
-
-    code = ("import sys, stbench_cli.tables, stbench_cli.spec, stbench_cli.results, workloads;"
-            "[workloads.get(n) for n in workloads.names()];"
-            "sys.exit('torch' in sys.modules)")
-    assert subprocess.run([sys.executable, "-c", code]).returncode == 0

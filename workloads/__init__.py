@@ -1,39 +1,6 @@
-"""The explicit workload registry: name -> module that defines `WORKLOAD`.
+"""The built-in workloads, installed as `stbench.workloads`.
 
-Adding a workload is one module (or small package) plus one line here. Users may add
-their own without editing the package: STBENCH_WORKLOADS="name=module,other=module2".
+Each sub-package defines `WORKLOAD` (a `stbench.contract.Workload`) and is registered by an
+entry point in the `stbench.workloads` group (pyproject.toml), exactly as a third-party
+package registers its own. Workloads import only `stbench.contract` from the engine.
 """
-
-from __future__ import annotations
-
-import importlib
-import os
-
-from .base import Workload
-
-REGISTRY: dict[str, str] = {
-    "cnn-strain": "workloads.cnn_strain",
-    "lstm-era5": "workloads.lstm_era5",
-    "dcrnn-pems": "workloads.dcrnn_pems",
-    "stnn": "workloads.stnn",
-}
-
-
-def _registry() -> dict[str, str]:
-    merged = dict(REGISTRY)
-    for item in filter(None, os.environ.get("STBENCH_WORKLOADS", "").split(",")):
-        name, _, module = item.partition("=")
-        merged[name.strip()] = module.strip()
-    return merged
-
-
-def names() -> list[str]:
-    return sorted(_registry())
-
-
-def get(name: str) -> Workload:
-    """The workload called `name`; KeyError naming the valid ones otherwise."""
-    registry = _registry()
-    if name not in registry:
-        raise KeyError(f"unknown workload {name!r}; valid: {', '.join(sorted(registry))}")
-    return importlib.import_module(registry[name]).WORKLOAD

@@ -3,7 +3,16 @@
 Seed: a Horovod data-parallel scaling thesis (1 M curves, 153,441-parameter CNN).
 """
 
-from ..base import Param, Workload
+from stbench.contract import BuildContext, Param, Workload
+
+from . import data
+
+
+def build(params: dict, ctx: BuildContext):
+    from .task import make_task  # torch: in the cell's process only
+
+    return make_task(params, ctx)
+
 
 WORKLOAD = Workload(
     name="cnn-strain",
@@ -24,8 +33,8 @@ WORKLOAD = Workload(
             "lr": 1.74e-3, "lr_scaling": "linear", "lr_warmup_steps": 10,
         },
     },
-    builder="workloads.cnn_strain.build:build",
-    checker="workloads.cnn_strain.data:check",
+    build=build,
+    check=data.check,
     strategies=("single", "ddp"),
     data_sources=("generated (hyperbolic hardening law with noise)", "npz file: X (N,3,201), Y (N,2)", "HDF5 file: datasets X, Y"),
 )

@@ -3,7 +3,16 @@
 kept on the GPU, and rank-sharded data for DDP. The packaged sensor graphs are DCRNN's
 (MIT; see ATTRIBUTION.md)."""
 
-from ..base import Param, Workload
+from stbench.contract import BuildContext, Param, Workload
+
+from . import source
+
+
+def build(params: dict, ctx: BuildContext):
+    from .task import make_task  # torch: in the cell's process only
+
+    return make_task(params, ctx)
+
 
 _PAPER = {"batch_size": 64, "epochs": 1, "lr": 0.01}
 
@@ -34,8 +43,8 @@ WORKLOAD = Workload(
         "pgt-i": {"batch_size": 64, "epochs": 1, "model": "tiny", "units": 2, "k": 3, "lr": 1e-3, "clip": 0.0},
         "smoke": {"batch_size": 32, "epochs": 2, "steps": 3_000, "units": 16, "layers": 1, "warmup_steps": 2},
     },
-    builder="workloads.dcrnn_pems.build:build",
-    checker="workloads.dcrnn_pems.build:check",
+    build=build,
+    check=source.check,
     strategies=("single", "ddp"),
     data_sources=("generated speeds on the real PeMS-BAY / METR-LA graphs or on generated graphs",
                   "pems-bay.h5 / metr-la.h5 (pandas HDF5, key 'speed') with adj_mx*.pkl",

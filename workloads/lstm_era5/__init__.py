@@ -5,7 +5,16 @@ epochs and could not explain its table. The embedded default is the real 2-point
 (ERA5, Copernicus Climate Change Service, CC-BY 4.0; see ATTRIBUTION.md).
 """
 
-from ..base import Param, Workload
+from stbench.contract import BuildContext, Param, Workload
+
+from . import split
+
+
+def build(params: dict, ctx: BuildContext):
+    from .task import make_task  # torch: in the cell's process only
+
+    return make_task(params, ctx)
+
 
 _PAPER = {"batch_size": 128, "epochs": 5, "workers": 2}
 
@@ -34,9 +43,9 @@ WORKLOAD = Workload(
         "large": {"batch_size": 1024, "epochs": 5, "workers": 2, "data": "generated", "grid": "30:38:250:258",
                   "train_end": "2020-01-31T23", "test_start": "2020-02-01", "test_end": "2020-02-07T23"},
     },
-    builder="workloads.lstm_era5.build:build",
-    checker="workloads.lstm_era5.build:check",
-    preparer="workloads.lstm_era5.build:prepare",
+    build=build,
+    check=split.check,
+    prepare=split.prepare,
     strategies=("single", "ddp"),
     data_sources=("embedded: real ERA5 at (40N,280E), (20N,280E), 2020-2021 hourly", "ARCO ERA5 zarr on gs:// via gcsfs",
                   "local zarr / netCDF / CSV (time, latitude, longitude, 2m_temperature)", "generated ERA5-schema zarr"),

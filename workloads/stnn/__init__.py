@@ -5,7 +5,16 @@ Seeds: the original code fits about 50x50 cells on a 16 GB V100; a project strea
 a second GPU to reach 60x168 and concluded a sparse representation was what it needed.
 """
 
-from ..base import Param, Workload
+from stbench.contract import BuildContext, Param, Workload
+
+from . import sizing
+
+
+def build(params: dict, ctx: BuildContext):
+    from .task import make_task  # torch: in the cell's process only
+
+    return make_task(params, ctx)
+
 
 _PAPER = {"batch_size": 1000, "epochs": 1}  # lr 3e-3 is the parameter's own default
 
@@ -44,10 +53,10 @@ WORKLOAD = Workload(
         "global": {**_PAPER, "grid": "180x360", "max_steps": 200},
         "smoke": {"batch_size": 200, "epochs": 2, "grid": "12x24", "months": 60, "warmup_steps": 2},
     },
-    builder="workloads.stnn.build:build",
-    checker="workloads.stnn.build:check",
-    skipper="workloads.stnn.build:skip",
-    predictor="workloads.stnn.build:predict_bytes",
+    build=build,
+    check=sizing.check,
+    skip=sizing.skip,
+    predict=sizing.predict_bytes,
     strategies=("single",),
     data_sources=("generated SST-like fields on any grid (30x84, 60x168, 180x360 presets)",
                   "NOAA-style SST netCDF via xarray (e.g. OISST v2 monthly means; land masked)"),

@@ -116,6 +116,19 @@ def _pick_variable(ds, name: str, path) -> str:
     return candidates[0]
 
 
+def _land(ds, da, coarsen: int) -> np.ndarray | None:
+    """The file's land mask on the selection (a coarse cell is land only if all its fine
+    cells are), or None if the file has none."""
+    for mask_name, land_is in (("land", lambda m: m != 0), ("mask", lambda m: m != 0), ("lsmask", lambda m: m == 0)):
+        if mask_name in ds.data_vars and {"lat", "lon"} <= set(ds[mask_name].dims):
+            land = land_is(ds[mask_name].squeeze(drop=True).sel(lat=da.lat, lon=da.lon)).values.astype(bool)
+            if coarsen > 1:
+                nlat, nlon = da.sizes["lat"] // coarsen, da.sizes["lon"] // coarsen
+                land = land[: nlat * coarsen, : nlon * coarsen].reshape(nlat, coarsen, nlon, coarsen).all(axis=(1, 3))
+            return land
+    return None
+
+
 def open_sst(path: str, variable: str = "auto", box: str = "", start: str = "", end: str = "",
              coarsen: int = 1, load: bool = True) -> Field:
     """Read a NOAA-style SST netCDF (e.g. OISST v2 monthly means, or the STNN PST layout).
@@ -147,16 +160,9 @@ def open_sst(path: str, variable: str = "auto", box: str = "", start: str = "", 
     if da.sizes["time"] < 3 or da.sizes["lat"] < 1 or da.sizes["lon"] < 1:
         raise ValueError(f"{path}: the selection (box={box!r}, start={start!r}, end={end!r}) leaves "
                          f"{dict(da.sizes)}; it needs at least 3 months and one cell")
-    land = None
-    for mask_name, land_is in (("land", lambda m: m != 0), ("mask", lambda m: m != 0), ("lsmask", lambda m: m == 0)):
-        if mask_name in ds.data_vars and {"lat", "lon"} <= set(ds[mask_name].dims):
-            land = land_is(ds[mask_name].squeeze(drop=True).sel(lat=da.lat, lon=da.lon)).values.astype(bool)
-            break
+    land = _land(ds, da, coarsen)
     if coarsen > 1:
         da = da.coarsen(lat=coarsen, lon=coarsen, boundary="trim").mean()
-        if land is not None:  # a coarse cell is land only if all its fine cells are
-            land = land[: da.sizes["lat"] * coarsen, : da.sizes["lon"] * coarsen]
-            land = land.reshape(da.sizes["lat"], coarsen, da.sizes["lon"], coarsen).all(axis=(1, 3))
     lat, lon = da.lat.values, da.lon.values
     values = da.values.astype(np.float32) if load else None
     finite = np.isfinite(values).all(axis=0) if load else np.ones((len(lat), len(lon)), bool)

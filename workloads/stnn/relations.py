@@ -246,7 +246,7 @@ class SparseRelations(nn.Module):
 
 
 def make(backend: str, edges: Edges, mode: str, chunk: int = 250) -> nn.Module:
-    from .build import unsupported
+    from .sizing import unsupported
 
     reason = unsupported(backend, mode)
     if reason:

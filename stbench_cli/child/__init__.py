@@ -1,0 +1,1 @@
+"""A cell's own process: entry point, trainer, timing, DDP, profiler (torch)."""

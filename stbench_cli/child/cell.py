@@ -1,0 +1,123 @@
+"""A cell's process: run one cell and write its `CellResult` as JSON.
+
+    python -m stbench.child.cell SPEC.json RESULT.json [--profile DIR]            (single process)
+    torchrun --standalone --nproc-per-node N -m stbench.child.cell SPEC.json RESULT.json
+
+Rank 0 writes RESULT.json. A rank that fails writes RESULT.rankR.json with its status and
+last error line, then exits non-zero so that torchrun tears the rest of the world down.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+import traceback
+from dataclasses import replace
+from pathlib import Path
+
+from ..contract import BuildContext
+from ..plan.spec import RunSpec
+from ..store.rows import CellResult
+
+_OOM_MARKERS = ("out of memory", "can't allocate memory", "cannot allocate memory")
+
+
+def classify(exc: BaseException) -> str:
+    """oom for any allocator failure (CUDA, CPU), failed otherwise."""
+    import torch
+
+    if isinstance(exc, (MemoryError, torch.OutOfMemoryError)):
+        return "oom"
+    return "oom" if any(m in str(exc).lower() for m in _OOM_MARKERS) else "failed"
+
+
+def last_line(exc: BaseException) -> str:
+    lines = [ln.strip() for ln in traceback.format_exception_only(type(exc), exc) if ln.strip()]
+    return lines[-1] if lines else type(exc).__name__
+
+
+def write_result(path: Path, result: CellResult) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(result.to_json())
+    os.replace(tmp, path)
+
+
+def _rss_mb() -> float:
+    import psutil
+
+    return psutil.Process().memory_info().rss / 2**20
+
+
+def _predicted_mb(workload, spec: RunSpec, cuda: bool) -> float | None:
+    predicted = workload.predict(spec.param_dict, spec.batch_size) if workload.predict else None
+    if not predicted:
+        return None
+    # On CPU the device is the host: everything counts against one peak.
+    return (predicted["device_bytes"] + (0 if cuda else predicted["host_bytes"])) / 2**20
+
+
+def run(spec: RunSpec, step_hook=None) -> CellResult:
+    import torch
+
+    from ..plan import registry
+    from . import ddp
+    from .trainer import LoopConfig, Trainer
+
+    cfg = LoopConfig.from_spec(spec)
+    if cfg.knobs.threads:
+        torch.set_num_threads(cfg.knobs.threads)
+    device = torch.device(spec.device)
+    rank, local_rank, world = ddp.init_from_env(device)
+    if device.type == "cuda" and world > 1:
+        device = torch.device("cuda", local_rank)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+        torch.cuda.reset_peak_memory_stats(device)
+    torch.manual_seed(spec.seed)
+    base_rss = _rss_mb()  # interpreter + torch, before the workload allocates anything
+    workload = registry.get(spec.workload)
+    task = workload.build(spec.param_dict, BuildContext(spec.seed, rank, world, str(device)))
+    result = Trainer(task, cfg, device, rank, world, step_hook=step_hook).run()
+    rss = ddp.reduce([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0], device)[0]
+    figures = replace(
+        result.figures, peak_rss_mb=rss, base_rss_mb=base_rss, data_mb=task.data.mb, data_source=task.data.source,
+        threads=torch.get_num_threads(), predicted_mb=_predicted_mb(workload, spec, device.type == "cuda"),
+        device_name=torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+    )
+    return replace(result, figures=figures)
+
+
+def _profiler(spec: RunSpec, folder: Path):
+    """`--profile DIR`: record the steady steps of this short run into DIR/<run_id>."""
+    import torch
+
+    from .profiling import StepProfiler
+
+    p = spec.param_dict
+    warmup = p.get("warmup_steps", 0)
+    active = max((p.get("max_steps") or warmup + 10) - warmup, 1)
+    return StepProfiler(folder / spec.run_id, torch.device(spec.device), warmup, active)
+
+
+def main(argv: list[str]) -> int:
+    spec = RunSpec.from_json(Path(argv[0]).read_text())
+    result_path = Path(argv[1])
+    rank = int(os.environ.get("RANK", "0"))
+    try:
+        profiler = _profiler(spec, Path(argv[3])) if argv[2:3] == ["--profile"] else None
+        result = run(spec, step_hook=profiler.hook if profiler else None)
+        if profiler:
+            profiler.finish()
+    except BaseException as exc:  # the parent turns this into a status row; the matrix goes on
+        traceback.print_exc()
+        target = result_path if rank == 0 else result_path.with_name(f"{result_path.stem}.rank{rank}.json")
+        write_result(target, CellResult(classify(exc), last_line(exc)))
+        return 1
+    if rank == 0:
+        write_result(result_path, result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,87 @@
+"""Phase timing on the device's own clock.
+
+On CPU a mark is `time.perf_counter()`. On CUDA a mark is a CUDA event recorded on the
+current stream; events are only read when `resolve()` is called (once per epoch), so
+timing adds no host-device synchronisation to the step. On the GPU timeline the gap
+between two marks is the time the device spent on that phase, or idled waiting for the
+host: the "data" phase on CUDA is exactly the time the GPU was starved by the loader.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from ..store.rows import STEP_PHASES as PHASES
+
+
+class Clock:
+    """Marks on the device's clock; a mark is a float (CPU) or a CUDA event."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+
+    def mark(self):
+        if self.cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            return event
+        return time.perf_counter()
+
+    def seconds(self, start, end) -> float:
+        """Elapsed seconds between two marks; for CUDA only valid after `synchronize()`."""
+        if self.cuda:
+            return start.elapsed_time(end) / 1000.0
+        return end - start
+
+    def synchronize(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize()
+
+
+@dataclass
+class StepMarks:
+    """Marks taken during one training step (sync_start is None outside DDP)."""
+
+    start: object
+    data: object
+    h2d: object
+    backward_end: object
+    end: object
+    sync_start: object = None
+
+
+@dataclass
+class EpochTimes:
+    """Per-step phase seconds of one epoch, resolved from marks."""
+
+    steps: list[dict[str, float]] = field(default_factory=list)
+
+    def total(self, phase: str, skip: int = 0) -> float:
+        return sum(s[phase] for s in self.steps[skip:])
+
+    def step_seconds(self, skip: int = 0) -> float:
+        return sum(sum(s[p] for p in PHASES) for s in self.steps[skip:])
+
+
+def resolve(clock: Clock, marks: list[StepMarks]) -> EpochTimes:
+    """Turn one epoch's marks into phase seconds (one synchronisation for the whole epoch).
+
+    compute = forward + backward + optimizer step, minus the exposed sync; sync = time from
+    the last gradient bucket becoming ready to the end of backward, i.e. communication the
+    step waited for (see `stbench.child.ddp`).
+    """
+    clock.synchronize()
+    out = EpochTimes()
+    for m in marks:
+        sync = clock.seconds(m.sync_start, m.backward_end) if m.sync_start is not None else 0.0
+        sync = max(sync, 0.0)
+        out.steps.append({
+            "data": clock.seconds(m.start, m.data),
+            "h2d": clock.seconds(m.data, m.h2d),
+            "compute": clock.seconds(m.h2d, m.end) - sync,
+            "sync": sync,
+        })
+    return out

@@ -1,0 +1,193 @@
+"""The one training loop every workload runs under, instrumented by phase.
+
+    data    the step waits for the next batch from the loader
+    h2d     batch moved to the device (non_blocking from pinned memory)
+    compute forward + backward + optimizer step (minus exposed sync)
+    sync    gradient communication the step waited for (DDP only; see ddp.py)
+    eval    validation pass at the end of each epoch
+
+The first `warmup_steps` steps count in wall time but not in steady-state samples/s.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import dataclass, replace
+
+import torch
+
+from ..contract import Task, TrainerParams
+from ..store.rows import PHASE_COLUMNS, STEP_PHASES, CellResult, EpochRow, Figures
+from . import ddp
+from .loader import build_loaders
+from .timing import Clock, StepMarks, resolve
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    """The trainer's configuration: a cell's engine axes and its common parameters."""
+
+    batch_size: int
+    epochs: int
+    knobs: TrainerParams
+    seed: int = 0
+    run_id: str = ""
+
+    @classmethod
+    def from_spec(cls, spec) -> "LoopConfig":
+        return cls(spec.batch_size, spec.epochs, TrainerParams.from_params(spec.param_dict), spec.seed, spec.run_id)
+
+
+def scaled_lr(knobs: TrainerParams, world_size: int) -> float:
+    factor = {"none": 1.0, "linear": float(world_size), "sqrt": math.sqrt(world_size)}[knobs.lr_scaling]
+    return knobs.lr * factor
+
+
+def count_flops(loss_of_batch, model: torch.nn.Module, samples: int) -> float:
+    """Forward + backward FLOPs of one batch, per sample (torch's own operator counter;
+    it counts dense matrix products, not sparse ones)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    counter = FlopCounterMode(display=False)
+    with counter:
+        loss_of_batch().backward()
+    model.zero_grad(set_to_none=True)
+    return counter.get_total_flops() / samples
+
+
+def _to(batch, device: torch.device):
+    return [t.to(device, non_blocking=True) for t in batch]
+
+
+class Trainer:
+    """Runs one cell's training on one process (one rank of a DDP world)."""
+
+    def __init__(self, task: Task, cfg: LoopConfig, device: torch.device, rank: int = 0, world_size: int = 1,
+                 step_hook=None):
+        self.task, self.cfg, self.device = task, cfg, device
+        self.step_hook = step_hook  # called after every training step (the profiler's clock)
+        self.rank, self.world = rank, world_size
+        self.clock = Clock(device)
+        train, val = task.data.train, task.data.val
+        if task.data.placement == "device":  # batches are sliced where the data lives: no copies, no h2d
+            train, val = train.to(device), val.to(device)
+            self.cfg = cfg = replace(cfg, knobs=replace(cfg.knobs, workers=0))
+        pin = device.type == "cuda" and task.data.placement != "device"
+        self.sampler, self.train_loader, self.val_loader = build_loaders(
+            train, val, task.data, cfg.knobs, cfg.batch_size, cfg.seed, pin, rank, world_size)
+        if len(self.train_loader) == 0:
+            raise ValueError(
+                f"batch size {cfg.batch_size} x {world_size} process(es) exceeds the {len(train)} training samples")
+        module = task.model.module.to(device)
+        x, y = _to(next(iter(self.train_loader)), device)
+        self.flops_per_sample = task.flops_per_sample or count_flops(
+            lambda: task.model.loss(module, x, y, 0), module, len(x))
+        self.probe = ddp.SyncProbe(self.clock)
+        self.model = ddp.wrap(module, device, self.probe) if world_size > 1 else module
+        factory = task.optim.factory or torch.optim.Adam
+        self.optimizer = factory(self.model.parameters(), lr=scaled_lr(cfg.knobs, world_size))
+        self.global_step = 0
+        warm = max(cfg.knobs.lr_warmup_steps, 1)
+        self.schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: min(1.0, (s + 1) / warm))
+
+    def _step(self, it) -> tuple[StepMarks, torch.Tensor]:
+        start = self.clock.mark()
+        x, y = next(it)
+        data = self.clock.mark()
+        x, y = _to((x, y), self.device)
+        h2d = self.clock.mark()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = self.task.model.loss(self.model, x, y, self.global_step)
+        loss.backward()
+        backward_end = self.clock.mark()
+        if self.task.optim.clip_grad_norm:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.task.optim.clip_grad_norm)
+        self.optimizer.step()
+        self.global_step += 1
+        self.schedule.step()
+        end = self.clock.mark()
+        return StepMarks(start, data, h2d, backward_end, end, self.probe.take()), loss.detach()
+
+    @torch.no_grad()
+    def evaluate(self) -> float:
+        metric, limit = self.task.metric, self.cfg.knobs.max_eval_batches
+        self.model.eval()
+        total = torch.zeros((), dtype=torch.float64, device=self.device)
+        count = 0.0
+        for i, (x, y) in enumerate(self.val_loader):
+            if limit and i >= limit:
+                break
+            x, y = _to((x, y), self.device)
+            total += metric.sum(self.task.model.predict(self.model, x, y), y).double()
+            count += metric.count(y) if metric.count else len(y)
+        self.model.train()
+        total_all, count_all = ddp.reduce([total.item(), float(count)], self.device, "sum")
+        return metric.finish(total_all, count_all)
+
+    def _epoch(self, epoch: int, steps: int, skip: int) -> tuple[EpochRow, float]:
+        """One epoch: its row, and the seconds of its steady (post-warm-up) steps."""
+        self.sampler.set_epoch(epoch)
+        t_epoch = time.perf_counter()
+        marks, loss_sum = [], torch.zeros((), device=self.device)
+        it = iter(self.train_loader)
+        for _ in range(steps):
+            m, loss = self._step(it)
+            if self.step_hook:
+                self.step_hook(self.global_step)
+            marks.append(m)
+            loss_sum += loss
+        eval_start = self.clock.mark()
+        metric = self.evaluate()
+        eval_end = self.clock.mark()
+        times = resolve(self.clock, marks)  # the epoch's one synchronisation point
+        row = EpochRow(
+            run_id=self.cfg.run_id, epoch=epoch + 1, epoch_s=time.perf_counter() - t_epoch,
+            train_s=times.step_seconds(), **{f"{p}_s": times.total(p) for p in STEP_PHASES},
+            eval_s=self.clock.seconds(eval_start, eval_end), steps=steps,
+            train_loss=loss_sum.item() / steps, val_metric=metric,
+        )
+        return row, times.step_seconds(skip)
+
+    def run(self) -> CellResult:
+        """Train all epochs: the cell's figures and its per-epoch rows."""
+        knobs = self.cfg.knobs
+        steps = min(len(self.train_loader), knobs.max_steps or len(self.train_loader))
+        warmup = min(knobs.warmup_steps, steps * self.cfg.epochs - 1)
+        epochs, status, reason = [], "ok", ""
+        steady_time, steady_steps = 0.0, 0
+        self.clock.synchronize()
+        t_start = time.perf_counter()
+        for epoch in range(self.cfg.epochs):
+            skip = max(0, min(warmup - epoch * steps, steps))
+            row, steady = self._epoch(epoch, steps, skip)
+            epochs.append(row)
+            steady_time += steady
+            steady_steps += steps - skip
+            finite = math.isfinite(row.train_loss) and math.isfinite(row.val_metric)
+            # Every rank must take the same decision, or the ones that go on hang in a collective.
+            if ddp.reduce([0.0 if finite else 1.0], self.device)[0] > 0:
+                status, reason = "diverged", f"non-finite loss ({row.train_loss}) in epoch {epoch + 1}"
+                break
+        wall = time.perf_counter() - t_start
+        figures = self._figures(epochs, wall, steady_time, steady_steps, warmup)
+        extras = self.task.extras() if self.task.extras else {}
+        return CellResult(status, reason, figures, tuple(epochs), extras)
+
+    def _figures(self, epochs: list[EpochRow], wall, steady_time, steady_steps, warmup) -> Figures:
+        columns = [*PHASE_COLUMNS, "train_s"]
+        totals = [sum(getattr(e, c) for e in epochs) for c in columns]
+        # Times are the max over ranks: the world moves at its slowest rank's pace.
+        wall, steady_time, *totals = ddp.reduce([wall, steady_time, *totals], self.device)
+        sps = steady_steps * self.cfg.batch_size * self.world / steady_time if steady_time > 0 else float("nan")
+        peak_gpu = torch.cuda.max_memory_allocated(self.device) / 2**20 if self.device.type == "cuda" else None
+        return Figures(
+            wall_s=wall, epoch_s=statistics.median(e.epoch_s for e in epochs), samples_per_s=sps,
+            steps_per_s=steady_steps / steady_time if steady_time > 0 else float("nan"),
+            warmup_steps=warmup, **dict(zip(columns, totals)),
+            final_train_loss=epochs[-1].train_loss, val_metric=self.task.metric.name,
+            val_value=epochs[-1].val_metric, naive_baseline=self.task.metric.naive,
+            flops_per_sample=self.flops_per_sample, achieved_gflops=self.flops_per_sample * sps / 1e9,
+            peak_gpu_mb=peak_gpu,
+        )

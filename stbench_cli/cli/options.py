@@ -1,0 +1,43 @@
+"""Option types shared by the commands, declared once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+# Options that take several values after one flag (`--device cpu cuda`); see spread_lists.
+LIST_OPTIONS = ("--device", "--strategy", "--nproc", "--batch-size", "--epochs")
+
+Workload = Annotated[str, typer.Argument(help="a workload from `stbench list`")]
+Devices = Annotated[Optional[list[str]], typer.Option("--device", help="cpu, cuda, cuda:N (several: an axis)")]
+Strategies = Annotated[Optional[list[str]], typer.Option("--strategy", help="single, ddp")]
+Nprocs = Annotated[Optional[list[int]], typer.Option("--nproc", help="processes per ddp cell")]
+Batches = Annotated[Optional[list[int]], typer.Option("--batch-size", help="per-process batch sizes")]
+Epochs = Annotated[Optional[list[int]], typer.Option("--epochs", help="epoch counts")]
+Sets = Annotated[Optional[list[str]], typer.Option("--set", help="workload parameter axis: key=v1,v2")]
+Preset = Annotated[Optional[str], typer.Option(help="named parameter set (see `stbench list`)")]
+Smoke = Annotated[bool, typer.Option(help="shrink every cell to a seconds-long run")]
+Out = Annotated[Path, typer.Option(help="parent folder of the new result folder")]
+Timeout = Annotated[Optional[float], typer.Option(help="seconds per cell before it is killed")]
+Resume = Annotated[Optional[Path], typer.Option(
+    help="finish the study in this folder (its matrix is read from manifest.json; axes given here are ignored)")]
+
+
+def spread_lists(argv: list[str]) -> list[str]:
+    """Let a list option take several values: `--device cpu cuda` -> `--device cpu --device cuda`.
+
+    Click options take one value each; researchers type the matrix the way they think of it.
+    """
+    out, current = [], None
+    for tok in argv:
+        if tok.startswith("-"):
+            name = tok.split("=", 1)[0]
+            current = name if name in LIST_OPTIONS and "=" not in tok else None
+            out.append(tok)
+        elif current and out[-1] != current:
+            out.extend([current, tok])
+        else:
+            out.append(tok)
+    return out

@@ -1,0 +1,81 @@
+"""Parameters: a workload's own, and the trainer's common ones every workload has.
+
+Every parameter can become a matrix axis with `--set key=v1,v2`. Torch-free.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable, Mapping
+
+
+def _parse_bool(text: str) -> bool:
+    low = text.lower()
+    if low in ("1", "true", "yes", "on"):
+        return True
+    if low in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{text!r} is not a boolean (true/false)")
+
+
+_PARSERS: dict[type, Callable[[str], Any]] = {int: int, float: float, str: str, bool: _parse_bool}
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter: its type, default, what values are allowed and what it means."""
+
+    name: str
+    kind: type  # int, float, str or bool
+    default: Any
+    help: str = ""
+    choices: tuple[Any, ...] | None = None  # None: any value of `kind`
+    minimum: float | None = None
+
+    def parse(self, text: str) -> Any:
+        """Type and check one value; ValueError with a message naming what is valid."""
+        try:
+            value = _PARSERS[self.kind](text)
+        except ValueError:
+            raise ValueError(f"{self.name}={text!r} is not a valid {self.kind.__name__}") from None
+        return self.check(value)
+
+    def check(self, value: Any) -> Any:
+        if self.choices is not None and value not in self.choices:
+            valid = ", ".join(str(c) for c in self.choices)
+            raise ValueError(f"{self.name}={value!r} is not allowed; valid: {valid}")
+        if self.minimum is not None and value < self.minimum:
+            raise ValueError(f"{self.name}={value!r} must be >= {self.minimum}")
+        return value
+
+
+def _knob(default: Any, help: str, choices: tuple | None = None, minimum: float | None = None):
+    return field(default=default, metadata={"help": help, "choices": choices, "minimum": minimum})
+
+
+@dataclass(frozen=True)
+class TrainerParams:
+    """The knobs of the engine's trainer. Each field is also a `Param` of every workload
+    (COMMON_PARAMS), so it can be an axis; a workload may override a default."""
+
+    lr: float = _knob(1e-3, "learning rate for one process (see lr_scaling)", minimum=0.0)
+    lr_scaling: str = _knob("none", "scale lr with the DDP world size", ("none", "linear", "sqrt"))
+    lr_warmup_steps: int = _knob(0, "linear lr warm-up over this many optimizer steps", minimum=0)
+    warmup_steps: int = _knob(5, "first steps excluded from steady-state throughput", minimum=0)
+    workers: int = _knob(0, "DataLoader worker processes", minimum=0)
+    loader: str = _knob("vectorized", "vectorized: one indexed slice per batch; per-item: default collate",
+                        ("vectorized", "per-item"))
+    threads: int = _knob(0, "torch intra-op threads per process (0: torch's default)", minimum=0)
+    max_steps: int = _knob(0, "cap on training steps per epoch (0: the whole epoch), for scale studies", minimum=0)
+    max_eval_batches: int = _knob(0, "cap on validation batches per epoch (0: all), for scale studies", minimum=0)
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> "TrainerParams":
+        """The trainer's view of a cell's resolved parameters."""
+        return cls(**{f.name: params[f.name] for f in fields(cls)})
+
+
+COMMON_PARAMS: tuple[Param, ...] = tuple(
+    Param(f.name, type(f.default), f.default, f.metadata["help"], f.metadata["choices"], f.metadata["minimum"])
+    for f in fields(TrainerParams)
+)

@@ -1,0 +1,63 @@
+"""A workload as the engine sees it: parameters, presets and the functions it calls.
+
+Torch-free at import: `stbench list`, planning and parameter checks never load torch. A
+workload package defines `WORKLOAD = Workload(...)` with real callables; its `build`
+imports torch (and anything heavy) inside the function, so only the cell's process pays.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from .params import COMMON_PARAMS, Param
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("STBENCH_CACHE", Path.home() / ".cache" / "stbench"))
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    """What a workload gets from the engine when it builds a cell's task."""
+
+    seed: int = 0
+    rank: int = 0  # this process's rank in a data-parallel world
+    world_size: int = 1
+    device: str = "cpu"  # the training device ("cpu", "cuda:0", ...)
+    cache_dir: Path = field(default_factory=default_cache_dir)  # for generated data kept between cells
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A registered workload.
+
+    Presets map a name to parameter overrides and may also set `batch_size` and `epochs`,
+    the engine's own axes. The optional functions run in the parent (no torch):
+      check(params)                                  ValueError if the data is unusable
+      skip(params, batch_size, device, memory)       why a cell cannot run here, or None;
+                                                     memory = {"host_bytes", "device_bytes" or None}
+      predict(params, batch_size)                    {"device_bytes", "host_bytes", ...} of a cell
+      prepare(source, out, **selection)              cache real data locally (`stbench data --prepare`)
+    """
+
+    name: str
+    summary: str
+    params: tuple[Param, ...]
+    presets: Mapping[str, Mapping[str, Any]]
+    build: Callable[[dict, BuildContext], Any]  # (params, ctx) -> contract.Task, in the cell's process
+    check: Callable[[dict], None] | None = None
+    skip: Callable[[dict, int, str, dict], str | None] | None = None
+    predict: Callable[[dict, int], dict] | None = None
+    prepare: Callable[..., Path] | None = None
+    strategies: tuple[str, ...] = ("single", "ddp")
+    data_sources: tuple[str, ...] = ()
+    default_preset: str = "default"
+
+    @property
+    def all_params(self) -> dict[str, Param]:
+        merged = {p.name: p for p in COMMON_PARAMS}
+        merged.update({p.name: p for p in self.params})  # a workload may override a common default
+        return merged

@@ -1,0 +1,1 @@
+"""Planning: specs, matrix expansion, presets and skip decisions (pure: no torch)."""

@@ -1,0 +1,168 @@
+"""From what the user typed to a planned study: parameters resolved and checked, the matrix
+expanded, every cell's skip decision taken once, a result folder and its manifest. All user
+mistakes surface here, as one StbenchError line, before anything is written."""
+
+from __future__ import annotations
+
+import datetime as dt
+import socket
+import subprocess
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Mapping
+
+from .. import __version__
+from ..contract import Workload
+from ..errors import StbenchError
+from ..store.files import read_runs
+from ..store.machine import EnvInfo
+from ..store.manifest import read_manifest
+from . import registry
+from .skips import cell_skip
+from .spec import MatrixSpec, RunSpec, check_device, check_positive, check_strategy, expand, parse_set
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the user asked for (empty: the preset's or the engine's default)."""
+
+    workload: str
+    devices: tuple[str, ...] = ()
+    strategies: tuple[str, ...] = ()
+    nprocs: tuple[int, ...] = ()
+    batch_sizes: tuple[int, ...] = ()
+    epochs: tuple[int, ...] = ()
+    sets: tuple[str, ...] = ()
+    repeat: int = 1
+    preset: str | None = None
+    smoke: bool = False
+    seed: int = 0
+    out: Path = Path("results")
+
+
+@dataclass(frozen=True)
+class Plan:
+    workload: Workload
+    cells: tuple[RunSpec, ...]
+    folder: Path
+    manifest: dict
+    skips: Mapping[str, str]  # run_id -> why that cell cannot run on this machine
+    done: tuple[dict, ...] = ()  # runs.csv rows already in the folder (a resumed study)
+
+
+def resolve_params(w: Workload, preset: str, smoke: bool, sets) -> tuple[dict, dict, dict]:
+    """(base params, --set axes, engine defaults such as batch_size/epochs from presets)."""
+    layers = [preset] + (["smoke"] if smoke and preset != "smoke" else [])
+    for name in layers:
+        if name not in w.presets:
+            raise StbenchError(f"unknown preset {name!r} for {w.name}; valid: {', '.join(w.presets)}")
+    specs = w.all_params
+    base = {name: p.default for name, p in specs.items()}
+    engine: dict = {}
+    for name in layers:
+        for key, value in w.presets[name].items():
+            (engine if key in ("batch_size", "epochs") else base)[key] = value
+    axes = {}
+    for key, raw in parse_set(list(sets)):
+        if key not in specs:
+            raise StbenchError(f"unknown parameter {key!r} for {w.name}; valid: {', '.join(sorted(specs))}")
+        try:
+            axes[key] = tuple(dict.fromkeys(specs[key].parse(v) for v in raw))
+        except ValueError as exc:
+            raise StbenchError(f"--set {exc}") from None
+    return base, axes, engine
+
+
+def check_data(w: Workload, cells: list[RunSpec]) -> None:
+    """Check the data of every distinct parameter set, so a missing or corrupt file, or a
+    selection outside the data, fails now with one line rather than as a failed cell."""
+    if w.check is None:
+        return
+    for params in dict.fromkeys(c.params for c in cells):
+        try:
+            w.check(dict(params))
+        except ValueError as exc:
+            raise StbenchError(str(exc)) from None
+
+
+def new_folder(out: Path, workload: str) -> Path:
+    if out.exists() and not out.is_dir():
+        raise StbenchError(f"--out {out} exists and is not a folder")
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    folder = out / f"{stamp}-{socket.gethostname()}-{workload}"
+    n = 1
+    while folder.exists():  # never write into an earlier study's folder
+        n += 1
+        folder = out / f"{stamp}-{socket.gethostname()}-{workload}-{n}"
+    return folder
+
+
+def git_sha() -> str | None:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
+                              text=True, timeout=5).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def matrix_of(w: Workload, req: Request) -> MatrixSpec:
+    base, axes, engine = resolve_params(w, req.preset or w.default_preset, req.smoke, req.sets)
+    return MatrixSpec(
+        workload=w.name,
+        devices=tuple(dict.fromkeys(check_device(d) for d in req.devices or ["cpu"])),
+        strategies=tuple(dict.fromkeys(check_strategy(s) for s in req.strategies or ["single"])),
+        nprocs=check_positive("--nproc", req.nprocs or [1]),
+        batch_sizes=check_positive("--batch-size", req.batch_sizes or [engine.get("batch_size", 64)]),
+        epochs=check_positive("--epochs", req.epochs or [engine.get("epochs", 1)]),
+        base_params=tuple(sorted(base.items())), axes=tuple(axes.items()),
+        repeats=check_positive("--repeat", [req.repeat])[0], seed=req.seed, preset=req.preset or w.default_preset,
+    )
+
+
+def plan_new(req: Request, env: EnvInfo, command: tuple[str, ...] = ()) -> Plan:
+    w = registry.get(req.workload)
+    matrix = matrix_of(w, req)
+    cells = expand(matrix)
+    skips = {c.run_id: r for c in cells if (r := cell_skip(c, env, w))}
+    if len(skips) == len(cells):  # before check_data, which may open a remote store
+        raise StbenchError(f"nothing to run: {skips[cells[0].run_id]}")
+    check_data(w, cells)
+    manifest = {
+        "stbench_version": __version__, "git_sha": git_sha(), "command": list(command),
+        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "workload": w.name,
+        "matrix": asdict(matrix), "cells": [asdict(c) for c in cells], "env": env.to_dict(),
+    }
+    return Plan(w, tuple(cells), new_folder(req.out, w.name), manifest, skips)
+
+
+def plan_profile(req: Request, env: EnvInfo, offload: bool, steps: int, command: tuple[str, ...] = ()) -> Plan:
+    """One epoch cut to the warm-up plus `steps` steady steps, one repeat."""
+    if steps < 1:
+        raise StbenchError(f"--steps {steps} must be a positive integer")
+    w = registry.get(req.workload)
+    sets = list(req.sets)
+    if offload:
+        if "relations" not in w.all_params:
+            raise StbenchError(f"--offload needs a workload with a 'relations' parameter; {w.name} has none")
+        sets.append("relations=offload")
+    base, axes, _ = resolve_params(w, req.preset or w.default_preset, req.smoke, sets)
+    warmup = axes.get("warmup_steps", (base["warmup_steps"],))[0]
+    sets += [f"max_steps={warmup + steps}", "max_eval_batches=2"]
+    return plan_new(replace(req, sets=tuple(sets), epochs=(1,), strategies=(), nprocs=(), repeat=1), env, command)
+
+
+def plan_resume(workload: str, folder: Path, env: EnvInfo) -> Plan:
+    """The study stored in folder/manifest.json; its runs.csv must be readable."""
+    if not folder.is_dir():
+        raise StbenchError(f"--resume {folder}: no such result folder")
+    manifest = read_manifest(folder)
+    if manifest["workload"] != workload:
+        raise StbenchError(f"--resume {folder} holds a {manifest['workload']} study, not {workload}")
+    done = tuple(read_runs(folder)) if (folder / "runs.csv").exists() else ()  # a corrupt runs.csv stops us here
+    try:
+        cells = tuple(RunSpec.from_dict(c) for c in manifest["cells"])
+    except (TypeError, ValueError) as exc:
+        raise StbenchError(f"{folder}/manifest.json is corrupt: bad cell ({exc})") from None
+    w = registry.get(workload)
+    skips = {c.run_id: r for c in cells if (r := cell_skip(c, env, w))}
+    return Plan(w, cells, folder, manifest, skips, done)

@@ -1,0 +1,142 @@
+"""Run specifications and matrix expansion. Pure: no torch, no I/O.
+
+A `MatrixSpec` is what the user asked for; `expand` turns it into the ordered list of
+`RunSpec` cells the engine runs. Each cell travels to its child process as JSON.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import re
+from dataclasses import asdict, dataclass
+
+from ..errors import StbenchError
+
+STRATEGIES = ("single", "ddp")
+_DEVICE_RE = re.compile(r"^(cpu|cuda(:\d+)?)$")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One cell of the matrix × one repeat."""
+
+    workload: str
+    device: str  # "cpu", "cuda" or "cuda:N"
+    strategy: str  # "single" or "ddp"
+    batch_size: int  # per process; the global batch is batch_size * world_size
+    epochs: int
+    world_size: int = 1
+    repeat: int = 0
+    seed: int = 0
+    preset: str = "default"
+    params: tuple[tuple[str, object], ...] = ()  # fully resolved workload parameters, sorted
+
+    @property
+    def run_id(self) -> str:
+        """Stable id of this cell × repeat: resume matches finished rows by it."""
+        blob = json.dumps(asdict(self), sort_keys=True, default=str)
+        return hashlib.sha1(blob.encode()).hexdigest()[:12]
+
+    @property
+    def param_dict(self) -> dict[str, object]:
+        return dict(self.params)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunSpec":
+        d = dict(d)
+        d["params"] = tuple((str(k), v) for k, v in d.get("params", ()))
+        return cls(**d)
+
+    @classmethod
+    def from_json(cls, text: str) -> "RunSpec":
+        return cls.from_dict(json.loads(text))
+
+
+@dataclass(frozen=True)
+class MatrixSpec:
+    """The axes of a study. Every tuple is an axis; `axes` holds the `--set` ones."""
+
+    workload: str
+    devices: tuple[str, ...] = ("cpu",)
+    strategies: tuple[str, ...] = ("single",)
+    nprocs: tuple[int, ...] = (1,)
+    batch_sizes: tuple[int, ...] = (64,)
+    epochs: tuple[int, ...] = (1,)
+    base_params: tuple[tuple[str, object], ...] = ()  # defaults with the preset applied
+    axes: tuple[tuple[str, tuple[object, ...]], ...] = ()  # from --set key=v1,v2
+    repeats: int = 1
+    seed: int = 0
+    preset: str = "default"
+
+
+def expand(m: MatrixSpec) -> list[RunSpec]:
+    """All cells in a deterministic order.
+
+    Repeats are the outermost loop: a whole round of cells runs before the next repeat,
+    so slow drift of the machine (thermal, other load) spreads over every cell instead of
+    biasing the one that happened to run last. `nproc` only applies to `ddp`; a `single`
+    cell is world size 1 whatever nproc lists, and duplicates are dropped.
+    """
+    axis_names = [name for name, _ in m.axes]
+    axis_values = [values for _, values in m.axes]
+    cells: list[RunSpec] = []
+    seen: set[RunSpec] = set()
+    for repeat in range(m.repeats):
+        for device, strategy, nproc, batch, epochs, *combo in itertools.product(
+            m.devices, m.strategies, m.nprocs, m.batch_sizes, m.epochs, *axis_values
+        ):
+            params = dict(m.base_params)
+            params.update(zip(axis_names, combo))
+            cell = RunSpec(
+                workload=m.workload,
+                device=device,
+                strategy=strategy,
+                batch_size=batch,
+                epochs=epochs,
+                world_size=nproc if strategy == "ddp" else 1,
+                repeat=repeat,
+                seed=m.seed,
+                preset=m.preset,
+                params=tuple(sorted(params.items())),
+            )
+            if cell not in seen:
+                seen.add(cell)
+                cells.append(cell)
+    return cells
+
+
+def check_device(text: str) -> str:
+    """Validate one --device value."""
+    if not _DEVICE_RE.match(text):
+        raise StbenchError(f"--device {text!r} is not a device; valid: cpu, cuda, cuda:N (e.g. cuda:1)")
+    return text
+
+
+def check_strategy(text: str) -> str:
+    if text not in STRATEGIES:
+        raise StbenchError(f"--strategy {text!r} is unknown; valid: {', '.join(STRATEGIES)}")
+    return text
+
+
+def check_positive(name: str, values: list[int]) -> tuple[int, ...]:
+    for v in values:
+        if v < 1:
+            raise StbenchError(f"{name} {v} must be a positive integer")
+    return tuple(values)
+
+
+def parse_set(texts: list[str]) -> list[tuple[str, list[str]]]:
+    """Split each `--set key=v1,v2` into (key, raw values); values are typed later."""
+    out = []
+    for text in texts:
+        key, sep, raw = text.partition("=")
+        key = key.strip()
+        if not sep or not key or not raw.strip():
+            raise StbenchError(f"--set {text!r} is malformed; expected key=value or key=v1,v2")
+        out.append((key, [v.strip() for v in raw.split(",") if v.strip()]))
+    return out

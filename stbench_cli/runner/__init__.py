@@ -1,0 +1,1 @@
+"""The parent side: the resumable study loop, launchers, system sampler, environment."""

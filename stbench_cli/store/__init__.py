@@ -1,0 +1,1 @@
+"""The results store: typed rows, atomic append-only files, the manifest (torch-free)."""

@@ -1,0 +1,175 @@
+"""Typed records: what a cell's process reports, and the rows of the result files.
+
+The column lists of runs.csv, epochs.csv and system.csv are derived from these dataclasses;
+nothing else lists them. A workload's own figures (`Task.extras`) become `x.<name>` columns
+without any change here. Torch-free.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from typing import Mapping
+
+SCHEMA = 1
+STEP_PHASES = ("data", "h2d", "compute", "sync")  # one training step, in order
+PHASE_COLUMNS = ("data_s", "h2d_s", "compute_s", "sync_s", "eval_s")  # where a run's time went
+EXTRA_PREFIX = "x."
+
+
+@dataclass(frozen=True)
+class Figures:
+    """What a cell's process measured; None where it measured nothing (a failed cell)."""
+
+    wall_s: float | None = None
+    train_s: float | None = None
+    epoch_s: float | None = None  # median over epochs
+    samples_per_s: float | None = None  # steady state: warm-up steps excluded
+    steps_per_s: float | None = None
+    warmup_steps: int | None = None
+    data_s: float | None = None
+    h2d_s: float | None = None
+    compute_s: float | None = None
+    sync_s: float | None = None
+    eval_s: float | None = None
+    peak_rss_mb: float | None = None
+    base_rss_mb: float | None = None  # RSS before the workload allocated anything
+    peak_gpu_mb: float | None = None
+    data_mb: float | None = None
+    predicted_mb: float | None = None
+    final_train_loss: float | None = None
+    val_metric: str | None = None
+    val_value: float | None = None
+    naive_baseline: float | None = None
+    flops_per_sample: float | None = None
+    achieved_gflops: float | None = None
+    device_name: str | None = None
+    threads: int | None = None
+    data_source: str | None = None
+
+
+@dataclass(frozen=True)
+class EpochRow:
+    run_id: str
+    epoch: int
+    epoch_s: float
+    train_s: float
+    data_s: float
+    h2d_s: float
+    compute_s: float
+    sync_s: float
+    eval_s: float
+    steps: int
+    train_loss: float
+    val_metric: float
+
+
+@dataclass(frozen=True)
+class SystemRow:
+    """One sample of the cell's process tree and its GPUs (GPU fields None without one)."""
+
+    run_id: str
+    t_s: float
+    proc_cpu_pct: float
+    proc_rss_mb: float
+    sys_cpu_pct: float
+    sys_mem_pct: float
+    gpu_util_pct: float | None = None
+    gpu_mem_mb: float | None = None
+    gpu_power_w: float | None = None
+
+
+@dataclass(frozen=True)
+class CellResult:
+    """The one record that crosses from a cell's process to the parent (as JSON)."""
+
+    status: str  # ok | diverged | oom | failed
+    reason: str = ""
+    figures: Figures = field(default_factory=Figures)
+    epochs: tuple[EpochRow, ...] = ()
+    extras: Mapping[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), default=float)
+
+    @classmethod
+    def from_json(cls, text: str) -> "CellResult":
+        d = json.loads(text)
+        return cls(d["status"], d.get("reason", ""), Figures(**d.get("figures", {})),
+                   tuple(EpochRow(**e) for e in d.get("epochs", ())), d.get("extras", {}))
+
+
+@dataclass(frozen=True)
+class Identity:
+    """What ran: the cell of the matrix and its repeat."""
+
+    run_id: str
+    workload: str
+    device: str
+    strategy: str
+    world_size: int
+    nodes: int
+    batch_size: int
+    global_batch_size: int
+    epochs: int
+    repeat: int
+    seed: int
+    preset: str
+    params: str  # the resolved workload parameters as JSON
+
+
+@dataclass(frozen=True)
+class Derived:
+    """Figures the parent adds: its own clock, the machine's measured peak, energy counters."""
+
+    setup_s: float | None = None  # process start to exit, less the child's wall time
+    peak_gflops: float | None = None
+    peak_fraction: float | None = None
+    gpu_energy_j: float | None = None
+    cpu_energy_j: float | None = None
+
+
+@dataclass(frozen=True)
+class Machine:
+    """Where it ran."""
+
+    host: str
+    cpu_model: str
+    gpu_count: int
+    torch: str
+    cuda: str | None
+    nccl: str | None
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """One runs.csv row: a cell x repeat with its outcome."""
+
+    identity: Identity
+    status: str  # ok | diverged | oom | failed | timeout | skipped
+    reason: str
+    machine: Machine
+    figures: Figures = field(default_factory=Figures)
+    derived: Derived = field(default_factory=Derived)
+    extras: Mapping[str, float] = field(default_factory=dict)
+
+    def record(self) -> dict[str, object]:
+        """The row as columns: the engine's, then the workload's `x.` figures."""
+        out: dict[str, object] = {"schema": SCHEMA, **asdict(self.identity), "status": self.status,
+                                  "reason": self.reason, **asdict(self.figures), **asdict(self.derived),
+                                  **asdict(self.machine)}
+        out.update({f"{EXTRA_PREFIX}{k}": v for k, v in sorted(self.extras.items())})
+        return out
+
+
+def _names(cls) -> list[str]:
+    return [f.name for f in fields(cls)]
+
+
+RUN_COLUMNS = ["schema", *_names(Identity), "status", "reason", *_names(Figures), *_names(Derived), *_names(Machine)]
+EPOCH_COLUMNS = _names(EpochRow)
+SYSTEM_COLUMNS = _names(SystemRow)
+TEXT_COLUMNS = frozenset(
+    ["status", "reason"]
+    + [f.name for cls in (Identity, Figures, Machine) for f in fields(cls) if str(f.type).startswith("str")]
+)

@@ -1,0 +1,186 @@
+"""The package's shape (DESIGN.md): one import root, layers that import only what they may,
+workloads that see only the contract, small files and functions, no import cycle."""
+
+import ast
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parent.parent
+ENGINE, WORKLOADS = ROOT / "stbench_cli", ROOT / "workloads"
+
+# Who may import whom, by layer (the second part of `stbench.<layer>.…`); "" is the package
+# root (its version) and `errors`, the one exception type, is a leaf every layer may use.
+ALLOWED = {
+    "contract": {"contract"},
+    "store": {"store"},
+    "plan": {"plan", "contract", "store"},
+    "report": {"report", "store"},
+    "runner": {"runner", "plan", "store", "contract"},
+    "child": {"child", "plan", "store", "contract"},
+    "cli": {"cli", "plan", "runner", "store", "report", "contract"},
+    "": set(), "errors": set(), "__main__": {"cli"},
+}
+ALWAYS = {"", "errors"}
+
+
+def module_name(path: Path) -> str:
+    """The installed dotted name of a source file (stbench_cli/ is `stbench`, workloads/ is
+    `stbench.workloads`)."""
+    if path.is_relative_to(WORKLOADS):
+        parts = ["stbench", "workloads", *path.relative_to(WORKLOADS).with_suffix("").parts]
+    else:
+        parts = ["stbench", *path.relative_to(ENGINE).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path, top_level_only: bool = False) -> list[str]:
+    """Absolute names of the modules a file imports (relative imports resolved)."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    tree = ast.parse(path.read_text())
+    nodes = tree.body if top_level_only else ast.walk(tree)
+    out = []
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")
+            base = base[: len(base) - node.level + 1] if node.level else []
+            target = ".".join([*base, node.module] if node.module else base)
+            # `from . import registry` imports a module of the package; `from .files import x`
+            # takes a name from a module
+            modules = [f"{target}.{a.name}" for a in node.names if _is_module(f"{target}.{a.name}")]
+            out += modules + ([target] if len(modules) < len(node.names) else [])
+    return out
+
+
+def _is_module(name: str) -> bool:
+    parts = name.split(".")
+    if parts[:2] == ["stbench", "workloads"]:
+        base = WORKLOADS.joinpath(*parts[2:])
+    elif parts[0] == "stbench":
+        base = ENGINE.joinpath(*parts[1:])
+    else:
+        return False
+    return base.with_suffix(".py").exists() or (base / "__init__.py").exists()
+
+
+def sources(folder: Path) -> list[Path]:
+    return sorted(folder.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", sources(ENGINE), ids=lambda p: str(p.relative_to(ROOT)))
+def test_engine_layers_import_only_downward(path):
+    name = module_name(path)
+    layer = name.split(".")[1] if "." in name else ""
+    allowed = ALLOWED[layer] | ALWAYS
+    for target in imports(path):
+        if target.startswith("stbench."):
+            assert target.split(".")[1] in allowed, f"{path.name} ({layer}) imports {target}"
+
+
+@pytest.mark.parametrize("path", sources(WORKLOADS), ids=lambda p: str(p.relative_to(ROOT)))
+def test_workloads_import_only_the_contract(path):
+    own = ".".join(module_name(path).split(".")[:3])
+    for target in imports(path):
+        if target.startswith("stbench"):
+            assert target == "stbench.contract" or target.startswith(("stbench.contract.", own)), \
+                f"{path.relative_to(ROOT)} imports {target}"
+
+
+def test_nothing_imports_the_repository_folder_names():
+    for path in [*sources(ROOT / "tests"), *sources(ROOT / "benchmarks"), *sources(ENGINE), *sources(WORKLOADS)]:
+        for target in _plain(path):
+            assert target.split(".")[0] not in ("workloads", "stbench_cli"), f"{path.relative_to(ROOT)}: {target}"
+
+
+def _plain(path: Path) -> list[str]:
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            out.append(node.module or "")
+    return out
+
+
+def test_no_import_cycle():
+    graph = {}
+    for p in [*sources(ENGINE), *sources(WORKLOADS)]:
+        name = module_name(p)  # `from . import x` in a package names the package itself: not an edge
+        graph[name] = {t for t in imports(p, top_level_only=True) if t.startswith("stbench") and t != name}
+    state: dict[str, int] = {}
+
+    def visit(node, trail):
+        if state.get(node) == 1:
+            raise AssertionError("import cycle: " + " -> ".join(trail[trail.index(node):] + [node]))
+        if state.get(node) == 2 or node not in graph:
+            return
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            visit(nxt, trail + [node])
+        state[node] = 2
+
+    for node in sorted(graph):
+        visit(node, [])
+
+
+@pytest.mark.parametrize("path", [*sources(ENGINE), *sources(WORKLOADS)], ids=lambda p: str(p.relative_to(ROOT)))
+def test_small_files_and_functions(path):
+    text = path.read_text()
+    assert text.count("\n") <= 300, f"{path.name}: {text.count(chr(10))} lines"
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            length = node.end_lineno - node.lineno + 1
+            assert length <= 50, f"{path.name}:{node.lineno} {node.name} has {length} lines"
+
+
+def test_every_package_folder_is_installed():
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    listed = set(config["tool"]["setuptools"]["packages"])
+    folders = {module_name(p) for p in [*ENGINE.rglob("__init__.py"), *WORKLOADS.rglob("__init__.py")]}
+    assert folders == listed
+
+
+def test_report_and_planning_import_no_torch():
+    code = ("import sys, stbench.report.tables, stbench.report.compare, stbench.report.profile, stbench.report.plots,"
+            "stbench.plan.planner, stbench.store.files, stbench.runner.study, stbench.cli.app,"
+            "stbench.plan.registry as r; r.all_workloads(); t = sorted(m for m in sys.modules if m.startswith('torch')); sys.exit(str(t) if t else 0)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-500:]
+
+
+def test_the_wheel_holds_one_import_root_and_the_entry_points(tmp_path):
+    """What `pip install .` puts into site-packages (built here without network)."""
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                           "-w", str(tmp_path), str(ROOT)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (wheel,) = tmp_path.glob("stbench-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")} == {"stbench"}
+    assert "stbench/workloads/lstm_era5/era5_t2m_2pts.npz" in names
+    entry_points = next(zipfile.ZipFile(wheel).read(n).decode() for n in names if n.endswith("entry_points.txt"))
+    for name in ("cnn-strain", "dcrnn-pems", "lstm-era5", "stnn"):
+        assert f"{name} = stbench.workloads." in entry_points
+    assert "stbench = stbench.cli:main" in entry_points
+
+
+@pytest.mark.slow
+def test_a_fresh_venv_install_from_outside_the_checkout(tmp_path):
+    """The issue's check as a user runs it: pip install . into a new venv (network to the package
+    registry), then from another folder `import workloads` fails and `import stbench` works."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    py = venv / "bin" / "python"
+    subprocess.run([str(py), "-m", "pip", "install", "-q", "torch==2.13.0"], check=True)
+    subprocess.run([str(py), "-m", "pip", "install", "-q", str(ROOT)], check=True)
+    code = ("import importlib, importlib.metadata as m, stbench\n"
+            "try:\n    import workloads\n    raise SystemExit('workloads importable')\nexcept ImportError: pass\n"
+            "print(sorted(e.name for e in m.entry_points(group='stbench.workloads')))")
+    out = subprocess.run([str(py), "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['cnn-strain', 'dcrnn-pems', 'lstm-era5', 'stnn']"

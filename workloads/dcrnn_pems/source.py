@@ -1,0 +1,141 @@
+"""Traffic data without torch: PeMS/METR-LA HDF5 speed tables, the chickenpox series, a
+generator of speeds on any graph, the sensor graph a cell uses, the parent-side check and
+the historical-average baseline."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from . import graph
+
+STEP_MINUTES = 5
+
+
+def read_speed_h5(path: str | Path, ids: list[str], stop: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(speeds (time, sensors) float32 in the graph's sensor order, times) from a DCRNN
+    speed file: pandas HDF5, key `speed`, integer sensor-id columns, zeros for missing.
+    `stop` reads only the first rows (enough to check the layout)."""
+    import pandas as pd
+
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"speed file {p} does not exist; give a pandas HDF5 file with key 'speed' (e.g. pems-bay.h5)")
+    try:
+        df = pd.read_hdf(p, key="speed", stop=stop)
+    except (KeyError, ValueError, OSError, TypeError) as exc:
+        raise ValueError(f"speed file {p} is not a pandas HDF5 table with key 'speed' ({exc})") from None
+    columns = {str(c): c for c in df.columns}  # the h5 has integer ids, the pickle strings
+    missing = [i for i in ids if i not in columns]
+    if missing:
+        raise ValueError(f"speed file {p} lacks {len(missing)} of the graph's sensors (e.g. {missing[0]})")
+    values = df[[columns[i] for i in ids]].to_numpy(np.float32)
+    return values, df.index.to_numpy()
+
+
+def load_chickenpox(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
+    """(cases (weeks, counties), adjacency) from PyTorch Geometric Temporal's chickenpox.json."""
+    d = json.loads(Path(path).read_text())
+    x = np.asarray(d["FX"], np.float32)
+    adj = np.zeros((x.shape[1], x.shape[1]), np.float32)
+    for a, b in d["edges"]:
+        adj[a, b] = 1.0
+    return x, adj
+
+
+def generate_speeds(adj: np.ndarray, steps: int, seed: int, chunk: int = 4096) -> np.ndarray:
+    """Speeds (steps, sensors) in mph on a graph: daily and weekly profiles, congestion that
+    starts at random incidents and spreads to neighbouring sensors over the next steps,
+    sensor noise, and missing readings (zeros: short outages of single sensors).
+
+    Built in chunks of time into one float32 array: at 11 k sensors x 52 k steps, whole-array
+    float64 temporaries would need several times the 2.3 GB result.
+    """
+    from scipy import sparse
+
+    rng = np.random.default_rng(seed)
+    n = adj.shape[0]
+    walk = sparse.csr_matrix(adj / np.maximum(adj.sum(axis=1, keepdims=True), 1e-9))
+    exposure = rng.uniform(0.5, 1.5, n)  # some sensors sit on busier roads
+    free_flow = rng.uniform(60, 70, n)
+    speed = np.empty((steps, n), np.float32)
+    c = np.zeros(n)
+    for lo in range(0, steps, chunk):
+        t = np.arange(lo, min(lo + chunk, steps))
+        minute = (t * STEP_MINUTES) % (24 * 60)
+        weekday = ((t * STEP_MINUTES) // (24 * 60)) % 7 < 5
+        rush = np.exp(-((minute - 8 * 60) / 50.0) ** 2) + np.exp(-((minute - 17.5 * 60) / 70.0) ** 2)
+        profile = 1.0 - 0.35 * rush * np.where(weekday, 1.0, 0.3)
+        incidents = rng.random((len(t), n)) < 2e-4 * (0.5 + rush[:, None]) * exposure
+        congestion = np.empty((len(t), n), np.float32)
+        for i in range(len(t)):  # congestion decays and spreads upstream along edges
+            c = 0.93 * c + 0.06 * (walk @ c) + incidents[i] * rng.uniform(0.3, 0.6, n)
+            congestion[i] = c
+        s = (free_flow * profile[:, None] ** exposure).astype(np.float32) * np.clip(1.0 - congestion, 0.15, 1.0)
+        s *= 1.0 + 0.03 * rng.standard_normal((len(t), n), dtype=np.float32)
+        outage = rng.random((len(t), n), dtype=np.float32) < 1e-3
+        for lag in range(1, 6):  # outages last up to half an hour
+            outage[lag:] |= outage[:-lag] & (rng.random((len(t) - lag, n), dtype=np.float32) < 0.7)
+        speed[lo:lo + len(t)] = np.where(outage, 0.0, np.maximum(s, 1.0))
+    return speed
+
+
+SIZES = {"bay": (325, 52_116), "la": (207, 34_272), "2k7": (2_700, 52_116), "11k": (11_000, 52_116)}
+
+
+def load_graph(params: dict, seed: int) -> tuple[list[str], np.ndarray]:
+    name = params["graph"]
+    if name == "auto":
+        name = params["size"] if params["size"] in ("bay", "la") else "generated"
+    if name in ("bay", "la"):
+        with resources.files(__package__).joinpath(f"adj_{name}.npz").open("rb") as f, np.load(f) as z:
+            return [str(i) for i in z["ids"]], z["adj"].astype(np.float32)
+    if name == "generated":
+        n = SIZES[params["size"]][0]
+        return [str(i) for i in range(n)], graph.generated_graph(n, seed)
+    return graph.load_adj_pickle(name)
+
+
+def load_series(params: dict, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(speeds (time, sensors), adjacency) for the configured data and graph."""
+    if params["data"].endswith(".json"):
+        return load_chickenpox(params["data"])
+    ids, adj = load_graph(params, seed)
+    if params["data"] == "generated":
+        steps = params["steps"] or SIZES[params["size"]][1]
+        return generate_speeds(adj, steps, seed), adj
+    speeds, _ = read_speed_h5(params["data"], ids)
+    return speeds, adj
+
+
+def check(params: dict) -> None:
+    """Parent-side check of the graph and speed files a cell would read."""
+    if params["data"].endswith(".json"):
+        if not Path(params["data"]).is_file():
+            raise ValueError(f"data file {params['data']} does not exist")
+        return
+    if params["data"] == "generated":
+        if params["graph"] not in ("auto", "bay", "la", "generated"):
+            graph.load_adj_pickle(params["graph"])  # a user's pickle: refused or corrupt fails now
+        return  # packaged and generated graphs need no check (generating one here would do it twice)
+    ids, _ = load_graph(params, 0)
+    read_speed_h5(params["data"], ids, stop=1)  # the layout and sensor ids, not the whole table
+
+
+def historical_average_mae(speeds: np.ndarray, n_train: int, n_val: int, params: dict) -> float:
+    """Masked MAE over the validation windows of the per-sensor, per-time-of-week mean of the
+    training speeds: the historical-average baseline DCRNN compares against."""
+    steps_per_week = 7 * 24 * 60 // STEP_MINUTES
+    train = speeds[: n_train + params["in_steps"]]
+    slot = np.arange(train.shape[0]) % steps_per_week
+    sums, counts = np.zeros((steps_per_week, speeds.shape[1])), np.zeros((steps_per_week, speeds.shape[1]))
+    np.add.at(sums, slot, train)
+    np.add.at(counts, slot, train != 0)
+    avg = np.where(counts > 0, sums / np.maximum(counts, 1), train[train != 0].mean())
+    rows = np.arange(n_train + params["in_steps"], n_train + n_val + params["in_steps"] + params["horizon"] - 1)
+    truth, pred = speeds[rows], avg[rows % steps_per_week]
+    mask = truth != 0
+    return float(np.abs(pred - truth)[mask].mean())

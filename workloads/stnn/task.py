@@ -1,0 +1,65 @@
+"""Task for `stnn`: field, relations, pairs of the two passes, forecast (torch)."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+import torch
+
+from stbench.contract import BuildContext, Data, Metric, Model, Optim, Task, tensor_mb
+
+from . import data, grid, relations
+from .model import STNN
+from .optim import RowSparseAdam
+from .pairs import ForecastSet, PairData, TwoPassSampler
+from .sizing import load_field
+
+
+def _flops_per_sample(s: dict, params: dict, n_dec: int, n_dyn: int) -> float:
+    """Forward + backward FLOPs per pair, averaged over both passes, counting the products the
+    mode actually computes (dense: all n columns of a relation row; sparse: the edges)."""
+    nz, r = params["nz"], s["r"]
+    columns = s["width"] if params["relations"] == "sparse" else r * s["n"]
+    dec = 2 * nz * 1 * 3
+    dyn = (2 * columns * nz + 2 * r * nz * nz + 2 * nz) * 3
+    return (dec * n_dec + dyn * n_dyn) / (n_dec + n_dyn)
+
+
+def _loss(model, x, y, step):
+    """Training: the model returns the loss of the pass the batch belongs to."""
+    return model(x, y)
+
+
+def _predict(model, x, y, mean, std):
+    """Evaluation: the forecast, in the data's units."""
+    return model(x, y) * std + mean
+
+
+def make_task(params: dict, ctx: BuildContext) -> Task:
+    field = load_field(params, ctx.seed)
+    series = field.series()  # (time, n)
+    t_train = series.shape[0] - params["test_steps"]
+    train = series[:t_train]
+    mean, std = float(train.mean()), float(train.std()) or 1.0
+    wrap = params["data"] == "generated" and data.parse_grid(params["grid"]) == data.GLOBAL_GRID
+    edges = grid.grid_edges(field.ocean, params["neighbours"], wrap_lon=wrap)
+    del field
+    torch.manual_seed(ctx.seed)
+    rel = relations.make(params["relations"], edges, params["mode"], params["chunk"])
+    model = STNN(rel, edges.n, t_train, params["nz"], 1, params["nhid"], params["nlayers"], params["activation"],
+                 params["lambd"], params["l1"])
+    pairs = PairData(torch.from_numpy((train - mean) / std).unsqueeze(-1), edges.n)
+    truth = torch.from_numpy(series[t_train:].copy()).unsqueeze(-1)
+    persistence = float(np.sqrt(np.mean((series[t_train:] - series[t_train - 1]) ** 2)))
+    s = {"n": edges.n, "r": edges.r, "width": int(np.diff(edges.rowptr()).max())}
+    return Task(
+        data=Data(pairs, ForecastSet(truth), source=f"{params['data']}:{edges.n} ocean cells x {series.shape[0]} months",
+                  mb=tensor_mb(pairs.series, truth), batch_sampler=partial(TwoPassSampler, pairs.n_dec, pairs.n_dyn)),
+        model=Model(model, _loss, partial(_predict, mean=mean, std=std)),
+        metric=Metric("test_rmse", sum=lambda p, y: ((p - y) ** 2).sum(), naive=persistence,
+                      count=lambda y: float(y.numel()), finish=lambda total, count: float(np.sqrt(total / max(count, 1)))),
+        optim=Optim(partial(RowSparseAdam, betas=(0.0, 0.999))),
+        flops_per_sample=_flops_per_sample(s, params, pairs.n_dec, pairs.n_dyn),
+        extras=getattr(rel, "stats", None),
+    )
