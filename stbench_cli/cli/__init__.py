@@ -10,6 +10,8 @@ def main(argv: list[str] | None = None) -> None:
     import typer
 
     from ..errors import StbenchError
+    # Each command module registers its commands on `app`; `--help` lists them in this order.
+    from . import inventory, running, comparing, datasets  # noqa: F401, I001
     from . import render
     from .app import app
     from .options import spread_lists

@@ -1,0 +1,28 @@
+"""`stbench list` and `stbench env`: what this stbench and this machine have."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from . import render
+from .app import app
+
+
+@app.command("list")
+def list_cmd() -> None:
+    """Workloads with their parameters, presets, strategies and data sources."""
+    from ..plan import registry
+
+    render.workloads_table(registry.all_workloads())
+
+
+@app.command()
+def env(refresh: Annotated[bool, typer.Option(help="measure the peaks again")] = False) -> None:
+    """Hardware and software inventory, with measured fp32 matmul and copy peaks (cached)."""
+    from ..runner import envinfo
+
+    info = envinfo.collect()
+    devices = ["cpu"] + [f"cuda:{i}" for i in range(info.gpu_count)]
+    render.env_report(info, envinfo.peaks(info, devices, refresh))

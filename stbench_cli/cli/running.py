@@ -1,0 +1,70 @@
+"""`stbench run` and `stbench profile`: plan a study, run it under a progress bar, render."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from . import render
+from .app import app
+from .options import Batches, Devices, Epochs, Nprocs, Out, Preset, Resume, Sets, Smoke, Strategies, Timeout, Workload
+
+
+def execute(plan, env, timeout: float | None, extra: tuple[str, ...] = ()) -> list[dict]:
+    """Run a plan under a progress bar, naming the cells that cannot run here."""
+    from ..runner import study
+
+    for reason in sorted(set(plan.skips.values())):
+        render.warn(f"skipping cells: {reason}")
+    done = len({r["run_id"] for r in plan.done} & {c.run_id for c in plan.cells})
+    with render.progress(len(plan.cells), done) as (on_start, on_done):
+        return study.execute(plan, env, timeout, extra_args=extra, on_start=on_start, on_done=on_done)
+
+
+@app.command()
+def run(
+    workload: Workload, device: Devices = None, strategy: Strategies = None, nproc: Nprocs = None,
+    batch_size: Batches = None, epochs: Epochs = None, set_: Sets = None,
+    repeat: Annotated[int, typer.Option(help="repeats of every cell")] = 1,
+    preset: Preset = None, smoke: Smoke = False, seed: int = 0, out: Out = Path("results"),
+    resume: Resume = None, timeout: Timeout = None,
+) -> None:
+    """Run a matrix of devices x strategies x nproc x batch sizes x epochs x --set axes."""
+    from ..plan import planner
+    from ..runner import envinfo
+
+    env = envinfo.collect()
+    if resume:
+        plan = planner.plan_resume(workload, resume, env)
+    else:
+        request = planner.Request(
+            workload, devices=tuple(device or ()), strategies=tuple(strategy or ()), nprocs=tuple(nproc or ()),
+            batch_sizes=tuple(batch_size or ()), epochs=tuple(epochs or ()), sets=tuple(set_ or ()),
+            repeat=repeat, preset=preset, smoke=smoke, seed=seed, out=out)
+        plan = planner.plan_new(request, env, tuple(sys.argv))
+    render.run_summary(execute(plan, env, timeout), plan.folder)
+
+
+@app.command()
+def profile(
+    workload: Workload, device: Devices = None, batch_size: Batches = None, set_: Sets = None,
+    offload: Annotated[bool, typer.Option(help="the same as --set relations=offload")] = False,
+    steps: Annotated[int, typer.Option(help="steady steps recorded after the warm-up")] = 10,
+    preset: Preset = None, smoke: Smoke = False, seed: int = 0, out: Out = Path("results"), timeout: Timeout = None,
+) -> None:
+    """A short profiled run: phase table, per-step memory, top operators, Chrome trace."""
+    from ..plan import planner
+    from ..report.profile import report
+    from ..runner import envinfo
+
+    env = envinfo.collect()
+    request = planner.Request(workload, devices=tuple(device or ()), batch_sizes=tuple(batch_size or ()),
+                              sets=tuple(set_ or ()), preset=preset, smoke=smoke, seed=seed, out=out)
+    plan = planner.plan_profile(request, env, offload, steps, tuple(sys.argv))
+    rows = execute(plan, env, timeout, ("--profile", str((plan.folder / "profile").resolve())))
+    text = report(plan.folder, rows)
+    (plan.folder / "profile.md").write_text(text)
+    render.out.print(text, markup=False)
