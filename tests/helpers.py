@@ -26,10 +26,10 @@ def preset_params(workload: str, preset: str = "smoke", **overrides) -> dict:
     return p
 
 
-def train(task, spec, device="cpu"):
+def train(task, spec, device="cpu", step_hook=None):
     """A cell's training in this process: the trainer's CellResult."""
     import torch
 
     from stbench.child.trainer import LoopConfig, Trainer
 
-    return Trainer(task, LoopConfig.from_spec(spec), torch.device(device)).run()
+    return Trainer(task, LoopConfig.from_spec(spec), torch.device(device), step_hook=step_hook).run()

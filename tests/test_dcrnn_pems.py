@@ -135,3 +135,14 @@ def test_two_process_ddp_with_sharded_index(tmp_path):
     assert row["world_size"] == 2 and row["sync_s"] > 0
     single = build(params(batching="index", steps=1500), seed=0)
     assert row["data_mb"] < 0.75 * single.data.mb  # a rank holds its half of the training range, not all of it
+
+
+def test_gpu_index_batches_cut_on_the_device_train_as_index_does():
+    """The device-resident path (index batches as tensors on the data's device, one copy of an
+    epoch's order) runs on the CPU too and gives the host path's loss curve."""
+    curves = {}
+    for mode in ("index", "gpu-index"):
+        p = params(batching=mode, steps=1_200, max_steps=6)
+        result = train(build(p, 0), spec_for(p, 16, 2))
+        curves[mode] = [e.train_loss for e in result.epochs]
+    assert curves["gpu-index"] == curves["index"]

@@ -169,6 +169,11 @@ def test_memory_prediction_and_skip():
     assert "on the GPU" in sizing.skip(p, 1000, "cuda", v100)
     assert sizing.skip(p, 1000, "cuda", {**v100, "device_bytes": 80 * 2**30}) is None  # dense fits an 80 GB GPU
     assert "does not apply" in sizing.skip({**p, "relations": "sparse", "mode": "stnn-d"}, 1000, "cpu", ram)
+    # on CUDA the two staging buffers are pinned: the caching host allocator rounds each up to 2^k
+    staging = 250 * dense["r"] * dense["n"] * 4  # chunk rows of W
+    on_gpu = sizing.predict_bytes(offload, 1000, "cuda")["host"]["staging buffers"]
+    assert on_gpu == 2 * (1 << (staging - 1).bit_length()) and on_gpu > 2 * staging
+    assert sizing.predict_bytes(offload, 1000, "cpu")["host"]["staging buffers"] == 2 * staging
 
 
 _BUDGET_SCRIPT = """

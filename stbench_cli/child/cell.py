@@ -50,7 +50,7 @@ def _rss_mb() -> float:
 
 
 def _predicted_mb(workload, spec: RunSpec, cuda: bool) -> float | None:
-    predicted = workload.predict(spec.param_dict, spec.batch_size) if workload.predict else None
+    predicted = workload.predict(spec.param_dict, spec.batch_size, spec.device) if workload.predict else None
     if not predicted:
         return None
     # On CPU the device is the host: everything counts against one peak.

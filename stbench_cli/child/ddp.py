@@ -2,12 +2,15 @@
 
 Method: DDP all-reduces gradients bucket by bucket while backward is still running, so
 most communication can hide behind compute. What the step actually *waits* for is the
-communication still in flight after the last bucket's gradients are ready: backward
-returns only when every bucket's all-reduce has finished. We register a comm hook that
-wraps PyTorch's default all-reduce hook and, when DDP hands it the last bucket of the
-step, takes a clock mark (a perf_counter on CPU, a CUDA event on the compute stream on
-GPU). sync_s is the time from that mark to the end of backward: exposed communication.
-With one bucket (a small model) all communication is exposed, as it really is.
+communication still in flight when backward compute ends: backward returns only when every
+bucket's all-reduce has finished. We register a comm hook that wraps PyTorch's default
+all-reduce hook; when DDP hands it the last bucket of the step, it queues an autograd-engine
+callback, which runs once the whole backward graph has been computed (just before DDP's own
+finalize, which waits for the all-reduces) and takes a clock mark there (a perf_counter on
+CPU, a CUDA event on GPU). sync_s is the time from that mark to the end of backward: exposed
+communication, the interval DDP's own logger calls communication minus its overlap with
+backward compute (`logged_comm` reads that figure for every DDP row, as a cross-check). With
+one bucket (a small model) all communication is exposed, as it really is.
 """
 
 # No `from __future__ import annotations` here: DDP checks the comm hook's annotations
@@ -17,6 +20,7 @@ import os
 
 import torch
 import torch.distributed as dist
+from torch.autograd.variable import Variable
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
 from .timing import Clock
@@ -33,10 +37,15 @@ class SyncProbe:
         mark, self.last_bucket_mark = self.last_bucket_mark, None
         return mark
 
+    def compute_end(self) -> None:
+        self.last_bucket_mark = self.clock.mark()
+
 
 def _timed_allreduce(probe: SyncProbe, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
     if bucket.is_last():
-        probe.last_bucket_mark = probe.clock.mark()
+        # Queued before DDP's finalize callback, so it runs when backward compute has ended
+        # and before the wait for the all-reduces.
+        Variable._execution_engine.queue_callback(probe.compute_end)
     return allreduce_hook(None, bucket)
 
 
@@ -57,7 +66,24 @@ def wrap(model: torch.nn.Module, device: torch.device, probe: SyncProbe) -> torc
     ids = [device.index] if device.type == "cuda" else None
     ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
     ddp.register_comm_hook(probe, _timed_allreduce)
+    # DDP's own logger times backward communication; sampled every iteration, it is an
+    # independent measurement to hold sync_s against (see logged_comm).
+    ddp._set_ddp_runtime_logging_sample_rate(1)
     return ddp
+
+
+def logged_comm(model: torch.nn.Module, steps: int) -> tuple[float | None, float | None]:
+    """(communication, exposed communication) seconds over `steps` steps, as DDP's logger saw
+    them: its averages per iteration (ns) times the steps. Exposed = communication minus the
+    part that overlapped backward compute = from the end of backward compute to the end of the
+    last all-reduce: the interval sync_s measures on stbench's own clock."""
+    if not isinstance(model, torch.nn.parallel.DistributedDataParallel):
+        return None, None
+    data = model._get_ddp_logging_data()
+    comm, overlap = data.get("avg_backward_comm_time"), data.get("avg_backward_compute_comm_overlap_time")
+    if not comm:
+        return None, None
+    return comm * steps / 1e9, max(comm - (overlap or 0), 0) * steps / 1e9
 
 
 def reduce(values: list[float], device: torch.device, op: str = "max") -> list[float]:

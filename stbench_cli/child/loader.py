@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import torch
 from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, SequentialSampler, Subset
 
 from ..contract import TrainerParams
@@ -20,9 +21,38 @@ def make_loader(dataset, knobs: TrainerParams, sampler, pin: bool, batch_size: i
     return DataLoader(dataset, batch_size=batch_size, sampler=sampler, drop_last=drop_last, **common)
 
 
-def build_loaders(train, val, data, knobs: TrainerParams, batch_size: int, seed: int, pin: bool, rank: int,
-                  world_size: int) -> tuple:
+class DeviceBatches:
+    """Whole batches of indices as tensors on the data's device, for device-resident data.
+
+    A batch of indices built from a Python list on a GPU is a blocking host-to-device copy
+    every step; here an epoch's order is copied once (from pinned memory, asynchronously) and
+    each batch is a slice of it on the device."""
+
+    def __init__(self, order, batch_size: int, device: torch.device, drop_last: bool):
+        self.order, self.batch_size, self.device, self.drop_last = order, batch_size, device, drop_last
+
+    def set_epoch(self, epoch: int) -> None:
+        if hasattr(self.order, "set_epoch"):
+            self.order.set_epoch(epoch)
+
+    def __len__(self) -> int:
+        n = len(self.order)
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def __iter__(self):
+        order = torch.as_tensor(list(self.order), dtype=torch.long)
+        if self.device.type == "cuda":
+            order = order.pin_memory().to(self.device, non_blocking=True)
+        for b in range(len(self)):
+            yield order[b * self.batch_size:(b + 1) * self.batch_size]
+
+
+def build_loaders(train, val, data, knobs: TrainerParams, batch_size: int, seed: int, device: torch.device,
+                  rank: int, world_size: int) -> tuple:
     """(sampler with set_epoch, train loader, validation loader of this rank's share)."""
+    if data.placement == "device":
+        return _device_loaders(train, val, batch_size, seed, device, rank, world_size)
+    pin = device.type == "cuda"
     if data.batch_sampler is not None:  # the workload orders its own epoch (single process)
         sampler = data.batch_sampler(batch_size, seed, knobs.max_steps)
         train_loader = make_loader(train, knobs, sampler, pin, batch_size, batched=True)
@@ -32,3 +62,11 @@ def build_loaders(train, val, data, knobs: TrainerParams, batch_size: int, seed:
         train_loader = make_loader(train, knobs, sampler, pin, batch_size)
     val_part = Subset(val, range(rank, len(val), world_size))
     return sampler, train_loader, make_loader(val_part, knobs, SequentialSampler(val_part), pin, batch_size)
+
+
+def _device_loaders(train, val, batch_size: int, seed: int, device: torch.device, rank: int, world_size: int) -> tuple:
+    order = DistributedSampler(train, world_size, rank, shuffle=True, seed=seed, drop_last=True)
+    sampler = DeviceBatches(order, batch_size, device, drop_last=True)
+    val_batches = DeviceBatches(range(rank, len(val), world_size), batch_size, device, drop_last=False)
+    return (sampler, DataLoader(train, sampler=sampler, batch_size=None),
+            DataLoader(val, sampler=val_batches, batch_size=None))

@@ -1,10 +1,15 @@
 """Phase timing on the device's own clock.
 
 On CPU a mark is `time.perf_counter()`. On CUDA a mark is a CUDA event recorded on the
-current stream; events are only read when `resolve()` is called (once per epoch), so
-timing adds no host-device synchronisation to the step. On the GPU timeline the gap
-between two marks is the time the device spent on that phase, or idled waiting for the
-host: the "data" phase on CUDA is exactly the time the GPU was starved by the loader.
+current stream; events are only read when `resolve()` is called (once per epoch), so timing
+adds no host-device synchronisation to the step, and read events go back to a pool (creating
+and destroying events every step costs host time on launch-bound workloads).
+
+Marks are contiguous: a step starts at the previous step's end mark, so every second between
+an epoch's first and last mark belongs to exactly one phase. On the GPU timeline the gap
+between two marks is the time the device spent on that phase, or idled waiting for the host:
+`data` on CUDA is the time the GPU was starved by the loader; `data_wait` (host perf_counter
+around the loader, on every device) is how long the host itself waited for the batch.
 """
 
 from __future__ import annotations
@@ -18,17 +23,23 @@ from ..store.rows import STEP_PHASES as PHASES
 
 
 class Clock:
-    """Marks on the device's clock; a mark is a float (CPU) or a CUDA event."""
+    """Marks on the device's clock; a mark is a float (CPU) or a pooled CUDA event."""
 
     def __init__(self, device: torch.device):
         self.cuda = device.type == "cuda"
+        self.pool: list = []
+        self.created = 0  # events made so far (the pool bounds it by the marks in flight)
 
     def mark(self):
         if self.cuda:
-            event = torch.cuda.Event(enable_timing=True)
+            event = self.pool.pop() if self.pool else self._new()
             event.record()
             return event
         return time.perf_counter()
+
+    def _new(self):
+        self.created += 1
+        return torch.cuda.Event(enable_timing=True)
 
     def seconds(self, start, end) -> float:
         """Elapsed seconds between two marks; for CUDA only valid after `synchronize()`."""
@@ -40,10 +51,16 @@ class Clock:
         if self.cuda:
             torch.cuda.synchronize()
 
+    def release(self, marks) -> None:
+        """Give read marks back to the pool (after synchronize and seconds)."""
+        if self.cuda:
+            self.pool.extend({id(m): m for m in marks if m is not None}.values())
+
 
 @dataclass
 class StepMarks:
-    """Marks taken during one training step (sync_start is None outside DDP)."""
+    """Marks taken during one training step (sync_start is None outside DDP). `start` is the
+    previous step's `end`; data_wait is the host's own seconds inside the loader."""
 
     start: object
     data: object
@@ -51,6 +68,7 @@ class StepMarks:
     backward_end: object
     end: object
     sync_start: object = None
+    data_wait: float = 0.0
 
 
 @dataclass
@@ -67,7 +85,8 @@ class EpochTimes:
 
 
 def resolve(clock: Clock, marks: list[StepMarks]) -> EpochTimes:
-    """Turn one epoch's marks into phase seconds (one synchronisation for the whole epoch).
+    """Turn one epoch's marks into phase seconds (one synchronisation for the whole epoch),
+    then recycle the marks.
 
     compute = forward + backward + optimizer step, minus the exposed sync; sync = time from
     the last gradient bucket becoming ready to the end of backward, i.e. communication the
@@ -83,5 +102,7 @@ def resolve(clock: Clock, marks: list[StepMarks]) -> EpochTimes:
             "h2d": clock.seconds(m.data, m.h2d),
             "compute": clock.seconds(m.h2d, m.end) - sync,
             "sync": sync,
+            "data_wait": m.data_wait,
         })
+    clock.release(m for s in marks for m in (s.start, s.data, s.h2d, s.backward_end, s.end, s.sync_start))
     return out

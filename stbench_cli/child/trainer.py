@@ -1,12 +1,15 @@
 """The one training loop every workload runs under, instrumented by phase.
 
-    data    the step waits for the next batch from the loader
+    data    the step waits for the next batch (on CUDA: the device idles while the host gets it)
     h2d     batch moved to the device (non_blocking from pinned memory)
-    compute forward + backward + optimizer step (minus exposed sync)
+    compute forward + backward + optimizer step (minus exposed sync), and the step's bookkeeping
     sync    gradient communication the step waited for (DDP only; see ddp.py)
     eval    validation pass at the end of each epoch
 
-The first `warmup_steps` steps count in wall time but not in steady-state samples/s.
+Steps are contiguous (see timing.py): the phases of an epoch add up to the time from its
+first step's start to its last step's end. data_wait (host seconds inside the loader) is kept
+beside them on every device. The first `warmup_steps` steps count in wall time but not in
+steady-state samples/s.
 """
 
 from __future__ import annotations
@@ -57,8 +60,8 @@ def count_flops(loss_of_batch, model: torch.nn.Module, samples: int) -> float:
     return counter.get_total_flops() / samples
 
 
-def _to(batch, device: torch.device):
-    return [t.to(device, non_blocking=True) for t in batch]
+def _to(x, y, device: torch.device):
+    return x.to(device, non_blocking=True), y.to(device, non_blocking=True)
 
 
 class Trainer:
@@ -74,14 +77,14 @@ class Trainer:
         if task.data.placement == "device":  # batches are sliced where the data lives: no copies, no h2d
             train, val = train.to(device), val.to(device)
             self.cfg = cfg = replace(cfg, knobs=replace(cfg.knobs, workers=0))
-        pin = device.type == "cuda" and task.data.placement != "device"
         self.sampler, self.train_loader, self.val_loader = build_loaders(
-            train, val, task.data, cfg.knobs, cfg.batch_size, cfg.seed, pin, rank, world_size)
+            train, val, task.data, cfg.knobs, cfg.batch_size, cfg.seed, device, rank, world_size)
         if len(self.train_loader) == 0:
             raise ValueError(
                 f"batch size {cfg.batch_size} x {world_size} process(es) exceeds the {len(train)} training samples")
         module = task.model.module.to(device)
-        x, y = _to(next(iter(self.train_loader)), device)
+        self.transfer = task.data.transfer or _to
+        x, y = self.transfer(*next(iter(self.train_loader)), device)
         self.flops_per_sample = task.flops_per_sample or count_flops(
             lambda: task.model.loss(module, x, y, 0), module, len(x))
         self.probe = ddp.SyncProbe(self.clock)
@@ -92,11 +95,14 @@ class Trainer:
         warm = max(cfg.knobs.lr_warmup_steps, 1)
         self.schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: min(1.0, (s + 1) / warm))
 
-    def _step(self, it) -> tuple[StepMarks, torch.Tensor]:
-        start = self.clock.mark()
+    def _step(self, it, start, loss_sum: torch.Tensor) -> StepMarks:
+        """One step from `start` (the previous step's end mark) to its own end mark; the loss
+        is added to loss_sum on the device, inside the step."""
+        t0 = time.perf_counter()
         x, y = next(it)
+        data_wait = time.perf_counter() - t0
         data = self.clock.mark()
-        x, y = _to((x, y), self.device)
+        x, y = self.transfer(x, y, self.device)
         h2d = self.clock.mark()
         self.optimizer.zero_grad(set_to_none=True)
         loss = self.task.model.loss(self.model, x, y, self.global_step)
@@ -107,8 +113,10 @@ class Trainer:
         self.optimizer.step()
         self.global_step += 1
         self.schedule.step()
-        end = self.clock.mark()
-        return StepMarks(start, data, h2d, backward_end, end, self.probe.take()), loss.detach()
+        loss_sum += loss.detach()
+        if self.step_hook:
+            self.step_hook(self.global_step)
+        return StepMarks(start, data, h2d, backward_end, self.clock.mark(), self.probe.take(), data_wait)
 
     @torch.no_grad()
     def evaluate(self) -> float:
@@ -119,7 +127,7 @@ class Trainer:
         for i, (x, y) in enumerate(self.val_loader):
             if limit and i >= limit:
                 break
-            x, y = _to((x, y), self.device)
+            x, y = self.transfer(x, y, self.device)
             total += metric.sum(self.task.model.predict(self.model, x, y), y).double()
             count += metric.count(y) if metric.count else len(y)
         self.model.train()
@@ -132,21 +140,21 @@ class Trainer:
         t_epoch = time.perf_counter()
         marks, loss_sum = [], torch.zeros((), device=self.device)
         it = iter(self.train_loader)
+        start = self.clock.mark()
         for _ in range(steps):
-            m, loss = self._step(it)
-            if self.step_hook:
-                self.step_hook(self.global_step)
-            marks.append(m)
-            loss_sum += loss
-        eval_start = self.clock.mark()
+            marks.append(self._step(it, start, loss_sum))
+            start = marks[-1].end
         metric = self.evaluate()
         eval_end = self.clock.mark()
         times = resolve(self.clock, marks)  # the epoch's one synchronisation point
+        # eval runs from the last step's end mark: read before the next mark reuses pooled events
+        eval_s = self.clock.seconds(start, eval_end)
+        self.clock.release([eval_end])
         row = EpochRow(
             run_id=self.cfg.run_id, epoch=epoch + 1, epoch_s=time.perf_counter() - t_epoch,
             train_s=times.step_seconds(), **{f"{p}_s": times.total(p) for p in STEP_PHASES},
-            eval_s=self.clock.seconds(eval_start, eval_end), steps=steps,
-            train_loss=loss_sum.item() / steps, val_metric=metric,
+            eval_s=eval_s, steps=steps, train_loss=loss_sum.item() / steps, val_metric=metric,
+            data_wait_s=times.total("data_wait"),
         )
         return row, times.step_seconds(skip)
 
@@ -176,10 +184,13 @@ class Trainer:
         return CellResult(status, reason, figures, tuple(epochs), extras)
 
     def _figures(self, epochs: list[EpochRow], wall, steady_time, steady_steps, warmup) -> Figures:
-        columns = [*PHASE_COLUMNS, "train_s"]
+        columns = [*PHASE_COLUMNS, "train_s", "data_wait_s"]
         totals = [sum(getattr(e, c) for e in epochs) for c in columns]
+        comm, exposed = ddp.logged_comm(self.model, sum(e.steps for e in epochs))
         # Times are the max over ranks: the world moves at its slowest rank's pace.
-        wall, steady_time, *totals = ddp.reduce([wall, steady_time, *totals], self.device)
+        wall, steady_time, comm, exposed, *totals = ddp.reduce(
+            [wall, steady_time, comm or 0.0, exposed or 0.0, *totals], self.device)
+        ddp_figures = dict(ddp_comm_s=comm, ddp_exposed_comm_s=exposed) if self.world > 1 else {}
         sps = steady_steps * self.cfg.batch_size * self.world / steady_time if steady_time > 0 else float("nan")
         peak_gpu = torch.cuda.max_memory_allocated(self.device) / 2**20 if self.device.type == "cuda" else None
         return Figures(
@@ -189,5 +200,5 @@ class Trainer:
             final_train_loss=epochs[-1].train_loss, val_metric=self.task.metric.name,
             val_value=epochs[-1].val_metric, naive_baseline=self.task.metric.naive,
             flops_per_sample=self.flops_per_sample, achieved_gflops=self.flops_per_sample * sps / 1e9,
-            peak_gpu_mb=peak_gpu,
+            peak_gpu_mb=peak_gpu, **ddp_figures,
         )

@@ -87,10 +87,29 @@ def env_report(env, peaks: dict) -> None:
                 "torch", "cuda", "cudnn", "nccl", "gpu_count"):
         table.add_row(key, str(d[key]))
     for g in env.gpus:
-        table.add_row(f"gpu {g['index']}", f"{g['name']}, {g['memory_mb'] / 1024:.1f} GiB, driver {g['driver']}")
+        label = f"gpu {g['index']}" if g.get("index") is not None else "gpu (not usable by this torch)"
+        memory = f"{g['memory_mb'] / 1024:.1f} GiB" if g.get("memory_mb") else "memory unknown"
+        table.add_row(label, f"{g.get('name')}, {memory}, driver {g.get('driver')}, {g.get('uuid')}")
     if not env.gpus:
         table.add_row("gpus (NVML)", "none visible")
     for device, p in peaks.items():
         table.add_row(f"peak {device}", f"{p['matmul_gflops']:,.1f} GFLOP/s fp32 matmul, {p['mem_gbps']:.1f} GB/s copy "
                                          f"({p['threads']} threads, measured)")
+    out.print(table)
+
+
+_STATUS = {"PASS": "green", "FAIL": "bold red", "SKIP": "yellow"}
+
+
+def check_line(check) -> None:
+    """One line per doctor check as it finishes."""
+    out.print(f"[{_STATUS[check.status]}]{check.status}[/] {check.name} {check.device}: {check.detail}", markup=True)
+
+
+def checks_table(checks, path: Path) -> None:
+    table = Table(title=f"stbench doctor: {path}", show_lines=False)
+    for col in ("check", "device", "status"):
+        table.add_column(col)
+    for c in checks:
+        table.add_row(c.name, c.device, f"[{_STATUS[c.status]}]{c.status}[/]")
     out.print(table)

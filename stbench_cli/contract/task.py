@@ -29,6 +29,9 @@ class Data:
     no h2d), `sharded` (train already holds only this rank's part: no DistributedSampler split).
     batch_sampler: (batch_size, seed, max_steps) -> a sampler of whole batches with
     `set_epoch()`, for a workload whose epoch is not one shuffled pass (single process).
+    transfer: (x, y, device) -> (x, y) as the model receives them; None: both moved with
+    `.to(device, non_blocking=True)`. A model that needs a host copy of its batch (indices it
+    reads host memory by) keeps it here, instead of copying it back from the device in the step.
     """
 
     train: Any
@@ -37,6 +40,7 @@ class Data:
     mb: float  # MiB the data occupies: the row's data_mb
     placement: str = "host"
     batch_sampler: Callable | None = None
+    transfer: Callable | None = None
 
     def __post_init__(self):
         if self.placement not in PLACEMENTS:

@@ -39,7 +39,7 @@ class Workload:
       check(params)                                  ValueError if the data is unusable
       skip(params, batch_size, device, memory)       why a cell cannot run here, or None;
                                                      memory = {"host_bytes", "device_bytes" or None}
-      predict(params, batch_size)                    {"device_bytes", "host_bytes", ...} of a cell
+      predict(params, batch_size, device)            {"device_bytes", "host_bytes", ...} of a cell
       prepare(source, out, **selection)              cache real data locally (`stbench data --prepare`)
     """
 
@@ -50,7 +50,7 @@ class Workload:
     build: Callable[[dict, BuildContext], Any]  # (params, ctx) -> contract.Task, in the cell's process
     check: Callable[[dict], None] | None = None
     skip: Callable[[dict, int, str, dict], str | None] | None = None
-    predict: Callable[[dict, int], dict] | None = None
+    predict: Callable[[dict, int, str], dict] | None = None
     prepare: Callable[..., Path] | None = None
     strategies: tuple[str, ...] = ("single", "ddp")
     data_sources: tuple[str, ...] = ()

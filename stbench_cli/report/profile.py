@@ -10,6 +10,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from ..store.rows import PHASE_COLUMNS as PHASES
+from . import syncs
 
 TOP = 10
 
@@ -77,8 +78,10 @@ def report(folder: Path, rows: list[dict]) -> str:
         parts.append(f"steady steps/s: {sps:,.2f}\n" if sps else "")
         parts.append("### Phases (profiled run, seconds)\n\n" + phase_table(row) + "\n")
         parts.append("### Memory per step (MiB)\n\n" + memory_table(_read(d / "memory.csv")) + "\n")
-        parts.append(f"### Top operators\n\n" + operator_table(_read(d / "operators.csv"), row["device"].startswith("cuda")) + "\n")
+        parts.append("### Top operators\n\n" + operator_table(_read(d / "operators.csv"), row["device"].startswith("cuda")) + "\n")
         trace = d / "trace.json"
+        if trace.exists() and row["device"].startswith("cuda"):
+            parts.append(syncs.summary(trace) + "\n")
         parts.append(f"Chrome trace: {trace} ({trace_events(trace):,} events; open in https://ui.perfetto.dev)\n"
                      if trace.exists() else "no trace was written\n")
     return "\n".join(parts)

@@ -39,8 +39,32 @@ def collect() -> EnvInfo:
         cores_logical=psutil.cpu_count() or 0, threads=torch.get_num_threads(),
         ram_gb=round(psutil.virtual_memory().total / 2**30, 1), torch=torch.__version__,
         cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version() if gpu_count else None,
-        nccl=nccl, gpu_count=gpu_count, gpus=tuple(nvml.devices()),
+        nccl=nccl, gpu_count=gpu_count, gpus=gpus(gpu_count),
     )
+
+
+def match_gpus(cuda: list[dict], nvml_devices: list[dict]) -> tuple[dict, ...]:
+    """CUDA's devices (index = the N of `cuda:N`) with NVML's record of the same GPU, matched by
+    UUID: NVML orders by PCI bus and ignores CUDA_VISIBLE_DEVICES. GPUs NVML sees but this
+    torch cannot use are listed with index None."""
+    by_uuid = {str(d.get("uuid") or "").lower().removeprefix("gpu-"): d for d in nvml_devices}
+    out, used = [], set()
+    for c in cuda:
+        key = c["uuid"].lower().removeprefix("gpu-")
+        n = by_uuid.get(key, {})
+        used.add(key)
+        out.append({**n, "index": c["index"], "name": c["name"], "memory_mb": c["memory_mb"],
+                    "uuid": n.get("uuid") or f"GPU-{c['uuid']}"})
+    out += [{**d, "index": None} for k, d in by_uuid.items() if k not in used]
+    return tuple(out)
+
+
+def gpus(gpu_count: int) -> tuple[dict, ...]:
+    cuda = []
+    if gpu_count:
+        proc = subprocess.run([sys.executable, "-m", "stbench.child.devices"], capture_output=True, text=True)
+        cuda = json.loads(proc.stdout) if proc.returncode == 0 else []
+    return match_gpus(cuda, nvml.devices())
 
 
 def cache_dir() -> Path:

@@ -19,6 +19,7 @@ import psutil
 
 from ..plan.spec import RunSpec
 from ..store.rows import CellResult
+from .nvml import GpuReader, handles
 from .sysmon import SystemSampler
 
 
@@ -27,6 +28,7 @@ class Outcome:
     result: CellResult  # what the child reported; for a timeout or a crash, status and reason only
     system: list = field(default_factory=list)  # the sampler's rows
     energy: dict = field(default_factory=dict)
+    unavailable: frozenset = frozenset()  # sampled fields that could not be read
     cell_s: float = 0.0  # process start to exit, as the parent saw it
 
 
@@ -79,9 +81,10 @@ def _read_result(work: Path) -> CellResult | None:
 
 
 def run_cell(spec: RunSpec, work: Path, log: Path, timeout: float | None, interval: float = 1.0,
-             extra: tuple[str, ...] = ()) -> Outcome:
+             extra: tuple[str, ...] = (), gpu_uuids: tuple[str, ...] = ()) -> Outcome:
     """Run `spec` in a child; `work` is a scratch folder for its spec and result files;
-    `extra` are further arguments of the child (`--profile DIR`)."""
+    `extra` are further arguments of the child (`--profile DIR`); `gpu_uuids` name the GPUs
+    the cell uses, for the sampler."""
     work.mkdir(parents=True, exist_ok=True)
     for stale in work.glob("result*.json"):
         stale.unlink()
@@ -92,7 +95,7 @@ def run_cell(spec: RunSpec, work: Path, log: Path, timeout: float | None, interv
     with open(log, "w") as out:
         proc = subprocess.Popen(command(spec, spec_path, result_path, extra), stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, env=env, start_new_session=True)
-    sampler = SystemSampler(proc.pid, gpu_indices(spec), interval).start()
+    sampler = SystemSampler(proc.pid, GpuReader(handles(list(gpu_uuids))), interval).start()
     timed_out = False
     try:
         proc.wait(timeout=timeout)
@@ -106,7 +109,7 @@ def run_cell(spec: RunSpec, work: Path, log: Path, timeout: float | None, interv
     finally:
         energy = sampler.stop()
     cell_s = time.perf_counter() - t0
-    common = dict(system=sampler.rows, energy=energy, cell_s=cell_s)
+    common = dict(system=sampler.rows, energy=energy, cell_s=cell_s, unavailable=frozenset(sampler.unavailable))
     if timed_out:
         return Outcome(CellResult("timeout", f"exceeded --timeout {timeout:g} s; process tree killed"), **common)
     result = _read_result(work)

@@ -16,10 +16,10 @@ from ..plan.planner import Plan
 from ..plan.spec import RunSpec
 from ..store.files import prune_orphans, write_cell
 from ..store.machine import EnvInfo
-from ..store.manifest import write_manifest
+from ..store.manifest import read_manifest, write_manifest
 from ..store.rows import Derived, Identity, Machine, RunRow, SystemRow
 from . import envinfo
-from .launch import Outcome, run_cell
+from .launch import Outcome, gpu_indices, run_cell
 
 
 def identity(spec: RunSpec) -> Identity:
@@ -56,10 +56,19 @@ def make_row(spec: RunSpec, env: EnvInfo, outcome: Outcome, peaks: dict[str, dic
 
 def _run_one(spec: RunSpec, folder: Path, env: EnvInfo, timeout, peaks, interval, extra) -> tuple:
     work = folder / ".cells" / spec.run_id
-    outcome = run_cell(spec, work, folder / "logs" / f"{spec.run_id}.log", timeout, interval, extra)
+    outcome = run_cell(spec, work, folder / "logs" / f"{spec.run_id}.log", timeout, interval, extra,
+                       tuple(env.gpu_uuids(gpu_indices(spec))))
     shutil.rmtree(work, ignore_errors=True)
     system = [SystemRow(run_id=spec.run_id, **s) for s in outcome.system]
-    return make_row(spec, env, outcome, peaks), list(outcome.result.epochs), system
+    return make_row(spec, env, outcome, peaks), list(outcome.result.epochs), system, outcome.unavailable
+
+
+def _note_unavailable(folder: Path, manifest: dict, fields: frozenset) -> None:
+    """Name in the manifest the sampled fields this machine could not give (MIG, containers)."""
+    known = set(manifest.get("unavailable_fields", []))
+    if not fields <= known:
+        manifest["unavailable_fields"] = sorted(known | fields)
+        write_manifest(folder, manifest)
 
 
 def execute(plan: Plan, env: EnvInfo, timeout: float | None = None, *, interval: float = 1.0,
@@ -72,8 +81,10 @@ def execute(plan: Plan, env: EnvInfo, timeout: float | None = None, *, interval:
     folder = plan.folder
     devices = sorted({c.device for c in plan.cells if c.run_id not in plan.skips})
     peaks = envinfo.peaks(env, devices)
-    if not (folder / "manifest.json").exists():
-        write_manifest(folder, {**plan.manifest, "peaks": peaks, "timeout_s": timeout})
+    manifest = read_manifest(folder) if (folder / "manifest.json").exists() else None
+    if manifest is None:
+        manifest = {**plan.manifest, "peaks": peaks, "timeout_s": timeout}
+        write_manifest(folder, manifest)
     (folder / "logs").mkdir(parents=True, exist_ok=True)
     rows = {r["run_id"]: r for r in plan.done}
     prune_orphans(folder, set(rows))
@@ -84,7 +95,8 @@ def execute(plan: Plan, env: EnvInfo, timeout: float | None = None, *, interval:
         if spec.run_id in plan.skips:
             row, epochs, system = RunRow(identity(spec), "skipped", plan.skips[spec.run_id], machine(env)), [], []
         else:
-            row, epochs, system = _run_one(spec, folder, env, timeout, peaks, interval, extra_args)
+            row, epochs, system, unavailable = _run_one(spec, folder, env, timeout, peaks, interval, extra_args)
+            _note_unavailable(folder, manifest, unavailable)
         write_cell(folder, row, epochs, system)
         rows[spec.run_id] = row.record()
         on_done(spec, rows[spec.run_id])

@@ -1,5 +1,9 @@
 """A background sampler of the cell's process tree (psutil) and its GPUs (NVML), plus
-energy counters read at the cell's start and end (NVML for GPUs, RAPL for CPUs)."""
+energy counters read at the cell's start and end (NVML for GPUs, RAPL for CPUs).
+
+The sampling thread never dies of a failed read: a GPU field that cannot be read is empty
+(see nvml.GpuReader), a process that ended is dropped, and any other error of one sample is
+counted in `errors` while the next sample goes on."""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ import time
 
 import psutil
 
-from . import nvml
+from .nvml import GpuReader
 
 _RAPL = "/sys/class/powercap/intel-rapl:[0-9]*"
 
@@ -30,14 +34,15 @@ def _rapl_uj() -> tuple[float, float] | None:
 class SystemSampler:
     """Samples every `interval` s in a daemon thread until `stop()`; rows are plain dicts."""
 
-    def __init__(self, pid: int, gpu_indices: list[int], interval: float = 1.0):
-        self.pid, self.gpus, self.interval = pid, [g for g in gpu_indices if nvml.available()], interval
+    def __init__(self, pid: int, gpus: GpuReader | None = None, interval: float = 1.0):
+        self.pid, self.gpus, self.interval = pid, gpus if gpus and gpus.handles else None, interval
         self.rows: list[dict] = []
+        self.errors: list[str] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._t0 = time.monotonic()
         self._procs: dict[int, psutil.Process] = {}
-        self._gpu_e0 = [nvml.energy_mj(g) for g in self.gpus]
+        self._gpu_e0 = self.gpus.energy_mj() if self.gpus else None
         self._cpu_e0 = _rapl_uj()
 
     def start(self) -> "SystemSampler":
@@ -66,25 +71,31 @@ class SystemSampler:
         row = {"t_s": time.monotonic() - self._t0, "proc_cpu_pct": cpu, "proc_rss_mb": rss,
                "sys_cpu_pct": psutil.cpu_percent(None), "sys_mem_pct": psutil.virtual_memory().percent}
         if self.gpus:
-            per = [nvml.sample(g) for g in self.gpus]
-            row.update(gpu_util_pct=sum(s["gpu_util_pct"] for s in per) / len(per),
-                       gpu_mem_mb=sum(s["gpu_mem_mb"] for s in per), gpu_power_w=sum(s["gpu_power_w"] for s in per))
+            row.update(self.gpus.sample())
         return row
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
-            self.rows.append(self.sample())
+            try:
+                self.rows.append(self.sample())
+            except Exception as exc:  # one bad sample must not end the sampling of the cell
+                self.errors.append(f"{type(exc).__name__}: {exc}")
+
+    @property
+    def unavailable(self) -> set[str]:
+        """GPU fields that could not be read at least once."""
+        return set(self.gpus.unavailable) if self.gpus else set()
 
     def stop(self) -> dict:
         """Stop sampling; returns energy used since start (None where no counter is readable)."""
         self._stop.set()
         self._thread.join(timeout=5)
         gpu_j = None
-        ends = [nvml.energy_mj(g) for g in self.gpus]
-        if self.gpus and None not in ends and None not in self._gpu_e0:
-            gpu_j = sum(e - s for s, e in zip(self._gpu_e0, ends)) / 1000.0
-        cpu_j, end = None, _rapl_uj()
-        if self._cpu_e0 and end:
-            delta = end[0] - self._cpu_e0[0]
-            cpu_j = (delta if delta >= 0 else delta + end[1]) / 1e6  # the counter wraps
+        end = self.gpus.energy_mj() if self.gpus else None
+        if end is not None and self._gpu_e0 is not None:
+            gpu_j = (end - self._gpu_e0) / 1000.0
+        cpu_j, rapl = None, _rapl_uj()
+        if self._cpu_e0 and rapl:
+            delta = rapl[0] - self._cpu_e0[0]
+            cpu_j = (delta if delta >= 0 else delta + rapl[1]) / 1e6  # the counter wraps
         return {"gpu_energy_j": gpu_j, "cpu_energy_j": cpu_j}

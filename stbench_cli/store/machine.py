@@ -29,11 +29,19 @@ class EnvInfo:
 
     def gpu_memory_bytes(self, device: str) -> float | None:
         """Total memory of the GPU a device string names, from the inventory (None if unknown)."""
-        if not device.startswith("cuda") or not self.gpus:
+        gpu = self.gpu(device)
+        return gpu["memory_mb"] * 2**20 if gpu and gpu.get("memory_mb") else None
+
+    def gpu(self, device: str) -> dict | None:
+        """The inventory record of the GPU `cuda` or `cuda:N` names (CUDA's numbering)."""
+        if not device.startswith("cuda"):
             return None
         index = int(device.split(":")[1]) if ":" in device else 0
-        mb = self.gpus[min(index, len(self.gpus) - 1)].get("memory_mb")
-        return mb * 2**20 if mb else None
+        return next((g for g in self.gpus if g.get("index") == index), None)
+
+    def gpu_uuids(self, indices: list[int]) -> list[str]:
+        """UUIDs of the GPUs with these CUDA indices (what NVML finds them by)."""
+        return [g["uuid"] for g in self.gpus if g.get("index") in indices and g.get("uuid")]
 
 
 def cpu_model() -> str:

@@ -32,6 +32,9 @@ class Figures:
     compute_s: float | None = None
     sync_s: float | None = None
     eval_s: float | None = None
+    data_wait_s: float | None = None  # host seconds inside the loader (on CUDA data_s is device idle time)
+    ddp_comm_s: float | None = None  # DDP's own logger: backward communication (DDP cells)
+    ddp_exposed_comm_s: float | None = None  # ... of it not overlapped with backward compute: compare sync_s
     peak_rss_mb: float | None = None
     base_rss_mb: float | None = None  # RSS before the workload allocated anything
     peak_gpu_mb: float | None = None
@@ -62,6 +65,7 @@ class EpochRow:
     steps: int
     train_loss: float
     val_metric: float
+    data_wait_s: float = 0.0
 
 
 @dataclass(frozen=True)

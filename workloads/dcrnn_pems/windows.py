@@ -25,8 +25,12 @@ class IndexWindows(Dataset):
         return self.count
 
     def __getitem__(self, index):
+        """index: an int, a list of ints, or a tensor of indices on the series' device (the
+        engine hands device-resident data whole batches as such tensors: no copy per batch)."""
         single = isinstance(index, int)
-        start = torch.as_tensor([index] if single else index, device=self.speed.device) + self.first
+        if not torch.is_tensor(index):  # host data: the indices are built where the series lives
+            index = torch.tensor([index] if single else index)
+        start = index + self.first
         rows_in = start[:, None] + self.in_off
         s_in = self.speed[rows_in]
         tod = self.tod[rows_in][..., None].expand_as(s_in)

@@ -39,8 +39,8 @@ class STNN(nn.Module):
         z = F.embedding(t * self.n + i, self.factors, sparse=True)
         return F.mse_loss(self.decoder(z), x)
 
-    def dynamics_loss(self, t: torch.Tensor, i: torch.Tensor) -> torch.Tensor:
-        z_next = self.step_z(self.relations.pair_context(self.factors, t, i))
+    def dynamics_loss(self, t: torch.Tensor, i: torch.Tensor, i_host: torch.Tensor | None = None) -> torch.Tensor:
+        z_next = self.step_z(self.relations.pair_context(self.factors, t, i, i_host))
         target = F.embedding((t + 1) * self.n + i, self.factors, sparse=True)
         loss = self.lambd * F.mse_loss(z_next, target)
         learned = self.relations.learned()
@@ -58,14 +58,19 @@ class STNN(nn.Module):
             out.append(self.decoder(z))
         return torch.stack(out)
 
-    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    def forward(self, x, y: torch.Tensor) -> torch.Tensor:
         """Training: x holds (t, i) pairs and the loss of their pass is returned; a dynamics
         batch has no observation, so its y is (B, 0) (the pass is read from a shape, not from
-        device memory: no host-device sync). Evaluation: x holds forecast steps 1..H."""
+        device memory: no host-device sync). Evaluation: x holds forecast steps 1..H.
+
+        x is the batch on the device, or (on the device, its host copy) as the task's transfer
+        hands it over: what the host needs (offloaded relation rows, the forecast length) is
+        read from the host copy, never copied back from the device."""
+        x, host = x if isinstance(x, tuple) else (x, x)
         if not self.training:
-            preds = self.forecast(int(x.max()))
+            preds = self.forecast(int(host.max()))
             return preds[x - 1]
         t, i = x[:, 0], x[:, 1]
         if y.shape[1] == 0:
-            return self.dynamics_loss(t, i)
+            return self.dynamics_loss(t, i, host[:, 1])
         return self.decoder_loss(t, i, y)

@@ -7,6 +7,11 @@ beta2 per step. This optimizer applies that decay lazily when the row is next to
 and the parameters follow torch.optim.Adam(betas=(0, beta2)) exactly (tested). It takes
 sparse COO gradients (from embedding(..., sparse=True)) and dense ones alike, so the dense,
 offload and sparse relation modes all run the same optimizer.
+
+A sparse gradient is used uncoalesced: coalesce() sorts and then reads the number of distinct
+rows on the host, a device synchronisation every step on a GPU. Instead, repeated rows are
+summed with fixed-size tensor ops (sort, segment ids, index_add), and each repeat of a row
+writes the same new value, so duplicates are harmless and nothing waits for the device.
 """
 
 from __future__ import annotations
@@ -40,19 +45,31 @@ class RowSparseAdam(torch.optim.Optimizer):
                 v, last = state["v"], state["last"]
                 grad = p.grad
                 if grad.is_sparse:
-                    grad = grad.coalesce()
-                    rows, g = grad.indices()[0], grad.values()
+                    rows, g = _row_sums(grad)
                     vr = v.index_select(0, rows) * _decay(beta2, step - 1 - last.index_select(0, rows), v.dim())
                     vr.mul_(beta2).addcmul_(g, g, value=1 - beta2)
                     v.index_copy_(0, rows, vr)
                     last.index_fill_(0, rows, step)
-                    p.index_add_(0, rows, -lr * g / (vr.sqrt() / scale + eps))
+                    p.index_copy_(0, rows, p.index_select(0, rows) - lr * g / (vr.sqrt() / scale + eps))
                 else:
                     if p.dim():
                         v.mul_(_decay(beta2, step - 1 - last, v.dim()))  # rows a sparse step skipped
                     last.fill_(step)
                     v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
                     p.addcdiv_(grad, v.sqrt() / scale + eps, value=-lr)
+
+
+def _row_sums(grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(rows, gradient) of an uncoalesced row-sparse gradient, with every entry of a row
+    carrying that row's total: the same rows repeated, never a shape read from the device."""
+    rows, values = grad._indices()[0], grad._values()
+    rows, order = torch.sort(rows)
+    values = values[order]
+    first = torch.ones_like(rows, dtype=torch.bool)
+    first[1:] = rows[1:] != rows[:-1]
+    segment = torch.cumsum(first, 0) - 1  # each entry's row number among the distinct rows
+    totals = torch.zeros_like(values).index_add_(0, segment, values)
+    return rows, totals[segment]
 
 
 def _decay(beta2: float, missed: torch.Tensor, dim: int) -> torch.Tensor:

@@ -1,7 +1,8 @@
 """The three ways STNN's relation tensor W (n x r x n) can take part in training.
 
 Every backend answers the same two questions:
-  pair_context(factors, t, i) -> (B, r*nz): for each (t, i) pair, concat_r sum_j W[i, r, j] z_t[j]
+  pair_context(factors, t, i, i_host) -> (B, r*nz): for each (t, i) pair, concat_r sum_j W[i, r, j] z_t[j]
+                                          (i_host: the batch's cells on the host, for offload)
   all_context(z) -> (n, r*nz): the same for every cell of one latent state (the forecast)
 
     dense    W on the training device, as the original code (stnn-r and stnn-d rebuild the
@@ -71,7 +72,7 @@ class DenseRelations(nn.Module):
             inter = clip01(self.dense_w)
         return torch.cat([eye, inter], dim=1)
 
-    def pair_context(self, factors: torch.Tensor, t: torch.Tensor, i: torch.Tensor) -> torch.Tensor:
+    def pair_context(self, factors: torch.Tensor, t: torch.Tensor, i: torch.Tensor, i_host=None) -> torch.Tensor:
         z = factors.view(-1, self.n, factors.shape[1])[t]  # (B, n, nz), as the original gathers
         return torch.bmm(self.weights()[i], z).flatten(1)
 
@@ -80,7 +81,11 @@ class DenseRelations(nn.Module):
 
 
 class OffloadRelations(nn.Module):
-    """W (stnn) or the map of which learned weight sits where (stnn-r) lives on the host."""
+    """W (stnn) or the map of which learned weight sits where (stnn-r) lives on the host.
+
+    W itself is never page-locked: rows are gathered on the host into two pinned staging
+    buffers, and only those are copied to the device (pinning W would briefly hold two
+    copies, and the caching host allocator rounds a pinned block up to a power of two)."""
 
     def __init__(self, edges: Edges, mode: str, chunk: int = 250):
         super().__init__()
@@ -96,18 +101,20 @@ class OffloadRelations(nn.Module):
             codes[learned] = torch.arange(int(learned.sum()), dtype=torch.int32) + 2
             self.host[row, rel, col] = codes
             self.edge_w = initial_edge_weights(edges)
-        self.staging = [torch.empty((chunk, self.host[0].numel()), dtype=self.host.dtype) for _ in range(2)]
+        self.staging: list[torch.Tensor] = []
         self.device, self.cuda, self.copy_stream = None, False, None
         self.ready = [None, None]  # event after the last copy out of each staging buffer
-        self.bytes_moved, self.cpu_seconds, self.events = 0, 0.0, []
+        self.bytes_moved, self.cpu_seconds, self.copy_seconds = 0, 0.0, 0.0
+        self.pending: list = []  # (start, done) events of copies not yet added to copy_seconds
+        self.pool: list = []
 
     def _attach(self, device: torch.device) -> None:
-        """On the first call: learn the training device; for CUDA, page-lock the host tensors
-        (pinned memory is what lets a copy run asynchronously on the side stream)."""
+        """On the first call: learn the training device and allocate the staging buffers,
+        page-locked on CUDA (what lets a copy run asynchronously on the side stream)."""
         self.device, self.cuda = device, device.type == "cuda"
+        shape = (self.chunk, self.host[0].numel())
+        self.staging = [torch.empty(shape, dtype=self.host.dtype, pin_memory=self.cuda) for _ in range(2)]
         if self.cuda:
-            self.host = self.host.pin_memory()
-            self.staging = [s.pin_memory() for s in self.staging]
             self.copy_stream = torch.cuda.Stream(device)
 
     def learned(self) -> torch.Tensor | None:
@@ -120,12 +127,26 @@ class OffloadRelations(nn.Module):
         w = clip01(self.edge_w)
         return torch.cat([w.new_zeros(1), w.new_ones(1), w])
 
+    def _event(self):
+        return self.pool.pop() if self.pool else torch.cuda.Event(enable_timing=True)
+
+    def _drain(self, wait: bool = False) -> None:
+        """Add finished copies' times to copy_seconds and recycle their events (query() does
+        not block), so the events in flight stay bounded by the copies in flight."""
+        while self.pending and (wait or self.pending[0][1].query()):
+            start, done = self.pending.pop(0)
+            done.synchronize()
+            self.copy_seconds += start.elapsed_time(done) / 1000.0
+            self.pool += [start, done]
+
     def _send(self, slot: int, rows_idx: torch.Tensor | None, block: slice | None) -> tuple[torch.Tensor, object]:
         """Put host rows into a staging buffer and start their copy to the device."""
         count = len(rows_idx) if rows_idx is not None else block.stop - block.start
         t0 = time.perf_counter()
         if self.ready[slot] is not None:
-            self.ready[slot].synchronize()  # the copy that last read this buffer has finished
+            # The host is about to overwrite this pinned buffer: the copy that last read it must
+            # be done (waits for that one copy, not for the device).
+            self.ready[slot].synchronize()
         stage = self.staging[slot][:count]
         if rows_idx is not None:
             torch.index_select(self.host.view(self.n, -1), 0, rows_idx, out=stage)
@@ -136,13 +157,13 @@ class OffloadRelations(nn.Module):
             out = stage.clone()  # the CPU stand-in for the host-to-device copy
             self.cpu_seconds += time.perf_counter() - t0
             return out.view(count, self.r, self.n), None
+        self._drain()
+        start, done = self._event(), self._event()
         with torch.cuda.stream(self.copy_stream):
-            start = torch.cuda.Event(enable_timing=True)
             start.record()
             out = stage.to(self.device, non_blocking=True)
-            done = torch.cuda.Event(enable_timing=True)
             done.record()
-        self.events.append((start, done))
+        self.pending.append((start, done))
         self.ready[slot] = done
         return out.view(count, self.r, self.n), done
 
@@ -162,9 +183,12 @@ class OffloadRelations(nn.Module):
             pending = nxt
         return torch.cat(outs)
 
-    def pair_context(self, factors: torch.Tensor, t: torch.Tensor, i: torch.Tensor) -> torch.Tensor:
+    def pair_context(self, factors: torch.Tensor, t: torch.Tensor, i: torch.Tensor, i_host=None) -> torch.Tensor:
+        """i_host: the batch's cells on the host (the trainer's host copy of the batch); the
+        rows of W are gathered by it, never by copying i back from the device."""
         z = factors.view(-1, self.n, factors.shape[1])
-        i_host, splits = i.cpu(), list(range(0, len(i), self.chunk))
+        i_host = i if i_host is None else i_host
+        splits = list(range(0, len(i), self.chunk))
         pieces = [(i_host[s:s + self.chunk], None) for s in splits]
         return self._stream(factors.device, pieces, lambda k, rows: torch.bmm(rows, z[t[splits[k]:splits[k] + self.chunk]]).flatten(1))
 
@@ -175,8 +199,8 @@ class OffloadRelations(nn.Module):
     def stats(self) -> dict:
         seconds = self.cpu_seconds
         if self.cuda:
-            torch.cuda.synchronize(self.device)
-            seconds = sum(a.elapsed_time(b) for a, b in self.events) / 1000.0
+            self._drain(wait=True)
+            seconds = self.copy_seconds
         return {"stream_s": seconds, "stream_mb": self.bytes_moved / 2**20}
 
 
@@ -231,7 +255,7 @@ class SparseRelations(nn.Module):
             return self.value
         return torch.cat([self.value.new_ones(1), clip01(self.edge_w)])[self.lid]
 
-    def pair_context(self, factors: torch.Tensor, t: torch.Tensor, i: torch.Tensor) -> torch.Tensor:
+    def pair_context(self, factors: torch.Tensor, t: torch.Tensor, i: torch.Tensor, i_host=None) -> torch.Tensor:
         b = len(i)
         e = self.ell[i]  # (B, width) edge ids
         value = self.edge_values()[e] * self.valid[i]

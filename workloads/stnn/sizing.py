@@ -65,7 +65,12 @@ def sizes(params: dict, seed: int = 0) -> dict:
             "t_train": months - params["test_steps"], "months": months, "cells": ocean.size}
 
 
-def predict_bytes(params: dict, batch_size: int, seed: int = 0) -> dict:
+def _pinned(nbytes: int) -> int:
+    """What CUDA's caching host allocator reserves for a pinned block: the next power of two."""
+    return 1 << (max(nbytes, 1) - 1).bit_length()
+
+
+def predict_bytes(params: dict, batch_size: int, device: str = "cpu", seed: int = 0) -> dict:
     """Predicted peak bytes of a training cell by where they live: "device" (the training
     device: everything on CPU) and "host" (what offload keeps in host memory). The terms are
     the tensors the code allocates; interpreter and library overhead is not included (the
@@ -94,7 +99,8 @@ def predict_bytes(params: dict, batch_size: int, seed: int = 0) -> dict:
         dev["relations W"] = w_bytes if mode == "stnn" else w_bytes * 4 + n * (r - 1) * n * (1 if mode == "stnn-r" else F32)
     elif backend == "offload":
         host["relations W (host)"] = w_bytes
-        host["staging buffers"] = 2 * params["chunk"] * r * n * F32
+        staging = params["chunk"] * r * n * F32  # two of them, pinned on CUDA
+        host["staging buffers"] = 2 * (_pinned(staging) if device.startswith("cuda") else staging)
     return {"device": dev, "host": host, "device_bytes": sum(dev.values()), "host_bytes": sum(host.values()), **s}
 
 
@@ -104,7 +110,7 @@ def skip(params: dict, batch_size: int, device: str, memory: dict) -> str | None
     reason = unsupported(params["relations"], params["mode"])
     if reason:
         return reason
-    p = predict_bytes(params, batch_size)
+    p = predict_bytes(params, batch_size, device)
     gib = lambda v: f"{v / 2**30:.1f} GiB"
     if device.startswith("cuda"):
         if memory.get("device_bytes") and p["device_bytes"] > memory["device_bytes"]:

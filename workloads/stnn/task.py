@@ -31,6 +31,11 @@ def _loss(model, x, y, step):
     return model(x, y)
 
 
+def _with_host_copy(x, y, device):
+    """The batch on the device, and its (pinned) host copy beside it for what the host reads."""
+    return (x.to(device, non_blocking=True), x), y.to(device, non_blocking=True)
+
+
 def _predict(model, x, y, mean, std):
     """Evaluation: the forecast, in the data's units."""
     return model(x, y) * std + mean
@@ -55,7 +60,8 @@ def make_task(params: dict, ctx: BuildContext) -> Task:
     s = {"n": edges.n, "r": edges.r, "width": int(np.diff(edges.rowptr()).max())}
     return Task(
         data=Data(pairs, ForecastSet(truth), source=f"{params['data']}:{edges.n} ocean cells x {series.shape[0]} months",
-                  mb=tensor_mb(pairs.series, truth), batch_sampler=partial(TwoPassSampler, pairs.n_dec, pairs.n_dyn)),
+                  mb=tensor_mb(pairs.series, truth), batch_sampler=partial(TwoPassSampler, pairs.n_dec, pairs.n_dyn),
+                  transfer=_with_host_copy),
         model=Model(model, _loss, partial(_predict, mean=mean, std=std)),
         metric=Metric("test_rmse", sum=lambda p, y: ((p - y) ** 2).sum(), naive=persistence,
                       count=lambda y: float(y.numel()), finish=lambda total, count: float(np.sqrt(total / max(count, 1)))),

@@ -1,0 +1,127 @@
+"""The measurements behind `stbench doctor`, in a child process (torch):
+
+    python -m stbench.child.checks phase-timing|overhead|gpu-load DEVICE   -> JSON on stdout
+
+phase-timing  a short run of a real workload (cnn-strain) with a synchronized wall clock read
+              after every step: the phases of the steps must add up to the wall time between
+              the first and the last step's end
+overhead      the trainer's instrumented step against a bare step on the same batch, in the
+              same process, blocks alternating (also `benchmarks/overhead.py`)
+gpu-load      a matmul loop for a few seconds, for the sampler's energy check
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import statistics
+import sys
+import time
+
+import torch
+
+from ..contract import BuildContext
+from ..plan.registry import get
+from ..plan.spec import RunSpec
+from .timing import Clock, resolve
+from .trainer import LoopConfig, Trainer
+
+
+def make_trainer(device: str, workload: str = "cnn-strain", preset: str = "smoke", samples: int = 4096,
+                 clock: Clock | None = None) -> Trainer:
+    """A trainer of a workload's preset on `device`, outside any study (warm-up 0)."""
+    w = get(workload)
+    params = {name: p.default for name, p in w.all_params.items()}
+    preset_values = dict(w.presets[preset])
+    batch = preset_values.pop("batch_size", 64)
+    preset_values.pop("epochs", None)
+    params.update(preset_values, warmup_steps=0)
+    if "n_samples" in params:
+        params["n_samples"] = max(samples, 4 * batch)
+    spec = RunSpec(workload, device, "single", batch, 1, params=tuple(sorted(params.items())))
+    trainer = Trainer(w.build(params, BuildContext(device=device)), LoopConfig.from_spec(spec), torch.device(device))
+    if clock is not None:
+        trainer.clock = trainer.probe.clock = clock
+    return trainer
+
+
+def phase_timing(device: str, steps: int = 40, clock: Clock | None = None) -> dict:
+    """Phases of steps 2..N (device clock) against the synchronized wall clock from the end
+    of step 1 to the end of step N."""
+    trainer = make_trainer(device, clock=clock)
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    ends: list[float] = []
+    trainer.step_hook = lambda step: (sync(), ends.append(time.perf_counter()))
+    trainer.sampler.set_epoch(0)
+    it, loss_sum = itertools.cycle(trainer.train_loader), torch.zeros((), device=trainer.device)
+    marks, start = [], trainer.clock.mark()
+    for _ in range(steps):
+        marks.append(trainer._step(it, start, loss_sum))
+        start = marks[-1].end
+    times = resolve(trainer.clock, marks)
+    # the hook runs inside a step, so step k's wall time ends at the hook of step k
+    return {"steps": steps - 1, "phases_s": times.step_seconds(skip=1), "wall_s": ends[-1] - ends[0]}
+
+
+def overhead(device: str, steps: int = 50, blocks: int = 6, workload: str = "cnn-strain",
+             preset: str = "smoke") -> dict:
+    """Seconds per step: a bare step and the trainer's instrumented step on the same batch.
+    Blocks alternate (ABBA) so drift of the machine falls on both equally."""
+    trainer = make_trainer(device, workload, preset)
+    x, y = trainer.transfer(*next(iter(trainer.train_loader)), trainer.device)
+    model, opt, sched, loss = trainer.model, trainer.optimizer, trainer.schedule, trainer.task.model.loss
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+
+    def bare(n: int) -> None:
+        for _ in range(n):
+            opt.zero_grad(set_to_none=True)
+            loss(model, x, y, 0).backward()
+            opt.step()
+            sched.step()
+
+    def instrumented(n: int) -> None:
+        it, total = itertools.repeat((x, y)), torch.zeros((), device=trainer.device)
+        marks, start = [], trainer.clock.mark()
+        for _ in range(n):
+            marks.append(trainer._step(it, start, total))
+            start = marks[-1].end
+        resolve(trainer.clock, marks)  # the per-epoch read-out belongs to the cost too
+
+    def per_step(fn) -> float:
+        sync()
+        t = time.perf_counter()
+        fn(steps)
+        sync()
+        return (time.perf_counter() - t) / steps
+
+    trainer.transfer = lambda a, b, d: (a, b)  # the batch is already on the device
+    bare(10), instrumented(10)  # warm-up
+    bares, diffs = [], []
+    for block in range(blocks):
+        first, second = (instrumented, bare) if block % 2 else (bare, instrumented)
+        a, b = per_step(first), per_step(second)
+        i, s = (a, b) if first is instrumented else (b, a)
+        bares.append(s)
+        diffs.append(i - s)
+    return {"bare_step_s": statistics.median(bares), "overhead_s": statistics.median(diffs),
+            "spread_s": [min(diffs), max(diffs)], "steps": steps, "blocks": blocks,
+            "threads": torch.get_num_threads()}
+
+
+def gpu_load(device: str, seconds: float = 6.0) -> dict:
+    """Keep the GPU busy with fp32 matmuls for `seconds` (what the energy counter is checked on)."""
+    a = torch.randn(4096, 4096, device=device)
+    t0, n = time.perf_counter(), 0
+    while time.perf_counter() - t0 < seconds:
+        a = (a @ a).clamp_(-1, 1)
+        n += 1
+        if n % 20 == 0:
+            torch.cuda.synchronize()
+    torch.cuda.synchronize()
+    return {"seconds": time.perf_counter() - t0, "matmuls": n}
+
+
+CHECKS = {"phase-timing": phase_timing, "overhead": overhead, "gpu-load": gpu_load}
+
+if __name__ == "__main__":
+    print(json.dumps(CHECKS[sys.argv[1]](sys.argv[2])))

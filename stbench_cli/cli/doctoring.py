@@ -1,0 +1,38 @@
+"""`stbench doctor`: checks the timing method on this machine; exit 1 if one fails."""
+
+from __future__ import annotations
+
+import datetime as dt
+import socket
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ..errors import StbenchError
+from . import render
+from .app import app
+from .options import Devices
+
+
+@app.command()
+def doctor(
+    device: Devices = None,
+    out: Annotated[Optional[Path], typer.Option(help="folder for doctor.json (default: results/<stamp>-<host>-doctor)")] = None,
+) -> None:
+    """Check phase timing, instrumentation overhead, DDP sync, sampling and peaks on this machine."""
+    from ..plan.spec import check_device
+    from ..runner import doctor as checks
+    from ..runner import envinfo
+
+    devices = [check_device(d) for d in device or ["cpu"]]
+    env = envinfo.collect()
+    for d in devices:
+        if d.startswith("cuda") and not env.gpu(d):
+            raise StbenchError(f"--device {d}: no such GPU is visible ({env.gpu_count} GPU(s))")
+    results = checks.run(devices, env, on_done=render.check_line)
+    folder = out or Path("results") / f"{dt.datetime.now():%Y%m%d-%H%M%S}-{socket.gethostname()}-doctor"
+    path = checks.write(folder, results, env)
+    render.checks_table(results, path)
+    if any(c.status == "FAIL" for c in results):
+        raise typer.Exit(1)

@@ -1,0 +1,161 @@
+"""`stbench doctor`: check the timing method on this machine before trusting its numbers.
+
+Each check measures (in a child process where torch is needed) and is then judged against a
+stated tolerance by a pure function, so every verdict can be tested, and made to fail:
+
+    phase-timing  the phases of a real run's steps add up to a synchronized wall clock   (5%)
+    overhead      the instrumentation costs a small part of a step                        (5%)
+    ddp-sync      sync_s of a 2-rank world agrees with DDP's own exposed communication   (25%)
+    sampling      every psutil field and, on a GPU, every NVML field is readable; the GPU's
+                  energy counter agrees with mean sampled power x time                   (25%)
+    peaks         the fp32 matmul and copy peaks that peak_fraction divides by are measured
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..store.machine import EnvInfo
+from . import envinfo
+from .nvml import GpuReader, handles
+from .sysmon import SystemSampler
+
+TOLERANCE = {"phase-timing": 0.05, "overhead": 0.05, "ddp-sync": 0.25, "energy": 0.25}
+CPU_FIELDS = ("proc_cpu_pct", "proc_rss_mb", "sys_cpu_pct", "sys_mem_pct")
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    device: str
+    status: str  # PASS | FAIL | SKIP
+    detail: str
+    figures: dict = field(default_factory=dict)
+
+
+def _rel(a: float, b: float) -> float:
+    return abs(a - b) / max(abs(b), 1e-12)
+
+
+def judge_phase_timing(device: str, f: dict) -> Check:
+    off, tol = _rel(f["phases_s"], f["wall_s"]), TOLERANCE["phase-timing"]
+    detail = (f"phases of {f['steps']} steps {f['phases_s']:.4f} s vs synchronized wall clock "
+              f"{f['wall_s']:.4f} s: {100 * off:.1f}% apart (tolerance {100 * tol:.0f}%)")
+    return Check("phase-timing", device, "PASS" if off <= tol else "FAIL", detail, f)
+
+
+def judge_overhead(device: str, f: dict) -> Check:
+    share, tol = f["overhead_s"] / f["bare_step_s"], TOLERANCE["overhead"]
+    detail = (f"instrumented step {1e6 * f['overhead_s']:+.1f} us against a bare {1e3 * f['bare_step_s']:.3f} ms "
+              f"step: {100 * share:+.2f}% (tolerance {100 * tol:.0f}%)")
+    return Check("overhead", device, "PASS" if share <= tol else "FAIL", detail, f)
+
+
+def judge_ddp(device: str, f: dict) -> Check:
+    if f.get("status") != "ok":
+        return Check("ddp-sync", device, "FAIL", f"the 2-rank cell ended {f.get('status')}: {f.get('reason')}", f)
+    ours, theirs = f["sync_s"] / f["steps"], f["ddp_exposed_comm_s"] / f["steps"]
+    off, tol = _rel(ours, theirs), TOLERANCE["ddp-sync"]
+    detail = (f"sync_s {1e3 * ours:.3f} ms/step vs DDP's exposed communication {1e3 * theirs:.3f} ms/step "
+              f"({f['backend']}, 2 ranks): {100 * off:.0f}% apart (tolerance {100 * tol:.0f}%)")
+    return Check("ddp-sync", device, "PASS" if off <= tol else "FAIL", detail, f)
+
+
+def judge_sampling(device: str, rows: list[dict], unavailable: set[str], errors: list[str],
+                   gpu_energy_j: float | None = None, seconds: float = 0.0) -> Check:
+    cuda = device.startswith("cuda")
+    figures = {"samples": len(rows), "unavailable": sorted(unavailable), "errors": errors[:3]}
+    missing = sorted({f for f in CPU_FIELDS for r in rows if r.get(f) is None} | unavailable)
+    if not rows or errors or missing:
+        why = "no sample" if not rows else f"unreadable: {', '.join(missing)}" if missing else errors[0]
+        return Check("sampling", device, "FAIL", f"{why} (system.csv would lack them)", figures)
+    if not cuda:
+        return Check("sampling", device, "PASS", f"psutil fields readable in {len(rows)} samples", figures)
+    power = [r["gpu_power_w"] for r in rows]
+    expected = sum(power) / len(power) * seconds
+    off = _rel(gpu_energy_j, expected) if gpu_energy_j else float("inf")
+    figures.update(energy_j=gpu_energy_j, mean_power_w=sum(power) / len(power), seconds=seconds)
+    detail = (f"NVML and psutil fields readable; energy counter {gpu_energy_j or 0:.0f} J vs mean power x time "
+              f"{expected:.0f} J: {100 * off:.0f}% apart (tolerance {100 * TOLERANCE['energy']:.0f}%)")
+    return Check("sampling", device, "PASS" if off <= TOLERANCE["energy"] else "FAIL", detail, figures)
+
+
+def judge_peaks(device: str, peak: dict | None) -> Check:
+    if not peak or not peak.get("matmul_gflops") or not peak.get("mem_gbps"):
+        return Check("peaks", device, "FAIL", "the peak could not be measured", peak or {})
+    detail = (f"{peak['matmul_gflops']:,.1f} GFLOP/s fp32 matmul, {peak['mem_gbps']:.1f} GB/s copy "
+              f"({peak['threads']} threads)")
+    return Check("peaks", device, "PASS", detail, peak)
+
+
+def child_check(name: str, device: str) -> dict:
+    proc = subprocess.run([sys.executable, "-m", "stbench.child.checks", name, device], capture_output=True,
+                          text=True)
+    if proc.returncode != 0:
+        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+        raise RuntimeError(lines[-1] if lines else f"exit code {proc.returncode}")
+    return json.loads(proc.stdout)
+
+
+def sampling_check(device: str, env: EnvInfo) -> Check:
+    """Sample a process for a few seconds: this one on CPU, a GPU load on a GPU."""
+    if not device.startswith("cuda"):
+        sampler = SystemSampler(os.getpid(), None, 0.2).start()
+        time.sleep(2.0)
+        sampler.stop()
+        return judge_sampling(device, sampler.rows, sampler.unavailable, sampler.errors)
+    index = int(device.split(":")[1]) if ":" in device else 0
+    load = subprocess.Popen([sys.executable, "-m", "stbench.child.checks", "gpu-load", device],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    sampler = SystemSampler(load.pid, GpuReader(handles(env.gpu_uuids([index]))), 0.2).start()
+    t0 = time.perf_counter()
+    load.wait()
+    energy, seconds = sampler.stop()["gpu_energy_j"], time.perf_counter() - t0
+    return judge_sampling(device, sampler.rows, sampler.unavailable, sampler.errors, energy, seconds)
+
+
+def run_check(name: str, device: str, env: EnvInfo) -> Check:
+    """One check on one device; an error while measuring is a FAIL naming it."""
+    from .ddp_check import ddp_figures
+
+    try:
+        if name == "phase-timing":
+            return judge_phase_timing(device, child_check(name, device))
+        if name == "overhead":
+            return judge_overhead(device, child_check(name, device))
+        if name == "ddp-sync":
+            figures = ddp_figures(device, env, Path(tempfile.mkdtemp(prefix="stbench-doctor-")))
+            return figures if isinstance(figures, Check) else judge_ddp(device, figures)
+        if name == "sampling":
+            return sampling_check(device, env)
+        return judge_peaks(device, envinfo.peaks(env, [device]).get(device))
+    except Exception as exc:  # a check that cannot even measure has failed
+        return Check(name, device, "FAIL", f"could not measure: {type(exc).__name__}: {exc}")
+
+
+CHECKS = ("phase-timing", "overhead", "ddp-sync", "sampling", "peaks")
+
+
+def run(devices: list[str], env: EnvInfo, on_done=lambda check: None) -> list[Check]:
+    out = []
+    for device in devices:
+        for name in CHECKS:
+            check = run_check(name, device, env)
+            on_done(check)
+            out.append(check)
+    return out
+
+
+def write(folder: Path, checks: list[Check], env: EnvInfo) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "doctor.json"
+    path.write_text(json.dumps({"env": env.to_dict(), "tolerance": TOLERANCE,
+                                "checks": [asdict(c) for c in checks]}, indent=1, default=str))
+    return path

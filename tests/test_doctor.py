@@ -1,0 +1,76 @@
+"""`stbench doctor`: passes on this CPU, and each check can fail."""
+
+import json
+import os
+import time
+
+import torch
+
+from stbench.child import checks
+from stbench.child.timing import Clock
+from stbench.runner import doctor
+from stbench.runner.nvml import GpuReader
+from stbench.runner.sysmon import SystemSampler
+from tests.helpers import stbench
+
+
+def test_doctor_passes_on_the_cpu_and_writes_doctor_json(tmp_path):
+    proc = stbench("doctor", "--device", "cpu", "--out", tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads((tmp_path / "doctor.json").read_text())
+    assert [(c["name"], c["status"]) for c in report["checks"]] == [
+        (name, "PASS") for name in ("phase-timing", "overhead", "ddp-sync", "sampling", "peaks")]
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("PASS ")]
+    assert len(lines) == 5 and "DDP's exposed communication" in proc.stdout
+    ddp = next(c for c in report["checks"] if c["name"] == "ddp-sync")["figures"]
+    assert ddp["sync_s"] > 0 and ddp["ddp_exposed_comm_s"] > 0 and ddp["steps"] > 0
+
+
+class SkewedClock(Clock):
+    """A device clock that runs 20% slow: what a phase measured on the wrong stream, or a
+    gap between steps, would look like."""
+
+    def seconds(self, start, end):
+        return 0.8 * super().seconds(start, end)
+
+
+def test_a_skewed_clock_fails_phase_timing():
+    good = doctor.judge_phase_timing("cpu", checks.phase_timing("cpu", steps=12))
+    bad = doctor.judge_phase_timing("cpu", checks.phase_timing("cpu", steps=12, clock=SkewedClock(torch.device("cpu"))))
+    assert good.status == "PASS" and bad.status == "FAIL" and "20.0% apart" in bad.detail
+
+
+def _raise(handle):
+    raise RuntimeError("NVML_ERROR_NOT_SUPPORTED")
+
+
+def test_a_sampler_field_that_raises_fails_sampling():
+    readers = {"gpu_util_pct": lambda h: 90.0, "gpu_mem_mb": lambda h: 1e3, "gpu_power_w": _raise,
+               "gpu_energy_mj": lambda h: 1e6}
+    sampler = SystemSampler(os.getpid(), GpuReader([object()], readers), 0.05).start()
+    time.sleep(0.4)
+    sampler.stop()
+    check = doctor.judge_sampling("cuda:0", sampler.rows, sampler.unavailable, sampler.errors, 100.0, 1.0)
+    assert check.status == "FAIL" and "unreadable: gpu_power_w" in check.detail
+    assert sampler.rows  # the sampler itself went on
+
+
+def test_energy_that_disagrees_with_power_times_time_fails():
+    rows = [{**dict.fromkeys(doctor.CPU_FIELDS, 1.0), "gpu_power_w": 300.0} for _ in range(10)]
+    assert doctor.judge_sampling("cuda", rows, set(), [], 1500.0, 5.0).status == "PASS"  # 300 W x 5 s
+    assert doctor.judge_sampling("cuda", rows, set(), [], 900.0, 5.0).status == "FAIL"
+
+
+def test_ddp_overhead_and_peak_verdicts_can_fail():
+    ddp = {"status": "ok", "steps": 40, "sync_s": 0.10, "ddp_exposed_comm_s": 0.096, "backend": "gloo"}
+    assert doctor.judge_ddp("cpu", ddp).status == "PASS"
+    assert doctor.judge_ddp("cpu", {**ddp, "sync_s": 0.2}).status == "FAIL"  # sync_s counted twice
+    assert doctor.judge_ddp("cpu", {"status": "failed", "reason": "x"}).status == "FAIL"
+    assert doctor.judge_overhead("cpu", {"overhead_s": 1e-6, "bare_step_s": 1e-3}).status == "PASS"
+    assert doctor.judge_overhead("cpu", {"overhead_s": 1e-4, "bare_step_s": 1e-3}).status == "FAIL"
+    assert doctor.judge_peaks("cpu", None).status == "FAIL"
+
+
+def test_cuda_without_a_gpu_is_one_line():
+    proc = stbench("doctor", "--device", "cuda")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "no such GPU" in proc.stderr

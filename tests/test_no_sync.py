@@ -1,0 +1,133 @@
+"""No training step makes the host wait for the device.
+
+On a GPU, `.item()`, `.cpu()`, `.tolist()`, `.numpy()` and `as_tensor(..., device=cuda)` in a
+step block the host until the device catches up, and the phase figures then charge that wait
+to the wrong phase. This runs training steps of every workload and data mode on the CPU under a
+function mode that records such calls made by stbench's own code (torch's internals, e.g.
+Adam reading its CPU step counter, are not ours), plus a plain-text guard on the patterns a
+review found.
+"""
+
+import inspect
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch.overrides import TorchFunctionMode
+
+from stbench.child.trainer import LoopConfig, Trainer
+from stbench.contract import BuildContext
+from stbench.plan.registry import get
+from stbench.plan.spec import RunSpec
+from tests.helpers import preset_params
+
+ROOT = Path(__file__).parent.parent
+OURS = (str(ROOT / "stbench_cli"), str(ROOT / "workloads"))
+BLOCKING = {"item", "cpu", "tolist", "numpy"}
+
+
+class HostReads(TorchFunctionMode):
+    """Records blocking reads that stbench's code (the immediate caller) makes."""
+
+    def __init__(self, roots: tuple[str, ...] = OURS):
+        super().__init__()
+        self.roots, self.calls = roots, []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        caller = sys._getframe(1)
+        if caller.f_code.co_filename.startswith(self.roots) and (
+                name in BLOCKING or (name in ("as_tensor", "tensor") and "device" in kwargs)):
+            self.calls.append(f"{name} at {Path(caller.f_code.co_filename).name}:{caller.f_lineno}")
+        return func(*args, **kwargs)
+
+
+CASES = {
+    "cnn-strain": dict(n_samples=512),
+    "lstm-era5": {},
+    "lstm-era5 per-item": dict(loader="per-item"),
+    "dcrnn index": dict(steps=1200, batching="index"),
+    "dcrnn base": dict(steps=1200, batching="base"),
+    "dcrnn gpu-index": dict(steps=1200, batching="gpu-index"),
+    "dcrnn tiny": dict(steps=1200, model="tiny", clip=0.0),
+    # max_steps cuts both of stnn's passes in proportion: decoder and dynamics batches both run
+    "stnn dense": dict(relations="dense", max_steps=4),
+    "stnn offload": dict(relations="offload", chunk=50, max_steps=4),
+    "stnn sparse": dict(relations="sparse", max_steps=4),
+    "stnn-r offload": dict(relations="offload", mode="stnn-r", chunk=50, max_steps=4),
+    "stnn-r sparse": dict(relations="sparse", mode="stnn-r", max_steps=4),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_training_steps_make_no_blocking_host_read(case):
+    name = {"dcrnn": "dcrnn-pems", "stnn-r": "stnn"}.get(case.split()[0], case.split()[0])
+    params = preset_params(name, warmup_steps=0, **CASES[case])
+    w = get(name)
+    spec = RunSpec(name, "cpu", "single", w.presets["smoke"]["batch_size"], 1, params=tuple(sorted(params.items())))
+    trainer = Trainer(w.build(params, BuildContext()), LoopConfig.from_spec(spec), torch.device("cpu"))
+    trainer.sampler.set_epoch(0)
+    it, loss_sum = iter(trainer.train_loader), torch.zeros(())
+    steps = min(4, len(trainer.train_loader))
+    with HostReads() as spy:
+        start = trainer.clock.mark()
+        for _ in range(steps):
+            start = trainer._step(it, start, loss_sum).end
+    assert spy.calls == []
+    assert torch.isfinite(loss_sum)
+
+
+def test_the_spy_sees_a_blocking_read_in_a_step():
+    class Leaky(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 1)
+
+        def forward(self, x):
+            return self.lin(x) * float(x.sum().item() > -1e9)  # a host read, as a careless model does
+
+    with HostReads(roots=(__file__,)) as spy:
+        Leaky()(torch.ones(2, 4))
+    assert [c.split(" at ")[0] for c in spy.calls] == ["item"]
+
+
+# The patterns the review found, by file: each was a blocking copy or read in every step.
+KNOWN = {
+    "workloads/stnn/relations.py": r"\bi\.cpu\(\)",
+    "workloads/stnn/optim.py": r"\.coalesce\(\)",
+    "workloads/dcrnn_pems/windows.py": r"as_tensor\([^)]*device=",
+}
+
+
+@pytest.mark.parametrize("path,pattern", KNOWN.items())
+def test_known_blocking_patterns_are_gone(path, pattern):
+    text = (ROOT / path).read_text()
+    assert not re.search(pattern, text), f"{path} has {pattern}"
+
+
+def test_the_trainers_step_reads_nothing_back():
+    from stbench.child import trainer
+
+    source = inspect.getsource(trainer.Trainer._step)
+    assert not re.search(r"\.(item|cpu|tolist|numpy)\(\)", source)
+
+
+def test_synchronisations_are_counted_per_profiled_step(tmp_path):
+    """A Chrome trace in torch.profiler's layout: steps as ProfilerStep#k ranges, CUDA runtime
+    calls in category cuda_runtime (an .item() is a cudaMemcpyAsync then a cudaStreamSynchronize)."""
+    import json
+
+    from stbench.report.syncs import summary, syncs_per_step
+
+    events = [{"name": "ProfilerStep#3", "ph": "X", "ts": 0, "dur": 100, "cat": "user_annotation"},
+              {"name": "ProfilerStep#4", "ph": "X", "ts": 100, "dur": 100, "cat": "user_annotation"},
+              {"name": "cudaLaunchKernel", "ph": "X", "ts": 10, "dur": 1, "cat": "cuda_runtime"},
+              {"name": "cudaMemcpyAsync", "ph": "X", "ts": 150, "dur": 1, "cat": "cuda_runtime"},
+              {"name": "cudaStreamSynchronize", "ph": "X", "ts": 152, "dur": 5, "cat": "cuda_runtime"}]
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    assert syncs_per_step(path) == {3: [], 4: ["cudaStreamSynchronize"]}
+    assert summary(path).startswith("host-device synchronisations per profiled step: max 1, total 1 over 2 steps")
