@@ -66,8 +66,8 @@ def test_ddp_overhead_and_peak_verdicts_can_fail():
     assert doctor.judge_ddp("cpu", ddp).status == "PASS"
     assert doctor.judge_ddp("cpu", {**ddp, "sync_s": 0.2}).status == "FAIL"  # sync_s counted twice
     assert doctor.judge_ddp("cpu", {"status": "failed", "reason": "x"}).status == "FAIL"
-    assert doctor.judge_overhead("cpu", {"overhead_s": 1e-6, "bare_step_s": 1e-3}).status == "PASS"
-    assert doctor.judge_overhead("cpu", {"overhead_s": 1e-4, "bare_step_s": 1e-3}).status == "FAIL"
+    assert doctor.judge_overhead("cpu", {"min_overhead_s": 1e-6, "min_bare_step_s": 1e-3}).status == "PASS"
+    assert doctor.judge_overhead("cpu", {"min_overhead_s": 1e-4, "min_bare_step_s": 1e-3}).status == "FAIL"
     assert doctor.judge_peaks("cpu", None).status == "FAIL"
 
 

@@ -47,7 +47,8 @@ def test_compare_reads_the_study(study, tmp_path):
     assert "| batch_size   | epochs   | cpu" in proc.stdout
     assert (tmp_path / "compare.md").read_text() == proc.stdout
     assert (tmp_path / "compare.csv").read_text().startswith("workload,device,")
-    assert sorted(p.name for p in tmp_path.glob("*.png")) == ["cnn-strain-phases.png", "cnn-strain-wall-vs-epochs.png"]
+    assert sorted(p.name for p in tmp_path.glob("*.png")) == ["cnn-strain-memory.png", "cnn-strain-phases.png",
+                                                                "cnn-strain-wall-vs-epochs.png"]
 
 
 def test_bad_data_files_leave_results_intact(study, tmp_path):

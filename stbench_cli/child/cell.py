@@ -33,8 +33,10 @@ def classify(exc: BaseException) -> str:
 
 
 def last_line(exc: BaseException) -> str:
-    lines = [ln.strip() for ln in traceback.format_exception_only(type(exc), exc) if ln.strip()]
-    return lines[-1] if lines else type(exc).__name__
+    """The exception as one line (a message that spans lines, e.g. with a module's repr, is
+    joined), for the row's reason."""
+    message = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {message}"[:400] if message else type(exc).__name__
 
 
 def write_result(path: Path, result: CellResult) -> None:

@@ -23,7 +23,7 @@ import torch
 
 from ..contract import Task, TrainerParams
 from ..store.rows import PHASE_COLUMNS, STEP_PHASES, CellResult, EpochRow, Figures
-from . import ddp
+from . import ddp, memory, strategies
 from .loader import build_loaders
 from .timing import Clock, StepMarks, resolve
 
@@ -37,10 +37,12 @@ class LoopConfig:
     knobs: TrainerParams
     seed: int = 0
     run_id: str = ""
+    strategy: str = "single"
 
     @classmethod
     def from_spec(cls, spec) -> "LoopConfig":
-        return cls(spec.batch_size, spec.epochs, TrainerParams.from_params(spec.param_dict), spec.seed, spec.run_id)
+        return cls(spec.batch_size, spec.epochs, TrainerParams.from_params(spec.param_dict), spec.seed, spec.run_id,
+                   spec.strategy)
 
 
 def scaled_lr(knobs: TrainerParams, world_size: int) -> float:
@@ -88,9 +90,9 @@ class Trainer:
         self.flops_per_sample = task.flops_per_sample or count_flops(
             lambda: task.model.loss(module, x, y, 0), module, len(x))
         self.probe = ddp.SyncProbe(self.clock)
-        self.model = ddp.wrap(module, device, self.probe) if world_size > 1 else module
-        factory = task.optim.factory or torch.optim.Adam
-        self.optimizer = factory(self.model.parameters(), lr=scaled_lr(cfg.knobs, world_size))
+        self.model = strategies.parallelize(cfg.strategy, module, device, world_size, self.probe)
+        self.optimizer = strategies.make_optimizer(cfg.strategy, task.optim.factory, self.model.parameters(),
+                                                   scaled_lr(cfg.knobs, world_size))
         self.global_step = 0
         warm = max(cfg.knobs.lr_warmup_steps, 1)
         self.schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: min(1.0, (s + 1) / warm))
@@ -104,6 +106,7 @@ class Trainer:
         data = self.clock.mark()
         x, y = self.transfer(x, y, self.device)
         h2d = self.clock.mark()
+        self.last_batch = (x, y)
         self.optimizer.zero_grad(set_to_none=True)
         loss = self.task.model.loss(self.model, x, y, self.global_step)
         loss.backward()
@@ -179,9 +182,26 @@ class Trainer:
                 status, reason = "diverged", f"non-finite loss ({row.train_loss}) in epoch {epoch + 1}"
                 break
         wall = time.perf_counter() - t_start
-        figures = self._figures(epochs, wall, steady_time, steady_steps, warmup)
+        figures = replace(self._figures(epochs, wall, steady_time, steady_steps, warmup), **self._memory())
         extras = self.task.extras() if self.task.extras else {}
         return CellResult(status, reason, figures, tuple(epochs), extras)
+
+    def _memory(self) -> dict:
+        """Where this rank's memory went (the max over ranks), after training: parameters,
+        gradients and optimizer state it holds, and one more step's activation peak (not in a
+        profiled run, whose profiler records memory itself)."""
+        held = [memory.param_bytes(self.model), memory.grad_bytes(self.model),
+                memory.optimizer_state_bytes(strategies.local_optimizer(self.optimizer))]
+        activation, source = 0.0, None
+        if self.step_hook is None:
+            x, y = self.last_batch
+            self.optimizer.zero_grad(set_to_none=True)
+            step = lambda: self.task.model.loss(self.model, x, y, self.global_step).backward()  # noqa: E731
+            activation, source = memory.activation_peak(step, self.model, self.device)
+            self.optimizer.zero_grad(set_to_none=True)
+        params, grads, state, activation = ddp.reduce([v / 2**20 for v in held] + [activation], self.device)
+        return dict(param_mb=params, grad_mb=grads, optim_state_mb=state,
+                    activation_peak_mb=activation if source else None, activation_source=source)
 
     def _figures(self, epochs: list[EpochRow], wall, steady_time, steady_steps, warmup) -> Figures:
         columns = [*PHASE_COLUMNS, "train_s", "data_wait_s"]

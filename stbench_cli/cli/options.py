@@ -12,8 +12,8 @@ LIST_OPTIONS = ("--device", "--strategy", "--nproc", "--batch-size", "--epochs")
 
 Workload = Annotated[str, typer.Argument(help="a workload from `stbench list`")]
 Devices = Annotated[Optional[list[str]], typer.Option("--device", help="cpu, cuda, cuda:N (several: an axis)")]
-Strategies = Annotated[Optional[list[str]], typer.Option("--strategy", help="single, ddp")]
-Nprocs = Annotated[Optional[list[int]], typer.Option("--nproc", help="processes per ddp cell")]
+Strategies = Annotated[Optional[list[str]], typer.Option("--strategy", help="single, ddp, zero1, fsdp")]
+Nprocs = Annotated[Optional[list[int]], typer.Option("--nproc", help="processes per ddp/zero1/fsdp cell")]
 Batches = Annotated[Optional[list[int]], typer.Option("--batch-size", help="per-process batch sizes")]
 Epochs = Annotated[Optional[list[int]], typer.Option("--epochs", help="epoch counts")]
 Sets = Annotated[Optional[list[str]], typer.Option("--set", help="workload parameter axis: key=v1,v2")]

@@ -22,7 +22,7 @@ def warn(message: str) -> None:
 
 
 def cell_label(spec) -> str:
-    world = f" x{spec.world_size}" if spec.strategy == "ddp" else ""
+    world = f" x{spec.world_size}" if spec.strategy != "single" else ""
     return f"{spec.device} {spec.strategy}{world} batch={spec.batch_size} epochs={spec.epochs} repeat={spec.repeat}"
 
 

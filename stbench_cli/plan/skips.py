@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..contract import Workload
 from ..store.machine import EnvInfo
-from .spec import RunSpec
+from .spec import DISTRIBUTED, RunSpec
 
 
 def skip_reason(run: RunSpec, gpu_count: int, strategies: tuple[str, ...]) -> str | None:
@@ -18,12 +18,12 @@ def skip_reason(run: RunSpec, gpu_count: int, strategies: tuple[str, ...]) -> st
             return f"{run.device} requested, but no GPU is visible (torch.cuda.is_available() is False)"
         if ":" in run.device:
             index = int(run.device.split(":")[1])
-            if run.strategy == "ddp":
-                return "ddp on cuda puts one rank on each GPU: use --device cuda, not a numbered device"
+            if run.strategy in DISTRIBUTED:
+                return f"{run.strategy} on cuda puts one rank on each GPU: use --device cuda, not a numbered device"
             if index >= gpu_count:
                 return f"{run.device} requested, but only {gpu_count} GPU(s) are visible (cuda:0..cuda:{gpu_count - 1})"
-        if run.strategy == "ddp" and run.world_size > gpu_count:
-            return f"ddp with nproc={run.world_size} on cuda needs {run.world_size} GPUs, {gpu_count} visible"
+        if run.strategy in DISTRIBUTED and run.world_size > gpu_count:
+            return f"{run.strategy} with nproc={run.world_size} on cuda needs {run.world_size} GPUs, {gpu_count} visible"
     return None
 
 

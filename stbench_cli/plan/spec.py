@@ -14,7 +14,8 @@ from dataclasses import asdict, dataclass
 
 from ..errors import StbenchError
 
-STRATEGIES = ("single", "ddp")
+STRATEGIES = ("single", "ddp", "zero1", "fsdp")
+DISTRIBUTED = STRATEGIES[1:]  # each cell a torchrun world of nproc processes per node
 _DEVICE_RE = re.compile(r"^(cpu|cuda(:\d+)?)$")
 
 
@@ -79,7 +80,7 @@ def expand(m: MatrixSpec) -> list[RunSpec]:
 
     Repeats are the outermost loop: a whole round of cells runs before the next repeat,
     so slow drift of the machine (thermal, other load) spreads over every cell instead of
-    biasing the one that happened to run last. `nproc` only applies to `ddp`; a `single`
+    biasing the one that happened to run last. `nproc` only applies to the distributed strategies; a `single`
     cell is world size 1 whatever nproc lists, and duplicates are dropped.
     """
     axis_names = [name for name, _ in m.axes]
@@ -98,7 +99,7 @@ def expand(m: MatrixSpec) -> list[RunSpec]:
                 strategy=strategy,
                 batch_size=batch,
                 epochs=epochs,
-                world_size=nproc if strategy == "ddp" else 1,
+                world_size=nproc if strategy in DISTRIBUTED else 1,
                 repeat=repeat,
                 seed=m.seed,
                 preset=m.preset,

@@ -63,4 +63,10 @@ def write_plots(df: pd.DataFrame, folder: Path) -> list[Path]:
         ax.tick_params(axis="x", rotation=60)
         ax.legend()
         paths.append(_save(fig, folder / f"{workload}-phases.png"))
+        if "param_mb" in w.columns and w["param_mb"].notna().any():
+            from .memory import memory_figure
+            from .tables import _varying, keys_of
+
+            varying = _varying(w, keys_of(w)) or ["label"]
+            paths.append(_save(memory_figure(w, varying, workload), folder / f"{workload}-memory.png"))
     return paths

@@ -160,12 +160,17 @@ def markdown(table: pd.DataFrame) -> str:
 def report(df: pd.DataFrame, metric: str = "wall_s", rows: str = "epochs", cols: str = "device",
            baseline: tuple[str, str] | None = None) -> str:
     """The whole compare output as Markdown."""
+    from .memory import memory_tables
+
     parts = []
     main, phases, scale = pivot(df, metric, rows, cols, baseline), phase_shares(df), scaling(df)
+    memory = memory_tables(df, keys_of, _varying)
     for workload, table in main.items():
         parts.append(f"## {workload}: {metric} (median ± 95% CI half-width over repeats)\n\n{markdown(table)}")
         if workload in phases:
             parts.append(f"### {workload}: where the time went (share of train + eval)\n\n{markdown(phases[workload])}")
         if workload in scale:
             parts.append(f"### {workload}: data-parallel scaling against nproc=1\n\n{markdown(scale[workload])}")
+        if workload in memory:
+            parts.append(f"### {workload}: where the memory went (MiB per rank, median)\n\n{markdown(memory[workload])}")
     return "\n\n".join(parts) + "\n"

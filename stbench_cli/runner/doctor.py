@@ -52,9 +52,11 @@ def judge_phase_timing(device: str, f: dict) -> Check:
 
 
 def judge_overhead(device: str, f: dict) -> Check:
-    share, tol = f["overhead_s"] / f["bare_step_s"], TOLERANCE["overhead"]
-    detail = (f"instrumented step {1e6 * f['overhead_s']:+.1f} us against a bare {1e3 * f['bare_step_s']:.3f} ms "
-              f"step: {100 * share:+.2f}% (tolerance {100 * tol:.0f}%)")
+    """Judged on the fastest block of each kind (a busy machine inflates some blocks of both);
+    the median of the block-by-block differences is in the figures too."""
+    share, tol = f["min_overhead_s"] / f["min_bare_step_s"], TOLERANCE["overhead"]
+    detail = (f"instrumented step {1e6 * f['min_overhead_s']:+.1f} us against a bare {1e3 * f['min_bare_step_s']:.3f} ms "
+              f"step (fastest blocks): {100 * share:+.2f}% (tolerance {100 * tol:.0f}%)")
     return Check("overhead", device, "PASS" if share <= tol else "FAIL", detail, f)
 
 

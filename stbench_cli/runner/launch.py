@@ -17,7 +17,7 @@ from pathlib import Path
 
 import psutil
 
-from ..plan.spec import RunSpec
+from ..plan.spec import DISTRIBUTED, RunSpec
 from ..store.rows import CellResult
 from .nvml import GpuReader, handles
 from .sysmon import SystemSampler
@@ -34,7 +34,7 @@ class Outcome:
 
 def command(spec: RunSpec, spec_path: Path, result_path: Path, extra: tuple[str, ...] = ()) -> list[str]:
     cell = ["-m", "stbench.child.cell", str(spec_path), str(result_path), *extra]
-    if spec.strategy == "ddp":
+    if spec.strategy in DISTRIBUTED:
         return [sys.executable, "-m", "torch.distributed.run", "--standalone",
                 f"--nproc-per-node={spec.world_size}", *cell]
     return [sys.executable, *cell]

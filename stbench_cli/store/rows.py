@@ -39,6 +39,11 @@ class Figures:
     base_rss_mb: float | None = None  # RSS before the workload allocated anything
     peak_gpu_mb: float | None = None
     data_mb: float | None = None
+    param_mb: float | None = None  # per rank (max over ranks), counted from the tensors it holds
+    grad_mb: float | None = None
+    optim_state_mb: float | None = None
+    activation_peak_mb: float | None = None  # one step's peak above its start, less its gradients
+    activation_source: str | None = None  # "cuda allocator" | "profiler memory events"
     predicted_mb: float | None = None
     final_train_loss: float | None = None
     val_metric: str | None = None

@@ -3,7 +3,7 @@
 Seed: a Horovod data-parallel scaling thesis (1 M curves, 153,441-parameter CNN).
 """
 
-from stbench.contract import BuildContext, Param, Workload
+from stbench.contract import CHECKPOINT, BuildContext, Param, Workload
 
 from . import data
 
@@ -23,6 +23,7 @@ WORKLOAD = Workload(
         Param("val_fraction", float, 0.25, "held-out share (the study: 250 k of 1 M)", minimum=0.01),
         Param("noise", float, 0.01, "relative noise on the generated stress", minimum=0.0),
         Param("lr", float, 4.73e-4, "Adam learning rate (the study's tuned value)", minimum=0.0),
+        CHECKPOINT,
     ),
     presets={
         "default": {"n_samples": 400_000, "batch_size": 75, "epochs": 3},
@@ -35,6 +36,6 @@ WORKLOAD = Workload(
     },
     build=build,
     check=data.check,
-    strategies=("single", "ddp"),
+    strategies=("single", "ddp", "zero1", "fsdp"),
     data_sources=("generated (hyperbolic hardening law with noise)", "npz file: X (N,3,201), Y (N,2)", "HDF5 file: datasets X, Y"),
 )

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 from torch.utils.data import TensorDataset
 
-from stbench.contract import BuildContext, Data, Metric, Model, Supervised, Task, tensor_mb
+from stbench.contract import BuildContext, Data, Metric, Model, Supervised, Task, run_blocks, segments, tensor_mb
 
 from . import data
 
@@ -19,6 +19,24 @@ def make_model() -> nn.Sequential:
         nn.Conv1d(15, 38, 5), nn.ReLU(), nn.MaxPool1d(3),
         nn.Flatten(), nn.Linear(760, 197), nn.ReLU(), nn.Linear(197, 2),
     )
+
+
+class Blocks(nn.Module):
+    """The network run as its three repeated blocks (two conv blocks and the head), so that
+    activation checkpointing can keep only their inputs (the same parameters, the same math)."""
+
+    BOUNDS = ((0, 3), (3, 6), (6, 10))
+
+    def __init__(self, net: nn.Sequential, mode: str):
+        super().__init__()
+        # the blocks are the registered modules (what fsdp shards and all-gathers one by one)
+        self.parts = nn.ModuleList(net[a:b] for a, b in self.BOUNDS)
+        self.mode = mode
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        blocks = [lambda v, part=part: ((part(v),), None) for part in self.parts]
+        (x,), _ = run_blocks(blocks, (x,), self.mode)
+        return x
 
 
 def _sq_err_sum(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -47,8 +65,11 @@ def make_task(params: dict, ctx: BuildContext) -> Task:
     val = TensorDataset(x_t[va], y_t[va])
     naive = float(((y_t[va] - y_t[tr].mean(dim=0)) ** 2).mean())  # predict the training mean
     torch.manual_seed(seed)
+    mode = params["checkpoint"]
+    net = make_model() if mode == "none" else Blocks(make_model(), mode)
     return Task(
         data=Data(train=train, val=val, source=source, mb=tensor_mb(*train.tensors, *val.tensors)),
-        model=Model(make_model(), Supervised(nn.functional.mse_loss)),
+        model=Model(net, Supervised(nn.functional.mse_loss)),
         metric=Metric("val_mse", _sq_err_sum, naive),
+        extras=lambda: {"checkpoint_segments": segments(len(Blocks.BOUNDS), mode)},
     )

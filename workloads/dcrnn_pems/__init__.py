@@ -3,7 +3,7 @@
 kept on the GPU, and rank-sharded data for DDP. The packaged sensor graphs are DCRNN's
 (MIT; see ATTRIBUTION.md)."""
 
-from stbench.contract import BuildContext, Param, Workload
+from stbench.contract import CHECKPOINT, BuildContext, Param, Workload
 
 from . import source
 
@@ -36,6 +36,7 @@ WORKLOAD = Workload(
         Param("adam_eps", float, 1e-3, "Adam epsilon (DCRNN uses 1e-3)", minimum=0.0),
         Param("clip", float, 5.0, "gradient-norm clip (0: none)", minimum=0.0),
         Param("lr", float, 0.01, "Adam learning rate", minimum=0.0),
+        CHECKPOINT,
     ),
     presets={
         "default": {**_PAPER, "max_steps": 100},
@@ -45,7 +46,7 @@ WORKLOAD = Workload(
     },
     build=build,
     check=source.check,
-    strategies=("single", "ddp"),
+    strategies=("single", "ddp", "zero1", "fsdp"),
     data_sources=("generated speeds on the real PeMS-BAY / METR-LA graphs or on generated graphs",
                   "pems-bay.h5 / metr-la.h5 (pandas HDF5, key 'speed') with adj_mx*.pkl",
                   "chickenpox.json (PyTorch Geometric Temporal layout)"),

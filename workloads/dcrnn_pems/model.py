@@ -11,6 +11,8 @@ import math
 import torch
 from torch import nn
 
+from stbench.contract import run_blocks, segments
+
 
 class _SupportMM(torch.autograd.Function):
     """S @ X for a constant sparse S whose transpose is kept: torch's own backward would
@@ -75,38 +77,56 @@ class DCGRUCell(nn.Module):
 class DCRNN(nn.Module):
     """Encoder of `layers` DCGRU cells over the input steps, decoder of the same depth that
     starts from a GO symbol of zeros and feeds back its own predictions (or, in training, the
-    truth with the scheduled-sampling probability k / (k + exp(step / k)))."""
+    truth with the scheduled-sampling probability k / (k + exp(step / k))).
+
+    The unrolled steps are the repeated blocks of activation checkpointing (`checkpoint`):
+    encoder and decoder steps each run through the contract's run_blocks."""
 
     def __init__(self, supports, in_features: int = 2, units: int = 64, layers: int = 2, k: int = 2,
-                 horizon: int = 12, cl_decay_steps: int = 2000):
+                 horizon: int = 12, cl_decay_steps: int = 2000, checkpoint: str = "none"):
         super().__init__()
-        self.horizon, self.cl_decay_steps, self.units = horizon, cl_decay_steps, units
+        self.horizon, self.cl_decay_steps, self.units, self.checkpoint = horizon, cl_decay_steps, units, checkpoint
         _register_supports(self, supports)
         sup = _SupportView(self)
         self.encoder = nn.ModuleList(DCGRUCell(sup, in_features if i == 0 else units, units, k) for i in range(layers))
         self.decoder = nn.ModuleList(DCGRUCell(sup, 1 if i == 0 else units, units, k) for i in range(layers))
         self.project = nn.Linear(units, 1)
 
+    def _encode(self, xt: torch.Tensor):
+        def step(*h):
+            inp, out = xt, []
+            for cell, hi in zip(self.encoder, h):
+                inp = cell(inp, hi)
+                out.append(inp)
+            return tuple(out), None
+        return step
+
+    def _decode(self, truth_t: torch.Tensor | None, p_truth: float):
+        def step(inp, *h):
+            out_h, x = [], inp
+            for cell, hi in zip(self.decoder, h):
+                x = cell(x, hi)
+                out_h.append(x)
+            out = self.project(x)
+            nxt = truth_t if truth_t is not None and torch.rand(()) < p_truth else out
+            return (nxt, *out_h), out
+        return step
+
     def forward(self, x: torch.Tensor, y: torch.Tensor | None = None, step: int = 0) -> torch.Tensor:
         """x (batch, steps, nodes, features) -> (batch, horizon, nodes, 1)."""
         b, steps, n, _ = x.shape
         x = x.permute(1, 2, 0, 3).contiguous()  # node-major once: (steps, nodes, batch, features)
-        h = [x.new_zeros(n, b, self.units) for _ in self.encoder]
-        for t in range(steps):
-            inp = x[t]
-            for i, cell in enumerate(self.encoder):
-                h[i] = inp = cell(inp, h[i])
+        h = tuple(x.new_zeros(n, b, self.units) for _ in self.encoder)
+        h, _ = run_blocks([self._encode(x[t]) for t in range(steps)], h, self.checkpoint)
         teacher = self.training and y is not None
         p_truth = self.cl_decay_steps / (self.cl_decay_steps + math.exp(step / self.cl_decay_steps)) if teacher else 0.0
         truth = y.permute(1, 2, 0, 3) if teacher else None
-        inp, outputs = x.new_zeros(n, b, 1), []
-        for t in range(self.horizon):
-            for i, cell in enumerate(self.decoder):
-                h[i] = cell(inp if i == 0 else h[i - 1], h[i])
-            out = self.project(h[-1])
-            outputs.append(out)
-            inp = truth[t] if teacher and torch.rand(()) < p_truth else out
+        blocks = [self._decode(truth[t] if teacher else None, p_truth) for t in range(self.horizon)]
+        _, outputs = run_blocks(blocks, (x.new_zeros(n, b, 1), *h), self.checkpoint)
         return torch.stack(outputs).permute(2, 0, 1, 3)
+
+    def checkpoint_segments(self, steps: int) -> int:
+        return segments(steps, self.checkpoint) + segments(self.horizon, self.checkpoint)
 
 
 def _register_supports(model: nn.Module, supports) -> None:
@@ -138,19 +158,23 @@ class _SupportView:
 
 class TinyDCRNN(nn.Module):
     """The index-batching study's benchmark model: one DCGRU layer over the input steps and a
-    linear map from its hidden state to every horizon step."""
+    linear map from its hidden state to every horizon step. Its input steps are the repeated
+    blocks of activation checkpointing."""
 
-    def __init__(self, supports, in_features: int = 2, units: int = 2, k: int = 3, horizon: int = 12):
+    def __init__(self, supports, in_features: int = 2, units: int = 2, k: int = 3, horizon: int = 12,
+                 checkpoint: str = "none"):
         super().__init__()
         _register_supports(self, supports)
         self.cell = DCGRUCell(_SupportView(self), in_features, units, k)
         self.head = nn.Linear(units, horizon)
-        self.units = units
+        self.units, self.checkpoint = units, checkpoint
 
     def forward(self, x: torch.Tensor, y: torch.Tensor | None = None, step: int = 0) -> torch.Tensor:
         b, steps, n, _ = x.shape
         x = x.permute(1, 2, 0, 3).contiguous()  # (steps, nodes, batch, features)
-        h = x.new_zeros(n, b, self.units)
-        for t in range(steps):
-            h = self.cell(x[t], h)
+        blocks = [lambda h, xt=x[t]: ((self.cell(xt, h),), None) for t in range(steps)]
+        (h,), _ = run_blocks(blocks, (x.new_zeros(n, b, self.units),), self.checkpoint)
         return self.head(h).permute(1, 2, 0).unsqueeze(-1)  # (batch, horizon, nodes, 1)
+
+    def checkpoint_segments(self, steps: int) -> int:
+        return segments(steps, self.checkpoint)

@@ -68,9 +68,10 @@ def make_task(params: dict, ctx: BuildContext) -> Task:
     supports = graph.random_walk_supports(adj)
     torch.manual_seed(ctx.seed)
     if params["model"] == "tiny":
-        model = TinyDCRNN(supports, 2, params["units"], params["k"], params["horizon"])
+        model = TinyDCRNN(supports, 2, params["units"], params["k"], params["horizon"], params["checkpoint"])
     else:
-        model = DCRNN(supports, 2, params["units"], params["layers"], params["k"], params["horizon"], params["cl_decay_steps"])
+        model = DCRNN(supports, 2, params["units"], params["layers"], params["k"], params["horizon"],
+                      params["cl_decay_steps"], params["checkpoint"])
     return Task(
         data=Data(train, val, source=f"{params['data']}:{speeds.shape[1]} sensors x {t} steps",
                   mb=_data_mb(train, val), placement=PLACEMENT[params["batching"]]),
@@ -79,6 +80,7 @@ def make_task(params: dict, ctx: BuildContext) -> Task:
                       naive=historical_average_mae(speeds, n_train, n_val, params),
                       count=lambda y: float((y != 0).sum())),
         optim=Optim(partial(torch.optim.Adam, eps=params["adam_eps"]), clip_grad_norm=params["clip"] or None),
+        extras=lambda: {"checkpoint_segments": model.checkpoint_segments(params["in_steps"])},
     )
 
 

@@ -5,7 +5,7 @@ epochs and could not explain its table. The embedded default is the real 2-point
 (ERA5, Copernicus Climate Change Service, CC-BY 4.0; see ATTRIBUTION.md).
 """
 
-from stbench.contract import BuildContext, Param, Workload
+from stbench.contract import CHECKPOINT, BuildContext, Param, Workload
 
 from . import split
 
@@ -34,6 +34,7 @@ WORKLOAD = Workload(
         Param("layers", int, 2, "LSTM layers", minimum=1),
         Param("lr", float, 1e-3, "Adam learning rate", minimum=0.0),
         Param("workers", int, 2, "DataLoader workers (the study used 2)", minimum=0),
+        CHECKPOINT,
     ),
     presets={
         "default": _PAPER,
@@ -46,7 +47,7 @@ WORKLOAD = Workload(
     build=build,
     check=split.check,
     prepare=split.prepare,
-    strategies=("single", "ddp"),
+    strategies=("single", "ddp", "zero1", "fsdp"),
     data_sources=("embedded: real ERA5 at (40N,280E), (20N,280E), 2020-2021 hourly", "ARCO ERA5 zarr on gs:// via gcsfs",
                   "local zarr / netCDF / CSV (time, latitude, longitude, 2m_temperature)", "generated ERA5-schema zarr"),
 )

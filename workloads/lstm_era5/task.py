@@ -6,20 +6,31 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset
 
-from stbench.contract import BuildContext, Data, Metric, Model, Supervised, Task, tensor_mb
+from stbench.contract import BuildContext, Data, Metric, Model, Supervised, Task, run_blocks, segments, tensor_mb
 
 from .split import load_split
 
 
 class LSTMRegressor(nn.Module):
-    def __init__(self, hidden: int = 64, layers: int = 2):
+    """The study's LSTM. With activation checkpointing its repeated blocks are the time steps
+    of the window: the (multi-layer) LSTM runs over segments of steps carrying its (h, c), so
+    only each segment's incoming state is kept (the same parameters, the same recurrence)."""
+
+    def __init__(self, hidden: int = 64, layers: int = 2, checkpoint: str = "none"):
         super().__init__()
         self.lstm = nn.LSTM(1, hidden, layers, batch_first=True)
         self.head = nn.Linear(hidden, 1)
+        self.checkpoint = checkpoint
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out, _ = self.lstm(x)
-        return self.head(out[:, -1])
+        if self.checkpoint == "none":
+            out, _ = self.lstm(x)
+            return self.head(out[:, -1])
+        layers, hidden = self.lstm.num_layers, self.lstm.hidden_size
+        zeros = x.new_zeros(layers, x.shape[0], hidden)
+        steps = [lambda h, c, t=t: (self.lstm(x[:, t:t + 1], (h, c))[1], None) for t in range(x.shape[1])]
+        (h, _), _ = run_blocks(steps, (zeros, zeros), self.checkpoint)
+        return self.head(h[-1])
 
 
 class Windows(Dataset):
@@ -70,8 +81,10 @@ def make_task(params: dict, ctx: BuildContext) -> Task:
     torch.manual_seed(ctx.seed)
     return Task(
         data=Data(train, test, source=f"{params['data']}:{len(coords)} series", mb=tensor_mb(train.series, test.series)),
-        model=Model(LSTMRegressor(params["hidden"], params["layers"]), Supervised(nn.functional.mse_loss)),
+        model=Model(LSTMRegressor(params["hidden"], params["layers"], params["checkpoint"]),
+                    Supervised(nn.functional.mse_loss)),
         metric=Metric("test_rmse_k", sum=lambda pred, target: ((pred - target) ** 2).sum(), naive=persistence,
                       finish=lambda total, count: (total / max(count, 1)) ** 0.5 * std),
         flops_per_sample=lstm_flops(params["window"], params["hidden"], params["layers"]),
+        extras=lambda: {"checkpoint_segments": segments(params["window"], params["checkpoint"])},
     )

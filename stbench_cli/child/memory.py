@@ -1,0 +1,63 @@
+"""Where a rank's training memory goes: parameters, gradients and optimizer state counted from
+the tensors this rank holds (a sharded tensor counts its local shard), and the peak of one
+training step's forward and backward above the step's start, less the gradients the step
+creates: the activation memory (on CUDA from the caching allocator's statistics; on CPU from
+the profiler's memory events)."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import torch
+
+
+def tensor_bytes(t: torch.Tensor) -> int:
+    local = t.to_local() if hasattr(t, "to_local") else t  # DTensor: this rank's shard
+    return local.numel() * local.element_size()
+
+
+def param_bytes(model: torch.nn.Module) -> int:
+    return sum(tensor_bytes(p) for p in model.parameters())
+
+
+def grad_bytes(model: torch.nn.Module) -> int:
+    return sum(tensor_bytes(p.grad) for p in model.parameters() if p.grad is not None)
+
+
+def optimizer_state_bytes(optimizer: torch.optim.Optimizer) -> int:
+    return sum(tensor_bytes(v) for state in optimizer.state.values() for v in state.values() if torch.is_tensor(v))
+
+
+def _peak_above_start(trace: Path) -> float:
+    """Highest CPU allocator total in a trace above its value before the first event, bytes."""
+    events = sorted((e["ts"], e["args"]["Total Allocated"], e["args"]["Bytes"])
+                    for e in json.loads(trace.read_text())["traceEvents"]
+                    if e.get("name") == "[memory]" and e["args"].get("Device Type", 0) == 0)
+    if not events:
+        return 0.0
+    base = events[0][1] - events[0][2]
+    return max(total for _, total, _ in events) - base
+
+
+def activation_peak(step, model: torch.nn.Module, device: torch.device) -> tuple[float, str]:
+    """(MiB, how it was measured) for `step()`, one forward + backward with no gradients held
+    at its start."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        base = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        step()
+        torch.cuda.synchronize(device)
+        peak, source = torch.cuda.max_memory_allocated(device) - base, "cuda allocator"
+    else:
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            step()
+        with tempfile.TemporaryDirectory() as tmp:
+            prof.export_chrome_trace(str(Path(tmp) / "trace.json"))
+            peak = _peak_above_start(Path(tmp) / "trace.json")
+        source = "profiler memory events"
+    return max(peak - grad_bytes(model), 0) / 2**20, source

@@ -1,0 +1,79 @@
+"""Data-parallel strategies, applied in one documented order (as torchtitan applies its
+parallelisms), each a small function:
+
+    1. activation checkpointing   the workload's own `checkpoint` parameter, applied when it
+                                  builds its model (stbench.contract.checkpoint)
+    2. placement                  the model moves to the cell's device
+    3. data parallelism           ddp, zero1: DistributedDataParallel with the sync probe (ddp.py);
+                                  fsdp: FSDP2 `fully_shard` on every child module that holds
+                                  parameters, then on the root (parameters, gradients and
+                                  optimizer state sharded over the ranks)
+    4. the optimizer              zero1: ZeroRedundancyOptimizer shards its state over the ranks
+                                  (by whole tensors: a model dominated by one tensor cannot be
+                                  split evenly); ddp, fsdp: the workload's optimizer (under fsdp
+                                  it only ever sees this rank's shards)
+
+fsdp's all-gathers and reduce-scatters run inside forward and backward: its sync_s is not
+separated (0) and its communication is part of compute.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from . import ddp
+
+DISTRIBUTED = ("ddp", "zero1", "fsdp")
+
+
+def apply_fsdp(model: torch.nn.Module, device: torch.device, world_size: int) -> torch.nn.Module:
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    mesh = init_device_mesh(device.type, (world_size,))
+    for unit in _units(model):
+        fully_shard(unit, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    return model
+
+
+def _units(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The modules fsdp shards one by one: each child that holds parameters; a container
+    (ModuleList, ModuleDict: no forward of its own) contributes its children instead."""
+    out = []
+    for child in model.children():
+        if not any(p.requires_grad for p in child.parameters()):
+            continue
+        if isinstance(child, (torch.nn.ModuleList, torch.nn.ModuleDict)):
+            out += [m for m in child.children() if any(p.requires_grad for p in m.parameters())]
+        else:
+            out.append(child)
+    return out
+
+
+def parallelize(strategy: str, model: torch.nn.Module, device: torch.device, world_size: int,
+                probe: ddp.SyncProbe) -> torch.nn.Module:
+    """Step 3: the model as this strategy trains it (placed on the device already)."""
+    if world_size == 1 and strategy == "single":
+        return model
+    if strategy == "fsdp":
+        return apply_fsdp(model, device, world_size)
+    return ddp.wrap(model, device, probe)
+
+
+def make_optimizer(strategy: str, factory, params, lr: float) -> torch.optim.Optimizer:
+    """Step 4: the workload's optimizer (factory: a class or a functools.partial of one)."""
+    factory = factory or torch.optim.Adam
+    if strategy != "zero1":
+        return factory(params, lr=lr)
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+
+    cls, kwargs = (factory.func, dict(factory.keywords)) if isinstance(factory, functools.partial) else (factory, {})
+    return ZeroRedundancyOptimizer(params, optimizer_class=cls, lr=lr, **kwargs)
+
+
+def local_optimizer(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
+    """The optimizer whose state this rank holds (zero1 keeps its shard in `.optim`)."""
+    return getattr(optimizer, "optim", optimizer)

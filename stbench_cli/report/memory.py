@@ -1,0 +1,64 @@
+"""Where the memory went, per rank: parameters, gradients, optimizer state and the activation
+peak of each cell, beside its time (pure: rows in, a table or a figure out; no torch)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from .stats import format_number
+
+PARTS = {"param_mb": "parameters", "grad_mb": "gradients", "optim_state_mb": "optimizer state",
+         "activation_peak_mb": "activations (peak)"}
+# Okabe-Ito: distinguishable with any colour vision
+COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7")
+
+
+def _cells(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    ok = df[(df["status"] == "ok")]
+    if "param_mb" not in ok.columns or ok["param_mb"].isna().all():
+        return ok.iloc[0:0]
+    ok = ok[ok["param_mb"].notna()]
+    return ok.groupby(keys, sort=True, dropna=False)[[*PARTS, "wall_s"]].median().reset_index()
+
+
+def memory_tables(df: pd.DataFrame, keys_of, varying) -> dict[str, pd.DataFrame]:
+    """Per workload: median MiB per rank of each part, and wall seconds, per cell (rows written
+    before stbench counted memory are left out)."""
+    out = {}
+    for workload, w in df.groupby("workload", sort=True):
+        keys = varying(w, keys_of(df)) or ["label"]
+        cells = _cells(w, keys)
+        if cells.empty:
+            continue
+        for col in [*PARTS, "wall_s"]:
+            cells[col] = [format_number(v) for v in cells[col]]
+        out[workload] = cells.rename(columns={"label": "device", **PARTS, "wall_s": "wall s"})
+    return out
+
+
+def memory_figure(df: pd.DataFrame, keys: list[str], title: str):
+    """Stacked horizontal bars of the memory parts per cell, and each cell's wall time beside
+    them on the same rows."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cells = _cells(df, keys)
+    names = [", ".join(f"{k[2:]}={v}" if k.startswith("p.") else str(v) for k, v in zip(keys, row))
+             for row in cells[keys].itertuples(index=False)]
+    height = 1.8 + 0.45 * len(cells)
+    fig, (mem, time) = plt.subplots(1, 2, figsize=(10, height), sharey=True,
+                                    gridspec_kw={"width_ratios": [3, 1.4]})
+    left = pd.Series(0.0, index=cells.index)
+    for (col, label), colour in zip(PARTS.items(), COLOURS):
+        mem.barh(names, cells[col].fillna(0), left=left, label=label, color=colour)
+        left += cells[col].fillna(0)
+    mem.set(xlabel="MiB per rank (max over ranks)", title=f"{title}: where the memory went")
+    mem.invert_yaxis()  # the first cell on top
+    time.barh(names, cells["wall_s"], color="#555555")
+    time.set(xlabel="wall time (s)", title="time of the same cells")
+    # attached to the axes below its label, so that tight_layout makes room for it
+    mem.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=4, fontsize=8, frameon=False)
+    fig.tight_layout()
+    return fig
