@@ -66,6 +66,14 @@ def test_speed_h5_columns_are_matched_to_the_graph(tmp_path):
     values, times = source.read_speed_h5(tmp_path / "metr-la.h5", ids)
     np.testing.assert_array_equal(values, speeds)  # back in the graph's order, as float32
     assert len(times) == 600
+    # graph=auto finds the file's graph: the default size (bay) shapes generated data only
+    p = params(data=str(tmp_path / "metr-la.h5"))
+    assert p["graph"] == "auto" and p["size"] == "bay"
+    source.check(p)
+    assert load_graph(p, 0)[0] == ids
+    frame.iloc[:, :5].to_hdf(tmp_path / "few.h5", key="speed")
+    with pytest.raises(ValueError, match="neither packaged graph .* --set graph=adj_mx.pkl"):
+        source.check(params(data=str(tmp_path / "few.h5")))
 
 
 def test_index_windows_are_bit_identical_to_materialized_ones():

@@ -44,11 +44,11 @@ def test_run_writes_all_four_files(study):
 def test_compare_reads_the_study(study, tmp_path):
     proc = stbench("compare", study.parent, "--out", tmp_path, "--plot", check=True)
     assert proc.stdout.startswith("## cnn-strain: wall_s (median ± 95% CI half-width over repeats)")
-    assert "| batch_size   | epochs   | cpu" in proc.stdout
+    assert "| batch_size   | epochs   | " in proc.stdout and " cores) " in proc.stdout  # the CPU by name
     assert (tmp_path / "compare.md").read_text() == proc.stdout
     assert (tmp_path / "compare.csv").read_text().startswith("workload,device,")
     assert sorted(p.name for p in tmp_path.glob("*.png")) == ["cnn-strain-memory.png", "cnn-strain-phases.png",
-                                                                "cnn-strain-wall-vs-epochs.png"]
+                                                                "cnn-strain-time-vs-epochs.png"]
 
 
 def test_bad_data_files_leave_results_intact(study, tmp_path):
@@ -104,6 +104,8 @@ def test_resume_of_a_finished_study_adds_nothing(study):
 
 def test_list_and_env():
     listing = stbench("list", check=True).stdout
-    assert "cnn-strain" in listing and "large-batch" in listing and "lr_scaling" in listing
+    assert "cnn-strain" in listing and "lstm-era5" in listing and "lr_scaling" not in listing  # one line each
+    detail = stbench("list", "cnn-strain", check=True).stdout
+    assert "large-batch" in detail and "lr_scaling" in detail
     env = stbench("env", check=True).stdout
     assert "GFLOP/s fp32 matmul" in env and "cores_logical" in env

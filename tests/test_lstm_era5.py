@@ -128,7 +128,7 @@ def test_beats_the_climatological_mean_on_the_real_csv():
     p = params(data=str(CSV))
     smoke = get("lstm-era5").presets["smoke"]
     spec = RunSpec("lstm-era5", "cpu", "single", smoke["batch_size"], smoke["epochs"], params=tuple(sorted(p.items())))
-    train_k, test_k, _ = load_split(p, BuildContext())
+    train_k, test_k, _, _ = load_split(p, BuildContext())
     climatology = float(np.sqrt(((test_k[24:] - train_k.mean()) ** 2).mean()))
     result = train(build(p, 0), spec)
     assert result.status == "ok" and result.figures.val_metric == "test_rmse_k"
@@ -155,3 +155,61 @@ def test_prepare_without_network_is_one_clear_line():
     proc = stbench("data", "lstm-era5", "--prepare", "--source", "gs://gcp-public-data-arco-era5/x.zarr")
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert "cannot reach storage.googleapis.com" in proc.stderr or "does not exist" in proc.stderr
+
+
+def one_point_year(path, year=2017):
+    """An hourly one-point CSV of one year in the study's layout, as a user exports it."""
+    import pandas as pd
+
+    t = pd.date_range(f"{year}-01-01", f"{year}-12-31T23:00", freq="h")
+    hours = np.arange(len(t))
+    kelvin = 283 + 9 * np.sin(2 * np.pi * hours / 8766) + 4 * np.sin(2 * np.pi * hours / 24)
+    kelvin += np.random.default_rng(0).normal(0, 0.3, len(t))
+    pd.DataFrame({"time": t.strftime("%Y-%m-%dT%H:%M"), "latitude": 52.5, "longitude": 13.25,
+                  "2m_temperature": kelvin.round(2)}).to_csv(path, index=False)
+    return path
+
+
+def test_a_users_one_point_year_runs_with_no_other_option(tmp_path):
+    """The study's points and 2020/2021 split are not on a user's file: its own series and its
+    last 20% of hours are used, and the row says so. The path is recorded as typed."""
+    import csv
+    import json
+
+    one_point_year(tmp_path / "berlin_2017.csv")
+    stbench("run", "lstm-era5", "--set", "data=berlin_2017.csv", "--epochs", "1", "--out", "r", cwd=tmp_path,
+            check=True)
+    (row,) = csv.DictReader(open(next((tmp_path / "r").glob("*/runs.csv"))))
+    assert row["status"] == "ok", row["reason"]
+    assert row["data_source"] == ("berlin_2017.csv: 1 series (all series in the file); train 2017-01-01T00.."
+                                  "2017-10-19T23, test 2017-10-20T00..2017-12-31T23 (last 20% of hours for test)")
+    assert json.loads(row["params"])["data"] == "berlin_2017.csv"
+
+
+@pytest.mark.parametrize("given,train_end,test_start,how", [
+    ({}, "2017-10-19T23", "2017-10-20T00", "last 20% of hours for test"),
+    ({"test_start": "2017-12-01"}, "2017-11-30T23", "2017-12-01", "the given split"),
+    ({"train_end": "2017-06-30T23"}, "2017-06-30T23", "2017-07-01T00", "the given split"),
+])
+def test_a_files_split_follows_the_dates_given(tmp_path, given, train_end, test_start, how):
+    from stbench.workloads.lstm_era5.split import resolve
+
+    ds = data.open_dataset(str(one_point_year(tmp_path / "t.csv")))
+    dates = {k: "auto" for k in ("train_start", "train_end", "test_start", "test_end")}
+    p, said = resolve(params(data=str(tmp_path / "t.csv"), **{**dates, **given}), ds)
+    assert (p["points"], p["train_start"], p["train_end"], p["test_start"], p["test_end"], said) == (
+        "all", "2017-01-01T00", train_end, test_start, "2017-12-31T23", how)
+
+
+def test_the_embedded_default_keeps_the_studys_selection():
+    from stbench.workloads.lstm_era5.split import STUDY, resolve
+
+    default = preset_params("lstm-era5", "default")
+    assert all(default[k] == "auto" for k in STUDY)
+    assert resolve(default) == ({**default, **STUDY}, "the study's split")
+    ctx = BuildContext()
+    auto, explicit = load_split(default, ctx), load_split({**default, **STUDY}, ctx)
+    assert np.array_equal(auto[0], explicit[0]) and np.array_equal(auto[1], explicit[1])
+    assert auto[2] == [(40.0, 280.0), (20.0, 280.0)]
+    assert auto[3] == ("embedded: 2 series (the study's points); train 2020-01-01..2020-12-31T23, "
+                       "test 2021-01-01..2021-12-31T23 (the study's split)")

@@ -2,9 +2,14 @@
 resumed study appends to it, and a workload's own figures become `x.` columns."""
 
 import csv
+import json
 from dataclasses import replace
+from pathlib import Path
 
-from stbench.store.files import append, read_runs, write_cell
+import pytest
+
+from stbench.plan.spec import RunSpec
+from stbench.store.files import append, read_csv, read_runs, write_cell
 from stbench.store.rows import RUN_COLUMNS, Figures, Identity, Machine, RunRow
 
 
@@ -33,3 +38,22 @@ def test_workload_figures_are_prefixed_columns(tmp_path):
         rows = list(csv.DictReader(f))
     assert rows[0]["x.stream_s"] == "0.25" and rows[0]["wall_s"] == "1.5" and rows[0]["x.other"] == ""
     assert rows[1]["x.other"] == "2.0" and rows[1]["x.stream_s"] == ""
+
+
+REFERENCE = sorted((Path(__file__).parent.parent / "results").glob("ref-*"))
+
+
+@pytest.mark.parametrize("folder", REFERENCE, ids=lambda p: p.name)
+def test_committed_results_resume_and_travel(folder):
+    """Every committed row is a cell of its manifest (run_id = hash of the cell, what --resume
+    matches), its epoch and system rows belong to a row, and no parameter names a path that
+    only existed on the machine that ran it."""
+    manifest = json.loads((folder / "manifest.json").read_text())
+    cells = {RunSpec.from_dict(c).run_id: c for c in manifest["cells"]}
+    rows = read_runs(folder)
+    assert {r["run_id"] for r in rows} <= set(cells)
+    for r in rows:
+        assert json.loads(r["params"]) == dict(cells[r["run_id"]]["params"])
+        assert not [v for v in json.loads(r["params"]).values() if isinstance(v, str) and v.startswith("/")]
+    for name in ("epochs.csv", "system.csv"):
+        assert {r["run_id"] for r in read_csv(folder / name, ["run_id"])} <= {r["run_id"] for r in rows}

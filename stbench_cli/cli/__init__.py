@@ -11,7 +11,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from ..errors import StbenchError
     # Each command module registers its commands on `app`; `--help` lists them in this order.
-    from . import inventory, running, comparing, doctoring, datasets  # noqa: F401, I001
+    from . import inventory, running, comparing, reporting, doctoring, datasets  # noqa: F401, I001
     from . import render
     from .app import app
     from .options import spread_lists

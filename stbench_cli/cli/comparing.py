@@ -23,8 +23,12 @@ def compare(
 ) -> None:
     """Tables from any number of result folders: medians, intervals, speedups, scaling."""
     from ..report.compare import compare as build
-    from ..store.files import find_folders, read_runs
+    from ..store.files import find_folders
+    from ..store.results import read_results, read_series
 
-    records = [r for folder in find_folders(paths) for r in read_runs(folder)]
-    text = build(records, row_axis=rows, cols=cols, metric=metric, baseline=baseline, out=out, plot=plot)
+    folders = find_folders(paths)
+    records = [{**r, "study": str(f)} for f in folders for r in read_results(f)]
+    epochs = [{**r, "study": str(f)} for f in folders for r in read_series(f, "epochs.csv")] if plot else []
+    text = build(records, row_axis=rows, cols=cols, metric=metric, baseline=baseline, out=out, plot=plot,
+                 width=render.table_width(), epochs=epochs)
     render.out.print(text, markup=False, end="")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
@@ -11,11 +11,15 @@ from .app import app
 
 
 @app.command("list")
-def list_cmd() -> None:
-    """Workloads with their parameters, presets, strategies and data sources."""
+def list_cmd(workload: Annotated[Optional[str], typer.Argument(help="show this workload's parameters and presets")] = None
+             ) -> None:
+    """Workloads, one a line; with a name, its parameters, presets, strategies and data."""
     from ..plan import registry
 
-    render.workloads_table(registry.all_workloads())
+    if workload:
+        render.workload_detail(registry.get(workload))
+    else:
+        render.workloads_table(registry.all_workloads())
 
 
 @app.command()

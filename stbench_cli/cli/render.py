@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from contextlib import contextmanager
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+
+from ..report.fit import fit_columns
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)  # an error stays one line, however narrow the terminal
@@ -46,38 +50,89 @@ def progress(total: int, done: int):
         yield on_start, on_done
 
 
+def table_width() -> int | None:
+    """The width tables must fit: the terminal's (COLUMNS respected), or None when the output
+    goes to a file or a pipe, which gets every table whole."""
+    return out.width if out.is_terminal or os.environ.get("COLUMNS") else None
+
+
+# The run summary's columns, the most important first; a narrow terminal drops them from the end.
+SUMMARY = (("device", "device"), ("status", "status"), ("wall s", "wall_s"), ("samples/s", "samples_per_s"),
+           ("epochs", "epochs"), ("batch", "batch_size"), ("val", "val_value"), ("naive", "naive_baseline"),
+           ("strategy", "strategy"), ("world", "world_size"), ("rep", "repeat"))
+_FORMATS = {"wall_s": "{:.2f}", "samples_per_s": "{:,.0f}", "val_value": "{:.3g}", "naive_baseline": "{:.3g}"}
+
+
+def _summary_cell(row: dict, key: str) -> str:
+    if key not in _FORMATS:
+        return str(row.get(key, ""))
+    try:  # rows come back from runs.csv as text
+        return _FORMATS[key].format(float(row.get(key)))
+    except (TypeError, ValueError):
+        return "-"
+
+
 def run_summary(rows: list[dict], folder: Path) -> None:
-    table = Table(title=f"results in {folder}", show_lines=False)
-    for col in ("device", "strategy", "world", "batch", "epochs", "rep", "status", "wall s", "samples/s", "val", "naive"):
-        table.add_column(col, justify="right" if col not in ("device", "strategy", "status") else "left")
-    for r in rows:
-        def num(key, fmt="{:.3g}"):
-            try:  # rows come back from runs.csv as text
-                return fmt.format(float(r.get(key)))
-            except (TypeError, ValueError):
-                return "-"
-        table.add_row(r["device"], r["strategy"], str(r["world_size"]), str(r["batch_size"]), str(r["epochs"]),
-                      str(r["repeat"]), r["status"], num("wall_s", "{:.2f}"), num("samples_per_s", "{:,.0f}"),
-                      num("val_value"), num("naive_baseline"))
+    """One line per row; columns that do not fit the terminal are left out whole (named
+    below the table, with their value where every row has the same), never cut."""
+    cells = {head: [_summary_cell(r, key) for r in rows] for head, key in SUMMARY}
+    widths = {head: max([len(head), *map(len, values)]) for head, values in cells.items()}
+    kept = fit_columns(widths, out.width, [h for h, _ in reversed(SUMMARY[3:])], lambda n: 3 * n + 1)
+    table = Table(show_lines=False)
+    for head in kept:
+        table.add_column(head, justify="left" if head in ("device", "strategy", "status") else "right", no_wrap=True)
+    for i in range(len(rows)):
+        table.add_row(*(cells[h][i] for h in kept))
+    out.print(f"results in {folder}", soft_wrap=False, overflow="fold")
     out.print(table)
+    left = [f"{h} {cells[h][0]}" if len(set(cells[h])) == 1 else h for h in widths if h not in kept]
+    if left:
+        out.print(f"not shown: {', '.join(left)} (every column is in runs.csv)", soft_wrap=False)
 
 
 def workloads_table(items) -> None:
+    """`stbench list`: one line per workload."""
+    items = list(items)
+    name_width = max(len(w.name) for w in items) + 2
     for w in items:
-        out.print(f"[bold]{w.name}[/] — {w.summary}")
-        out.print(f"  strategies: {', '.join(w.strategies)}   presets: {', '.join(w.presets)}")
-        if w.data_sources:
-            out.print(f"  data: {'; '.join(w.data_sources)}")
-        table = Table(show_header=True, box=None, padding=(0, 2))
-        for col in ("parameter", "type", "default", "allowed", "help"):
-            table.add_column(col)
-        for p in w.all_params.values():
-            allowed = ", ".join(map(str, p.choices)) if p.choices else (f">= {p.minimum:g}" if p.minimum is not None else "any")
-            table.add_row(p.name, p.kind.__name__, str(p.default), allowed, p.help)
-        out.print(table)
-        for name, values in w.presets.items():
-            out.print(f"  preset [bold]{name}[/]: " + ", ".join(f"{k}={v}" for k, v in values.items()))
-        out.print()
+        out.print(f"[bold]{w.name:<{name_width}}[/]{fit_text(w.summary, out.width - name_width)}", soft_wrap=False)
+    out.print("stbench list WORKLOAD: its parameters, presets, strategies and data", soft_wrap=False)
+
+
+def fit_text(text: str, width: int) -> str:
+    """The text, or its first clauses that fit (a summary reads as 'what; details')."""
+    if len(text) <= width:
+        return text
+    for sep in ("; ", ", "):
+        clauses = text.split(sep)
+        while len(clauses) > 1:
+            clauses.pop()
+            if len(shorter := sep.join(clauses)) <= width:
+                return shorter
+    words = text[: width - 2].rsplit(" ", 1)[0]
+    return f"{words} …"
+
+
+def workload_detail(w) -> None:
+    """`stbench list WORKLOAD`: summary, strategies, data, parameters and presets, wrapped."""
+    say = lambda text: out.print(text, soft_wrap=False)  # noqa: E731
+    say(f"[bold]{w.name}[/]: {w.summary}")
+    say(f"strategies: {', '.join(w.strategies)}")
+    for source in w.data_sources:
+        say(f"data: {source}")
+    table = Table(show_header=True, box=None, padding=(0, 2, 0, 0))
+    table.add_column("parameter", no_wrap=True)
+    table.add_column("default", no_wrap=True)
+    table.add_column("meaning", overflow="fold")
+    own = [p.name for p in w.params]  # the workload's own first, then the trainer's common ones
+    for p in sorted(w.all_params.values(), key=lambda p: p.name not in own):
+        allowed = " | ".join(map(str, p.choices)) if p.choices else p.kind.__name__
+        if p.minimum is not None:
+            allowed += f" >= {p.minimum:g}"
+        table.add_row(escape(p.name), escape(str(p.default)) if p.default != "" else '""', escape(f"{p.help} [{allowed}]"))
+    out.print(table)
+    for name, values in w.presets.items():
+        say(f"preset [bold]{name}[/]: " + ", ".join(f"{k}={v}" for k, v in values.items()))
 
 
 def env_report(env, peaks: dict) -> None:

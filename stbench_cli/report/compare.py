@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..errors import StbenchError
 from . import tables
+from .document import numeric, runs_frame
 
 
 def parse_baseline(text: str | None) -> tuple[str, str] | None:
@@ -19,9 +20,12 @@ def parse_baseline(text: str | None) -> tuple[str, str] | None:
 
 
 def compare(rows: list[dict], *, row_axis: str, cols: str, metric: str, baseline: str | None, out: Path | None,
-            plot: bool) -> str:
-    df = tables.frame(rows)
-    text = tables.report(df, metric=metric, rows=row_axis, cols=cols, baseline=parse_baseline(baseline))
+            plot: bool, width: int | None = None, epochs: list[dict] = ()) -> str:
+    """The Markdown report; fitted to `width` for a terminal, while compare.md keeps every
+    table whole. Rows (and epochs, for the plots) carry their result folder as `study`."""
+    df = runs_frame(rows, numeric(list(epochs)))
+    options = dict(metric=metric, rows=row_axis, cols=cols, baseline=parse_baseline(baseline))
+    text = tables.report(df, **options)
     if out:
         out.mkdir(parents=True, exist_ok=True)
         (out / "compare.md").write_text(text)
@@ -31,4 +35,4 @@ def compare(rows: list[dict], *, row_axis: str, cols: str, metric: str, baseline
         from .plots import write_plots
 
         write_plots(df, out or Path("."))
-    return text
+    return tables.report(df, **options, width=width) if width else text

@@ -36,29 +36,35 @@ def memory_tables(df: pd.DataFrame, keys_of, varying) -> dict[str, pd.DataFrame]
     return out
 
 
-def memory_figure(df: pd.DataFrame, keys: list[str], title: str):
+def memory_picture(w: pd.DataFrame, workload: str):
     """Stacked horizontal bars of the memory parts per cell, and each cell's wall time beside
-    them on the same rows."""
-    import matplotlib
+    them on the same rows; None where no row counted memory."""
+    from .figures import Picture, caption
+    from .tables import _varying, keys_of
+    from .style import png
 
-    matplotlib.use("Agg")
+    keys = _varying(w, keys_of(w)) or ["label"]
+    cells = _cells(w, keys)
+    if cells.empty:
+        return None
     import matplotlib.pyplot as plt
 
-    cells = _cells(df, keys)
     names = [", ".join(f"{k[2:]}={v}" if k.startswith("p.") else str(v) for k, v in zip(keys, row))
              for row in cells[keys].itertuples(index=False)]
-    height = 1.8 + 0.45 * len(cells)
-    fig, (mem, time) = plt.subplots(1, 2, figsize=(10, height), sharey=True,
+    fig, (mem, time) = plt.subplots(1, 2, figsize=(10, 1.8 + 0.45 * len(cells)), sharey=True,
                                     gridspec_kw={"width_ratios": [3, 1.4]})
     left = pd.Series(0.0, index=cells.index)
     for (col, label), colour in zip(PARTS.items(), COLOURS):
         mem.barh(names, cells[col].fillna(0), left=left, label=label, color=colour)
         left += cells[col].fillna(0)
-    mem.set(xlabel="MiB per rank (max over ranks)", title=f"{title}: where the memory went")
+    mem.set(xlabel="MiB per rank (max over ranks)", title=f"{workload}: where the memory went")
     mem.invert_yaxis()  # the first cell on top
     time.barh(names, cells["wall_s"], color="#555555")
     time.set(xlabel="wall time (s)", title="time of the same cells")
     # attached to the axes below its label, so that tight_layout makes room for it
     mem.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=4, fontsize=8, frameon=False)
     fig.tight_layout()
-    return fig
+    text = caption("per rank, the maximum over ranks: parameters, gradients and optimizer state counted from "
+                   "the tensors the rank holds; activations: one step's peak above its start less its gradients",
+                   "medians over repeats")
+    return Picture(f"{workload}-memory", f"{workload}: where the memory went", text, png(fig))

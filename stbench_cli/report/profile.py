@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+from statistics import median
 from pathlib import Path
 
 from tabulate import tabulate
@@ -41,11 +42,27 @@ def phase_table(row: dict) -> str:
     return tabulate(lines, headers=["phase", "seconds", "share"], tablefmt="github")
 
 
-def memory_table(rows: list[dict]) -> str:
+MEMORY_COLUMNS = ("alloc_peak_above_start_mb", "cuda_max_allocated_mb", "rss_mb")
+LARGEST = 5
+
+
+def memory_summary(rows: list[dict]) -> str:
+    """Per-step memory in a few lines, whatever the number of steps: min / median / max of
+    each series over the profiled steps, then the five steps with the largest allocation
+    peak. The full series stays in memory.csv."""
     shown = [r for r in rows if r.get("profiled") == "True"] or rows
-    cols = [c for c in ("step", "alloc_peak_above_start_mb", "cuda_max_allocated_mb", "rss_mb") if shown and c in shown[0]]
-    body = [[r[c] if c == "step" else f"{float(r[c]):,.4g}" if r[c] else "-" for c in cols] for r in shown]
-    return tabulate(body, headers=cols, tablefmt="github")
+    cols = [c for c in MEMORY_COLUMNS if any(_float(r, c) is not None for r in shown)]
+    if not cols:
+        return "no per-step memory was recorded"
+    stats = []
+    for c in cols:
+        values = sorted(v for r in shown if (v := _float(r, c)) is not None)
+        stats.append([c, f"{values[0]:,.4g}", f"{median(values):,.4g}", f"{values[-1]:,.4g}", str(len(values))])
+    text = tabulate(stats, headers=["MiB", "min", "median", "max", "steps"], tablefmt="github", disable_numparse=True)
+    key = cols[0]
+    largest = sorted((r for r in shown if _float(r, key) is not None), key=lambda r: -_float(r, key))[:LARGEST]
+    body = [[r["step"], *(f"{_float(r, c):,.4g}" if _float(r, c) is not None else "-" for c in cols)] for r in largest]
+    return text + f"\n\nLargest steps by {key}:\n\n" + tabulate(body, headers=["step", *cols], tablefmt="github", disable_numparse=True)
 
 
 def operator_table(rows: list[dict], cuda: bool) -> str:
@@ -77,7 +94,8 @@ def report(folder: Path, rows: list[dict]) -> str:
         sps = _float(row, "steps_per_s")
         parts.append(f"steady steps/s: {sps:,.2f}\n" if sps else "")
         parts.append("### Phases (profiled run, seconds)\n\n" + phase_table(row) + "\n")
-        parts.append("### Memory per step (MiB)\n\n" + memory_table(_read(d / "memory.csv")) + "\n")
+        parts.append("### Memory per step (MiB; every step in memory.csv)\n\n"
+                     + memory_summary(_read(d / "memory.csv")) + "\n")
         parts.append("### Top operators\n\n" + operator_table(_read(d / "operators.csv"), row["device"].startswith("cuda")) + "\n")
         trace = d / "trace.json"
         if trace.exists() and row["device"].startswith("cuda"):

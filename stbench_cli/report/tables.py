@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import PurePath
 
 import numpy as np
 import pandas as pd
@@ -12,6 +13,8 @@ from tabulate import tabulate
 
 from ..errors import StbenchError
 from ..store.rows import PHASE_COLUMNS, TEXT_COLUMNS
+from .fit import fit_table
+from .machines import labels
 from .stats import ci95, format_cell, format_number, ratio_text, significant
 
 CELL_KEYS = ["strategy", "world_size", "batch_size", "epochs"]
@@ -19,24 +22,58 @@ PHASES = list(PHASE_COLUMNS)
 
 
 def frame(rows: list[dict]) -> pd.DataFrame:
-    """Rows from one or more runs.csv files as a typed DataFrame with a `label` per device.
+    """Rows from one or more runs.csv files as a typed DataFrame with a hardware `label`.
 
-    The same device name from several hosts (a CPU box and a GPU box both have `cpu`) is
-    told apart as device@host. Workload parameters that vary become `p.<name>` columns.
+    The label names the hardware (`EPYC (2 cores)`, `T4`) and is unique per machine
+    fingerprint (report.machines), so two machines are never pooled. Workload parameters that
+    vary become `p.<name>` columns, integers kept integers and data paths shown by file name.
     """
     if not rows:
         raise StbenchError("no result rows to compare")
     df = pd.DataFrame(rows)
     for col in df.columns:
-        if col not in TEXT_COLUMNS:
+        if col not in TEXT_COLUMNS and col != "study":  # study: the result folder a row came from
             df[col] = pd.to_numeric(df[col], errors="coerce")
-    hosts = df.groupby("device")["host"].nunique()
-    df["label"] = [d if hosts[d] <= 1 else f"{d}@{h}" for d, h in zip(df["device"], df["host"])]
-    params = pd.DataFrame([json.loads(p) if isinstance(p, str) and p else {} for p in df["params"]], index=df.index)
-    for name in params.columns:
-        if params[name].astype(str).nunique() > 1:
-            df[f"p.{name}"] = params[name]
+    df["label"] = labels(df)
+    params = [json.loads(p) if isinstance(p, str) and p else {} for p in df["params"]]
+    for name in dict.fromkeys(k for p in params for k in p):
+        column_values = param_column([p.get(name) for p in params], df.index)
+        if column_values.astype(str).nunique(dropna=False) > 1:
+            df[f"p.{name}"] = column_values
     return df
+
+
+def param_column(values: list, index) -> pd.Series:
+    """One parameter over the rows: integers as a nullable integer column (so 400000 never
+    prints as 400000.0 where an older row lacks the parameter), paths by their file name."""
+    present = [v for v in values if v is not None]
+    if present and all(isinstance(v, int) and not isinstance(v, bool) for v in present):
+        return pd.Series(pd.array(values, dtype="Int64"), index=index)
+    if present and all(isinstance(v, str) for v in present):
+        return pd.Series(portable(values), index=index, dtype=object)
+    return pd.Series(values, index=index, dtype=object)
+
+
+def portable(values: list) -> list:
+    """Data paths by file name (a machine's folders are not part of what ran), unless two
+    different paths share a name."""
+    paths = {v for v in values if isinstance(v, str) and ("/" in v or "\\" in v)}
+    names = {PurePath(v).name for v in paths}
+    if len(names) < len(paths):
+        return values
+    return [PurePath(v).name if v in paths else v for v in values]
+
+
+def show(value) -> str:
+    """A table key as text: '-' where a row has no value, '""' for an empty text."""
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return str(value) if value != "" else '""'
+
+
+def hardware_order(df: pd.DataFrame) -> dict[str, tuple]:
+    """Column order of the hardware axis: CPUs first (the usual baseline), then GPUs, by name."""
+    return {label: (not str(dev).startswith("cpu"), label) for label, dev in zip(df["label"], df["device"])}
 
 
 def keys_of(df: pd.DataFrame) -> list[str]:
@@ -57,7 +94,10 @@ def summarize(df: pd.DataFrame, metric: str) -> pd.DataFrame:
         out.append({**dict(zip(keys, key)), "n": len(ok), "n_all": len(group), "values": ok,
                     "median": float(np.median(ok)) if ok else math.nan, "lo": lo, "hi": hi,
                     "status": "/".join(statuses) if statuses else "ok"})
-    return pd.DataFrame(out)
+    summary = pd.DataFrame(out)
+    for k in keys:  # rebuilt from dicts, an integer column with a gap would turn float
+        summary[k] = summary[k].astype(df[k].dtype)
+    return summary
 
 
 def column(name: str, keys: list[str]) -> str:
@@ -74,39 +114,58 @@ def _varying(s: pd.DataFrame, keys: list[str]) -> list[str]:
 
 
 def pivot(df: pd.DataFrame, metric: str = "wall_s", rows: str = "epochs", cols: str = "device",
-          baseline: tuple[str, str] | None = None) -> dict[str, pd.DataFrame]:
+          baseline: tuple[str, str] | None = None, first_is_baseline: bool = False) -> dict[str, pd.DataFrame]:
     """Per workload: a table of formatted cells, `rows` down (plus any other axis that
-    varies), `cols` across, and a "<col> vs <baseline>" column per non-baseline column."""
+    varies), `cols` across, and a "<col> vs <baseline>" column per non-baseline column. The
+    baseline is the column `baseline` names or, with first_is_baseline, the first column."""
     all_keys = keys_of(df)
     rows, cols = column(rows, all_keys), column(cols, all_keys)
     s = summarize(df, metric)
+    order = hardware_order(df)
     out = {}
     for workload, w in s.groupby("workload", sort=True):
         index = [k for k in _varying(w, all_keys) if k not in (rows, cols)] + [rows]
-        col_values = list(dict.fromkeys(w.sort_values(cols)[cols]))
-        base_value = None
-        if baseline:
-            key, value = baseline
-            if column(key, all_keys) != cols:
-                raise StbenchError(f"--baseline must name the column axis ({cols if cols != 'label' else 'device'}), not {baseline[0]}")
-            matches = [v for v in col_values if str(v) == value]
-            if not matches:
-                raise StbenchError(f"--baseline {baseline[0]}={value} matches no result; present: {', '.join(map(str, col_values))}")
-            base_value = matches[0]
-        table = []
-        for idx, g in w.groupby(index, sort=True):
-            idx = idx if isinstance(idx, tuple) else (idx,)
-            by_col = {r[cols]: r for _, r in g.iterrows()}
-            line = dict(zip(index, idx))
-            for v in col_values:
-                line[str(v)] = format_cell(by_col[v]) if v in by_col else "-"
-            if base_value is not None:
-                for v in col_values:
-                    if v != base_value:
-                        line[f"{v} vs {base_value}"] = ratio_text(metric, by_col.get(base_value), by_col.get(v))
-            table.append(line)
-        out[workload] = pd.DataFrame(table).rename(columns={"label": "device"})
+        values = list(dict.fromkeys(w.sort_values(cols)[cols]))
+        if cols == "label":
+            values.sort(key=order.get)
+        base = _baseline(baseline, values, cols, all_keys, df) if baseline else None
+        if first_is_baseline and not baseline and len(values) > 1:
+            base = values[0]
+        out[workload] = _table(w, index, cols, values, base, metric)
     return out
+
+
+def _baseline(baseline: tuple[str, str], values: list, cols: str, all_keys: list[str], df: pd.DataFrame):
+    """The column a --baseline names: its exact label, or for the hardware axis the one
+    column of that device kind (`device=cpu` when exactly one CPU is present)."""
+    key, value = baseline
+    if column(key, all_keys) != cols:
+        raise StbenchError(f"--baseline must name the column axis ({cols if cols != 'label' else 'device'}), not {key}")
+    matches = [v for v in values if str(v) == value]
+    if not matches and cols == "label":
+        kinds = dict(zip(df["label"], df["device"].astype(str)))
+        matches = [v for v in values if kinds.get(v, "").split(":")[0] == value]
+        if len(matches) > 1:
+            raise StbenchError(f"--baseline {key}={value} matches several columns ({', '.join(matches)}); name one")
+    if not matches:
+        raise StbenchError(f"--baseline {key}={value} matches no result; present: {', '.join(map(str, values))}")
+    return matches[0]
+
+
+def _table(w: pd.DataFrame, index: list[str], cols: str, values: list, base, metric: str) -> pd.DataFrame:
+    lines = []
+    for idx, g in w.groupby(index, sort=True, dropna=False):
+        idx = idx if isinstance(idx, tuple) else (idx,)
+        by_col = {r[cols]: r for _, r in g.iterrows()}
+        line = {k: show(v) for k, v in zip(index, idx)}
+        for v in values:
+            line[show(v)] = format_cell(by_col[v]) if v in by_col else "-"
+        if base is not None:
+            for v in values:
+                if v != base:
+                    line[f"{show(v)} vs {show(base)}"] = ratio_text(metric, by_col.get(base), by_col.get(v))
+        lines.append(line)
+    return keyed(pd.DataFrame(lines).rename(columns={"label": "device"}), len(index))
 
 
 def phase_shares(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
@@ -120,11 +179,13 @@ def phase_shares(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
     out = {}
     for workload, w in ok.groupby("workload", sort=True):
         keys = _varying(w, keys_of(df)) or ["label"]
-        agg = w.groupby(keys, sort=True)[[*PHASES, "samples_per_s"]].median().reset_index()
+        agg = w.groupby(keys, sort=True, dropna=False)[[*PHASES, "samples_per_s"]].median().reset_index()
+        for k in keys:
+            agg[k] = [show(v) for v in agg[k]]
         for p in PHASES:
             agg[p] = [f"{100 * v:.1f}%" for v in agg[p]]
         agg["samples_per_s"] = [format_number(v) for v in agg["samples_per_s"]]
-        out[workload] = agg.rename(columns={"label": "device", **{p: p[:-2] for p in PHASES}})
+        out[workload] = keyed(agg.rename(columns={"label": "device", **{p: p[:-2] for p in PHASES}}), len(keys))
     return out
 
 
@@ -144,33 +205,50 @@ def scaling(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
                 speed = float(np.median(sps) / np.median(one)) if one else math.nan
                 note = "" if not one or n == 1 or significant(one, sps) else " (not significant)"
                 share = float(np.median(gn["sync_s"] / gn["train_s"]))
-                lines.append({**{k: v for k, v in zip(group_keys, key) if w[k].astype(str).nunique() > 1 or k == "label"},
+                lines.append({**{k: show(v) for k, v in zip(group_keys, key) if w[k].astype(str).nunique() > 1 or k == "label"},
                               "nproc": int(n), "samples_per_s": format_number(float(np.median(sps))),
                               "speedup": (f"{speed:.2f}x" if math.isfinite(speed) else "-") + note,
                               "efficiency": f"{100 * speed / n:.0f}%" if math.isfinite(speed) else "-",
                               "sync_share": f"{100 * share:.1f}%"})
-        out[workload] = pd.DataFrame(lines).rename(columns={"label": "device"})
+        table = pd.DataFrame(lines).rename(columns={"label": "device"})
+        out[workload] = keyed(table, list(table.columns).index("nproc") + 1)
     return out
+
+
+def keyed(table: pd.DataFrame, n_keys: int) -> pd.DataFrame:
+    """Mark a table's first n_keys columns as its keys (what a narrow terminal keeps)."""
+    table.attrs["keys"] = list(table.columns[:n_keys])
+    return table
 
 
 def markdown(table: pd.DataFrame) -> str:
     return tabulate(table, headers="keys", tablefmt="pipe", showindex=False, disable_numparse=True)
 
 
+def section(title: str, table: pd.DataFrame, width: int | None = None) -> str:
+    """A titled Markdown table; with a width, split (never cut) to fit it (report.fit)."""
+    if width is None:
+        return f"{title}\n\n{markdown(table)}"
+    parts = [title]
+    for heading, piece in fit_table(table, width, markdown):
+        parts.append((f"{heading}\n\n" if heading else "") + markdown(piece))
+    return "\n\n".join(parts)
+
+
 def report(df: pd.DataFrame, metric: str = "wall_s", rows: str = "epochs", cols: str = "device",
-           baseline: tuple[str, str] | None = None) -> str:
-    """The whole compare output as Markdown."""
+           baseline: tuple[str, str] | None = None, width: int | None = None) -> str:
+    """The whole compare output as Markdown; `width` fits a terminal (see report.fit)."""
     from .memory import memory_tables
 
     parts = []
     main, phases, scale = pivot(df, metric, rows, cols, baseline), phase_shares(df), scaling(df)
     memory = memory_tables(df, keys_of, _varying)
     for workload, table in main.items():
-        parts.append(f"## {workload}: {metric} (median ± 95% CI half-width over repeats)\n\n{markdown(table)}")
+        parts.append(section(f"## {workload}: {metric} (median ± 95% CI half-width over repeats)", table, width))
         if workload in phases:
-            parts.append(f"### {workload}: where the time went (share of train + eval)\n\n{markdown(phases[workload])}")
+            parts.append(section(f"### {workload}: where the time went (share of train + eval)", phases[workload], width))
         if workload in scale:
-            parts.append(f"### {workload}: data-parallel scaling against nproc=1\n\n{markdown(scale[workload])}")
+            parts.append(section(f"### {workload}: data-parallel scaling against nproc=1", scale[workload], width))
         if workload in memory:
-            parts.append(f"### {workload}: where the memory went (MiB per rank, median)\n\n{markdown(memory[workload])}")
+            parts.append(section(f"### {workload}: where the memory went (MiB per rank, median)", memory[workload], width))
     return "\n\n".join(parts) + "\n"

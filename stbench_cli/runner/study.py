@@ -15,7 +15,7 @@ from typing import Callable
 from ..plan.planner import Plan
 from ..plan.spec import RunSpec
 from ..store.files import prune_orphans, write_cell
-from ..store.machine import EnvInfo
+from ..store.machine import EnvInfo, fingerprint, gpu_names
 from ..store.manifest import read_manifest, write_manifest
 from ..store.rows import Derived, Identity, Machine, RunRow, SystemRow
 from . import envinfo
@@ -32,8 +32,10 @@ def identity(spec: RunSpec) -> Identity:
 
 
 def machine(env: EnvInfo) -> Machine:
+    gpus = gpu_names(env.gpus)
     return Machine(host=env.host, cpu_model=env.cpu_model, gpu_count=env.gpu_count, torch=env.torch,
-                   cuda=env.cuda, nccl=env.nccl)
+                   cuda=env.cuda, nccl=env.nccl, cores=env.cores_logical, gpu_names=gpus,
+                   machine_id=fingerprint(env.host, env.cpu_model, env.cores_logical, gpus, env.gpu_count, env.torch))
 
 
 def derived(spec: RunSpec, outcome: Outcome, peaks: dict[str, dict]) -> Derived:

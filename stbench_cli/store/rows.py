@@ -140,7 +140,9 @@ class Derived:
 
 @dataclass(frozen=True)
 class Machine:
-    """Where it ran."""
+    """Where it ran. Host names are often generic (`vm`, `localhost`, a container id), so a
+    machine is told apart by its fingerprint over the hardware and the torch build too
+    (store.machine.fingerprint); rows of two machines are never pooled as repeats."""
 
     host: str
     cpu_model: str
@@ -148,6 +150,9 @@ class Machine:
     torch: str
     cuda: str | None
     nccl: str | None
+    cores: int | None = None  # logical CPU cores
+    gpu_names: str | None = None  # every GPU NVML sees, e.g. "2x Tesla T4"
+    machine_id: str | None = None  # fingerprint of host, CPU, cores, GPUs and torch build
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,8 @@ WORKLOAD = Workload(
     summary="DCRNN traffic forecasting; data memory of base vs index vs gpu-index batching, DDP with sharded data",
     params=(
         Param("data", str, "generated", "generated | a pems-bay.h5-style file (key 'speed') | a chickenpox.json"),
-        Param("graph", str, "auto", "auto (by size) | bay | la | generated | a DCRNN adj_mx*.pkl"),
+        Param("graph", str, "auto", "auto (a speed file: the packaged graph it matches; generated: by size) "
+              "| bay | la | generated | a DCRNN adj_mx*.pkl"),
         Param("size", str, "bay", "generated speeds: bay 325x52,116; la 207x34,272; 2k7 and 11k sensors x 52,116",
               ("bay", "la", "2k7", "11k")),
         Param("steps", int, 0, "time steps to generate (0: the size's span)", minimum=0),

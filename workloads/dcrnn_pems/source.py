@@ -86,13 +86,35 @@ def generate_speeds(adj: np.ndarray, steps: int, seed: int, chunk: int = 4096) -
 SIZES = {"bay": (325, 52_116), "la": (207, 34_272), "2k7": (2_700, 52_116), "11k": (11_000, 52_116)}
 
 
+def _packaged(name: str) -> tuple[list[str], np.ndarray]:
+    with resources.files(__package__).joinpath(f"adj_{name}.npz").open("rb") as f, np.load(f) as z:
+        return [str(i) for i in z["ids"]], z["adj"].astype(np.float32)
+
+
+def _graph_of_file(path: str) -> str:
+    """graph=auto with a speed file: the packaged graph whose sensors the file has (a
+    METR-LA file gets the LA graph whatever `size` says; size only shapes generated data)."""
+    import pandas as pd
+
+    try:
+        columns = {str(c) for c in pd.read_hdf(path, key="speed", stop=1).columns}
+    except (KeyError, ValueError, OSError, TypeError):
+        return "bay"  # read_speed_h5 then names what is wrong with the file
+    for name in ("bay", "la"):
+        if set(_packaged(name)[0]) <= columns:
+            return name
+    raise ValueError(f"speed file {path} has sensors of neither packaged graph (PeMS-BAY, METR-LA); "
+                     f"give its graph: --set graph=adj_mx.pkl")
+
+
 def load_graph(params: dict, seed: int) -> tuple[list[str], np.ndarray]:
     name = params["graph"]
-    if name == "auto":
+    if name == "auto" and params["data"] not in ("generated",) and not params["data"].endswith(".json"):
+        name = _graph_of_file(params["data"])
+    elif name == "auto":
         name = params["size"] if params["size"] in ("bay", "la") else "generated"
     if name in ("bay", "la"):
-        with resources.files(__package__).joinpath(f"adj_{name}.npz").open("rb") as f, np.load(f) as z:
-            return [str(i) for i in z["ids"]], z["adj"].astype(np.float32)
+        return _packaged(name)
     if name == "generated":
         n = SIZES[params["size"]][0]
         return [str(i) for i in range(n)], graph.generated_graph(n, seed)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import partial
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -73,7 +74,7 @@ def make_task(params: dict, ctx: BuildContext) -> Task:
         model = DCRNN(supports, 2, params["units"], params["layers"], params["k"], params["horizon"],
                       params["cl_decay_steps"], params["checkpoint"])
     return Task(
-        data=Data(train, val, source=f"{params['data']}:{speeds.shape[1]} sensors x {t} steps",
+        data=Data(train, val, source=f"{Path(params['data']).name}:{speeds.shape[1]} sensors x {t} steps",
                   mb=_data_mb(train, val), placement=PLACEMENT[params["batching"]]),
         model=Model(model, partial(_loss, mean=mean, std=std), partial(_predict, mean=mean, std=std)),
         metric=Metric("val_masked_mae", sum=lambda p, y: ((p - y).abs() * (y != 0)).sum(),

@@ -23,12 +23,13 @@ WORKLOAD = Workload(
     summary="LSTM regressor of ERA5 2 m temperature; CPU vs GPU by epochs, loader and workers",
     params=(
         Param("data", str, "embedded", "embedded | generated | arco | a .csv/.zarr/.nc path | a gs:// zarr URL"),
-        Param("points", str, "40:280+20:280", "lat:lon points joined by '+'"),
+        Param("points", str, "auto", "lat:lon points joined by '+', or all; auto: the study's two points "
+              "(40:280+20:280) for embedded/arco/generated, every series of a file"),
         Param("grid", str, "", "lat0:lat1:lon0:lon1 box instead of points (every grid point a series)"),
-        Param("train_start", str, "2020-01-01", "first training hour"),
-        Param("train_end", str, "2020-12-31T23", "last training hour"),
-        Param("test_start", str, "2021-01-01", "first test hour"),
-        Param("test_end", str, "2021-12-31T23", "last test hour"),
+        Param("train_start", str, "auto", "first training hour (auto: 2020-01-01, or a file's first hour)"),
+        Param("train_end", str, "auto", "last training hour (auto: 2020-12-31T23, or before a file's last 20%)"),
+        Param("test_start", str, "auto", "first test hour (auto: 2021-01-01, or a file's last 20% of hours)"),
+        Param("test_end", str, "auto", "last test hour (auto: 2021-12-31T23, or a file's last hour)"),
         Param("window", int, 24, "input hours per window", minimum=1),
         Param("hidden", int, 64, "LSTM hidden units", minimum=1),
         Param("layers", int, 2, "LSTM layers", minimum=1),

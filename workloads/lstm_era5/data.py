@@ -96,6 +96,8 @@ def open_dataset(source: str, time_chunk: int = 24 * 31, check_network: bool = T
 
 def parse_points(text: str) -> list[tuple[float, float]]:
     """'40:280+20:280' -> [(40.0, 280.0), (20.0, 280.0)] ('+' because --set splits on commas)."""
+    if text == "all":
+        raise ValueError("points=all selects every grid point; it has no list of points")
     try:
         return [(float(a), float(b)) for a, b in (p.split(":") for p in text.split("+"))]
     except ValueError:
@@ -120,8 +122,8 @@ def selection(ds, points: str, grid: str, start: str, end: str):
     da = ds[VAR]
     lat, lon = da["latitude"].values, da["longitude"].values
     extent = f"latitude {lat.min():g}..{lat.max():g}, longitude {lon.min():g}..{lon.max():g}"
-    if grid:
-        lat0, lat1, lon0, lon1 = parse_box(grid)
+    if grid or points == "all":  # a box, or every grid point of the data
+        lat0, lat1, lon0, lon1 = parse_box(grid) if grid else (lat.min(), lat.max(), lon.min(), lon.max())
         da = da.sel(latitude=lat[(lat >= lat0) & (lat <= lat1)], longitude=lon[(lon >= lon0) & (lon <= lon1)])
         if da.sizes["latitude"] * da.sizes["longitude"] == 0:
             raise ValueError(f"grid {grid} holds no grid point of the data ({extent})")
@@ -143,9 +145,15 @@ def selection(ds, points: str, grid: str, start: str, end: str):
 
 
 def select(ds, points: str, grid: str, start: str, end: str):
-    """(times, values (time, series) float32, [(lat, lon)…]) for the points or the box."""
+    """(times, values (time, series) float32, [(lat, lon)…]) for the points or the box.
+
+    With points="all" a grid point with no value at all is not a series: a CSV of scattered
+    points becomes a grid whose other cells are empty."""
     da, coords = selection(ds, points, grid, start, end)
     values = np.asarray(da.values, dtype=np.float32)  # dask computes the selection only
+    if points == "all" and not grid:
+        present = np.isfinite(values).any(axis=0)
+        values, coords = values[:, present], [c for c, keep in zip(coords, present) if keep]
     if not np.isfinite(values).all():
         raise ValueError(f"the selection {start}..{end} has missing values (NaN)")
     return da["time"].values, values, coords

@@ -26,13 +26,74 @@ def _generated_store(params: dict, ctx: BuildContext) -> str:
     return str(path)
 
 
-def load_split(params: dict, ctx: BuildContext) -> tuple[np.ndarray, np.ndarray, list]:
-    """(train values, test values, coords), both (time, series) in kelvin."""
-    source = _generated_store(params, ctx) if params["data"] == "generated" else params["data"]
+# The study's selection: what `auto` means for the embedded series, the ARCO store and
+# generated data. A local file instead uses every series it holds and its own hours.
+STUDY = {"points": "40:280+20:280", "train_start": "2020-01-01", "train_end": "2020-12-31T23",
+         "test_start": "2021-01-01", "test_end": "2021-12-31T23"}
+AUTO = "auto"
+TEST_SHARE = 0.2  # of a file's hours, the last ones, when no date is given
+
+
+def is_study_source(source: str) -> bool:
+    return source in ("embedded", "generated", "arco") or source.startswith(data.REMOTE)
+
+
+def _hour(t) -> str:
+    return str(np.datetime_as_string(np.datetime64(t, "h"), unit="h"))
+
+
+def resolve(params: dict, ds=None) -> tuple[dict, str]:
+    """The parameters with every `auto` made concrete, and how the split was chosen.
+
+    The study's sources get the study's points and years. A local file gets every series it
+    holds (unless points or a grid are given) and a chronological split of its hours: the last
+    20% for test unless dates are given; one date given places the other next to it."""
+    p = dict(params)
+    if is_study_source(p["data"]):
+        p.update({k: v for k, v in STUDY.items() if p[k] == AUTO})
+        return p, "the study's split" if all(params[k] == AUTO for k in STUDY) else "the given split"
+    if p["points"] == AUTO:
+        p["points"] = "all"
+    times = np.sort(ds["time"].values)
+    lo = np.datetime64(p["train_start"]) if p["train_start"] != AUTO else times[0]
+    hi = np.datetime64(p["test_end"]) if p["test_end"] != AUTO else times[-1]
+    span = times[(times >= lo) & (times <= hi)]
+    if len(span) < 2:
+        raise ValueError(f"time range {_hour(lo)}..{_hour(hi)} is not in the data ({_hour(times[0])}..{_hour(times[-1])})")
+    how = "the given split"
+    if p["train_end"] == AUTO and p["test_start"] == AUTO:
+        cut = min(max(int(round(len(span) * (1 - TEST_SHARE))), 1), len(span) - 1)
+        p["train_end"], p["test_start"] = _hour(span[cut - 1]), _hour(span[cut])
+        how = f"last {TEST_SHARE:.0%} of hours for test"
+    elif p["train_end"] == AUTO:
+        p["train_end"] = _hour(span[span < np.datetime64(p["test_start"])].max(initial=span[0]))
+    elif p["test_start"] == AUTO:
+        p["test_start"] = _hour(span[span > np.datetime64(p["train_end"])].min(initial=span[-1]))
+    p["train_start"], p["test_end"] = _hour(lo), _hour(hi)
+    return p, how
+
+
+def _open(params: dict, ctx: BuildContext | None = None):
+    """The dataset a cell reads and its concrete selection (see resolve)."""
+    p, how = resolve(params) if is_study_source(params["data"]) else (params, "")
+    source = _generated_store(p, ctx) if p["data"] == "generated" else p["data"]
     ds = data.open_dataset(source)
-    _, train, coords = data.select(ds, params["points"], params["grid"], params["train_start"], params["train_end"])
-    _, test, _ = data.select(ds, params["points"], params["grid"], params["test_start"], params["test_end"])
-    return train, test, coords
+    if not how:
+        p, how = resolve(params, ds)
+    return ds, p, how
+
+
+def load_split(params: dict, ctx: BuildContext) -> tuple[np.ndarray, np.ndarray, list, str]:
+    """(train values, test values, coords, what was selected), values (time, series) in kelvin."""
+    ds, p, how = _open(params, ctx)
+    _, train, coords = data.select(ds, p["points"], p["grid"], p["train_start"], p["train_end"])
+    _, test, _ = data.select(ds, p["points"], p["grid"], p["test_start"], p["test_end"])
+    name = Path(p["data"]).name if not is_study_source(p["data"]) else p["data"]
+    series = ("the grid box" if p["grid"] else "all series in the file" if p["points"] == "all"
+              else "the study's points" if params["points"] == AUTO else "the given points")
+    note = (f"{name}: {len(coords)} series ({series}); train {p['train_start']}..{p['train_end']}, "
+            f"test {p['test_start']}..{p['test_end']} ({how})")
+    return train, test, coords, note
 
 
 def check(params: dict) -> None:
@@ -40,9 +101,9 @@ def check(params: dict) -> None:
     (the cell reads them once; for a remote store, reading twice would fetch twice)."""
     if params["data"] == "generated":
         return
-    ds = data.open_dataset(params["data"])
-    for start, end in ((params["train_start"], params["train_end"]), (params["test_start"], params["test_end"])):
-        data.selection(ds, params["points"], params["grid"], start, end)
+    ds, p, _ = _open(params)
+    for start, end in ((p["train_start"], p["train_end"]), (p["test_start"], p["test_end"])):
+        data.selection(ds, p["points"], p["grid"], start, end)
 
 
 def prepare(source: str, out: Path, points: str, grid: str, start: str, end: str) -> Path:

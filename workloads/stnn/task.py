@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import partial
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -59,7 +60,7 @@ def make_task(params: dict, ctx: BuildContext) -> Task:
     persistence = float(np.sqrt(np.mean((series[t_train:] - series[t_train - 1]) ** 2)))
     s = {"n": edges.n, "r": edges.r, "width": int(np.diff(edges.rowptr()).max())}
     return Task(
-        data=Data(pairs, ForecastSet(truth), source=f"{params['data']}:{edges.n} ocean cells x {series.shape[0]} months",
+        data=Data(pairs, ForecastSet(truth), source=f"{Path(params['data']).name}:{edges.n} ocean cells x {series.shape[0]} months",
                   mb=tensor_mb(pairs.series, truth), batch_sampler=partial(TwoPassSampler, pairs.n_dec, pairs.n_dyn),
                   transfer=_with_host_copy),
         model=Model(model, _loss, partial(_predict, mean=mean, std=std)),

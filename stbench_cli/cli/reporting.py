@@ -1,0 +1,35 @@
+"""`stbench report`: one self-contained HTML report (and Markdown with PNGs) of result folders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from . import render
+from .app import app
+
+
+@app.command()
+def report(
+    paths: Annotated[list[Path], typer.Argument(help="result folders, or folders holding them")],
+    out: Annotated[Path, typer.Option(help="folder for report.html, report.md and the PNGs")] = Path("report"),
+) -> None:
+    """A report to publish: study tables by hardware, phases, scaling, time to quality, system timelines."""
+    import pandas as pd
+
+    from ..report import document, html
+    from ..store.files import find_folders
+    from ..store.results import read_results, read_series, study_info
+
+    runs, epochs, system, studies = [], [], [], []
+    for folder in find_folders(paths):
+        rows = read_results(folder)
+        tag = {"study": str(folder)}
+        runs += [{**r, **tag} for r in rows]
+        epochs += [{**r, **tag} for r in read_series(folder, "epochs.csv")]
+        system += [{**r, **tag} for r in read_series(folder, "system.csv")]
+        studies.append(study_info(folder, rows))
+    path = html.write(document.build(runs, epochs, system, pd.DataFrame(studies)), out)
+    render.out.print(f"wrote {path} and {path.with_suffix('.md')} (figures beside it)", soft_wrap=False)

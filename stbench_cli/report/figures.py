@@ -1,0 +1,151 @@
+"""The report's timing figures: time vs epochs per hardware, where the time went, and
+data-parallel scaling. Each takes one workload's rows (report.tables.frame) and returns a
+Picture (PNG bytes) or None where the data has nothing to show. Lines are cells
+(report.series); only repeats of one cell are ever aggregated."""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
+
+from ..store.rows import PHASE_COLUMNS
+from .series import cell_keys, common, medians, names, panels, spread
+from .style import PHASE_COLOURS, from_zero, grid, legend_below, look, png
+
+REPEAT_NOTE = "points are medians over repeats; bars span the lowest and highest repeat"
+
+
+@dataclass(frozen=True)
+class Picture:
+    name: str  # file stem, e.g. "cnn-strain-time-vs-epochs"
+    title: str
+    caption: str
+    png: bytes
+
+
+def caption(*parts: str) -> str:
+    return "; ".join(p for p in parts if p) + "."
+
+
+def errorbar(ax, m: pd.DataFrame, name: str, i: int) -> Line2D:
+    yerr = np.vstack([m["median"] - m["low"], m["high"] - m["median"]])
+    bars = ax.errorbar(m.index, m["median"], yerr=yerr, capsize=3, label=name, linewidth=1.5, markersize=5, **look(i))
+    return bars.lines[0]
+
+
+def time_vs_epochs(w: pd.DataFrame, workload: str) -> Picture | None:
+    """Wall time against epochs, one line per cell run at two or more epoch counts."""
+    ok = spread(w[w["status"] == "ok"], "epochs")
+    if ok.empty:
+        return None
+    shown = panels(ok, "epochs")
+    fig, axes = grid(len(shown))
+    colours: dict[str, int] = {}
+    handles = {}
+    for ax, panel in zip(axes, shown):
+        for ln in panel.lines:
+            i = colours.setdefault(ln.name, len(colours))
+            handles[ln.name] = errorbar(ax, medians(ln.rows, "epochs", "wall_s"), ln.name, i)
+        ax.set(xlabel="epochs", ylabel="wall time (s)", title=panel.title)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        from_zero(ax)
+    legend_below(fig, handles, f"unless named: {shown[0].unnamed}" if shown[0].unnamed else "")
+    text = caption(f"{workload}: wall time of each cell against its epoch count", REPEAT_NOTE,
+                   f"all cells: {common(ok)}" if common(ok) else "",
+                   *(f"unless named: {u}" for u in dict.fromkeys(p.unnamed for p in shown if p.unnamed)))
+    return Picture(f"{workload}-time-vs-epochs", "Time vs epochs", text, png(fig))
+
+
+def phase_bars(w: pd.DataFrame, workload: str) -> Picture | None:
+    """Stacked bars per cell: each phase's share of train + eval time, total seconds beside."""
+    ok = w[w["status"] == "ok"].dropna(subset=list(PHASE_COLUMNS))
+    if ok.empty:
+        return None
+    keys = cell_keys(ok)
+    cells = ok.groupby(keys, sort=True, dropna=False) if keys else [((), ok)]
+    med = pd.DataFrame([{**g.iloc[0].to_dict(), **g[list(PHASE_COLUMNS)].median().to_dict()} for _, g in cells])
+    total = med[list(PHASE_COLUMNS)].sum(axis=1).to_numpy()
+    labels, unnamed = names(med, keys)
+    fig, (ax,) = grid(1, size=(10.5, 0.32 * len(med) + 1.6))
+    left = np.zeros(len(med))
+    y = np.arange(len(med))[::-1]
+    handles = {}
+    for col in PHASE_COLUMNS:
+        share = 100 * med[col].to_numpy() / total
+        handles[col[:-2]] = ax.barh(y, share, left=left, color=PHASE_COLOURS[col[:-2]], height=0.7)
+        left += share
+    for yi, t in zip(y, total):
+        ax.text(101, yi, f"{t:,.3g} s", va="center", fontsize=7)
+    ax.set_yticks(y, [textwrap.fill(label, 60) for label in labels], fontsize=7)
+    ax.set(xlim=(0, 112), xlabel="share of train + eval time (%)")
+    if unnamed:
+        fig.suptitle(textwrap.fill(f"unless named: {unnamed}", 140), fontsize=8)
+    legend_below(fig, handles)
+    text = caption(f"{workload}: where each cell's time went (medians over repeats); the number is train + eval "
+                   "seconds", f"all cells: {common(ok)}" if common(ok) else "", f"unless named: {unnamed}" if unnamed else "")
+    return Picture(f"{workload}-phases", "Where the time went", text, png(fig))
+
+
+def _node_boundaries(ax, rows: pd.DataFrame) -> bool:
+    """Dashed lines between the world sizes that fit one node and those that need more."""
+    if "nodes" not in rows.columns or not (rows["nodes"].fillna(1) > 1).any():
+        return False
+    multi = rows[rows["nodes"] > 1]
+    per_node = int((multi["world_size"] / multi["nodes"]).min())
+    top = int(rows["world_size"].max())
+    for k in range(1, int(np.ceil(top / per_node))):
+        ax.axvline(per_node * k + 0.5, color="grey", linestyle=":", linewidth=1)
+    return True
+
+
+def _scaling_panel(axes, panel, colours: dict[str, int], handles: dict) -> bool:
+    """One panel's three plots; True where it drew node boundaries."""
+    a_speed, a_eff, a_sync = axes
+    rows = pd.concat([ln.rows for ln in panel.lines])
+    for ln in panel.lines:
+        i = colours.setdefault(ln.name, len(colours))
+        sps = medians(ln.rows, "world_size", "samples_per_s")
+        if 1 in sps.index:  # speedup needs this cell's own nproc=1 run
+            speed = sps["median"] / sps["median"][1]
+            a_speed.plot(speed.index, speed.values, **look(i))
+            a_eff.plot(speed.index, 100 * speed.values / speed.index, **look(i))
+        handles[ln.name] = errorbar(a_sync, medians(ln.rows, "world_size", "sync_ms"), ln.name, i)
+    top = int(rows["world_size"].max())
+    a_speed.plot([1, top], [1, top], "k--", linewidth=1)
+    a_eff.axhline(100, color="black", linestyle="--", linewidth=1)
+    nodes = False
+    for ax, ylabel in ((a_speed, "speedup vs nproc=1 (x)"), (a_eff, "scaling efficiency (%)"),
+                       (a_sync, "exposed gradient sync (ms per step)")):
+        ax.set(xlabel="processes (world size)", ylabel=ylabel, title=panel.title)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        from_zero(ax)
+        nodes = _node_boundaries(ax, rows) or nodes
+    return nodes
+
+
+def scaling(w: pd.DataFrame, workload: str) -> Picture | None:
+    """Speedup and efficiency against nproc=1 (ideal dashed) and ms per gradient sync, against
+    the world size; dotted lines where a world spans another node."""
+    ddp = w[(w["strategy"] == "ddp") & (w["status"] == "ok")]
+    if ddp["world_size"].nunique() < 2:
+        return None
+    shown = panels(ddp, "world_size")
+    fig, axes = grid(3 * len(shown), per_row=3, size=(4.2, 3.4))
+    colours: dict[str, int] = {}
+    handles: dict = {}
+    nodes = False
+    for k, panel in enumerate(shown):
+        nodes = _scaling_panel(axes[3 * k: 3 * k + 3], panel, colours, handles) or nodes
+    handles["ideal"] = Line2D([], [], color="black", linestyle="--")
+    if nodes:
+        handles["node boundary"] = Line2D([], [], color="grey", linestyle=":")
+    legend_below(fig, handles, f"unless named: {shown[0].unnamed}" if shown[0].unnamed else "")
+    text = caption(f"{workload}: data-parallel scaling; speedup and efficiency from median samples/s against "
+                   "nproc=1 of the same cell settings, ideal dashed", "sync: gradient communication a training "
+                   "step waited for, per step; " + REPEAT_NOTE, f"all cells: {common(ddp)}" if common(ddp) else "")
+    return Picture(f"{workload}-scaling", "Data-parallel scaling", text, png(fig))

@@ -1,0 +1,48 @@
+"""Reading result folders for reports: runs.csv rows with their machine identity complete.
+
+Rows written before a machine field existed get it from the study's manifest inventory
+(store.machine.fill_machine), so old and new rows are told apart the same way."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .files import read_csv, read_runs
+from .machine import fill_machine
+
+
+def manifest_env(folder: Path) -> dict | None:
+    """The manifest's inventory, or None where the folder has no readable manifest (compare
+    never needed one; a copied runs.csv alone still compares)."""
+    try:
+        env = json.loads((folder / "manifest.json").read_text()).get("env")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return env if isinstance(env, dict) else None
+
+
+def read_results(folder: Path) -> list[dict]:
+    """The rows of folder/runs.csv with cores, gpu_names and machine_id filled in."""
+    env = manifest_env(folder)
+    return [fill_machine(row, env) for row in read_runs(folder)]
+
+
+def read_series(folder: Path, name: str) -> list[dict]:
+    """The rows of folder/epochs.csv or system.csv ([] where the file is absent)."""
+    path = folder / name
+    return read_csv(path, ["run_id"]) if path.exists() else []
+
+
+def study_info(folder: Path, rows: list[dict]) -> dict:
+    """One line about a result folder: its name, workload, rows and the command that made it
+    (the program's own path left out: it is where stbench was installed, not what ran)."""
+    try:
+        manifest = json.loads((folder / "manifest.json").read_text())
+    except (OSError, ValueError):
+        manifest = {}
+    command = manifest.get("command") or []
+    if command:
+        command = ["stbench", *command[1:]]
+    return {"folder": folder.name, "workload": manifest.get("workload", rows[0]["workload"] if rows else ""),
+            "rows": len(rows), "command": " ".join(map(str, command))}

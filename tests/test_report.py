@@ -1,0 +1,141 @@
+"""`stbench report` on the committed results, opened in a real headless browser; plots whose
+lines are single cells; tables that fit a narrow terminal without cutting a value."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from stbench.report.fit import fit_table
+from stbench.report.profile import memory_summary
+from stbench.report.series import panels
+from stbench.report.tables import frame, keys_of, markdown, report
+from stbench.store.files import find_folders
+from stbench.store.results import read_results
+from tests.helpers import stbench
+
+RESULTS = Path(__file__).parent.parent / "results"
+CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
+BROWSER_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars"]
+# Appended to a copy of report.html: after the page has loaded, what the browser made of it.
+PROBE = """<script>window.addEventListener("load", () => {
+  const images = [...document.images];
+  const out = {images: images.length, loaded: images.filter(i => i.complete && i.naturalWidth > 0).length,
+               external: images.filter(i => !i.src.startsWith("data:image/png;base64,")).length,
+               tables: document.querySelectorAll("table").length,
+               sections: [...document.querySelectorAll("h2[id]")].map(h => h.id)};
+  const pre = document.createElement("pre"); pre.id = "stbench-probe"; pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});</script>"""
+
+
+@pytest.fixture(scope="module")
+def committed_report(tmp_path_factory):
+    out = tmp_path_factory.mktemp("report")
+    stbench("report", RESULTS, "--out", out, check=True)
+    return out
+
+
+def test_report_files_are_self_contained(committed_report):
+    page = (committed_report / "report.html").read_text()
+    md = (committed_report / "report.md").read_text()
+    pngs = sorted(p.name for p in committed_report.glob("*.png"))
+    assert re.findall(r"!\[[^]]*\]\(([^)]+)\)", md) and sorted(re.findall(r"!\[[^]]*\]\(([^)]+)\)", md)) == pngs
+    assert page.count('src="data:image/png;base64,') == len(pngs) and "http" not in page.split("<body>")[1]
+    for name in ("cnn-strain-time-vs-epochs.png", "cnn-strain-scaling.png", "lstm-era5-time-to-quality.png",
+                 "stnn-phases.png", "dcrnn-pems-system-1.png"):
+        assert name in pngs
+    assert "| EPYC (2 cores)" in md and "## stnn" in md and "400000.0" not in md
+
+
+def browser_check(page: Path, tmp_path: Path) -> dict:
+    probe = tmp_path / "probe.html"
+    probe.write_text(page.read_text().replace("</body>", PROBE + "</body>"))
+    dom = subprocess.run([CHROMIUM, *BROWSER_FLAGS, f"--user-data-dir={tmp_path / 'profile'}",
+                          "--virtual-time-budget=10000", "--dump-dom", probe.as_uri()],
+                         capture_output=True, text=True, timeout=180).stdout
+    found = re.search(r'<pre id="stbench-probe">([^<]*)</pre>', dom)
+    assert found, f"the page did not finish loading in the browser: {dom[:500]}"
+    return json.loads(found.group(1))
+
+
+@pytest.mark.skipif(not CHROMIUM and not os.environ.get("CI"), reason="no chromium here (apt install chromium)")
+def test_report_opens_in_a_headless_browser(committed_report, tmp_path):
+    assert CHROMIUM, "CI must have chromium: .ci/run installs it"
+    seen = browser_check(committed_report / "report.html", tmp_path)
+    assert seen["images"] == len(list(committed_report.glob("*.png"))) > 0
+    assert seen["loaded"] == seen["images"] and seen["external"] == 0
+    assert seen["sections"] == ["cnn-strain", "dcrnn-pems", "lstm-era5", "stnn"]
+    assert seen["tables"] == 2 + 3 + 2 + 2 + 2  # hardware, folders; per workload study, phases (+ scaling)
+    shot = tmp_path / "report.png"
+    subprocess.run([CHROMIUM, *BROWSER_FLAGS, f"--user-data-dir={tmp_path / 'profile2'}", "--window-size=1280,2000",
+                    f"--screenshot={shot}", (committed_report / "report.html").as_uri()],
+                   capture_output=True, timeout=180)
+    assert shot.stat().st_size > 10_000  # a rendered page, not a blank one
+
+
+def committed_frame() -> pd.DataFrame:
+    return frame([{**r, "study": str(f)} for f in find_folders([RESULTS]) for r in read_results(f)])
+
+
+def test_every_plot_line_is_one_cell():
+    """compare --plot once drew one line per device: the median over every cell at an epoch
+    count (stnn's dense, offload and sparse at four grid sizes in one point)."""
+    df = committed_frame()
+    for workload, w in df.groupby("workload"):
+        for x in ("epochs", "world_size", None):
+            for panel in panels(w, x):
+                for line in panel.lines:
+                    keys = [k for k in keys_of(w) if k != x]
+                    assert len(line.rows.groupby(keys, dropna=False)) == 1, (workload, line.name)
+                assert len({ln.name for ln in panel.lines}) == len(panel.lines)
+
+
+def test_compare_plot_writes_per_cell_figures(tmp_path):
+    stbench("compare", RESULTS, "--out", tmp_path, "--plot", check=True)
+    assert sorted(p.name for p in tmp_path.glob("*.png")) == [
+        "cnn-strain-phases.png", "cnn-strain-scaling.png", "cnn-strain-time-vs-epochs.png", "dcrnn-pems-phases.png",
+        "lstm-era5-phases.png", "lstm-era5-time-vs-epochs.png", "stnn-phases.png"]
+
+
+def values(text: str) -> set[str]:
+    """The cells of a Markdown text's table bodies (header lines left out)."""
+    lines = text.splitlines()
+    body = [line for line, after in zip(lines, lines[1:] + [""]) if line.startswith("| ") and not after.startswith("|:")]
+    return {c.strip() for line in body for c in line.strip("|").split("|")}
+
+
+@pytest.mark.parametrize("width", [60, 80, 100])
+def test_narrow_tables_keep_every_value_whole(width):
+    df = committed_frame()
+    full, narrow = report(df), report(df, width=width)
+    keyed_values = values(full) - values(narrow)  # a key moved into a heading is there as key=value
+    assert all(f"={v}" in narrow for v in keyed_values), sorted(keyed_values)[:5]
+    assert "…" not in narrow
+    tables = [line for line in narrow.splitlines() if line.startswith("|")]
+    assert max(map(len, tables)) <= width
+
+
+def test_fit_table_splits_only_what_does_not_fit():
+    table = pd.DataFrame({"grid": ["30x84", "60x168"], "epochs": [1, 2], "a": ["1.00 ± 0.5"] * 2, "b": ["2.00"] * 2})
+    table.attrs["keys"] = ["grid", "epochs"]
+    assert fit_table(table, 200, markdown) == [("", table)]
+    pieces = fit_table(table, 30, markdown)
+    assert all(max(map(len, markdown(t).splitlines())) <= 30 for _, t in pieces)
+    assert sorted(v for _, t in pieces for c in ("a", "b") if c in t for v in t[c]) == ["1.00 ± 0.5"] * 2 + ["2.00"] * 2
+
+
+def test_profile_memory_is_summarised_not_listed():
+    rows = [{"step": str(i), "profiled": "True", "alloc_peak_above_start_mb": str(float(i % 17)), "rss_mb": "1000"}
+            for i in range(1, 201)]
+    text = memory_summary(rows)
+    assert len(text.splitlines()) < 20
+    assert "| alloc_peak_above_start_mb | 0     | 8        | 16    | 200     |" in text
+    largest = [line.split("|")[1].strip() for line in text.split("Largest steps")[1].splitlines()[4:]]
+    assert largest == ["16", "33", "50", "67", "84"]

@@ -1,0 +1,62 @@
+"""Output that fits an 80-column terminal: no line longer, no value cut with '…'."""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parent.parent
+
+
+def narrow(*args, columns: int | None = 80, cwd=None) -> str:
+    """stdout + stderr of the console script, with COLUMNS set (None: unset, as in a pipe)."""
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    if columns:
+        env["COLUMNS"] = str(columns)
+    exe = shutil.which("stbench") or str(Path(sys.executable).parent / "stbench")
+    proc = subprocess.run([exe, *map(str, args)], capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout + proc.stderr
+
+
+def fits(text: str, columns: int) -> None:
+    long = [line for line in text.splitlines() if len(line) > columns]
+    assert not long, long[:3]
+    assert "…" not in text, [line for line in text.splitlines() if "…" in line][:3]
+
+
+def test_run_summary_fits_80_columns(tmp_path):
+    text = narrow("run", "cnn-strain", "--smoke", "--out", tmp_path)
+    fits(text, 80)
+    header = next(line for line in text.splitlines() if "device" in line and "status" in line)
+    assert "wall s" in header and "samples/s" in header
+    row = next(line for line in text.splitlines() if re.search(r"\bcpu\b.*\bok\b", line))
+    assert re.search(r"\d+\.\d\d", row)  # the wall time, whole
+
+
+def test_a_narrower_terminal_drops_whole_columns(tmp_path):
+    text = narrow("run", "cnn-strain", "--smoke", "--epochs", "1", "--out", tmp_path, columns=50)
+    fits(text.split("cpu single batch")[0], 50)  # the table and the note (the progress bar is Rich's)
+    assert "not shown:" in text and "strategy single" in text
+
+
+@pytest.mark.parametrize("args", [("list",), ("list", "cnn-strain"), ("list", "dcrnn-pems"), ("list", "lstm-era5"),
+                                  ("list", "stnn")])
+def test_list_fits_80_columns(args):
+    text = narrow(*args)
+    fits(text, 80)
+    if args == ("list",):
+        names = [line.split()[0] for line in text.strip().splitlines()[:-1]]  # one line each, then a hint
+        assert {"cnn-strain", "dcrnn-pems", "lstm-era5", "stnn"} <= set(names) and len(names) == len(set(names))
+    else:
+        assert "preset smoke:" in text and "max_steps" in text
+
+
+def test_compare_fits_when_asked_and_stays_whole_in_a_pipe():
+    fits(narrow("compare", "results/ref-cpu2-stnn-relations", cwd=ROOT), 80)
+    piped = narrow("compare", "results/ref-cpu2-stnn-relations", cwd=ROOT, columns=None)
+    assert max(map(len, piped.splitlines())) > 80  # not a terminal, no COLUMNS: every table whole
