@@ -85,7 +85,7 @@ class Trainer:
         self.flops_per_sample = task.flops_per_sample or count_flops(
             lambda: task.model.loss(module, x, y, 0), module, len(x))
         self.probe = ddp.SyncProbe(self.clock)
-        self.model = ddp.wrap(module, device, self.probe) if world_size > 1 else module
+        self.model = ddp.wrap(module, device, self.probe, cfg.knobs.bucket_cap_mb) if world_size > 1 else module
         factory = task.optim.factory or torch.optim.Adam
         self.optimizer = factory(self.model.parameters(), lr=scaled_lr(cfg.knobs, world_size))
         self.global_step = 0
@@ -189,5 +189,5 @@ class Trainer:
             final_train_loss=epochs[-1].train_loss, val_metric=self.task.metric.name,
             val_value=epochs[-1].val_metric, naive_baseline=self.task.metric.naive,
             flops_per_sample=self.flops_per_sample, achieved_gflops=self.flops_per_sample * sps / 1e9,
-            peak_gpu_mb=peak_gpu,
+            peak_gpu_mb=peak_gpu, sync_count=self.probe.count if self.world > 1 else None,
         )
