@@ -22,7 +22,9 @@ def warn(message: str) -> None:
 
 
 def cell_label(spec) -> str:
-    world = f" x{spec.world_size}" if spec.strategy == "ddp" else ""
+    world = ""
+    if spec.distributed:
+        world = f" x{spec.world_size}" if spec.nodes == 1 else f" {spec.nodes}x{spec.nproc_per_node}"
     return f"{spec.device} {spec.strategy}{world} batch={spec.batch_size} epochs={spec.epochs} repeat={spec.repeat}"
 
 
@@ -48,7 +50,8 @@ def progress(total: int, done: int):
 
 def run_summary(rows: list[dict], folder: Path) -> None:
     table = Table(title=f"results in {folder}", show_lines=False)
-    for col in ("device", "strategy", "world", "batch", "epochs", "rep", "status", "wall s", "samples/s", "val", "naive"):
+    for col in ("device", "strategy", "world", "nodes", "batch", "epochs", "rep", "status", "wall s", "samples/s", "val",
+                "naive"):
         table.add_column(col, justify="right" if col not in ("device", "strategy", "status") else "left")
     for r in rows:
         def num(key, fmt="{:.3g}"):
@@ -56,7 +59,8 @@ def run_summary(rows: list[dict], folder: Path) -> None:
                 return fmt.format(float(r.get(key)))
             except (TypeError, ValueError):
                 return "-"
-        table.add_row(r["device"], r["strategy"], str(r["world_size"]), str(r["batch_size"]), str(r["epochs"]),
+        table.add_row(r["device"], r["strategy"], str(r["world_size"]), str(r.get("nodes") or 1), str(r["batch_size"]),
+                      str(r["epochs"]),
                       str(r["repeat"]), r["status"], num("wall_s", "{:.2f}"), num("samples_per_s", "{:,.0f}"),
                       num("val_value"), num("naive_baseline"))
     out.print(table)
