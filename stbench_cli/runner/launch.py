@@ -141,12 +141,18 @@ def _kill_leftovers(cell: CellJob) -> None:
         return
     if old.get("host") != socket.gethostname():
         return
-    for p in psutil.process_iter(["cmdline"]):
-        try:
-            if str(cell.spec_path) in " ".join(p.info["cmdline"] or []):  # an srun's is inside its bash -c
-                p.kill()
-        except psutil.Error:
-            pass
+    for _ in range(10):  # again until none is left: a dying agent may have been starting a rank
+        found = []
+        for p in psutil.process_iter(["cmdline"]):
+            try:
+                if str(cell.spec_path) in " ".join(p.info["cmdline"] or []):  # an srun's is inside its bash -c
+                    p.kill()
+                    found.append(p)
+            except psutil.Error:
+                pass
+        if not found:
+            return
+        psutil.wait_procs(found, timeout=5)
 
 
 def _group(pgid: int) -> dict:
