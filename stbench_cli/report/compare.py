@@ -29,6 +29,8 @@ def compare(rows: list[dict], *, row_axis: str, cols: str, metric: str, baseline
         summary.rename(columns={"label": "device"}).to_csv(out / "compare.csv", index=False)
     if plot:
         from .plots import write_plots
+        from .scaling_plot import write_scaling_plot
 
         write_plots(df, out or Path("."))
+        write_scaling_plot(df, out or Path("."))
     return text

@@ -12,9 +12,10 @@ from tabulate import tabulate
 
 from ..errors import StbenchError
 from ..store.rows import PHASE_COLUMNS, TEXT_COLUMNS
-from .stats import ci95, format_cell, format_number, ratio_text, significant
+from .scaling import scaling as scaling_of
+from .stats import ci95, format_cell, format_number, ratio_text
 
-CELL_KEYS = ["strategy", "world_size", "batch_size", "epochs"]
+CELL_KEYS = ["strategy", "world_size", "nodes", "batch_size", "epochs"]
 PHASES = list(PHASE_COLUMNS)
 
 
@@ -27,6 +28,8 @@ def frame(rows: list[dict]) -> pd.DataFrame:
     if not rows:
         raise StbenchError("no result rows to compare")
     df = pd.DataFrame(rows)
+    if "nodes" not in df:  # rows from before multi-node runs
+        df["nodes"] = 1
     for col in df.columns:
         if col not in TEXT_COLUMNS:
             df[col] = pd.to_numeric(df[col], errors="coerce")
@@ -129,28 +132,8 @@ def phase_shares(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 
 def scaling(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """DDP rows: samples/s, speedup and efficiency against nproc=1, and the sync share."""
-    ddp = df[(df["strategy"] == "ddp") & (df["status"] == "ok")]
-    out = {}
-    for workload, w in ddp.groupby("workload", sort=True):
-        if w["world_size"].nunique() < 2:
-            continue
-        group_keys = [k for k in keys_of(df) if k not in ("world_size", "strategy")]
-        lines = []
-        for key, g in w.groupby(group_keys, sort=True, dropna=False):
-            one = g[g["world_size"] == 1]["samples_per_s"].tolist()
-            for n, gn in g.groupby("world_size", sort=True):
-                sps = gn["samples_per_s"].tolist()
-                speed = float(np.median(sps) / np.median(one)) if one else math.nan
-                note = "" if not one or n == 1 or significant(one, sps) else " (not significant)"
-                share = float(np.median(gn["sync_s"] / gn["train_s"]))
-                lines.append({**{k: v for k, v in zip(group_keys, key) if w[k].astype(str).nunique() > 1 or k == "label"},
-                              "nproc": int(n), "samples_per_s": format_number(float(np.median(sps))),
-                              "speedup": (f"{speed:.2f}x" if math.isfinite(speed) else "-") + note,
-                              "efficiency": f"{100 * speed / n:.0f}%" if math.isfinite(speed) else "-",
-                              "sync_share": f"{100 * share:.1f}%"})
-        out[workload] = pd.DataFrame(lines).rename(columns={"label": "device"})
-    return out
+    """Multi-process rows: the scaling study per world size and node count (see scaling.py)."""
+    return scaling_of(df, keys_of(df))
 
 
 def markdown(table: pd.DataFrame) -> str:
@@ -167,5 +150,5 @@ def report(df: pd.DataFrame, metric: str = "wall_s", rows: str = "epochs", cols:
         if workload in phases:
             parts.append(f"### {workload}: where the time went (share of train + eval)\n\n{markdown(phases[workload])}")
         if workload in scale:
-            parts.append(f"### {workload}: data-parallel scaling against nproc=1\n\n{markdown(scale[workload])}")
+            parts.append(f"### {workload}: data-parallel scaling against the smallest world\n\n{markdown(scale[workload])}")
     return "\n\n".join(parts) + "\n"
