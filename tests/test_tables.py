@@ -66,11 +66,12 @@ def test_statuses_hosts_and_scaling():
 | ddp        | 2            | 1        | 9.00    | -              |
 | single     | 1            | 1        | 10.00   | 20.00 (1/2 ok) |""" in text
     # one repeat per side: a speedup is printed but never called significant
+    # (rows without epoch_s or sync_count, as an older stbench wrote them, show "-" there)
     assert """\
-| device   | nproc   | samples_per_s   | speedup                 | efficiency   | sync_share   |
-|:---------|:--------|:----------------|:------------------------|:-------------|:-------------|
-| cpu@a    | 1       | 100.0           | 1.00x                   | 100%         | 0.0%         |
-| cpu@a    | 2       | 160.0           | 1.60x (not significant) | 80%          | 20.0%        |""" in text
+| device   | nodes   | nproc   | world   | epoch_s   | samples_per_s   | speedup                 | efficiency   | sync_share   | ms_per_sync   | syncs_per_epoch   |
+|:---------|:--------|:--------|:--------|:----------|:----------------|:------------------------|:-------------|:-------------|:--------------|:------------------|
+| cpu@a    | 1       | 1       | 1       | -         | 100.0           | 1.00x                   | 100%         | 0.0%         | -             | -                 |
+| cpu@a    | 1       | 2       | 2       | -         | 160.0           | 1.60x (not significant) | 80%          | 20.0%        | -             | -                 |""" in text
 
 
 def test_bad_pivot_and_baseline_are_named():

@@ -2,6 +2,7 @@
 
     python -m stbench.child.cell SPEC.json RESULT.json [--profile DIR]            (single process)
     torchrun --standalone --nproc-per-node N -m stbench.child.cell SPEC.json RESULT.json
+    torchrun --nnodes M --node-rank I --rdzv-backend static --master-addr H … -m stbench.child.cell …
 
 Rank 0 writes RESULT.json. A rank that fails writes RESULT.rankR.json with its status and
 last error line, then exits non-zero so that torchrun tears the rest of the world down.
@@ -70,9 +71,9 @@ def run(spec: RunSpec, step_hook=None) -> CellResult:
     if cfg.knobs.threads:
         torch.set_num_threads(cfg.knobs.threads)
     device = torch.device(spec.device)
-    rank, local_rank, world = ddp.init_from_env(device)
-    if device.type == "cuda" and world > 1:
-        device = torch.device("cuda", local_rank)
+    rank, local_rank, world = ddp.init_from_env(device, spec.backend)
+    if world > 1:
+        device = ddp.rank_device(device, local_rank)
     if device.type == "cuda":
         torch.cuda.set_device(device)
         torch.cuda.reset_peak_memory_stats(device)
@@ -84,7 +85,7 @@ def run(spec: RunSpec, step_hook=None) -> CellResult:
     rss = ddp.reduce([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0], device)[0]
     figures = replace(
         result.figures, peak_rss_mb=rss, base_rss_mb=base_rss, data_mb=task.data.mb, data_source=task.data.source,
-        threads=torch.get_num_threads(), predicted_mb=_predicted_mb(workload, spec, device.type == "cuda"),
+        node_hosts=ddp.node_hosts(), threads=torch.get_num_threads(), predicted_mb=_predicted_mb(workload, spec, device.type == "cuda"),
         device_name=torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
     )
     return replace(result, figures=figures)

@@ -17,6 +17,7 @@ one bucket (a small model) all communication is exposed, as it really is.
 # against the real `dist.GradBucket` and `Future` types.
 
 import os
+import socket
 
 import torch
 import torch.distributed as dist
@@ -32,9 +33,11 @@ class SyncProbe:
     def __init__(self, clock: Clock):
         self.clock = clock
         self.last_bucket_mark = None
+        self.count = 0  # steps whose gradients were synchronised
 
     def take(self):
         mark, self.last_bucket_mark = self.last_bucket_mark, None
+        self.count += mark is not None
         return mark
 
     def compute_end(self) -> None:
@@ -49,22 +52,41 @@ def _timed_allreduce(probe: SyncProbe, bucket: dist.GradBucket) -> torch.futures
     return allreduce_hook(None, bucket)
 
 
-def init_from_env(device: torch.device) -> tuple[int, int, int]:
-    """Join the torchrun world if there is one; returns (rank, local_rank, world_size)."""
+def rank_device(device: torch.device, local_rank: int) -> torch.device:
+    """This rank's device: on CUDA, GPU local_rank (modulo the GPUs this node has, so that gloo
+    ranks may share one; NCCL cells are planned with a GPU per rank)."""
+    if device.type != "cuda":
+        return device
+    return torch.device("cuda", local_rank % torch.cuda.device_count())
+
+
+def init_from_env(device: torch.device, backend: str | None = None) -> tuple[int, int, int]:
+    """Join the torchrun world if there is one; returns (rank, local_rank, world_size).
+    backend: the cell's torch.distributed backend (None: nccl on CUDA, gloo on CPU)."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world == 1:
         return 0, 0, 1
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    backend = "nccl" if device.type == "cuda" else "gloo"
     if device.type == "cuda":
-        torch.cuda.set_device(local_rank)
-    dist.init_process_group(backend=backend)
+        torch.cuda.set_device(rank_device(device, local_rank))
+    dist.init_process_group(backend=backend or ("nccl" if device.type == "cuda" else "gloo"))
     return dist.get_rank(), local_rank, world
 
 
-def wrap(model: torch.nn.Module, device: torch.device, probe: SyncProbe) -> torch.nn.Module:
+def node_hosts() -> str:
+    """The host of each node (torchrun agent) in node-rank order, comma-separated."""
+    # Slurm's node name where there is one (on a cluster, the host name; distinct for emulated nodes)
+    mine = (int(os.environ.get("GROUP_RANK", "0")), os.environ.get("SLURMD_NODENAME") or socket.gethostname())
+    if not dist.is_initialized():
+        return mine[1]
+    everyone: list = [None] * dist.get_world_size()
+    dist.all_gather_object(everyone, mine)
+    return ",".join(host for _, host in sorted(dict(everyone).items()))
+
+
+def wrap(model: torch.nn.Module, device: torch.device, probe: SyncProbe, bucket_cap_mb: float = 25.0) -> torch.nn.Module:
     ids = [device.index] if device.type == "cuda" else None
-    ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
+    ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids, bucket_cap_mb=bucket_cap_mb)
     ddp.register_comm_hook(probe, _timed_allreduce)
     # DDP's own logger times backward communication; sampled every iteration, it is an
     # independent measurement to hold sync_s against (see logged_comm).

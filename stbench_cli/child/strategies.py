@@ -54,13 +54,13 @@ def _units(model: torch.nn.Module) -> list[torch.nn.Module]:
 
 
 def parallelize(strategy: str, model: torch.nn.Module, device: torch.device, world_size: int,
-                probe: ddp.SyncProbe) -> torch.nn.Module:
+                probe: ddp.SyncProbe, bucket_cap_mb: float = 25.0) -> torch.nn.Module:
     """Step 3: the model as this strategy trains it (placed on the device already)."""
-    if world_size == 1 and strategy == "single":
+    if world_size == 1:  # a world of one (torchrun starts no process group): nothing to sync or shard
         return model
     if strategy == "fsdp":
         return apply_fsdp(model, device, world_size)
-    return ddp.wrap(model, device, probe)
+    return ddp.wrap(model, device, probe, bucket_cap_mb)
 
 
 def make_optimizer(strategy: str, factory, params, lr: float) -> torch.optim.Optimizer:

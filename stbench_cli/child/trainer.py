@@ -90,8 +90,10 @@ class Trainer:
         self.flops_per_sample = task.flops_per_sample or count_flops(
             lambda: task.model.loss(module, x, y, 0), module, len(x))
         self.probe = ddp.SyncProbe(self.clock)
-        self.model = strategies.parallelize(cfg.strategy, module, device, world_size, self.probe)
-        self.optimizer = strategies.make_optimizer(cfg.strategy, task.optim.factory, self.model.parameters(),
+        self.model = strategies.parallelize(cfg.strategy, module, device, world_size, self.probe,
+                                            cfg.knobs.bucket_cap_mb)
+        self.optimizer = strategies.make_optimizer(cfg.strategy if world_size > 1 else "single", task.optim.factory,
+                                                   self.model.parameters(),
                                                    scaled_lr(cfg.knobs, world_size))
         self.global_step = 0
         warm = max(cfg.knobs.lr_warmup_steps, 1)
@@ -220,5 +222,5 @@ class Trainer:
             final_train_loss=epochs[-1].train_loss, val_metric=self.task.metric.name,
             val_value=epochs[-1].val_metric, naive_baseline=self.task.metric.naive,
             flops_per_sample=self.flops_per_sample, achieved_gflops=self.flops_per_sample * sps / 1e9,
-            peak_gpu_mb=peak_gpu, **ddp_figures,
+            peak_gpu_mb=peak_gpu, sync_count=self.probe.count if self.world > 1 else None, **ddp_figures,
         )

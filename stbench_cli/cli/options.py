@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 # Options that take several values after one flag (`--device cpu cuda`); see spread_lists.
-LIST_OPTIONS = ("--device", "--strategy", "--nproc", "--batch-size", "--epochs")
+LIST_OPTIONS = ("--device", "--strategy", "--nproc", "--batch-size", "--epochs", "--nnodes")
 
 Workload = Annotated[str, typer.Argument(help="a workload from `stbench list`")]
 Devices = Annotated[Optional[list[str]], typer.Option("--device", help="cpu, cuda, cuda:N (several: an axis)")]
@@ -21,6 +21,14 @@ Preset = Annotated[Optional[str], typer.Option(help="named parameter set (see `s
 Smoke = Annotated[bool, typer.Option(help="shrink every cell to a seconds-long run")]
 Out = Annotated[Path, typer.Option(help="parent folder of the new result folder")]
 Timeout = Annotated[Optional[float], typer.Option(help="seconds per cell before it is killed")]
+Nnodes = Annotated[Optional[list[int]], typer.Option(
+    "--nnodes", help="nodes (torchrun agents) per multi-process cell; world size = nproc x nnodes")]
+Launcher = Annotated[Optional[str], typer.Option(
+    help="local (this machine; N loopback agents for --nnodes N), slurm (a job per cell via submitit), "
+         "srun (inside an allocation)")]
+Slurm = Annotated[Optional[list[str]], typer.Option(
+    "--slurm", help="sbatch option for --launcher slurm: key=value (partition=gpu, account=..., cpus_per_task=8)")]
+DryRun = Annotated[bool, typer.Option(help="print what each cell would run (sbatch scripts for slurm); write nothing")]
 Resume = Annotated[Optional[Path], typer.Option(
     help="finish the study in this folder (its matrix is read from manifest.json; axes given here are ignored)")]
 

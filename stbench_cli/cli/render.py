@@ -26,7 +26,9 @@ def warn(message: str) -> None:
 
 
 def cell_label(spec) -> str:
-    world = f" x{spec.world_size}" if spec.strategy != "single" else ""
+    world = ""
+    if spec.distributed:
+        world = f" x{spec.world_size}" if spec.nodes == 1 else f" {spec.nodes}x{spec.nproc_per_node}"
     return f"{spec.device} {spec.strategy}{world} batch={spec.batch_size} epochs={spec.epochs} repeat={spec.repeat}"
 
 
@@ -59,7 +61,7 @@ def table_width() -> int | None:
 # The run summary's columns, the most important first; a narrow terminal drops them from the end.
 SUMMARY = (("device", "device"), ("status", "status"), ("wall s", "wall_s"), ("samples/s", "samples_per_s"),
            ("epochs", "epochs"), ("batch", "batch_size"), ("val", "val_value"), ("naive", "naive_baseline"),
-           ("strategy", "strategy"), ("world", "world_size"), ("rep", "repeat"))
+           ("strategy", "strategy"), ("world", "world_size"), ("nodes", "nodes"), ("rep", "repeat"))
 _FORMATS = {"wall_s": "{:.2f}", "samples_per_s": "{:,.0f}", "val_value": "{:.3g}", "naive_baseline": "{:.3g}"}
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Annotated
 
@@ -10,18 +11,26 @@ import typer
 
 from . import render
 from .app import app
-from .options import Batches, Devices, Epochs, Nprocs, Out, Preset, Resume, Sets, Smoke, Strategies, Timeout, Workload
+from .options import (Batches, Devices, DryRun, Epochs, Launcher, Nnodes, Nprocs, Out, Preset, Resume, Sets, Slurm,
+                      Smoke, Strategies, Timeout, Workload)
 
 
 def execute(plan, env, timeout: float | None, extra: tuple[str, ...] = ()) -> list[dict]:
-    """Run a plan under a progress bar, naming the cells that cannot run here."""
+    """Run a plan under a progress bar, naming the cells that cannot run here. Both start once
+    the study's folder is ours, so a refused folder (another parent runs it) is one line."""
     from ..runner import study
 
-    for reason in sorted(set(plan.skips.values())):
-        render.warn(f"skipping cells: {reason}")
     done = len({r["run_id"] for r in plan.done} & {c.run_id for c in plan.cells})
-    with render.progress(len(plan.cells), done) as (on_start, on_done):
-        return study.execute(plan, env, timeout, extra_args=extra, on_start=on_start, on_done=on_done)
+    with ExitStack() as stack:
+        bar = {}
+
+        def begin():
+            for reason in sorted(set(plan.skips.values())):
+                render.warn(f"skipping cells: {reason}")
+            bar["start"], bar["done"] = stack.enter_context(render.progress(len(plan.cells), done))
+
+        return study.execute(plan, env, timeout, extra_args=extra, on_begin=begin,
+                             on_start=lambda spec: bar["start"](spec), on_done=lambda spec, row: bar["done"](spec, row))
 
 
 @app.command()
@@ -30,11 +39,12 @@ def run(
     batch_size: Batches = None, epochs: Epochs = None, set_: Sets = None,
     repeat: Annotated[int, typer.Option(help="repeats of every cell")] = 1,
     preset: Preset = None, smoke: Smoke = False, seed: int = 0, out: Out = Path("results"),
-    resume: Resume = None, timeout: Timeout = None,
+    resume: Resume = None, timeout: Timeout = None, nnodes: Nnodes = None, launcher: Launcher = None,
+    slurm: Slurm = None, dry_run: DryRun = False,
 ) -> None:
-    """Run a matrix of devices x strategies x nproc x batch sizes x epochs x --set axes."""
+    """Run a matrix of devices x strategies x nproc x nnodes x batch sizes x epochs x --set axes."""
     from ..plan import planner
-    from ..runner import envinfo
+    from ..runner import envinfo, launchers
 
     env = envinfo.collect()
     if resume:
@@ -43,8 +53,12 @@ def run(
         request = planner.Request(
             workload, devices=tuple(device or ()), strategies=tuple(strategy or ()), nprocs=tuple(nproc or ()),
             batch_sizes=tuple(batch_size or ()), epochs=tuple(epochs or ()), sets=tuple(set_ or ()),
-            repeat=repeat, preset=preset, smoke=smoke, seed=seed, out=out)
+            repeat=repeat, preset=preset, smoke=smoke, seed=seed, out=out, nnodes=tuple(nnodes or ()),
+            launcher=launcher or "local", slurm=tuple(slurm or ()), timeout=timeout)
         plan = planner.plan_new(request, env, tuple(sys.argv))
+    if dry_run:
+        render.out.print(launchers.describe(plan, timeout), markup=False, end="")
+        return
     render.run_summary(execute(plan, env, timeout), plan.folder)
 
 

@@ -49,8 +49,10 @@ class Param:
         return value
 
 
-def _knob(default: Any, help: str, choices: tuple | None = None, minimum: float | None = None):
-    return field(default=default, metadata={"help": help, "choices": choices, "minimum": minimum})
+def _knob(default: Any, help: str, choices: tuple | None = None, minimum: float | None = None, late: bool = False):
+    # `late`: a knob added after result folders existed. A cell's run_id leaves late knobs out while
+    # they hold their default, so cells planned before they existed keep their ids (resume, references).
+    return field(default=default, metadata={"help": help, "choices": choices, "minimum": minimum, "late": late})
 
 
 @dataclass(frozen=True)
@@ -68,14 +70,21 @@ class TrainerParams:
     threads: int = _knob(0, "torch intra-op threads per process (0: torch's default)", minimum=0)
     max_steps: int = _knob(0, "cap on training steps per epoch (0: the whole epoch), for scale studies", minimum=0)
     max_eval_batches: int = _knob(0, "cap on validation batches per epoch (0: all), for scale studies", minimum=0)
+    backend: str = _knob("auto", "torch.distributed backend of a multi-process cell (auto: nccl on CUDA, gloo on CPU)",
+                         ("auto", "nccl", "gloo", "mpi"), late=True)
+    bucket_cap_mb: float = _knob(25.0, "DDP gradient bucket size in MiB (torch's default: 25)", minimum=0.0, late=True)
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> "TrainerParams":
         """The trainer's view of a cell's resolved parameters."""
-        return cls(**{f.name: params[f.name] for f in fields(cls)})
+        # A cell planned before a knob existed (an older manifest) gets the knob's default.
+        return cls(**{f.name: params[f.name] for f in fields(cls) if f.name in params})
 
 
 COMMON_PARAMS: tuple[Param, ...] = tuple(
     Param(f.name, type(f.default), f.default, f.metadata["help"], f.metadata["choices"], f.metadata["minimum"])
     for f in fields(TrainerParams)
 )
+
+# Knobs added after result folders existed, with their defaults (see `_knob`'s `late`).
+LATER_KNOB_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(TrainerParams) if f.metadata["late"]}

@@ -18,6 +18,7 @@ from ..store.files import read_runs
 from ..store.machine import EnvInfo
 from ..store.manifest import read_manifest
 from . import registry
+from .launch import Launch, make_launch
 from .skips import cell_skip
 from .spec import MatrixSpec, RunSpec, check_device, check_positive, check_strategy, expand, parse_set
 
@@ -38,6 +39,10 @@ class Request:
     smoke: bool = False
     seed: int = 0
     out: Path = Path("results")
+    nnodes: tuple[int, ...] = ()
+    launcher: str = "local"
+    slurm: tuple[str, ...] = ()  # --slurm key=value
+    timeout: float | None = None  # seconds per cell (a Slurm job's time limit)
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,7 @@ class Plan:
     manifest: dict
     skips: Mapping[str, str]  # run_id -> why that cell cannot run on this machine
     done: tuple[dict, ...] = ()  # runs.csv rows already in the folder (a resumed study)
+    launch: Launch = Launch()  # how the cells' processes are started
 
 
 def resolve_params(w: Workload, preset: str, smoke: bool, sets) -> tuple[dict, dict, dict]:
@@ -112,6 +118,7 @@ def matrix_of(w: Workload, req: Request) -> MatrixSpec:
         devices=tuple(dict.fromkeys(check_device(d) for d in req.devices or ["cpu"])),
         strategies=tuple(dict.fromkeys(check_strategy(s) for s in req.strategies or ["single"])),
         nprocs=check_positive("--nproc", req.nprocs or [1]),
+        nnodes=check_positive("--nnodes", req.nnodes or [1]),
         batch_sizes=check_positive("--batch-size", req.batch_sizes or [engine.get("batch_size", 64)]),
         epochs=check_positive("--epochs", req.epochs or [engine.get("epochs", 1)]),
         base_params=tuple(sorted(base.items())), axes=tuple(axes.items()),
@@ -121,9 +128,10 @@ def matrix_of(w: Workload, req: Request) -> MatrixSpec:
 
 def plan_new(req: Request, env: EnvInfo, command: tuple[str, ...] = ()) -> Plan:
     w = registry.get(req.workload)
+    launch = make_launch(req.launcher, list(req.slurm), req.timeout)
     matrix = matrix_of(w, req)
     cells = expand(matrix)
-    skips = {c.run_id: r for c in cells if (r := cell_skip(c, env, w))}
+    skips = {c.run_id: r for c in cells if (r := cell_skip(c, env, w, launch.kind))}
     if len(skips) == len(cells):  # before check_data, which may open a remote store
         raise StbenchError(f"nothing to run: {skips[cells[0].run_id]}")
     check_data(w, cells)
@@ -131,8 +139,9 @@ def plan_new(req: Request, env: EnvInfo, command: tuple[str, ...] = ()) -> Plan:
         "stbench_version": __version__, "git_sha": git_sha(), "command": list(command),
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "workload": w.name,
         "matrix": asdict(matrix), "cells": [asdict(c) for c in cells], "env": env.to_dict(),
+        "launcher": launch.to_dict(),
     }
-    return Plan(w, tuple(cells), new_folder(req.out, w.name), manifest, skips)
+    return Plan(w, tuple(cells), new_folder(req.out, w.name), manifest, skips, launch=launch)
 
 
 def plan_profile(req: Request, env: EnvInfo, offload: bool, steps: int, command: tuple[str, ...] = ()) -> Plan:
@@ -148,7 +157,8 @@ def plan_profile(req: Request, env: EnvInfo, offload: bool, steps: int, command:
     base, axes, _ = resolve_params(w, req.preset or w.default_preset, req.smoke, sets)
     warmup = axes.get("warmup_steps", (base["warmup_steps"],))[0]
     sets += [f"max_steps={warmup + steps}", "max_eval_batches=2"]
-    return plan_new(replace(req, sets=tuple(sets), epochs=(1,), strategies=(), nprocs=(), repeat=1), env, command)
+    return plan_new(replace(req, sets=tuple(sets), epochs=(1,), strategies=(), nprocs=(), nnodes=(), repeat=1), env,
+                    command)
 
 
 def plan_resume(workload: str, folder: Path, env: EnvInfo) -> Plan:
@@ -164,5 +174,6 @@ def plan_resume(workload: str, folder: Path, env: EnvInfo) -> Plan:
     except (TypeError, ValueError) as exc:
         raise StbenchError(f"{folder}/manifest.json is corrupt: bad cell ({exc})") from None
     w = registry.get(workload)
-    skips = {c.run_id: r for c in cells if (r := cell_skip(c, env, w))}
-    return Plan(w, cells, folder, manifest, skips, done)
+    launch = Launch.from_dict(manifest.get("launcher"))
+    skips = {c.run_id: r for c in cells if (r := cell_skip(c, env, w, launch.kind))}
+    return Plan(w, cells, folder, manifest, skips, done, launch)

@@ -1,34 +1,62 @@
-"""Why a cell cannot run here: the machine first (devices, strategy), then the workload's
-own judgement (a parameter combination that does not exist, memory it predicts will not fit).
-Decided once per cell, when the study is planned. Pure: no torch."""
+"""Why a cell cannot run here: the machine first (devices, strategy, distributed backend), then
+the workload's own judgement (a parameter combination that does not exist, memory it predicts
+will not fit). Decided once per cell, when the study is planned. Pure: no torch."""
 
 from __future__ import annotations
 
 from ..contract import Workload
 from ..store.machine import EnvInfo
-from .spec import DISTRIBUTED, RunSpec
+from .spec import RunSpec
 
 
-def skip_reason(run: RunSpec, gpu_count: int, strategies: tuple[str, ...]) -> str | None:
-    """Why this cell cannot run on this machine, or None if it can."""
+def skip_reason(run: RunSpec, gpu_count: int, strategies: tuple[str, ...], backends: tuple[str, ...] = (),
+                launcher: str = "local") -> str | None:
+    """Why this cell cannot run on this machine, or None if it can. `backends`: the
+    torch.distributed backends of this torch build (empty: unknown, not checked)."""
     if run.strategy not in strategies:
         return f"strategy {run.strategy} is not supported by {run.workload} (supported: {', '.join(strategies)})"
-    if run.device.startswith("cuda"):
-        if gpu_count == 0:
-            return f"{run.device} requested, but no GPU is visible (torch.cuda.is_available() is False)"
-        if ":" in run.device:
-            index = int(run.device.split(":")[1])
-            if run.strategy in DISTRIBUTED:
-                return f"{run.strategy} on cuda puts one rank on each GPU: use --device cuda, not a numbered device"
-            if index >= gpu_count:
-                return f"{run.device} requested, but only {gpu_count} GPU(s) are visible (cuda:0..cuda:{gpu_count - 1})"
-        if run.strategy in DISTRIBUTED and run.world_size > gpu_count:
-            return f"{run.strategy} with nproc={run.world_size} on cuda needs {run.world_size} GPUs, {gpu_count} visible"
+    if run.distributed:
+        reason = _backend_reason(run, backends)
+        if reason:
+            return reason
+    # A Slurm job's GPUs are those of the nodes it gets, not of the machine that submits it.
+    if run.device.startswith("cuda") and launcher != "slurm":
+        return _cuda_reason(run, gpu_count, launcher)
     return None
 
 
-def cell_skip(spec: RunSpec, env: EnvInfo, workload: Workload) -> str | None:
-    reason = skip_reason(spec, env.gpu_count, workload.strategies)
+def _backend_reason(run: RunSpec, backends: tuple[str, ...]) -> str | None:
+    backend = run.backend
+    if backends and backend not in backends:
+        return (f"backend {backend} is not available in this torch build "
+                f"(torch.distributed.is_{backend}_available() is False; available: {', '.join(backends)})")
+    if backend == "nccl" and not run.device.startswith("cuda"):
+        return "backend nccl needs CUDA devices; on cpu use backend gloo (or auto)"
+    return None
+
+
+def _cuda_reason(run: RunSpec, gpu_count: int, launcher: str) -> str | None:
+    if gpu_count == 0:
+        return f"{run.device} requested, but no GPU is visible (torch.cuda.is_available() is False)"
+    if ":" in run.device:
+        index = int(run.device.split(":")[1])
+        if run.distributed:
+            return f"{run.strategy} on cuda puts one rank on each GPU: use --device cuda, not a numbered device"
+        if index >= gpu_count:
+            return f"{run.device} requested, but only {gpu_count} GPU(s) are visible (cuda:0..cuda:{gpu_count - 1})"
+    # NCCL wants a GPU of its own per rank; gloo ranks may share one (rank i on GPU i mod count).
+    if run.distributed and run.backend == "nccl":
+        if launcher == "srun":  # every node of the allocation is taken to have this node's GPUs
+            if run.nproc_per_node > gpu_count:
+                return f"{run.strategy} with nproc={run.nproc_per_node} per node on cuda needs {run.nproc_per_node} GPUs per node, {gpu_count} visible"
+        elif run.world_size > gpu_count:
+            who = f"nproc={run.world_size}" if run.nodes == 1 else f"{run.nodes} nodes x nproc={run.nproc_per_node}"
+            return f"{run.strategy} with {who} on cuda needs {run.world_size} GPUs, {gpu_count} visible"
+    return None
+
+
+def cell_skip(spec: RunSpec, env: EnvInfo, workload: Workload, launcher: str = "local") -> str | None:
+    reason = skip_reason(spec, env.gpu_count, workload.strategies, env.dist_backends, launcher)
     if reason or workload.skip is None:
         return reason
     memory = {"host_bytes": env.ram_gb * 2**30, "device_bytes": env.gpu_memory_bytes(spec.device)}

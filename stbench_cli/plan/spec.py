@@ -12,10 +12,14 @@ import json
 import re
 from dataclasses import asdict, dataclass
 
+from ..contract.checkpoint import CHECKPOINT
+from ..contract.params import LATER_KNOB_DEFAULTS
 from ..errors import StbenchError
 
 STRATEGIES = ("single", "ddp", "zero1", "fsdp")
 DISTRIBUTED = STRATEGIES[1:]  # each cell a torchrun world of nproc processes per node
+# Parameters added after result folders existed, with their defaults: left out of run_id at those.
+LATE_DEFAULTS = {**LATER_KNOB_DEFAULTS, CHECKPOINT.name: CHECKPOINT.default}
 _DEVICE_RE = re.compile(r"^(cpu|cuda(:\d+)?)$")
 
 
@@ -33,12 +37,41 @@ class RunSpec:
     seed: int = 0
     preset: str = "default"
     params: tuple[tuple[str, object], ...] = ()  # fully resolved workload parameters, sorted
+    nodes: int = 1  # torchrun agents (machines); world_size = nproc per node x nodes
 
     @property
     def run_id(self) -> str:
-        """Stable id of this cell × repeat: resume matches finished rows by it."""
-        blob = json.dumps(asdict(self), sort_keys=True, default=str)
+        """Stable id of this cell × repeat: resume matches finished rows by it.
+
+        Fields and trainer knobs added after result folders existed are left out of the hash while they
+        hold their default, so every cell planned before they existed (the committed reference
+        studies, a study resumed by a newer stbench) keeps its id.
+        """
+        d = asdict(self)
+        if d["nodes"] == 1:
+            del d["nodes"]
+        d["params"] = [(k, v) for k, v in self.params if k not in LATE_DEFAULTS or v != LATE_DEFAULTS[k]]
+        blob = json.dumps(d, sort_keys=True, default=str)
         return hashlib.sha1(blob.encode()).hexdigest()[:12]
+
+    @property
+    def distributed(self) -> bool:
+        """Every strategy but `single` runs as a torchrun world (even a world of one)."""
+        return self.strategy != "single"
+
+    @property
+    def nproc_per_node(self) -> int:
+        return self.world_size // self.nodes
+
+    @property
+    def backend(self) -> str | None:
+        """The torch.distributed backend of a multi-process cell (`auto` resolved), None for `single`."""
+        if not self.distributed:
+            return None
+        chosen = self.param_dict.get("backend", "auto")
+        if chosen == "auto":
+            return "nccl" if self.device.startswith("cuda") else "gloo"
+        return str(chosen)
 
     @property
     def param_dict(self) -> dict[str, object]:
@@ -65,7 +98,7 @@ class MatrixSpec:
     workload: str
     devices: tuple[str, ...] = ("cpu",)
     strategies: tuple[str, ...] = ("single",)
-    nprocs: tuple[int, ...] = (1,)
+    nprocs: tuple[int, ...] = (1,)  # processes per node
     batch_sizes: tuple[int, ...] = (64,)
     epochs: tuple[int, ...] = (1,)
     base_params: tuple[tuple[str, object], ...] = ()  # defaults with the preset applied
@@ -73,6 +106,7 @@ class MatrixSpec:
     repeats: int = 1
     seed: int = 0
     preset: str = "default"
+    nnodes: tuple[int, ...] = (1,)
 
 
 def expand(m: MatrixSpec) -> list[RunSpec]:
@@ -80,30 +114,33 @@ def expand(m: MatrixSpec) -> list[RunSpec]:
 
     Repeats are the outermost loop: a whole round of cells runs before the next repeat,
     so slow drift of the machine (thermal, other load) spreads over every cell instead of
-    biasing the one that happened to run last. `nproc` only applies to the distributed strategies; a `single`
-    cell is world size 1 whatever nproc lists, and duplicates are dropped.
+    biasing the one that happened to run last. `nproc` (per node) and `nnodes` only apply to
+    multi-process strategies; a `single` cell is one process whatever they list, and
+    duplicates are dropped.
     """
     axis_names = [name for name, _ in m.axes]
     axis_values = [values for _, values in m.axes]
     cells: list[RunSpec] = []
     seen: set[RunSpec] = set()
     for repeat in range(m.repeats):
-        for device, strategy, nproc, batch, epochs, *combo in itertools.product(
-            m.devices, m.strategies, m.nprocs, m.batch_sizes, m.epochs, *axis_values
+        for device, strategy, nproc, nodes, batch, epochs, *combo in itertools.product(
+            m.devices, m.strategies, m.nprocs, m.nnodes, m.batch_sizes, m.epochs, *axis_values
         ):
             params = dict(m.base_params)
             params.update(zip(axis_names, combo))
+            multi = strategy != "single"
             cell = RunSpec(
                 workload=m.workload,
                 device=device,
                 strategy=strategy,
                 batch_size=batch,
                 epochs=epochs,
-                world_size=nproc if strategy in DISTRIBUTED else 1,
+                world_size=nproc * nodes if multi else 1,
                 repeat=repeat,
                 seed=m.seed,
                 preset=m.preset,
                 params=tuple(sorted(params.items())),
+                nodes=nodes if multi else 1,
             )
             if cell not in seen:
                 seen.add(cell)

@@ -66,7 +66,7 @@ def section(df: pd.DataFrame, w: pd.DataFrame, workload: str, epochs: pd.DataFra
     if workload in phases:
         found.append(("where the time went: median share of train + eval time", phases[workload]))
     if workload in scale:
-        found.append(("data-parallel scaling against nproc=1", scale[workload]))
+        found.append(("data-parallel scaling against the smallest world", scale[workload]))
     memory = memory_tables(w, tables.keys_of, tables._varying)
     if workload in memory:
         found.append(("where the memory went: MiB per rank, median", memory[workload]))

@@ -103,23 +103,35 @@ def _node_boundaries(ax, rows: pd.DataFrame) -> bool:
     return True
 
 
+def _baseline(ln, panel) -> float | None:
+    """Median samples/s of the smallest world of this cell's settings: on the line itself, or on
+    the line that differs from it only in nodes (a 2-node line starts above world size 1)."""
+    rows = pd.concat([other.rows for other in panel.lines])
+    same = [k for k in cell_keys(rows) if k not in ("world_size", "nodes", "nproc_per_node")]
+    mine = ln.rows.iloc[0]
+    match = rows[(rows[same].astype(str) == mine[same].astype(str)).all(axis=1)] if same else rows
+    smallest = match[match["world_size"] == match["world_size"].min()]["samples_per_s"]
+    return float(smallest.median()) if len(smallest) else None
+
+
 def _scaling_panel(axes, panel, colours: dict[str, int], handles: dict) -> bool:
     """One panel's three plots; True where it drew node boundaries."""
     a_speed, a_eff, a_sync = axes
     rows = pd.concat([ln.rows for ln in panel.lines])
+    smallest = int(rows["world_size"].min())
     for ln in panel.lines:
         i = colours.setdefault(ln.name, len(colours))
-        sps = medians(ln.rows, "world_size", "samples_per_s")
-        if 1 in sps.index:  # speedup needs this cell's own nproc=1 run
-            speed = sps["median"] / sps["median"][1]
+        sps, base = medians(ln.rows, "world_size", "samples_per_s"), _baseline(ln, panel)
+        if base:
+            speed = sps["median"] / base
             a_speed.plot(speed.index, speed.values, **look(i))
-            a_eff.plot(speed.index, 100 * speed.values / speed.index, **look(i))
+            a_eff.plot(speed.index, 100 * speed.values * smallest / speed.index, **look(i))
         handles[ln.name] = errorbar(a_sync, medians(ln.rows, "world_size", "sync_ms"), ln.name, i)
     top = int(rows["world_size"].max())
-    a_speed.plot([1, top], [1, top], "k--", linewidth=1)
+    a_speed.plot([smallest, top], [1, top / smallest], "k--", linewidth=1)
     a_eff.axhline(100, color="black", linestyle="--", linewidth=1)
     nodes = False
-    for ax, ylabel in ((a_speed, "speedup vs nproc=1 (x)"), (a_eff, "scaling efficiency (%)"),
+    for ax, ylabel in ((a_speed, f"speedup vs world size {smallest} (x)"), (a_eff, "scaling efficiency (%)"),
                        (a_sync, "exposed gradient sync (ms per step)")):
         ax.set(xlabel="processes (world size)", ylabel=ylabel, title=panel.title)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -129,9 +141,9 @@ def _scaling_panel(axes, panel, colours: dict[str, int], handles: dict) -> bool:
 
 
 def scaling(w: pd.DataFrame, workload: str) -> Picture | None:
-    """Speedup and efficiency against nproc=1 (ideal dashed) and ms per gradient sync, against
-    the world size; dotted lines where a world spans another node."""
-    ddp = w[(w["strategy"] == "ddp") & (w["status"] == "ok")]
+    """Speedup and efficiency against the smallest world (ideal dashed) and ms per gradient sync,
+    against the world size; dotted lines where a world spans another node."""
+    ddp = w[(w["strategy"] != "single") & (w["status"] == "ok")]  # every distributed strategy
     if ddp["world_size"].nunique() < 2:
         return None
     shown = panels(ddp, "world_size")
@@ -146,6 +158,6 @@ def scaling(w: pd.DataFrame, workload: str) -> Picture | None:
         handles["node boundary"] = Line2D([], [], color="grey", linestyle=":")
     legend_below(fig, handles, f"unless named: {shown[0].unnamed}" if shown[0].unnamed else "")
     text = caption(f"{workload}: data-parallel scaling; speedup and efficiency from median samples/s against "
-                   "nproc=1 of the same cell settings, ideal dashed", "sync: gradient communication a training "
+                   "the smallest world of the same cell settings, ideal dashed", "sync: gradient communication a training "
                    "step waited for, per step; " + REPEAT_NOTE, f"all cells: {common(ddp)}" if common(ddp) else "")
     return Picture(f"{workload}-scaling", "Data-parallel scaling", text, png(fig))

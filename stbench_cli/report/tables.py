@@ -15,9 +15,10 @@ from ..errors import StbenchError
 from ..store.rows import PHASE_COLUMNS, TEXT_COLUMNS
 from .fit import fit_table
 from .machines import labels
-from .stats import ci95, format_cell, format_number, ratio_text, significant
+from .scaling import scaling as scaling_of
+from .stats import ci95, format_cell, format_number, ratio_text
 
-CELL_KEYS = ["strategy", "world_size", "batch_size", "epochs"]
+CELL_KEYS = ["strategy", "world_size", "nodes", "batch_size", "epochs"]
 PHASES = list(PHASE_COLUMNS)
 
 
@@ -31,6 +32,8 @@ def frame(rows: list[dict]) -> pd.DataFrame:
     if not rows:
         raise StbenchError("no result rows to compare")
     df = pd.DataFrame(rows)
+    if "nodes" not in df:  # rows from before multi-node runs
+        df["nodes"] = 1
     for col in df.columns:
         if col not in TEXT_COLUMNS and col != "study":  # study: the result folder a row came from
             df[col] = pd.to_numeric(df[col], errors="coerce")
@@ -190,29 +193,8 @@ def phase_shares(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 
 def scaling(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """DDP rows: samples/s, speedup and efficiency against nproc=1, and the sync share."""
-    ddp = df[(df["strategy"] == "ddp") & (df["status"] == "ok")]
-    out = {}
-    for workload, w in ddp.groupby("workload", sort=True):
-        if w["world_size"].nunique() < 2:
-            continue
-        group_keys = [k for k in keys_of(df) if k not in ("world_size", "strategy")]
-        lines = []
-        for key, g in w.groupby(group_keys, sort=True, dropna=False):
-            one = g[g["world_size"] == 1]["samples_per_s"].tolist()
-            for n, gn in g.groupby("world_size", sort=True):
-                sps = gn["samples_per_s"].tolist()
-                speed = float(np.median(sps) / np.median(one)) if one else math.nan
-                note = "" if not one or n == 1 or significant(one, sps) else " (not significant)"
-                share = float(np.median(gn["sync_s"] / gn["train_s"]))
-                lines.append({**{k: show(v) for k, v in zip(group_keys, key) if w[k].astype(str).nunique() > 1 or k == "label"},
-                              "nproc": int(n), "samples_per_s": format_number(float(np.median(sps))),
-                              "speedup": (f"{speed:.2f}x" if math.isfinite(speed) else "-") + note,
-                              "efficiency": f"{100 * speed / n:.0f}%" if math.isfinite(speed) else "-",
-                              "sync_share": f"{100 * share:.1f}%"})
-        table = pd.DataFrame(lines).rename(columns={"label": "device"})
-        out[workload] = keyed(table, list(table.columns).index("nproc") + 1)
-    return out
+    """Multi-process rows: the scaling study per world size and node count (see scaling.py)."""
+    return {w: keyed(t, list(t.columns).index("world") + 1) for w, t in scaling_of(df, keys_of(df)).items()}
 
 
 def keyed(table: pd.DataFrame, n_keys: int) -> pd.DataFrame:
@@ -248,7 +230,7 @@ def report(df: pd.DataFrame, metric: str = "wall_s", rows: str = "epochs", cols:
         if workload in phases:
             parts.append(section(f"### {workload}: where the time went (share of train + eval)", phases[workload], width))
         if workload in scale:
-            parts.append(section(f"### {workload}: data-parallel scaling against nproc=1", scale[workload], width))
+            parts.append(section(f"### {workload}: data-parallel scaling against the smallest world", scale[workload], width))
         if workload in memory:
             parts.append(section(f"### {workload}: where the memory went (MiB per rank, median)", memory[workload], width))
     return "\n\n".join(parts) + "\n"

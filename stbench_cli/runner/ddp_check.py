@@ -1,5 +1,6 @@
 """The doctor's 2-rank DDP cell: a real cnn-strain cell through the runner's own launch path,
-whose sync_s is then held against DDP's own measurement of exposed communication."""
+whose sync_s is then held against DDP's own measurement of exposed communication. On CUDA the
+world is NCCL across two GPUs, or two gloo ranks sharing the one GPU a machine has."""
 
 from __future__ import annotations
 
@@ -8,24 +9,22 @@ from pathlib import Path
 from ..plan.registry import get
 from ..plan.spec import RunSpec
 from ..store.machine import EnvInfo
-from .launch import run_cell
+from . import launchers
+from .launch import CellJob
 
 
 def ddp_figures(device: str, env: EnvInfo, folder: Path):
-    """Figures of a 2-rank world (gloo on CPU, NCCL across two GPUs), or a SKIP Check."""
-    from .doctor import Check
-
-    if device.startswith("cuda") and env.gpu_count < 2:
-        return Check("ddp-sync", device, "SKIP", f"needs 2 GPUs for an NCCL world, {env.gpu_count} visible")
+    """Figures of a 2-rank world: gloo on CPU; on CUDA NCCL across two GPUs, or gloo on one."""
+    backend = "nccl" if device.startswith("cuda") and env.gpu_count >= 2 else "gloo"
     w = get("cnn-strain")
     params = {name: p.default for name, p in w.all_params.items()}
     params.update({k: v for k, v in w.presets["smoke"].items() if k not in ("batch_size", "epochs")})
-    params.update(n_samples=4096, warmup_steps=2)
+    params.update(n_samples=4096, warmup_steps=2, backend=backend)
     spec = RunSpec("cnn-strain", device.split(":")[0], "ddp", 64, 1, world_size=2,
                    params=tuple(sorted(params.items())))
-    outcome = run_cell(spec, folder / "cell", folder / "cell.log", timeout=600)
+    outcome = launchers.get("local").run_cell(CellJob(spec, folder, timeout=600))
     r = outcome.result
     steps = sum(e.steps for e in r.epochs)
     return {"status": r.status, "reason": r.reason, "steps": steps, "sync_s": r.figures.sync_s,
             "ddp_exposed_comm_s": r.figures.ddp_exposed_comm_s, "ddp_comm_s": r.figures.ddp_comm_s,
-            "backend": "gloo" if device == "cpu" else "nccl"}
+            "backend": backend}

@@ -133,8 +133,7 @@ def run_check(name: str, device: str, env: EnvInfo) -> Check:
         if name == "overhead":
             return judge_overhead(device, child_check(name, device))
         if name == "ddp-sync":
-            figures = ddp_figures(device, env, Path(tempfile.mkdtemp(prefix="stbench-doctor-")))
-            return figures if isinstance(figures, Check) else judge_ddp(device, figures)
+            return judge_ddp(device, ddp_figures(device, env, Path(tempfile.mkdtemp(prefix="stbench-doctor-"))))
         if name == "sampling":
             return sampling_check(device, env)
         return judge_peaks(device, envinfo.peaks(env, [device]).get(device))

@@ -23,6 +23,15 @@ from ..store.machine import EnvInfo, cpu_model
 from . import nvml
 
 
+def dist_backends() -> tuple[str, ...]:
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        return ()
+    have = {"gloo": dist.is_gloo_available(), "nccl": dist.is_nccl_available(), "mpi": dist.is_mpi_available()}
+    return tuple(name for name, ok in have.items() if ok)
+
+
 def collect() -> EnvInfo:
     import torch
 
@@ -39,7 +48,7 @@ def collect() -> EnvInfo:
         cores_logical=psutil.cpu_count() or 0, threads=torch.get_num_threads(),
         ram_gb=round(psutil.virtual_memory().total / 2**30, 1), torch=torch.__version__,
         cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version() if gpu_count else None,
-        nccl=nccl, gpu_count=gpu_count, gpus=gpus(gpu_count),
+        nccl=nccl, gpu_count=gpu_count, gpus=gpus(gpu_count), dist_backends=dist_backends(),
     )
 
 

@@ -18,16 +18,18 @@ from ..store.files import prune_orphans, write_cell
 from ..store.machine import EnvInfo, fingerprint, gpu_names
 from ..store.manifest import read_manifest, write_manifest
 from ..store.rows import Derived, Identity, Machine, RunRow, SystemRow
-from . import envinfo
-from .launch import Outcome, gpu_indices, run_cell
+from . import envinfo, launchers
+from .launch import CellJob, Outcome, gpu_indices
+from .lock import FolderLock
 
 
-def identity(spec: RunSpec) -> Identity:
+def identity(spec: RunSpec, launcher: str = "local") -> Identity:
     return Identity(
         run_id=spec.run_id, workload=spec.workload, device=spec.device, strategy=spec.strategy,
-        world_size=spec.world_size, nodes=1, batch_size=spec.batch_size,
+        world_size=spec.world_size, nodes=spec.nodes, batch_size=spec.batch_size,
         global_batch_size=spec.batch_size * spec.world_size, epochs=spec.epochs, repeat=spec.repeat,
         seed=spec.seed, preset=spec.preset, params=json.dumps(spec.param_dict, sort_keys=True),
+        nproc_per_node=spec.nproc_per_node, launcher=launcher, backend=spec.backend,
     )
 
 
@@ -48,21 +50,21 @@ def derived(spec: RunSpec, outcome: Outcome, peaks: dict[str, dict]) -> Derived:
         devices = spec.world_size if spec.device.startswith("cuda") else 1
         peak_gflops = peak["matmul_gflops"] * devices
         fraction = figures.achieved_gflops / peak_gflops
-    return Derived(setup_s=setup, peak_gflops=peak_gflops, peak_fraction=fraction, **outcome.energy)
+    return Derived(setup_s=setup, peak_gflops=peak_gflops, peak_fraction=fraction, job_id=outcome.job_id,
+                   **outcome.energy)
 
 
-def make_row(spec: RunSpec, env: EnvInfo, outcome: Outcome, peaks: dict[str, dict]) -> RunRow:
+def make_row(spec: RunSpec, env: EnvInfo, outcome: Outcome, peaks: dict[str, dict], launcher: str = "local") -> RunRow:
     r = outcome.result
-    return RunRow(identity(spec), r.status, r.reason, machine(env), r.figures, derived(spec, outcome, peaks), r.extras)
+    return RunRow(identity(spec, launcher), r.status, r.reason, machine(env), r.figures, derived(spec, outcome, peaks),
+                  r.extras)
 
 
-def _run_one(spec: RunSpec, folder: Path, env: EnvInfo, timeout, peaks, interval, extra) -> tuple:
-    work = folder / ".cells" / spec.run_id
-    outcome = run_cell(spec, work, folder / "logs" / f"{spec.run_id}.log", timeout, interval, extra,
-                       tuple(env.gpu_uuids(gpu_indices(spec))))
-    shutil.rmtree(work, ignore_errors=True)
+def _run_one(cell: CellJob, env: EnvInfo, peaks) -> tuple:
+    spec, launcher = cell.spec, cell.launch.kind
+    outcome = launchers.get(launcher).run_cell(cell)
     system = [SystemRow(run_id=spec.run_id, **s) for s in outcome.system]
-    return make_row(spec, env, outcome, peaks), list(outcome.result.epochs), system, outcome.unavailable
+    return make_row(spec, env, outcome, peaks, launcher), list(outcome.result.epochs), system, outcome.unavailable
 
 
 def _note_unavailable(folder: Path, manifest: dict, fields: frozenset) -> None:
@@ -75,14 +77,28 @@ def _note_unavailable(folder: Path, manifest: dict, fields: frozenset) -> None:
 
 def execute(plan: Plan, env: EnvInfo, timeout: float | None = None, *, interval: float = 1.0,
             extra_args: tuple[str, ...] = (),
+            on_begin: Callable[[], None] = lambda: None,
             on_start: Callable[[RunSpec], None] = lambda spec: None,
             on_done: Callable[[RunSpec, dict], None] = lambda spec, row: None) -> list[dict]:
-    """Write the manifest (a new study), run every cell not yet done; returns every row of
-    the study (done before and now) in cell order. extra_args go to each cell's process
-    (`--profile DIR`)."""
+    """Take the folder's lock, write the manifest (a new study), run every cell not yet done;
+    returns every row of the study (done before and now) in cell order. extra_args go to each
+    cell's process (`--profile DIR`). A resumed study keeps the --timeout it was started with
+    unless given one. The launcher's checks and the lock come first: a user error or a folder
+    that another parent owns is one StbenchError before anything is written."""
+    launchers.get(plan.launch.kind).check(plan)
+    if timeout is None:
+        timeout = plan.manifest.get("timeout_s")
+    with FolderLock(plan.folder):
+        on_begin()
+        return _execute(plan, env, timeout, interval, extra_args, on_start, on_done)
+
+
+def _execute(plan: Plan, env: EnvInfo, timeout, interval, extra_args, on_start, on_done) -> list[dict]:
     folder = plan.folder
     devices = sorted({c.device for c in plan.cells if c.run_id not in plan.skips})
-    peaks = envinfo.peaks(env, devices)
+    # Slurm jobs run on other machines than this one (a login node, maybe without a GPU): this
+    # machine's peaks would say nothing about them.
+    peaks = envinfo.peaks(env, devices) if plan.launch.kind != "slurm" else {}
     manifest = read_manifest(folder) if (folder / "manifest.json").exists() else None
     if manifest is None:
         manifest = {**plan.manifest, "peaks": peaks, "timeout_s": timeout}
@@ -95,11 +111,16 @@ def execute(plan: Plan, env: EnvInfo, timeout: float | None = None, *, interval:
             continue
         on_start(spec)
         if spec.run_id in plan.skips:
-            row, epochs, system = RunRow(identity(spec), "skipped", plan.skips[spec.run_id], machine(env)), [], []
+            row = RunRow(identity(spec, plan.launch.kind), "skipped", plan.skips[spec.run_id], machine(env))
+            epochs, system = [], []
         else:
-            row, epochs, system, unavailable = _run_one(spec, folder, env, timeout, peaks, interval, extra_args)
+            uuids = tuple(env.gpu_uuids(gpu_indices(spec))) if plan.launch.kind == "local" else ()
+            cell = CellJob(spec, folder, timeout, interval, extra_args, plan.launch, uuids)
+            row, epochs, system, unavailable = _run_one(cell, env, peaks)
             _note_unavailable(folder, manifest, unavailable)
         write_cell(folder, row, epochs, system)
+        # the scratch folder goes only once the row is written: a Slurm cell's result lives there
+        shutil.rmtree(folder / ".cells" / spec.run_id, ignore_errors=True)
         rows[spec.run_id] = row.record()
         on_done(spec, rows[spec.run_id])
     shutil.rmtree(folder / ".cells", ignore_errors=True)

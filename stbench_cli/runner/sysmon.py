@@ -34,8 +34,10 @@ def _rapl_uj() -> tuple[float, float] | None:
 class SystemSampler:
     """Samples every `interval` s in a daemon thread until `stop()`; rows are plain dicts."""
 
-    def __init__(self, pid: int, gpus: GpuReader | None = None, interval: float = 1.0):
-        self.pid, self.gpus, self.interval = pid, gpus if gpus and gpus.handles else None, interval
+    def __init__(self, pids: int | list[int], gpus: GpuReader | None = None, interval: float = 1.0):
+        # several roots: the torchrun agents of a multi-node cell run on this machine side by side
+        self.pids = [pids] if isinstance(pids, int) else list(pids)
+        self.gpus, self.interval = gpus if gpus and gpus.handles else None, interval
         self.rows: list[dict] = []
         self.errors: list[str] = []
         self._stop = threading.Event()
@@ -52,12 +54,13 @@ class SystemSampler:
 
     def _tree(self) -> list[psutil.Process]:
         # Keep Process objects between samples: cpu_percent() measures since the last call.
-        try:
-            root = psutil.Process(self.pid)
-            for p in [root, *root.children(recursive=True)]:
-                self._procs.setdefault(p.pid, p)
-        except psutil.Error:
-            pass
+        for pid in self.pids:
+            try:
+                root = psutil.Process(pid)
+                for p in [root, *root.children(recursive=True)]:
+                    self._procs.setdefault(p.pid, p)
+            except psutil.Error:
+                pass
         return list(self._procs.values())
 
     def sample(self) -> dict:

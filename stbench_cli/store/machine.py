@@ -25,6 +25,7 @@ class EnvInfo:
     nccl: str | None
     gpu_count: int
     gpus: tuple[dict, ...]
+    dist_backends: tuple[str, ...] = ()  # torch.distributed backends this torch build has (empty: unknown)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -54,6 +54,8 @@ class Figures:
     device_name: str | None = None
     threads: int | None = None
     data_source: str | None = None
+    sync_count: int | None = None  # gradient synchronisations a rank waited for (multi-process cells)
+    node_hosts: str | None = None  # host of each node (torchrun agent), in node-rank order, comma-separated
 
 
 @dataclass(frozen=True)
@@ -125,6 +127,9 @@ class Identity:
     seed: int
     preset: str
     params: str  # the resolved workload parameters as JSON
+    nproc_per_node: int = 1  # world_size = nproc_per_node x nodes
+    launcher: str = "local"  # local | slurm | srun: how the cell's processes were started
+    backend: str | None = None  # torch.distributed backend of a multi-process cell
 
 
 @dataclass(frozen=True)
@@ -136,6 +141,7 @@ class Derived:
     peak_fraction: float | None = None
     gpu_energy_j: float | None = None
     cpu_energy_j: float | None = None
+    job_id: str | None = None  # the Slurm job (or job.step) that ran the cell
 
 
 @dataclass(frozen=True)
@@ -185,5 +191,5 @@ EPOCH_COLUMNS = _names(EpochRow)
 SYSTEM_COLUMNS = _names(SystemRow)
 TEXT_COLUMNS = frozenset(
     ["status", "reason"]
-    + [f.name for cls in (Identity, Figures, Machine) for f in fields(cls) if str(f.type).startswith("str")]
+    + [f.name for cls in (Identity, Figures, Derived, Machine) for f in fields(cls) if str(f.type).startswith("str")]
 )
