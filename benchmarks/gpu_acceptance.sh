@@ -12,6 +12,9 @@
 #      reused) under TORCH_CUDA_SANITIZER=1; losses and forecasts compared across backends
 #   5. dcrnn batching index vs gpu-index on cuda: data and h2d shares of gpu-index near zero
 #   6. device synchronisations per step from profiler traces: zero for cnn-strain and dcrnn index
+#   7. ddp, zero1 and fsdp worlds on the GPU(s): NCCL with a GPU per rank, gloo ranks sharing one,
+#      two loopback "nodes"; syncs measured, all strategies the same loss
+#   8. activation checkpointing on cuda: the allocator's activation peak falls none > sqrt > full
 # Every result folder lands under OUT with its manifest; commit OUT's folders under results/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -42,5 +45,13 @@ step no-syncs-cnn-strain python benchmarks/gpu_checks.py no-syncs "$OUT"/profile
 step profile-dcrnn-index stbench profile dcrnn-pems --smoke --device cuda --set batching=index --steps 20 \
     --out "$OUT/profile-dcrnn-index"
 step no-syncs-dcrnn-index python benchmarks/gpu_checks.py no-syncs "$OUT"/profile-dcrnn-index/*
+step distributed stbench run cnn-strain --smoke --device cuda --strategy ddp zero1 fsdp --nproc 1 2 \
+    --set backend=nccl,gloo --out "$OUT/distributed"
+step distributed-agree python benchmarks/gpu_checks.py distributed "$OUT"/distributed/*
+step two-nodes stbench run cnn-strain --smoke --device cuda --strategy ddp --nproc 1 --nnodes 1 2 \
+    --set backend=gloo --out "$OUT/two-nodes"
+step two-nodes-ok python benchmarks/gpu_checks.py distributed "$OUT"/two-nodes/*
+step checkpoint stbench run cnn-strain --smoke --device cuda --set checkpoint=none,sqrt,full --out "$OUT/checkpoint"
+step checkpoint-lowers-peak python benchmarks/gpu_checks.py checkpoint "$OUT"/checkpoint/*
 echo "results in $OUT"
 exit $failed

@@ -4,6 +4,10 @@ profile traces; exits 1 with the reason when a check fails).
     python benchmarks/gpu_checks.py backends-agree FOLDER      stnn relation backends: same losses and forecast
     python benchmarks/gpu_checks.py device-data FOLDER         dcrnn gpu-index: data and h2d shares near zero
     python benchmarks/gpu_checks.py no-syncs FOLDER            profiled steps: no host-device synchronisation
+    python benchmarks/gpu_checks.py distributed FOLDER         ddp/zero1/fsdp worlds on the GPU: rows ok (NCCL
+                                                               worlds wider than the GPUs skipped), syncs
+                                                               measured, every strategy the same loss
+    python benchmarks/gpu_checks.py checkpoint FOLDER          activation peak (CUDA allocator): none > sqrt > full
 """
 
 from __future__ import annotations
@@ -60,6 +64,37 @@ def no_syncs(folder: Path) -> str:
     return f"no host-device synchronisation in the profiled steps of {len(counts)} cell(s)"
 
 
+def distributed(folder: Path, rel: float = 1e-2) -> str:
+    rows = read_runs(folder)
+    bad = [f"{r['run_id']}: {r['status']} {r['reason']}" for r in rows
+           if r["status"] != "ok" and not (r["status"] == "skipped" and "GPUs" in r["reason"])]
+    if bad:
+        raise SystemExit("cells did not end ok: " + "; ".join(bad))
+    ok = [r for r in rows if r["status"] == "ok"]
+    quiet = [r["run_id"] for r in ok if int(r["world_size"]) > 1 and r["strategy"] != "fsdp" and not float(r["sync_s"]) > 0]
+    if quiet:
+        raise SystemExit(f"multi-rank ddp/zero1 cells without a measured sync: {quiet}")
+    losses: dict[tuple, dict[str, float]] = {}
+    for r in ok:
+        losses.setdefault((r["world_size"], r["nodes"]), {})[f"{r['strategy']}/{r['backend']}"] = float(r["final_train_loss"])
+    for world, by in losses.items():
+        first = next(iter(by.values()))
+        if any(not math.isclose(v, first, rel_tol=rel) for v in by.values()):
+            raise SystemExit(f"world {world}: strategies and backends disagree on the final loss: {by}")
+    return f"{len(ok)} distributed cells ok; final losses agree within rel {rel} per world: {losses}"
+
+
+def checkpoint(folder: Path) -> str:
+    peaks = {json.loads(r["params"])["checkpoint"]: (float(r["activation_peak_mb"]), r["activation_source"])
+             for r in _ok(folder)}
+    if any(source != "cuda allocator" for _, source in peaks.values()):
+        raise SystemExit(f"activation peaks not from the CUDA allocator: {peaks}")
+    if not peaks["none"][0] > peaks["sqrt"][0] > peaks["full"][0]:
+        raise SystemExit(f"checkpointing did not lower the activation peak: {peaks}")
+    return "activation peak MiB " + ", ".join(f"{k} {v:.1f}" for k, (v, _) in peaks.items())
+
+
 if __name__ == "__main__":
-    check = {"backends-agree": backends_agree, "device-data": device_data, "no-syncs": no_syncs}[sys.argv[1]]
+    check = {"backends-agree": backends_agree, "device-data": device_data, "no-syncs": no_syncs,
+             "distributed": distributed, "checkpoint": checkpoint}[sys.argv[1]]
     print(check(Path(sys.argv[2])))

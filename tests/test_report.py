@@ -72,7 +72,7 @@ def test_report_opens_in_a_headless_browser(committed_report, tmp_path):
     assert seen["images"] == len(list(committed_report.glob("*.png"))) > 0
     assert seen["loaded"] == seen["images"] and seen["external"] == 0
     assert seen["sections"] == ["cnn-strain", "dcrnn-pems", "lstm-era5", "stnn"]
-    assert seen["tables"] == 2 + 3 + 2 + 2 + 2  # hardware, folders; per workload study, phases (+ scaling)
+    assert seen["tables"] == 2 + 4 + 3 + 2 + 2  # hardware, folders; per workload study, phases (+ cnn-strain scaling, memory; dcrnn memory)
     shot = tmp_path / "report.png"
     subprocess.run([CHROMIUM, *BROWSER_FLAGS, f"--user-data-dir={tmp_path / 'profile2'}", "--window-size=1280,2000",
                     f"--screenshot={shot}", (committed_report / "report.html").as_uri()],
@@ -100,7 +100,8 @@ def test_every_plot_line_is_one_cell():
 def test_compare_plot_writes_per_cell_figures(tmp_path):
     stbench("compare", RESULTS, "--out", tmp_path, "--plot", check=True)
     assert sorted(p.name for p in tmp_path.glob("*.png")) == [
-        "cnn-strain-phases.png", "cnn-strain-scaling.png", "cnn-strain-time-vs-epochs.png", "dcrnn-pems-phases.png",
+        "cnn-strain-memory.png", "cnn-strain-phases.png", "cnn-strain-scaling.png", "cnn-strain-time-vs-epochs.png",
+        "dcrnn-pems-memory.png", "dcrnn-pems-phases.png",
         "lstm-era5-phases.png", "lstm-era5-time-vs-epochs.png", "stnn-phases.png"]
 
 

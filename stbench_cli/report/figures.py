@@ -92,15 +92,17 @@ def phase_bars(w: pd.DataFrame, workload: str) -> Picture | None:
 
 
 def _node_boundaries(ax, rows: pd.DataFrame) -> bool:
-    """Dashed lines between the world sizes that fit one node and those that need more."""
+    """Dotted lines past the largest world that k nodes ran, where a larger world needed more
+    nodes: the worlds beyond it span another machine (the sync cost usually jumps there)."""
     if "nodes" not in rows.columns or not (rows["nodes"].fillna(1) > 1).any():
         return False
-    multi = rows[rows["nodes"] > 1]
-    per_node = int((multi["world_size"] / multi["nodes"]).min())
-    top = int(rows["world_size"].max())
-    for k in range(1, int(np.ceil(top / per_node))):
-        ax.axvline(per_node * k + 0.5, color="grey", linestyle=":", linewidth=1)
-    return True
+    nodes, drawn = rows["nodes"].fillna(1), False
+    for k in sorted(nodes.unique())[:-1]:
+        widest = rows[nodes <= k]["world_size"].max()
+        if (rows[nodes > k]["world_size"] > widest).any():
+            ax.axvline(widest + 0.5, color="grey", linestyle=":", linewidth=1)
+            drawn = True
+    return drawn
 
 
 def _baseline(ln, panel) -> float | None:
@@ -109,7 +111,9 @@ def _baseline(ln, panel) -> float | None:
     rows = pd.concat([other.rows for other in panel.lines])
     same = [k for k in cell_keys(rows) if k not in ("world_size", "nodes", "nproc_per_node")]
     mine = ln.rows.iloc[0]
-    match = rows[(rows[same].astype(str) == mine[same].astype(str)).all(axis=1)] if same else rows
+    text = lambda v: "-" if v is None or v is pd.NA or v != v else str(v)  # noqa: E731  (NaN != NaN)
+    wanted = [text(mine[k]) for k in same]
+    match = rows[[[text(v) for v in r] == wanted for r in rows[same].itertuples(index=False)]] if same else rows
     smallest = match[match["world_size"] == match["world_size"].min()]["samples_per_s"]
     return float(smallest.median()) if len(smallest) else None
 
@@ -131,8 +135,8 @@ def _scaling_panel(axes, panel, colours: dict[str, int], handles: dict) -> bool:
     a_speed.plot([smallest, top], [1, top / smallest], "k--", linewidth=1)
     a_eff.axhline(100, color="black", linestyle="--", linewidth=1)
     nodes = False
-    for ax, ylabel in ((a_speed, f"speedup vs world size {smallest} (x)"), (a_eff, "scaling efficiency (%)"),
-                       (a_sync, "exposed gradient sync (ms per step)")):
+    for ax, ylabel in ((a_speed, f"speedup vs {smallest} process{'es' if smallest > 1 else ''}"), (a_eff, "scaling efficiency (%)"),
+                       (a_sync, "sync waited (ms/step)")):
         ax.set(xlabel="processes (world size)", ylabel=ylabel, title=panel.title)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         from_zero(ax)
@@ -146,6 +150,14 @@ def scaling(w: pd.DataFrame, workload: str) -> Picture | None:
     ddp = w[(w["strategy"] != "single") & (w["status"] == "ok")]  # every distributed strategy
     if ddp["world_size"].nunique() < 2:
         return None
+    # a panel of one world size (a strategies study at nproc=2) has no scaling to show
+    # a panel of one world size (a strategies study at nproc=2) has no scaling to show; the
+    # rest are laid out again, so that names and captions speak of what is drawn
+    kept = [pd.concat([ln.rows for ln in p.lines]) for p in panels(ddp, "world_size")]
+    kept = [rows for rows in kept if rows["world_size"].nunique() > 1]
+    if not kept:
+        return None
+    ddp = pd.concat(kept)
     shown = panels(ddp, "world_size")
     fig, axes = grid(3 * len(shown), per_row=3, size=(4.2, 3.4))
     colours: dict[str, int] = {}
@@ -155,7 +167,7 @@ def scaling(w: pd.DataFrame, workload: str) -> Picture | None:
         nodes = _scaling_panel(axes[3 * k: 3 * k + 3], panel, colours, handles) or nodes
     handles["ideal"] = Line2D([], [], color="black", linestyle="--")
     if nodes:
-        handles["node boundary"] = Line2D([], [], color="grey", linestyle=":")
+        handles["larger worlds span another node"] = Line2D([], [], color="grey", linestyle=":")
     legend_below(fig, handles, f"unless named: {shown[0].unnamed}" if shown[0].unnamed else "")
     text = caption(f"{workload}: data-parallel scaling; speedup and efficiency from median samples/s against "
                    "the smallest world of the same cell settings, ideal dashed", "sync: gradient communication a training "

@@ -29,21 +29,21 @@ def fit_table(table: pd.DataFrame, width: int, render: Render, heading: str = ""
     keys = [k for k in table.attrs.get("keys", []) if k in table.columns]
     if text_width(render(table)) <= width or len(table) == 0:
         return [(heading, table)]
-    constant = [k for k in keys[:-1] if table[k].nunique() == 1]
+    constant = [k for k in keys[:-1] if table[k].nunique(dropna=False) == 1]
     if constant:
         return _split_rows(table, constant[0], keys, width, render, heading)
     values = [c for c in table.columns if c not in keys]
     if values and max(text_width(render(table[keys + [v]])) for v in values) <= width:
         return _split_columns(table, keys, width, render, heading)
     if len(keys) > 1:
-        fewest = min(keys[:-1], key=lambda k: table[k].nunique())
+        fewest = min(keys[:-1], key=lambda k: table[k].nunique(dropna=False))
         return _split_rows(table, fewest, keys, width, render, heading)
     return _split_columns(table, keys, width, render, heading)
 
 
 def _split_rows(table, key, keys, width, render, heading) -> list[tuple[str, pd.DataFrame]]:
     pieces = []
-    for value, part in table.groupby(key, sort=False):
+    for value, part in table.groupby(key, sort=False, dropna=False):
         sub = part.drop(columns=[key]).reset_index(drop=True)
         sub.attrs["keys"] = [k for k in keys if k != key]
         title = f"{heading}, {key}={value}" if heading else f"{key}={value}"

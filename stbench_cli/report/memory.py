@@ -32,7 +32,9 @@ def memory_tables(df: pd.DataFrame, keys_of, varying) -> dict[str, pd.DataFrame]
             continue
         for col in [*PARTS, "wall_s"]:
             cells[col] = [format_number(v) for v in cells[col]]
-        out[workload] = cells.rename(columns={"label": "device", **PARTS, "wall_s": "wall s"})
+        table = cells.rename(columns={"label": "device", **PARTS, "wall_s": "wall s"})
+        table.attrs["keys"] = ["device" if k == "label" else k for k in keys]  # what a narrow terminal repeats
+        out[workload] = table
     return out
 
 
@@ -47,11 +49,19 @@ def memory_picture(w: pd.DataFrame, workload: str):
     cells = _cells(w, keys)
     if cells.empty:
         return None
+    import textwrap
+
     import matplotlib.pyplot as plt
 
-    names = [", ".join(f"{k[2:]}={v}" if k.startswith("p.") else str(v) for k, v in zip(keys, row))
-             for row in cells[keys].itertuples(index=False)]
-    fig, (mem, time) = plt.subplots(1, 2, figsize=(10, 1.8 + 0.45 * len(cells)), sharey=True,
+    # name a cell by what varies among the cells drawn (the workload's other studies left out);
+    # what they share goes into the caption
+    named = [k for k in keys if cells[k].astype(str).nunique() > 1] or keys[:1]
+    shared = [f"{k.removeprefix('p.')}={cells[k].iloc[0]}" for k in keys if k not in named and k != "label"]
+    names = ["\n".join(textwrap.wrap(", ".join(str(v) if k == "label" else f"{k.removeprefix('p.')}={v}"
+                                                 for k, v in zip(named, row)), 40))
+             for row in cells[named].itertuples(index=False)]
+    height = 1.6 + sum(0.2 + 0.18 * (name.count("\n") + 1) for name in names)  # room for wrapped names
+    fig, (mem, time) = plt.subplots(1, 2, figsize=(10, height), sharey=True, layout="constrained",
                                     gridspec_kw={"width_ratios": [3, 1.4]})
     left = pd.Series(0.0, index=cells.index)
     for (col, label), colour in zip(PARTS.items(), COLOURS):
@@ -61,10 +71,9 @@ def memory_picture(w: pd.DataFrame, workload: str):
     mem.invert_yaxis()  # the first cell on top
     time.barh(names, cells["wall_s"], color="#555555")
     time.set(xlabel="wall time (s)", title="time of the same cells")
-    # attached to the axes below its label, so that tight_layout makes room for it
-    mem.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=4, fontsize=8, frameon=False)
-    fig.tight_layout()
+    # below everything, in space the constrained layout keeps free for it
+    fig.legend(*mem.get_legend_handles_labels(), loc="outside lower center", ncol=4, fontsize=8, frameon=False)
     text = caption("per rank, the maximum over ranks: parameters, gradients and optimizer state counted from "
                    "the tensors the rank holds; activations: one step's peak above its start less its gradients",
-                   "medians over repeats")
+                   "medians over repeats", f"all cells: {', '.join(shared)}" if shared else "")
     return Picture(f"{workload}-memory", f"{workload}: where the memory went", text, png(fig))
