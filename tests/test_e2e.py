@@ -99,6 +99,13 @@ def test_corrupt_results_are_named_and_untouched(study, tmp_path):
 def test_resume_of_a_finished_study_adds_nothing(study):
     before = digest(study)
     stbench("run", "cnn-strain", "--resume", study, check=True)
+    stbench("run", "--resume", study, check=True)  # the workload is the study's own
+    assert "nothing left to run" in stbench("run", "--resume", study, "--dry-run", check=True).stdout
+    assert digest(study) == before
+    wrong = stbench("run", "stnn", "--resume", study)
+    assert wrong.returncode == 2 and "holds a cnn-strain study, not stnn" in wrong.stderr
+    neither = stbench("run")
+    assert neither.returncode == 2 and neither.stderr.count("\n") == 1 and "--resume DIR" in neither.stderr
     assert digest(study) == before
 
 

@@ -11,6 +11,7 @@ import typer
 LIST_OPTIONS = ("--device", "--strategy", "--nproc", "--batch-size", "--epochs", "--nnodes")
 
 Workload = Annotated[str, typer.Argument(help="a workload from `stbench list`")]
+StudyWorkload = Annotated[Optional[str], typer.Argument(help="a workload from `stbench list` (optional with --resume)")]
 Devices = Annotated[Optional[list[str]], typer.Option("--device", help="cpu, cuda, cuda:N (several: an axis)")]
 Strategies = Annotated[Optional[list[str]], typer.Option("--strategy", help="single, ddp, zero1, fsdp")]
 Nprocs = Annotated[Optional[list[int]], typer.Option("--nproc", help="processes per ddp/zero1/fsdp cell")]

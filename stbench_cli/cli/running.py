@@ -12,7 +12,7 @@ import typer
 from . import render
 from .app import app
 from .options import (Batches, Devices, DryRun, Epochs, Launcher, Nnodes, Nprocs, Out, Preset, Resume, Sets, Slurm,
-                      Smoke, Strategies, Timeout, Workload)
+                      Smoke, Strategies, StudyWorkload, Timeout, Workload)
 
 
 def execute(plan, env, timeout: float | None, extra: tuple[str, ...] = ()) -> list[dict]:
@@ -35,7 +35,7 @@ def execute(plan, env, timeout: float | None, extra: tuple[str, ...] = ()) -> li
 
 @app.command()
 def run(
-    workload: Workload, device: Devices = None, strategy: Strategies = None, nproc: Nprocs = None,
+    workload: StudyWorkload = None, device: Devices = None, strategy: Strategies = None, nproc: Nprocs = None,
     batch_size: Batches = None, epochs: Epochs = None, set_: Sets = None,
     repeat: Annotated[int, typer.Option(help="repeats of every cell")] = 1,
     preset: Preset = None, smoke: Smoke = False, seed: int = 0, out: Out = Path("results"),
@@ -43,9 +43,12 @@ def run(
     slurm: Slurm = None, dry_run: DryRun = False,
 ) -> None:
     """Run a matrix of devices x strategies x nproc x nnodes x batch sizes x epochs x --set axes."""
+    from ..errors import StbenchError
     from ..plan import planner
     from ..runner import envinfo, launchers
 
+    if workload is None and resume is None:
+        raise StbenchError("stbench run needs a WORKLOAD (see `stbench list`), or --resume DIR to finish a study")
     env = envinfo.collect()
     if resume:
         plan = planner.plan_resume(workload, resume, env)
@@ -57,7 +60,11 @@ def run(
             launcher=launcher or "local", slurm=tuple(slurm or ()), timeout=timeout)
         plan = planner.plan_new(request, env, tuple(sys.argv))
     if dry_run:
-        render.out.print(launchers.describe(plan, timeout), markup=False, end="")
+        left = plan.remaining  # a resume prints only what is left to run
+        if not left.cells:
+            render.out.print(f"nothing left to run: every cell of {plan.folder} has its row", markup=False)
+            return
+        render.out.print(launchers.describe(left, timeout), markup=False, end="")
         return
     render.run_summary(execute(plan, env, timeout), plan.folder)
 

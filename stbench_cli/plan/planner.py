@@ -55,6 +55,12 @@ class Plan:
     done: tuple[dict, ...] = ()  # runs.csv rows already in the folder (a resumed study)
     launch: Launch = Launch()  # how the cells' processes are started
 
+    @property
+    def remaining(self) -> "Plan":
+        """This plan without the cells whose rows are already in the folder (what a resume runs)."""
+        done = {r["run_id"] for r in self.done}
+        return replace(self, cells=tuple(c for c in self.cells if c.run_id not in done))
+
 
 def resolve_params(w: Workload, preset: str, smoke: bool, sets) -> tuple[dict, dict, dict]:
     """(base params, --set axes, engine defaults such as batch_size/epochs from presets)."""
@@ -161,13 +167,15 @@ def plan_profile(req: Request, env: EnvInfo, offload: bool, steps: int, command:
                     command)
 
 
-def plan_resume(workload: str, folder: Path, env: EnvInfo) -> Plan:
-    """The study stored in folder/manifest.json; its runs.csv must be readable."""
+def plan_resume(workload: str | None, folder: Path, env: EnvInfo) -> Plan:
+    """The study stored in folder/manifest.json; its runs.csv must be readable. workload: what
+    the user named, checked against the study's (None: the study's own)."""
     if not folder.is_dir():
         raise StbenchError(f"--resume {folder}: no such result folder")
     manifest = read_manifest(folder)
-    if manifest["workload"] != workload:
+    if workload is not None and manifest["workload"] != workload:
         raise StbenchError(f"--resume {folder} holds a {manifest['workload']} study, not {workload}")
+    workload = manifest["workload"]
     done = tuple(read_runs(folder)) if (folder / "runs.csv").exists() else ()  # a corrupt runs.csv stops us here
     try:
         cells = tuple(RunSpec.from_dict(c) for c in manifest["cells"])
