@@ -15,6 +15,7 @@ from matplotlib.ticker import MaxNLocator
 
 from ..store.rows import PHASE_COLUMNS
 from .series import cell_keys, common, medians, names, panels, spread
+from .stats import show
 from .style import PHASE_COLOURS, from_zero, grid, legend_below, look, png
 
 REPEAT_NOTE = "points are medians over repeats; bars span the lowest and highest repeat"
@@ -111,9 +112,8 @@ def _baseline(ln, panel) -> float | None:
     rows = pd.concat([other.rows for other in panel.lines])
     same = [k for k in cell_keys(rows) if k not in ("world_size", "nodes", "nproc_per_node")]
     mine = ln.rows.iloc[0]
-    text = lambda v: "-" if v is None or v is pd.NA or v != v else str(v)  # noqa: E731  (NaN != NaN)
-    wanted = [text(mine[k]) for k in same]
-    match = rows[[[text(v) for v in r] == wanted for r in rows[same].itertuples(index=False)]] if same else rows
+    wanted = [show(mine[k]) for k in same]  # shown values: a missing parameter ("-") equals itself
+    match = rows[[[show(v) for v in r] == wanted for r in rows[same].itertuples(index=False)]] if same else rows
     smallest = match[match["world_size"] == match["world_size"].min()]["samples_per_s"]
     return float(smallest.median()) if len(smallest) else None
 

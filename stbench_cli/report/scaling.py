@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from .stats import format_number, significant
+from .stats import format_number, show, significant
 
 SHOWN = ("world_size", "nodes", "nproc_per_node")
 
@@ -83,7 +83,7 @@ def scaling(df: pd.DataFrame, keys: list[str]) -> dict[str, pd.DataFrame]:
         group_keys = [k for k in keys if k not in SHOWN]
         lines = []
         for key, g in w.groupby(group_keys, sort=True, dropna=False):
-            shown = {k: v if pd.notna(v) else "-"  # a parameter older rows lack
+            shown = {k: show(v)  # "-" for a parameter older rows lack
                      for k, v in zip(group_keys, key) if w[k].astype(str).nunique() > 1 or k == "label"}
             lines += [{**shown, **line} for line in _group_lines(g)]
         table = pd.DataFrame(lines).rename(columns={"label": "device"})

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 from scipy import stats
 
 HIGHER_IS_BETTER = {"samples_per_s", "steps_per_s", "achieved_gflops", "peak_fraction", "val_value_gain"}
@@ -81,3 +82,8 @@ def ratio_text(metric: str, base, other) -> str:
     return text
 
 
+def show(value) -> str:
+    """A table key as text: '-' where a row has no value, '""' for an empty text."""
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return str(value) if value != "" else '""'

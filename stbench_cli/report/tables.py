@@ -16,7 +16,7 @@ from ..store.rows import PHASE_COLUMNS, TEXT_COLUMNS
 from .fit import fit_table
 from .machines import labels
 from .scaling import scaling as scaling_of
-from .stats import ci95, format_cell, format_number, ratio_text
+from .stats import ci95, format_cell, format_number, ratio_text, show
 
 CELL_KEYS = ["strategy", "world_size", "nodes", "batch_size", "epochs"]
 PHASES = list(PHASE_COLUMNS)
@@ -65,13 +65,6 @@ def portable(values: list) -> list:
     if len(names) < len(paths):
         return values
     return [PurePath(v).name if v in paths else v for v in values]
-
-
-def show(value) -> str:
-    """A table key as text: '-' where a row has no value, '""' for an empty text."""
-    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    return str(value) if value != "" else '""'
 
 
 def hardware_order(df: pd.DataFrame) -> dict[str, tuple]:
