@@ -82,3 +82,12 @@ def test_bad_pivot_and_baseline_are_named():
         report(df, baseline=("device", "tpu"))
     with pytest.raises(StbenchError, match="unknown metric"):
         report(df, metric="speed")
+
+
+def test_a_long_heading_folds_between_pairs_never_inside_a_value():
+    from stbench.report.tables import fold_pairs
+
+    heading = "device=EPYC (2 cores), epochs=1, p.bucket_cap_mb=25.0, p.n_samples=100000, nodes=1, nproc=2"
+    folded = fold_pairs(heading, 40)
+    assert max(map(len, folded.splitlines())) <= 40 and "device=EPYC (2 cores)" in folded.splitlines()[0]
+    assert folded.replace(",\n", ", ") == heading and fold_pairs(heading, 200) == heading

@@ -200,13 +200,25 @@ def markdown(table: pd.DataFrame) -> str:
     return tabulate(table, headers="keys", tablefmt="pipe", showindex=False, disable_numparse=True)
 
 
+def fold_pairs(heading: str, width: int) -> str:
+    """A heading of key=value pairs folded between pairs to fit width, never inside a value
+    (a value may hold spaces: "EPYC (2 cores)")."""
+    lines: list[str] = []
+    for pair in heading.split(", "):
+        if lines and len(lines[-1]) + 2 + len(pair) < width:  # < : room for the comma that ends a line
+            lines[-1] += f", {pair}"
+        else:
+            lines.append(pair)
+    return ",\n".join(lines)
+
+
 def section(title: str, table: pd.DataFrame, width: int | None = None) -> str:
     """A titled Markdown table; with a width, split (never cut) to fit it (report.fit)."""
     if width is None:
         return f"{title}\n\n{markdown(table)}"
     parts = [title]
     for heading, piece in fit_table(table, width, markdown):
-        parts.append((f"{heading}\n\n" if heading else "") + markdown(piece))
+        parts.append((f"{fold_pairs(heading, width)}\n\n" if heading else "") + markdown(piece))
     return "\n\n".join(parts)
 
 
