@@ -13,15 +13,15 @@ from __future__ import annotations
 import argparse
 import time
 
-import torch
 
 from stbench.child.checks import overhead
 from stbench.child.timing import Clock, StepMarks, resolve
+from stbench.device import Accelerator
 
 
 def marks_cost(device: str, n: int) -> float:
     """Seconds per step spent taking a step's five marks, recording them and resolving them."""
-    clock = Clock(torch.device(device))
+    clock = Clock(Accelerator(device))
     t = time.perf_counter()
     marks = [StepMarks(clock.mark(), clock.mark(), clock.mark(), clock.mark(), clock.mark()) for _ in range(n)]
     resolve(clock, marks)

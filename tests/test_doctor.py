@@ -4,10 +4,9 @@ import json
 import os
 import time
 
-import torch
-
 from stbench.child import checks
 from stbench.child.timing import Clock
+from stbench.device import Accelerator
 from stbench.runner import doctor
 from stbench.runner.nvml import GpuReader
 from stbench.runner.sysmon import SystemSampler
@@ -44,7 +43,7 @@ class SkewedClock(Clock):
 
 def test_a_skewed_clock_fails_phase_timing():
     good = doctor.judge_phase_timing("cpu", checks.phase_timing("cpu", steps=12))
-    bad = doctor.judge_phase_timing("cpu", checks.phase_timing("cpu", steps=12, clock=SkewedClock(torch.device("cpu"))))
+    bad = doctor.judge_phase_timing("cpu", checks.phase_timing("cpu", steps=12, clock=SkewedClock(Accelerator("cpu"))))
     assert good.status == "PASS" and bad.status == "FAIL" and "20.0% apart" in bad.detail
 
 

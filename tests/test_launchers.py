@@ -56,6 +56,7 @@ def test_srun_step_of_two_nodes():
                     "--job-name=stbench-99085cf0ef98", "--cpus-per-task=4", "--time=10", "bash", "-c", NODE]
 
 
+@pytest.mark.slurm  # submitit checks its parameters against the srun it finds
 def test_slurm_job_of_two_nodes():
     launch = Launch("slurm", parse_slurm(["partition=gpu", "cpus_per_task=4", "reservation=r1"]))
     opts = slurm.job_options(SPEC, launch, timeout=601)

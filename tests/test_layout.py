@@ -14,7 +14,8 @@ ROOT = Path(__file__).parent.parent
 ENGINE, WORKLOADS = ROOT / "stbench_cli", ROOT / "workloads"
 
 # Who may import whom, by layer (the second part of `stbench.<layer>.…`); "" is the package
-# root (its version) and `errors`, the one exception type, is a leaf every layer may use.
+# root (its version), `errors` (the one exception type) and `device` (the device layer) are
+# leaves every layer may use.
 ALLOWED = {
     "contract": {"contract"},
     "store": {"store"},
@@ -23,9 +24,9 @@ ALLOWED = {
     "runner": {"runner", "plan", "store", "contract"},
     "child": {"child", "plan", "store", "contract"},
     "cli": {"cli", "plan", "runner", "store", "report", "contract"},
-    "": set(), "errors": set(), "__main__": {"cli"},
+    "": set(), "errors": set(), "device": set(), "__main__": {"cli"},
 }
-ALWAYS = {"", "errors"}
+ALWAYS = {"", "errors", "device"}
 
 
 def module_name(path: Path) -> str:

@@ -131,3 +131,19 @@ def test_synchronisations_are_counted_per_profiled_step(tmp_path):
     path.write_text(json.dumps({"traceEvents": events}))
     assert syncs_per_step(path) == {3: [], 4: ["cudaStreamSynchronize"]}
     assert summary(path).startswith("host-device synchronisations per profiled step: max 1, total 1 over 2 steps")
+
+
+def test_steps_are_the_hosts_ranges_not_their_gpu_copies(tmp_path):
+    """A CUDA trace repeats ProfilerStep#k on the GPU timeline (gpu_user_annotation), shifted
+    by the launch queue; a sync call belongs to the step whose host range holds it."""
+    import json
+
+    from stbench.report.syncs import syncs_per_step
+
+    events = [{"name": "ProfilerStep#1", "ph": "X", "ts": 0, "dur": 100, "cat": "user_annotation"},
+              {"name": "ProfilerStep#2", "ph": "X", "ts": 100, "dur": 100, "cat": "user_annotation"},
+              {"name": "ProfilerStep#1", "ph": "X", "ts": 150, "dur": 100, "cat": "gpu_user_annotation"},
+              {"name": "cudaStreamSynchronize", "ph": "X", "ts": 120, "dur": 5, "cat": "cuda_runtime"}]
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    assert syncs_per_step(path) == {1: [], 2: ["cudaStreamSynchronize"]}

@@ -88,3 +88,34 @@ def test_checkpointing_lowers_the_measured_activation_peak(tmp_path):
     rows = {json.loads(r["params"])["checkpoint"]: r for r in study.execute(plan_new(request, env), env)}
     assert rows["none"]["x.checkpoint_segments"] == 0 and rows["full"]["x.checkpoint_segments"] == 12
     assert rows["full"]["activation_peak_mb"] < 0.8 * rows["none"]["activation_peak_mb"]
+
+
+def test_fsdp_evaluates_uneven_validation_shards_without_hanging(tmp_path):
+    """257 validation samples over 2 ranks at batch 128: rank 0 has 2 batches, rank 1 has 1.
+    Every fsdp forward all-gathers, so rank 1 must run a matching (uncounted) forward."""
+    env = envinfo.collect()
+    request = Request("cnn-strain", strategies=("fsdp",), nprocs=(2,), epochs=(1,), batch_sizes=(128,), smoke=True,
+                      out=tmp_path, sets=("n_samples=1028", "max_steps=2"))
+    (row,) = study.execute(plan_new(request, env), env, timeout=120)
+    assert row["status"] == "ok", row["reason"]
+
+
+def test_zero1_marks_where_its_local_step_ends_so_the_broadcast_counts_as_sync():
+    import torch.distributed as dist
+
+    from stbench.child.ddp import SyncProbe
+    from stbench.child.strategies import make_optimizer
+    from stbench.child.timing import Clock
+    from stbench.device import Accelerator
+
+    dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
+    try:
+        model = torch.nn.Linear(4, 2)
+        probe = SyncProbe(Clock(Accelerator("cpu")))
+        optimizer = make_optimizer("zero1", None, model.parameters(), 0.1, probe)
+        model(torch.ones(3, 4)).sum().backward()
+        assert probe.take_broadcast() is None
+        optimizer.step()
+        assert probe.take_broadcast() is not None and probe.take_broadcast() is None  # once per step
+    finally:
+        dist.destroy_process_group()

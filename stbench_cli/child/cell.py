@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..contract import BuildContext
+from ..device import Accelerator, device_count, is_cuda, resolve
 from ..plan.spec import RunSpec
 from ..store.rows import CellResult
 
@@ -60,7 +61,22 @@ def _predicted_mb(workload, spec: RunSpec, cuda: bool) -> float | None:
     return (predicted["device_bytes"] + (0 if cuda else predicted["host_bytes"])) / 2**20
 
 
-def run(spec: RunSpec, step_hook=None) -> CellResult:
+def open_device(spec: RunSpec) -> tuple[Accelerator, tuple[int, int, int]]:
+    """This process's device, selected before anything touches it (NCCL and the caching
+    allocator bind to the current device), then the torchrun world joined."""
+    from . import ddp
+
+    rank, local_rank, world = ddp.world_from_env()
+    count = device_count() if is_cuda(spec.device) else 1
+    accel = Accelerator(resolve(spec.device, local_rank, count))
+    accel.select()
+    ddp.join(accel, spec.backend, world)
+    return accel, (rank, local_rank, world)
+
+
+def run(spec: RunSpec, profile_dir: Path | None = None) -> CellResult:
+    """Train one cell; with `profile_dir`, under the step profiler (a profiler that cannot
+    start is named in the result's `unavailable`, and the cell runs unprofiled)."""
     import torch
 
     from ..plan import registry
@@ -70,37 +86,35 @@ def run(spec: RunSpec, step_hook=None) -> CellResult:
     cfg = LoopConfig.from_spec(spec)
     if cfg.knobs.threads:
         torch.set_num_threads(cfg.knobs.threads)
-    device = torch.device(spec.device)
-    rank, local_rank, world = ddp.init_from_env(device, spec.backend)
-    if world > 1:
-        device = ddp.rank_device(device, local_rank)
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
-        torch.cuda.reset_peak_memory_stats(device)
+    accel, (rank, _, world) = open_device(spec)
+    profiler, unavailable = _profiler(spec, profile_dir, accel) if profile_dir else (None, {})
     torch.manual_seed(spec.seed)
     base_rss = _rss_mb()  # interpreter + torch, before the workload allocates anything
     workload = registry.get(spec.workload)
-    task = workload.build(spec.param_dict, BuildContext(spec.seed, rank, world, str(device)))
-    result = Trainer(task, cfg, device, rank, world, step_hook=step_hook).run()
-    rss = ddp.reduce([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0], device)[0]
+    task = workload.build(spec.param_dict, BuildContext(spec.seed, rank, world, str(accel.device)))
+    result = Trainer(task, cfg, accel, rank, world, step_hook=profiler.hook if profiler else None).run()
+    if profiler:
+        profiler.finish()
+    rss = ddp.reduce([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0], accel.torch)[0]
     figures = replace(
         result.figures, peak_rss_mb=rss, base_rss_mb=base_rss, data_mb=task.data.mb, data_source=task.data.source,
-        node_hosts=ddp.node_hosts(), threads=torch.get_num_threads(), predicted_mb=_predicted_mb(workload, spec, device.type == "cuda"),
-        device_name=torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        node_hosts=ddp.node_hosts(), threads=torch.get_num_threads(),
+        predicted_mb=_predicted_mb(workload, spec, accel.is_cuda), device_name=accel.name(),
     )
-    return replace(result, figures=figures)
+    return replace(result, figures=figures, unavailable={**result.unavailable, **unavailable})
 
 
-def _profiler(spec: RunSpec, folder: Path):
+def _profiler(spec: RunSpec, folder: Path, accel: Accelerator):
     """`--profile DIR`: record the steady steps of this short run into DIR/<run_id>."""
-    import torch
-
     from .profiling import StepProfiler
 
     p = spec.param_dict
     warmup = p.get("warmup_steps", 0)
     active = max((p.get("max_steps") or warmup + 10) - warmup, 1)
-    return StepProfiler(folder / spec.run_id, torch.device(spec.device), warmup, active)
+    try:
+        return StepProfiler(folder / spec.run_id, accel, warmup, active), {}
+    except Exception as exc:  # a measurement that fails never stops the study
+        return None, {"profiler": last_line(exc)}
 
 
 def main(argv: list[str]) -> int:
@@ -108,10 +122,8 @@ def main(argv: list[str]) -> int:
     result_path = Path(argv[1])
     rank = int(os.environ.get("RANK", "0"))
     try:
-        profiler = _profiler(spec, Path(argv[3])) if argv[2:3] == ["--profile"] else None
-        result = run(spec, step_hook=profiler.hook if profiler else None)
-        if profiler:
-            profiler.finish()
+        result = run(spec, Path(argv[3]) if argv[2:3] == ["--profile"] else None)
+        _leave_world()
     except BaseException as exc:  # the parent turns this into a status row; the matrix goes on
         traceback.print_exc()
         target = result_path if rank == 0 else result_path.with_name(f"{result_path.stem}.rank{rank}.json")
@@ -120,6 +132,15 @@ def main(argv: list[str]) -> int:
     if rank == 0:
         write_result(result_path, result)
     return 0
+
+
+def _leave_world() -> None:
+    """Destroy the process group after a cell that ended (NCCL warns about one left open; a
+    failed rank does not wait for the others here: torchrun tears its world down)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ import time
 import torch
 
 from ..contract import BuildContext
+from ..device import Accelerator
 from ..plan.registry import get
 from ..plan.spec import RunSpec
 from .timing import Clock, resolve
@@ -39,7 +40,9 @@ def make_trainer(device: str, workload: str = "cnn-strain", preset: str = "smoke
     if "n_samples" in params:
         params["n_samples"] = max(samples, 4 * batch)
     spec = RunSpec(workload, device, "single", batch, 1, params=tuple(sorted(params.items())))
-    trainer = Trainer(w.build(params, BuildContext(device=device)), LoopConfig.from_spec(spec), torch.device(device))
+    accel = Accelerator(device)
+    accel.select()
+    trainer = Trainer(w.build(params, BuildContext(device=str(accel.device))), LoopConfig.from_spec(spec), accel)
     if clock is not None:
         trainer.clock = trainer.probe.clock = clock
     return trainer
@@ -49,7 +52,7 @@ def phase_timing(device: str, steps: int = 40, clock: Clock | None = None) -> di
     """Phases of steps 2..N (device clock) against the synchronized wall clock from the end
     of step 1 to the end of step N."""
     trainer = make_trainer(device, clock=clock)
-    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    sync = trainer.accel.synchronize
     ends: list[float] = []
     trainer.step_hook = lambda step: (sync(), ends.append(time.perf_counter()))
     trainer.sampler.set_epoch(0)
@@ -70,7 +73,7 @@ def overhead(device: str, steps: int = 50, blocks: int = 6, workload: str = "cnn
     trainer = make_trainer(device, workload, preset)
     x, y = trainer.transfer(*next(iter(trainer.train_loader)), trainer.device)
     model, opt, sched, loss = trainer.model, trainer.optimizer, trainer.schedule, trainer.task.model.loss
-    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    sync = trainer.accel.synchronize
 
     def bare(n: int) -> None:
         for _ in range(n):
@@ -113,14 +116,16 @@ def overhead(device: str, steps: int = 50, blocks: int = 6, workload: str = "cnn
 
 def gpu_load(device: str, seconds: float = 6.0) -> dict:
     """Keep the GPU busy with fp32 matmuls for `seconds` (what the energy counter is checked on)."""
-    a = torch.randn(4096, 4096, device=device)
+    accel = Accelerator(device)
+    accel.select()
+    a = torch.randn(4096, 4096, device=accel.torch)
     t0, n = time.perf_counter(), 0
     while time.perf_counter() - t0 < seconds:
         a = (a @ a).clamp_(-1, 1)
         n += 1
         if n % 20 == 0:
-            torch.cuda.synchronize()
-    torch.cuda.synchronize()
+            accel.synchronize()
+    accel.synchronize()
     return {"seconds": time.perf_counter() - t0, "matmuls": n}
 
 

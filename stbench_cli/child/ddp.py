@@ -11,6 +11,16 @@ CPU, a CUDA event on GPU). sync_s is the time from that mark to the end of backw
 communication, the interval DDP's own logger calls communication minus its overlap with
 backward compute (`logged_comm` reads that figure for every DDP row, as a cross-check). With
 one bucket (a small model) all communication is exposed, as it really is.
+
+DDP's logger is left at its own sampling (its first 10 iterations, then every 100th): on CUDA
+a sampled iteration waits on the previous one's events in forward, a host-device sync that a
+sample rate of 1 would add to every step and so shift speedup and efficiency. Its figure is
+an average over the sampled iterations, times the steps. `stbench doctor`'s ddp-sync check,
+which holds sync_s against it step for step, samples every step (`ddp_log_every=1`).
+
+zero1's optimizer broadcasts the updated parameter shards after its local step: that broadcast
+is communication too. A post-step hook on the rank's own optimizer marks where the local step
+ends, and the time from there to the end of `step()` counts as sync, not compute.
 """
 
 # No `from __future__ import annotations` here: DDP checks the comm hook's annotations
@@ -24,6 +34,7 @@ import torch.distributed as dist
 from torch.autograd.variable import Variable
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
+from ..device import Accelerator
 from .timing import Clock
 
 
@@ -33,6 +44,7 @@ class SyncProbe:
     def __init__(self, clock: Clock):
         self.clock = clock
         self.last_bucket_mark = None
+        self.broadcast_mark = None  # zero1: the local optimizer step ended here
         self.count = 0  # steps whose gradients were synchronised
 
     def take(self):
@@ -40,8 +52,16 @@ class SyncProbe:
         self.count += mark is not None
         return mark
 
+    def take_broadcast(self):
+        mark, self.broadcast_mark = self.broadcast_mark, None
+        return mark
+
     def compute_end(self) -> None:
         self.last_bucket_mark = self.clock.mark()
+
+    def local_step_end(self, *_) -> None:
+        """An optimizer post-step hook (zero1's own shard's optimizer)."""
+        self.broadcast_mark = self.clock.mark()
 
 
 def _timed_allreduce(probe: SyncProbe, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
@@ -52,25 +72,19 @@ def _timed_allreduce(probe: SyncProbe, bucket: dist.GradBucket) -> torch.futures
     return allreduce_hook(None, bucket)
 
 
-def rank_device(device: torch.device, local_rank: int) -> torch.device:
-    """This rank's device: on CUDA, GPU local_rank (modulo the GPUs this node has, so that gloo
-    ranks may share one; NCCL cells are planned with a GPU per rank)."""
-    if device.type != "cuda":
-        return device
-    return torch.device("cuda", local_rank % torch.cuda.device_count())
-
-
-def init_from_env(device: torch.device, backend: str | None = None) -> tuple[int, int, int]:
-    """Join the torchrun world if there is one; returns (rank, local_rank, world_size).
-    backend: the cell's torch.distributed backend (None: nccl on CUDA, gloo on CPU)."""
+def world_from_env() -> tuple[int, int, int]:
+    """(rank, local_rank, world_size) as torchrun set them; a lone process is (0, 0, 1)."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world == 1:
         return 0, 0, 1
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    if device.type == "cuda":
-        torch.cuda.set_device(rank_device(device, local_rank))
-    dist.init_process_group(backend=backend or ("nccl" if device.type == "cuda" else "gloo"))
-    return dist.get_rank(), local_rank, world
+    return int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0")), world
+
+
+def join(accel: Accelerator, backend: str | None, world: int) -> None:
+    """Join the torchrun world (the device already selected). backend: the cell's
+    torch.distributed backend (None: nccl on CUDA, gloo on CPU)."""
+    if world > 1:
+        dist.init_process_group(backend=backend or ("nccl" if accel.is_cuda else "gloo"))
 
 
 def node_hosts() -> str:
@@ -84,13 +98,13 @@ def node_hosts() -> str:
     return ",".join(host for _, host in sorted(dict(everyone).items()))
 
 
-def wrap(model: torch.nn.Module, device: torch.device, probe: SyncProbe, bucket_cap_mb: float = 25.0) -> torch.nn.Module:
-    ids = [device.index] if device.type == "cuda" else None
+def wrap(model: torch.nn.Module, accel: Accelerator, probe: SyncProbe, bucket_cap_mb: float = 25.0,
+         log_every: int = 100) -> torch.nn.Module:
+    ids = [accel.device.index] if accel.is_cuda else None
     ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids, bucket_cap_mb=bucket_cap_mb)
     ddp.register_comm_hook(probe, _timed_allreduce)
-    # DDP's own logger times backward communication; sampled every iteration, it is an
-    # independent measurement to hold sync_s against (see logged_comm).
-    ddp._set_ddp_runtime_logging_sample_rate(1)
+    if log_every != 100:  # torch's own default otherwise (see the module's docstring)
+        ddp._set_ddp_runtime_logging_sample_rate(log_every)
     return ddp
 
 

@@ -6,15 +6,7 @@ from __future__ import annotations
 
 import json
 
-
-def cuda_devices() -> list[dict]:
-    import torch
-
-    out = []
-    for i in range(torch.cuda.device_count()):
-        p = torch.cuda.get_device_properties(i)
-        out.append({"index": i, "name": p.name, "uuid": str(p.uuid), "memory_mb": p.total_memory / 2**20})
-    return out
+from ..device import cuda_devices
 
 
 if __name__ == "__main__":

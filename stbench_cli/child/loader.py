@@ -6,6 +6,7 @@ import torch
 from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, SequentialSampler, Subset
 
 from ..contract import TrainerParams
+from ..device import Accelerator
 
 
 def make_loader(dataset, knobs: TrainerParams, sampler, pin: bool, batch_size: int, batched: bool = False) -> DataLoader:
@@ -28,8 +29,8 @@ class DeviceBatches:
     every step; here an epoch's order is copied once (from pinned memory, asynchronously) and
     each batch is a slice of it on the device."""
 
-    def __init__(self, order, batch_size: int, device: torch.device, drop_last: bool):
-        self.order, self.batch_size, self.device, self.drop_last = order, batch_size, device, drop_last
+    def __init__(self, order, batch_size: int, accel: Accelerator, drop_last: bool):
+        self.order, self.batch_size, self.accel, self.drop_last = order, batch_size, accel, drop_last
 
     def set_epoch(self, epoch: int) -> None:
         if hasattr(self.order, "set_epoch"):
@@ -41,18 +42,17 @@ class DeviceBatches:
 
     def __iter__(self):
         order = torch.as_tensor(list(self.order), dtype=torch.long)
-        if self.device.type == "cuda":
-            order = order.pin_memory().to(self.device, non_blocking=True)
+        order = self.accel.pin(order).to(self.accel.torch, non_blocking=True)
         for b in range(len(self)):
             yield order[b * self.batch_size:(b + 1) * self.batch_size]
 
 
-def build_loaders(train, val, data, knobs: TrainerParams, batch_size: int, seed: int, device: torch.device,
+def build_loaders(train, val, data, knobs: TrainerParams, batch_size: int, seed: int, accel: Accelerator,
                   rank: int, world_size: int) -> tuple:
     """(sampler with set_epoch, train loader, validation loader of this rank's share)."""
     if data.placement == "device":
-        return _device_loaders(train, val, batch_size, seed, device, rank, world_size)
-    pin = device.type == "cuda"
+        return _device_loaders(train, val, batch_size, seed, accel, rank, world_size)
+    pin = accel.pins
     if data.batch_sampler is not None:  # the workload orders its own epoch (single process)
         sampler = data.batch_sampler(batch_size, seed, knobs.max_steps)
         train_loader = make_loader(train, knobs, sampler, pin, batch_size, batched=True)
@@ -64,9 +64,9 @@ def build_loaders(train, val, data, knobs: TrainerParams, batch_size: int, seed:
     return sampler, train_loader, make_loader(val_part, knobs, SequentialSampler(val_part), pin, batch_size)
 
 
-def _device_loaders(train, val, batch_size: int, seed: int, device: torch.device, rank: int, world_size: int) -> tuple:
+def _device_loaders(train, val, batch_size: int, seed: int, accel: Accelerator, rank: int, world_size: int) -> tuple:
     order = DistributedSampler(train, world_size, rank, shuffle=True, seed=seed, drop_last=True)
-    sampler = DeviceBatches(order, batch_size, device, drop_last=True)
-    val_batches = DeviceBatches(range(rank, len(val), world_size), batch_size, device, drop_last=False)
+    sampler = DeviceBatches(order, batch_size, accel, drop_last=True)
+    val_batches = DeviceBatches(range(rank, len(val), world_size), batch_size, accel, drop_last=False)
     return (sampler, DataLoader(train, sampler=sampler, batch_size=None),
             DataLoader(val, sampler=val_batches, batch_size=None))

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import torch
 
+from ..device import Accelerator
+
 
 def tensor_bytes(t: torch.Tensor) -> int:
     local = t.to_local() if hasattr(t, "to_local") else t  # DTensor: this rank's shard
@@ -41,16 +43,16 @@ def _peak_above_start(trace: Path) -> float:
     return max(total for _, total, _ in events) - base
 
 
-def activation_peak(step, model: torch.nn.Module, device: torch.device) -> tuple[float, str]:
+def activation_peak(step, model: torch.nn.Module, accel: Accelerator) -> tuple[float, str]:
     """(MiB, how it was measured) for `step()`, one forward + backward with no gradients held
-    at its start."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        base = torch.cuda.memory_allocated(device)
-        torch.cuda.reset_peak_memory_stats(device)
+    at its start. (It resets the device's peak: read the training peak before.)"""
+    if accel.is_cuda:
+        accel.synchronize()
+        base = accel.allocated_bytes()
+        accel.reset_peak()
         step()
-        torch.cuda.synchronize(device)
-        peak, source = torch.cuda.max_memory_allocated(device) - base, "cuda allocator"
+        accel.synchronize()
+        peak, source = accel.peak_bytes() - base, "cuda allocator"
     else:
         from torch.profiler import ProfilerActivity, profile
 

@@ -1,5 +1,5 @@
 """Measured peaks of one device, run as `python -m stbench.child.peaks DEVICE` (JSON out):
-best-of-N fp32 matmul GFLOP/s and copy GB/s (read + write)."""
+best-of-N matmul GFLOP/s and copy GB/s (read + write)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 import sys
 import time
 
+from ..device import Accelerator
 from ..store.machine import cpu_model
 
 
@@ -23,22 +24,27 @@ def _best_seconds(fn, sync, reps: int) -> float:
 
 
 def measure_peak(device: str) -> dict:
-    """Best-of-N fp32 matmul GFLOP/s and copy GB/s (read + write) on one device."""
+    """Best-of-N matmul GFLOP/s and copy GB/s (read + write) on one device. The matmul runs at
+    the precision fp32 matrix products run at in a cell here (`matmul_precision`: strict fp32
+    unless torch allows TF32); on CUDA the TF32 figure is kept beside it, since cuDNN's
+    convolutions and RNNs use TF32 by default and a cell's `precision` column says which ran."""
     import torch
 
-    dev = torch.device(device)
-    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
-    n = 8192 if dev.type == "cuda" else 2048
-    a, b = torch.randn(n, n, device=dev), torch.randn(n, n, device=dev)
-    mm = _best_seconds(lambda: a @ b, sync, 5)
-    words = (256 if dev.type == "cuda" else 32) * 2**20  # 1 GiB on GPU, 128 MiB on CPU
-    src = torch.empty(words, device=dev).fill_(1.0)
+    accel = Accelerator(device)
+    accel.select()
+    n = 8192 if accel.is_cuda else 2048
+    a, b = torch.randn(n, n, device=accel.torch), torch.randn(n, n, device=accel.torch)
+    mm = _best_seconds(lambda: a @ b, accel.synchronize, 5)
+    out = {"device": device, "name": accel.name(cpu_model()), "matmul_gflops": 2 * n**3 / mm / 1e9,
+           "matmul_precision": accel.matmul_precision()}
+    if accel.is_cuda:
+        with accel.tf32_matmul():
+            out["tf32_matmul_gflops"] = 2 * n**3 / _best_seconds(lambda: a @ b, accel.synchronize, 5) / 1e9
+    words = (256 if accel.is_cuda else 32) * 2**20  # 1 GiB on GPU, 128 MiB on CPU
+    src = torch.empty(words, device=accel.torch).fill_(1.0)
     dst = torch.empty_like(src)
-    cp = _best_seconds(lambda: dst.copy_(src), sync, 5)
-    name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else cpu_model()
-    return {"device": device, "name": name, "matmul_gflops": 2 * n**3 / mm / 1e9,
-            "mem_gbps": 2 * src.element_size() * words / cp / 1e9, "threads": torch.get_num_threads()}
-
+    cp = _best_seconds(lambda: dst.copy_(src), accel.synchronize, 5)
+    return {**out, "mem_gbps": 2 * src.element_size() * words / cp / 1e9, "threads": torch.get_num_threads()}
 
 
 if __name__ == "__main__":

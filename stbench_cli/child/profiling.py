@@ -15,15 +15,17 @@ import json
 from pathlib import Path
 
 import psutil
-import torch
 from torch.profiler import ProfilerActivity, profile, schedule
+
+from ..device import Accelerator
+from ..store.trace import step_windows
 
 TOP_OPERATORS = 25
 
 
 class StepProfiler:
-    def __init__(self, out: Path, device: torch.device, warmup: int, active: int):
-        self.out, self.device, self.cuda = out, device, device.type == "cuda"
+    def __init__(self, out: Path, accel: Accelerator, warmup: int, active: int):
+        self.out, self.accel, self.cuda = out, accel, accel.is_cuda
         self.out.mkdir(parents=True, exist_ok=True)
         self.steps: list[dict] = []
         self.done = False
@@ -37,8 +39,8 @@ class StepProfiler:
         """After each training step."""
         row = {"step": step, "rss_mb": psutil.Process().memory_info().rss / 2**20}
         if self.cuda:
-            row["cuda_max_allocated_mb"] = torch.cuda.max_memory_allocated(self.device) / 2**20
-            torch.cuda.reset_peak_memory_stats(self.device)
+            row["cuda_max_allocated_mb"] = self.accel.peak_bytes() / 2**20
+            self.accel.reset_peak()
         self.steps.append(row)
         if not self.done:
             self.prof.step()
@@ -72,8 +74,7 @@ def step_memory_peaks(trace: Path) -> dict[int, float]:
     """Per profiled step (numbered like the trainer's global step): the highest allocator
     total inside the step above its value at the step's start, in MiB, over all devices."""
     events = json.loads(trace.read_text())["traceEvents"]
-    steps = sorted((e["ts"], e["ts"] + e["dur"], int(e["name"].split("#")[1])) for e in events
-                   if str(e.get("name", "")).startswith("ProfilerStep#") and "dur" in e)
+    steps = step_windows(events)
     memory = sorted((e["ts"], e["args"].get("Device Type", 0), e["args"]["Total Allocated"], e["args"]["Bytes"])
                     for e in events if e.get("name") == "[memory]")
     out = {}

@@ -14,7 +14,8 @@ parallelisms), each a small function:
                                   it only ever sees this rank's shards)
 
 fsdp's all-gathers and reduce-scatters run inside forward and backward: its sync_s is not
-separated (0) and its communication is part of compute.
+separated (0) and its communication is part of compute. zero1's post-step parameter broadcast
+is sync (ddp.SyncProbe.local_step_end marks where its local step ends).
 """
 
 from __future__ import annotations
@@ -23,16 +24,17 @@ import functools
 
 import torch
 
+from ..device import Accelerator
 from . import ddp
 
 DISTRIBUTED = ("ddp", "zero1", "fsdp")
 
 
-def apply_fsdp(model: torch.nn.Module, device: torch.device, world_size: int) -> torch.nn.Module:
+def apply_fsdp(model: torch.nn.Module, accel: Accelerator, world_size: int) -> torch.nn.Module:
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
-    mesh = init_device_mesh(device.type, (world_size,))
+    mesh = init_device_mesh(accel.device.kind, (world_size,))
     for unit in _units(model):
         fully_shard(unit, mesh=mesh)
     fully_shard(model, mesh=mesh)
@@ -53,25 +55,29 @@ def _units(model: torch.nn.Module) -> list[torch.nn.Module]:
     return out
 
 
-def parallelize(strategy: str, model: torch.nn.Module, device: torch.device, world_size: int,
-                probe: ddp.SyncProbe, bucket_cap_mb: float = 25.0) -> torch.nn.Module:
+def parallelize(strategy: str, model: torch.nn.Module, accel: Accelerator, world_size: int,
+                probe: ddp.SyncProbe, bucket_cap_mb: float = 25.0, log_every: int = 100) -> torch.nn.Module:
     """Step 3: the model as this strategy trains it (placed on the device already)."""
     if world_size == 1:  # a world of one (torchrun starts no process group): nothing to sync or shard
         return model
     if strategy == "fsdp":
-        return apply_fsdp(model, device, world_size)
-    return ddp.wrap(model, device, probe, bucket_cap_mb)
+        return apply_fsdp(model, accel, world_size)
+    return ddp.wrap(model, accel, probe, bucket_cap_mb, log_every)
 
 
-def make_optimizer(strategy: str, factory, params, lr: float) -> torch.optim.Optimizer:
-    """Step 4: the workload's optimizer (factory: a class or a functools.partial of one)."""
+def make_optimizer(strategy: str, factory, params, lr: float, probe: ddp.SyncProbe | None = None) -> torch.optim.Optimizer:
+    """Step 4: the workload's optimizer (factory: a class or a functools.partial of one). zero1's
+    local step end is marked on `probe`, so that its parameter broadcast counts as sync."""
     factory = factory or torch.optim.Adam
     if strategy != "zero1":
         return factory(params, lr=lr)
     from torch.distributed.optim import ZeroRedundancyOptimizer
 
     cls, kwargs = (factory.func, dict(factory.keywords)) if isinstance(factory, functools.partial) else (factory, {})
-    return ZeroRedundancyOptimizer(params, optimizer_class=cls, lr=lr, **kwargs)
+    zero = ZeroRedundancyOptimizer(params, optimizer_class=cls, lr=lr, **kwargs)
+    if probe is not None:
+        zero.optim.register_step_post_hook(probe.local_step_end)
+    return zero
 
 
 def local_optimizer(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:

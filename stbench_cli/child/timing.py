@@ -17,16 +17,15 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-import torch
-
+from ..device import Accelerator
 from ..store.rows import STEP_PHASES as PHASES
 
 
 class Clock:
-    """Marks on the device's clock; a mark is a float (CPU) or a pooled CUDA event."""
+    """Marks on the device's clock; a mark is a float (CPU) or a pooled device event."""
 
-    def __init__(self, device: torch.device):
-        self.cuda = device.type == "cuda"
+    def __init__(self, accel: Accelerator):
+        self.accel, self.cuda = accel, accel.is_cuda
         self.pool: list = []
         self.created = 0  # events made so far (the pool bounds it by the marks in flight)
 
@@ -39,17 +38,16 @@ class Clock:
 
     def _new(self):
         self.created += 1
-        return torch.cuda.Event(enable_timing=True)
+        return self.accel.event()
 
     def seconds(self, start, end) -> float:
         """Elapsed seconds between two marks; for CUDA only valid after `synchronize()`."""
         if self.cuda:
-            return start.elapsed_time(end) / 1000.0
+            return self.accel.elapsed_s(start, end)
         return end - start
 
     def synchronize(self) -> None:
-        if self.cuda:
-            torch.cuda.synchronize()
+        self.accel.synchronize()
 
     def release(self, marks) -> None:
         """Give read marks back to the pool (after synchronize and seconds)."""
@@ -69,6 +67,7 @@ class StepMarks:
     end: object
     sync_start: object = None
     data_wait: float = 0.0
+    broadcast: tuple | None = None  # zero1: (local step end, optimizer step end) marks
 
 
 @dataclass
@@ -97,6 +96,8 @@ def resolve(clock: Clock, marks: list[StepMarks]) -> EpochTimes:
     for m in marks:
         sync = clock.seconds(m.sync_start, m.backward_end) if m.sync_start is not None else 0.0
         sync = max(sync, 0.0)
+        if m.broadcast is not None:
+            sync += max(clock.seconds(*m.broadcast), 0.0)
         out.steps.append({
             "data": clock.seconds(m.start, m.data),
             "h2d": clock.seconds(m.data, m.h2d),
@@ -104,5 +105,6 @@ def resolve(clock: Clock, marks: list[StepMarks]) -> EpochTimes:
             "sync": sync,
             "data_wait": m.data_wait,
         })
-    clock.release(m for s in marks for m in (s.start, s.data, s.h2d, s.backward_end, s.end, s.sync_start))
+    clock.release(m for s in marks for m in (s.start, s.data, s.h2d, s.backward_end, s.end, s.sync_start,
+                                             *(s.broadcast or ())))
     return out

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from ..contract import Task, TrainerParams
+from ..device import Accelerator
 from ..store.rows import PHASE_COLUMNS, STEP_PHASES, CellResult, EpochRow, Figures
 from . import ddp, memory, strategies
 from .loader import build_loaders
@@ -50,16 +51,20 @@ def scaled_lr(knobs: TrainerParams, world_size: int) -> float:
     return knobs.lr * factor
 
 
-def count_flops(loss_of_batch, model: torch.nn.Module, samples: int) -> float:
-    """Forward + backward FLOPs of one batch, per sample (torch's own operator counter;
-    it counts dense matrix products, not sparse ones)."""
+def warm_up(loss_of_batch, model: torch.nn.Module, samples: int, count: bool) -> float | None:
+    """One untimed forward + backward before the clock starts: library initialisation (cuDNN,
+    cuBLAS handles, lazy kernel loading) happens here, not in epoch 1. With `count`, torch's
+    operator counter gives its FLOPs per sample (dense matrix products, not sparse ones)."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    counter = FlopCounterMode(display=False)
-    with counter:
+    counter = FlopCounterMode(display=False) if count else None
+    if counter:
+        with counter:
+            loss_of_batch().backward()
+    else:
         loss_of_batch().backward()
     model.zero_grad(set_to_none=True)
-    return counter.get_total_flops() / samples
+    return counter.get_total_flops() / samples if counter else None
 
 
 def _to(x, y, device: torch.device):
@@ -69,32 +74,34 @@ def _to(x, y, device: torch.device):
 class Trainer:
     """Runs one cell's training on one process (one rank of a DDP world)."""
 
-    def __init__(self, task: Task, cfg: LoopConfig, device: torch.device, rank: int = 0, world_size: int = 1,
-                 step_hook=None):
-        self.task, self.cfg, self.device = task, cfg, device
+    def __init__(self, task: Task, cfg: LoopConfig, device: Accelerator | torch.device | str, rank: int = 0,
+                 world_size: int = 1, step_hook=None):
+        self.accel = device if isinstance(device, Accelerator) else Accelerator(str(device))
+        device = self.device = self.accel.torch
+        self.task, self.cfg = task, cfg
         self.step_hook = step_hook  # called after every training step (the profiler's clock)
         self.rank, self.world = rank, world_size
-        self.clock = Clock(device)
+        self.clock = Clock(self.accel)
         train, val = task.data.train, task.data.val
         if task.data.placement == "device":  # batches are sliced where the data lives: no copies, no h2d
             train, val = train.to(device), val.to(device)
             self.cfg = cfg = replace(cfg, knobs=replace(cfg.knobs, workers=0))
         self.sampler, self.train_loader, self.val_loader = build_loaders(
-            train, val, task.data, cfg.knobs, cfg.batch_size, cfg.seed, device, rank, world_size)
+            train, val, task.data, cfg.knobs, cfg.batch_size, cfg.seed, self.accel, rank, world_size)
         if len(self.train_loader) == 0:
             raise ValueError(
                 f"batch size {cfg.batch_size} x {world_size} process(es) exceeds the {len(train)} training samples")
         module = task.model.module.to(device)
         self.transfer = task.data.transfer or _to
         x, y = self.transfer(*next(iter(self.train_loader)), device)
-        self.flops_per_sample = task.flops_per_sample or count_flops(
-            lambda: task.model.loss(module, x, y, 0), module, len(x))
+        counted = warm_up(lambda: task.model.loss(module, x, y, 0), module, len(x), not task.flops_per_sample)
+        self.flops_per_sample = task.flops_per_sample or counted
         self.probe = ddp.SyncProbe(self.clock)
-        self.model = strategies.parallelize(cfg.strategy, module, device, world_size, self.probe,
-                                            cfg.knobs.bucket_cap_mb)
+        self.model = strategies.parallelize(cfg.strategy, module, self.accel, world_size, self.probe,
+                                            cfg.knobs.bucket_cap_mb, cfg.knobs.ddp_log_every)
         self.optimizer = strategies.make_optimizer(cfg.strategy if world_size > 1 else "single", task.optim.factory,
-                                                   self.model.parameters(),
-                                                   scaled_lr(cfg.knobs, world_size))
+                                                   self.model.parameters(), scaled_lr(cfg.knobs, world_size),
+                                                   self.probe)
         self.global_step = 0
         warm = max(cfg.knobs.lr_warmup_steps, 1)
         self.schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: min(1.0, (s + 1) / warm))
@@ -116,28 +123,44 @@ class Trainer:
         if self.task.optim.clip_grad_norm:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.task.optim.clip_grad_norm)
         self.optimizer.step()
+        local_end = self.probe.take_broadcast()  # zero1: its parameter broadcast is sync
+        broadcast = (local_end, self.clock.mark()) if local_end is not None else None
         self.global_step += 1
         self.schedule.step()
         loss_sum += loss.detach()
         if self.step_hook:
             self.step_hook(self.global_step)
-        return StepMarks(start, data, h2d, backward_end, self.clock.mark(), self.probe.take(), data_wait)
+        return StepMarks(start, data, h2d, backward_end, self.clock.mark(), self.probe.take(), data_wait, broadcast)
 
     @torch.no_grad()
     def evaluate(self) -> float:
         metric, limit = self.task.metric, self.cfg.knobs.max_eval_batches
         self.model.eval()
-        total = torch.zeros((), dtype=torch.float64, device=self.device)
-        count = 0.0
-        for i, (x, y) in enumerate(self.val_loader):
-            if limit and i >= limit:
-                break
-            x, y = self.transfer(x, y, self.device)
-            total += metric.sum(self.task.model.predict(self.model, x, y), y).double()
-            count += metric.count(y) if metric.count else len(y)
+        sums = torch.zeros(2, dtype=torch.float64, device=self.device)  # error, count: read once, at the end
+        last = getattr(self, "last_batch", None)  # an empty shard repeats the last training batch
+        for batch in self._eval_batches(limit):
+            if batch is None:  # fsdp: an extra forward (its all-gathers) to match the other ranks
+                self.task.model.predict(self.model, *last)
+                continue
+            last = x, y = self.transfer(*batch, self.device)
+            sums[0] += metric.sum(self.task.model.predict(self.model, x, y), y).double()
+            sums[1] += metric.count(y) if metric.count else len(y)
         self.model.train()
-        total_all, count_all = ddp.reduce([total.item(), float(count)], self.device, "sum")
+        total_all, count_all = ddp.reduce(sums.tolist(), self.device, "sum")
         return metric.finish(total_all, count_all)
+
+    def _eval_batches(self, limit: int | None):
+        """This rank's validation batches; under fsdp every forward is a collective, so a rank
+        with fewer batches (uneven shards) follows with `None`s until every rank has run as many
+        forwards as the one with most (their outputs are not counted)."""
+        mine = len(self.val_loader) if not limit else min(limit, len(self.val_loader))
+        # agreed before any forward: a collective inside the loop would pair with a forward's
+        most = int(ddp.reduce([float(mine)], self.device)[0]) if self.cfg.strategy == "fsdp" else mine
+        for i, batch in enumerate(self.val_loader):
+            if i >= mine:
+                break
+            yield batch
+        yield from [None] * (most - mine)
 
     def _epoch(self, epoch: int, steps: int, skip: int) -> tuple[EpochRow, float]:
         """One epoch: its row, and the seconds of its steady (post-warm-up) steps."""
@@ -171,6 +194,8 @@ class Trainer:
         epochs, status, reason = [], "ok", ""
         steady_time, steady_steps = 0.0, 0
         self.clock.synchronize()
+        # the peak counts from here: the warm-up pass ran on the unsharded model (fsdp, zero1)
+        self.accel.reset_peak()
         t_start = time.perf_counter()
         for epoch in range(self.cfg.epochs):
             skip = max(0, min(warmup - epoch * steps, steps))
@@ -199,7 +224,7 @@ class Trainer:
             x, y = self.last_batch
             self.optimizer.zero_grad(set_to_none=True)
             step = lambda: self.task.model.loss(self.model, x, y, self.global_step).backward()  # noqa: E731
-            activation, source = memory.activation_peak(step, self.model, self.device)
+            activation, source = memory.activation_peak(step, self.model, self.accel)
             self.optimizer.zero_grad(set_to_none=True)
         params, grads, state, activation = ddp.reduce([v / 2**20 for v in held] + [activation], self.device)
         return dict(param_mb=params, grad_mb=grads, optim_state_mb=state,
@@ -209,12 +234,12 @@ class Trainer:
         columns = [*PHASE_COLUMNS, "train_s", "data_wait_s"]
         totals = [sum(getattr(e, c) for e in epochs) for c in columns]
         comm, exposed = ddp.logged_comm(self.model, sum(e.steps for e in epochs))
-        # Times are the max over ranks: the world moves at its slowest rank's pace.
-        wall, steady_time, comm, exposed, *totals = ddp.reduce(
-            [wall, steady_time, comm or 0.0, exposed or 0.0, *totals], self.device)
+        peak = self.accel.peak_bytes()
+        # Times are the max over ranks: the world moves at its slowest rank's pace; so is the peak.
+        wall, steady_time, comm, exposed, peak_all, *totals = ddp.reduce(
+            [wall, steady_time, comm or 0.0, exposed or 0.0, float(peak or 0), *totals], self.device)
         ddp_figures = dict(ddp_comm_s=comm, ddp_exposed_comm_s=exposed) if self.world > 1 else {}
         sps = steady_steps * self.cfg.batch_size * self.world / steady_time if steady_time > 0 else float("nan")
-        peak_gpu = torch.cuda.max_memory_allocated(self.device) / 2**20 if self.device.type == "cuda" else None
         return Figures(
             wall_s=wall, epoch_s=statistics.median(e.epoch_s for e in epochs), samples_per_s=sps,
             steps_per_s=steady_steps / steady_time if steady_time > 0 else float("nan"),
@@ -222,5 +247,12 @@ class Trainer:
             final_train_loss=epochs[-1].train_loss, val_metric=self.task.metric.name,
             val_value=epochs[-1].val_metric, naive_baseline=self.task.metric.naive,
             flops_per_sample=self.flops_per_sample, achieved_gflops=self.flops_per_sample * sps / 1e9,
-            peak_gpu_mb=peak_gpu, sync_count=self.probe.count if self.world > 1 else None, **ddp_figures,
+            peak_gpu_mb=peak_all / 2**20 if peak is not None else None,
+            sync_count=self.probe.count if self.world > 1 else None, precision=self.precision(), **ddp_figures,
         )
+
+    def precision(self) -> str:
+        """What this cell's fp32 math ran as (a peak_fraction is only comparable at one precision)."""
+        if not self.accel.is_cuda:
+            return "fp32"
+        return f"matmul {self.accel.matmul_precision()}, cudnn {self.accel.conv_precision()}"

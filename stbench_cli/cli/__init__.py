@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import sys
+
+_FULL = (errno.ENOSPC, errno.EDQUOT)  # a full disk or quota: one line, not a traceback
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -23,3 +26,10 @@ def main(argv: list[str] | None = None) -> None:
     except StbenchError as exc:
         render.error(str(exc))
         sys.exit(2)
+    except OSError as exc:
+        if exc.errno not in _FULL:
+            raise
+        # Files are replaced atomically: what was written before this failed write is intact.
+        render.error(f"cannot write {exc.filename or 'a result file'}: {exc.strerror}; the files written "
+                     "before are intact (free space, then `stbench run --resume FOLDER` finishes the study)")
+        sys.exit(1)

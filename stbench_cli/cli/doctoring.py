@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..device import is_cuda, parse
 from ..errors import StbenchError
 from . import render
 from .app import app
@@ -27,8 +28,8 @@ def doctor(
 
     devices = [check_device(d) for d in device or ["cpu"]]
     env = envinfo.collect()
-    for d in devices:
-        if d.startswith("cuda") and not env.gpu(d):
+    for d in devices:  # torch's own count: NVML's inventory may be missing (containers, MIG)
+        if is_cuda(d) and (parse(d).index or 0) >= env.gpu_count:
             raise StbenchError(f"--device {d}: no such GPU is visible ({env.gpu_count} GPU(s))")
     results = checks.run(devices, env, on_done=render.check_line)
     folder = out or Path("results") / f"{dt.datetime.now():%Y%m%d-%H%M%S}-{socket.gethostname()}-doctor"

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 # Options that take several values after one flag (`--device cpu cuda`); see spread_lists.
-LIST_OPTIONS = ("--device", "--strategy", "--nproc", "--batch-size", "--epochs", "--nnodes")
+LIST_OPTIONS = ("--device", "--strategy", "--nproc", "--batch-size", "--epochs", "--nnodes", "--expect")
 
 Workload = Annotated[str, typer.Argument(help="a workload from `stbench list`")]
 StudyWorkload = Annotated[Optional[str], typer.Argument(help="a workload from `stbench list` (optional with --resume)")]
@@ -30,6 +30,9 @@ Launcher = Annotated[Optional[str], typer.Option(
 Slurm = Annotated[Optional[list[str]], typer.Option(
     "--slurm", help="sbatch option for --launcher slurm: key=value (partition=gpu, account=..., cpus_per_task=8)")]
 DryRun = Annotated[bool, typer.Option(help="print what each cell would run (sbatch scripts for slurm); write nothing")]
+Expect = Annotated[Optional[list[str]], typer.Option(
+    "--expect", help="statuses besides ok a study may end with and still exit 0 (e.g. oom for a batch sweep "
+                     "looking for the memory edge): skipped, oom, diverged, failed, timeout")]
 Resume = Annotated[Optional[Path], typer.Option(
     help="finish the study in this folder (its matrix is read from manifest.json; axes given here are ignored)")]
 

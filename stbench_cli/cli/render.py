@@ -137,6 +137,14 @@ def workload_detail(w) -> None:
         say(f"preset [bold]{name}[/]: " + ", ".join(f"{k}={v}" for k, v in values.items()))
 
 
+def peak_text(p: dict) -> str:
+    if "unavailable" in p:
+        return f"unavailable: {p['unavailable']}"
+    tf32 = f", {p['tf32_matmul_gflops']:,.1f} tf32" if p.get("tf32_matmul_gflops") else ""
+    return (f"{p['matmul_gflops']:,.1f} GFLOP/s {p.get('matmul_precision', 'fp32')} matmul{tf32}, "
+            f"{p['mem_gbps']:.1f} GB/s copy ({p['threads']} threads, measured)")
+
+
 def env_report(env, peaks: dict) -> None:
     table = Table(show_header=False, box=None, padding=(0, 2))
     d = env.to_dict()
@@ -150,8 +158,7 @@ def env_report(env, peaks: dict) -> None:
     if not env.gpus:
         table.add_row("gpus (NVML)", "none visible")
     for device, p in peaks.items():
-        table.add_row(f"peak {device}", f"{p['matmul_gflops']:,.1f} GFLOP/s fp32 matmul, {p['mem_gbps']:.1f} GB/s copy "
-                                         f"({p['threads']} threads, measured)")
+        table.add_row(f"peak {device}", peak_text(p))
     out.print(table)
 
 

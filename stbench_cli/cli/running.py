@@ -11,8 +11,31 @@ import typer
 
 from . import render
 from .app import app
-from .options import (Batches, Devices, DryRun, Epochs, Launcher, Nnodes, Nprocs, Out, Preset, Resume, Sets, Slurm,
-                      Smoke, Strategies, StudyWorkload, Timeout, Workload)
+from .options import (Batches, Devices, DryRun, Epochs, Expect, Launcher, Nnodes, Nprocs, Out, Preset, Resume, Sets,
+                      Slurm, Smoke, Strategies, StudyWorkload, Timeout, Workload)
+
+
+def accepted(expect: list[str] | None) -> tuple[str, ...]:
+    """ok plus the --expect statuses; an unknown one is a user error."""
+    from ..errors import StbenchError
+    from ..store.rows import STATUSES
+
+    bad = [s for s in expect or () if s not in STATUSES]
+    if bad:
+        raise StbenchError(f"--expect {bad[0]!r} is not a status; valid: {', '.join(STATUSES[1:])}")
+    return ("ok", *(expect or ()))
+
+
+def exit_for(rows: list[dict], ok: tuple[str, ...]) -> None:
+    """Exit 1 when a cell ended with a status the study did not accept (a script sees the break)."""
+    from ..store.rows import unexpected
+
+    bad = unexpected(rows, ok)
+    if bad:
+        counts = ", ".join(f"{n} {status}" for status, n in sorted(bad.items()))
+        render.error(f"{sum(bad.values())} of {len(rows)} cells did not end ok ({counts}); "
+                     "--expect STATUS accepts a status the study looks for")
+        raise typer.Exit(1)
 
 
 def execute(plan, env, timeout: float | None, extra: tuple[str, ...] = ()) -> list[dict]:
@@ -40,13 +63,14 @@ def run(
     repeat: Annotated[int, typer.Option(help="repeats of every cell")] = 1,
     preset: Preset = None, smoke: Smoke = False, seed: int = 0, out: Out = Path("results"),
     resume: Resume = None, timeout: Timeout = None, nnodes: Nnodes = None, launcher: Launcher = None,
-    slurm: Slurm = None, dry_run: DryRun = False,
+    slurm: Slurm = None, dry_run: DryRun = False, expect: Expect = None,
 ) -> None:
     """Run a matrix of devices x strategies x nproc x nnodes x batch sizes x epochs x --set axes."""
     from ..errors import StbenchError
     from ..plan import planner
     from ..runner import envinfo, launchers
 
+    ok = accepted(expect)
     if workload is None and resume is None:
         raise StbenchError("stbench run needs a WORKLOAD (see `stbench list`), or --resume DIR to finish a study")
     env = envinfo.collect()
@@ -66,7 +90,9 @@ def run(
             return
         render.out.print(launchers.describe(left, timeout), markup=False, end="")
         return
-    render.run_summary(execute(plan, env, timeout), plan.folder)
+    rows = execute(plan, env, timeout)
+    render.run_summary(rows, plan.folder)
+    exit_for(rows, ok)
 
 
 @app.command()
@@ -75,12 +101,14 @@ def profile(
     offload: Annotated[bool, typer.Option(help="the same as --set relations=offload")] = False,
     steps: Annotated[int, typer.Option(help="steady steps recorded after the warm-up")] = 10,
     preset: Preset = None, smoke: Smoke = False, seed: int = 0, out: Out = Path("results"), timeout: Timeout = None,
+    expect: Expect = None,
 ) -> None:
     """A short profiled run: phase table, per-step memory, top operators, Chrome trace."""
     from ..plan import planner
     from ..report.profile import report
     from ..runner import envinfo
 
+    ok = accepted(expect)
     env = envinfo.collect()
     request = planner.Request(workload, devices=tuple(device or ()), batch_sizes=tuple(batch_size or ()),
                               sets=tuple(set_ or ()), preset=preset, smoke=smoke, seed=seed, out=out)
@@ -89,3 +117,4 @@ def profile(
     text = report(plan.folder, rows)
     (plan.folder / "profile.md").write_text(text)
     render.out.print(text, markup=False)
+    exit_for(rows, ok)

@@ -73,6 +73,9 @@ class TrainerParams:
     backend: str = _knob("auto", "torch.distributed backend of a multi-process cell (auto: nccl on CUDA, gloo on CPU)",
                          ("auto", "nccl", "gloo", "mpi"), late=True)
     bucket_cap_mb: float = _knob(25.0, "DDP gradient bucket size in MiB (torch's default: 25)", minimum=0.0, late=True)
+    ddp_log_every: int = _knob(100, "DDP's own logger samples its first 10 steps, then every Nth (torch's default: "
+                               "100; 1 samples every step: a host sync per step on CUDA, for checking sync_s)",
+                               minimum=1, late=True)
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> "TrainerParams":

@@ -5,6 +5,7 @@ will not fit). Decided once per cell, when the study is planned. Pure: no torch.
 from __future__ import annotations
 
 from ..contract import Workload
+from ..device import is_cuda, parse
 from ..store.machine import EnvInfo
 from .spec import RunSpec
 
@@ -20,7 +21,7 @@ def skip_reason(run: RunSpec, gpu_count: int, strategies: tuple[str, ...], backe
         if reason:
             return reason
     # A Slurm job's GPUs are those of the nodes it gets, not of the machine that submits it.
-    if run.device.startswith("cuda") and launcher != "slurm":
+    if is_cuda(run.device) and launcher != "slurm":
         return _cuda_reason(run, gpu_count, launcher)
     return None
 
@@ -30,7 +31,7 @@ def _backend_reason(run: RunSpec, backends: tuple[str, ...]) -> str | None:
     if backends and backend not in backends:
         return (f"backend {backend} is not available in this torch build "
                 f"(torch.distributed.is_{backend}_available() is False; available: {', '.join(backends)})")
-    if backend == "nccl" and not run.device.startswith("cuda"):
+    if backend == "nccl" and not is_cuda(run.device):
         return "backend nccl needs CUDA devices; on cpu use backend gloo (or auto)"
     return None
 
@@ -38,8 +39,8 @@ def _backend_reason(run: RunSpec, backends: tuple[str, ...]) -> str | None:
 def _cuda_reason(run: RunSpec, gpu_count: int, launcher: str) -> str | None:
     if gpu_count == 0:
         return f"{run.device} requested, but no GPU is visible (torch.cuda.is_available() is False)"
-    if ":" in run.device:
-        index = int(run.device.split(":")[1])
+    index = parse(run.device).index
+    if index is not None:
         if run.distributed:
             return f"{run.strategy} on cuda puts one rank on each GPU: use --device cuda, not a numbered device"
         if index >= gpu_count:

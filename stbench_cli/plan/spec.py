@@ -9,18 +9,17 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import re
 from dataclasses import asdict, dataclass
 
 from ..contract.checkpoint import CHECKPOINT
 from ..contract.params import LATER_KNOB_DEFAULTS
+from ..device import is_cuda, parse
 from ..errors import StbenchError
 
 STRATEGIES = ("single", "ddp", "zero1", "fsdp")
 DISTRIBUTED = STRATEGIES[1:]  # each cell a torchrun world of nproc processes per node
 # Parameters added after result folders existed, with their defaults: left out of run_id at those.
 LATE_DEFAULTS = {**LATER_KNOB_DEFAULTS, CHECKPOINT.name: CHECKPOINT.default}
-_DEVICE_RE = re.compile(r"^(cpu|cuda(:\d+)?)$")
 
 
 @dataclass(frozen=True)
@@ -70,7 +69,7 @@ class RunSpec:
             return None
         chosen = self.param_dict.get("backend", "auto")
         if chosen == "auto":
-            return "nccl" if self.device.startswith("cuda") else "gloo"
+            return "nccl" if is_cuda(self.device) else "gloo"
         return str(chosen)
 
     @property
@@ -149,9 +148,11 @@ def expand(m: MatrixSpec) -> list[RunSpec]:
 
 
 def check_device(text: str) -> str:
-    """Validate one --device value."""
-    if not _DEVICE_RE.match(text):
-        raise StbenchError(f"--device {text!r} is not a device; valid: cpu, cuda, cuda:N (e.g. cuda:1)")
+    """Validate one --device value (device.parse's forms)."""
+    try:
+        parse(text)
+    except ValueError:
+        raise StbenchError(f"--device {text!r} is not a device; valid: cpu, cuda, cuda:N (e.g. cuda:1)") from None
     return text
 
 

@@ -14,6 +14,7 @@ import re
 
 import pandas as pd
 
+from ..device import is_cuda
 from ..store.machine import fingerprint
 
 # Words that name the vendor, the brand tier or the marketing of a part rather than the part.
@@ -45,7 +46,7 @@ def short_gpu(name: str) -> str:
 def hardware(row) -> str:
     """The label of the hardware a row ran on, before any host is added."""
     device = _text(row.get("device")) or "cpu"
-    if device.startswith("cuda"):
+    if is_cuda(device):
         name = _text(row.get("device_name"))
         if not name or name == "cpu":  # a skipped cuda row never opened the device: the inventory's first GPU
             name = re.sub(r"^\d+x ", "", _text(row.get("gpu_names")).split("; ")[0])

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from ..device import is_cuda
 from ..store.rows import PHASE_COLUMNS as PHASES
 from . import syncs
 
@@ -96,9 +97,9 @@ def report(folder: Path, rows: list[dict]) -> str:
         parts.append("### Phases (profiled run, seconds)\n\n" + phase_table(row) + "\n")
         parts.append("### Memory per step (MiB; every step in memory.csv)\n\n"
                      + memory_summary(_read(d / "memory.csv")) + "\n")
-        parts.append("### Top operators\n\n" + operator_table(_read(d / "operators.csv"), row["device"].startswith("cuda")) + "\n")
+        parts.append("### Top operators\n\n" + operator_table(_read(d / "operators.csv"), is_cuda(row["device"])) + "\n")
         trace = d / "trace.json"
-        if trace.exists() and row["device"].startswith("cuda"):
+        if trace.exists() and is_cuda(row["device"]):
             parts.append(syncs.summary(trace) + "\n")
         parts.append(f"Chrome trace: {trace} ({trace_events(trace):,} events; open in https://ui.perfetto.dev)\n"
                      if trace.exists() else "no trace was written\n")

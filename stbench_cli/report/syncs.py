@@ -2,13 +2,15 @@
 
 A CUDA runtime call that blocks the host until the device catches up (`.item()`, `.cpu()`, a
 copy from pageable memory, an explicit synchronize) shows in the trace as one of these calls;
-each one inside a `ProfilerStep#k` range is a sync in that step. Pure JSON reading.
+each one inside the host's `ProfilerStep#k` range is a sync in that step (store.trace). Pure JSON reading.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+
+from ..store.trace import step_windows
 
 SYNC_CALLS = frozenset({"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy",
                         "cudaMemcpy2D", "cudaMemcpyToSymbol", "cudaMemcpyFromSymbol"})
@@ -17,8 +19,7 @@ SYNC_CALLS = frozenset({"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaE
 def syncs_per_step(trace: Path) -> dict[int, list[str]]:
     """ProfilerStep number -> the synchronising runtime calls inside it (empty list: none)."""
     events = json.loads(Path(trace).read_text())["traceEvents"]
-    steps = sorted((e["ts"], e["ts"] + e.get("dur", 0), int(e["name"].split("#")[1])) for e in events
-                   if str(e.get("name", "")).startswith("ProfilerStep#") and "dur" in e)
+    steps = step_windows(events)
     calls = sorted((e["ts"], e["name"]) for e in events
                    if e.get("cat") == "cuda_runtime" and e.get("name") in SYNC_CALLS)
     return {number: [name for ts, name in calls if start <= ts <= end] for start, end, number in steps}

@@ -22,6 +22,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..device import is_cuda, parse
 from ..store.machine import EnvInfo
 from . import envinfo
 from .nvml import GpuReader, handles
@@ -72,7 +73,7 @@ def judge_ddp(device: str, f: dict) -> Check:
 
 def judge_sampling(device: str, rows: list[dict], unavailable: set[str], errors: list[str],
                    gpu_energy_j: float | None = None, seconds: float = 0.0) -> Check:
-    cuda = device.startswith("cuda")
+    cuda = is_cuda(device)
     figures = {"samples": len(rows), "unavailable": sorted(unavailable), "errors": errors[:3]}
     missing = sorted({f for f in CPU_FIELDS for r in rows if r.get(f) is None} | unavailable)
     if not rows or errors or missing:
@@ -91,9 +92,10 @@ def judge_sampling(device: str, rows: list[dict], unavailable: set[str], errors:
 
 def judge_peaks(device: str, peak: dict | None) -> Check:
     if not peak or not peak.get("matmul_gflops") or not peak.get("mem_gbps"):
-        return Check("peaks", device, "FAIL", "the peak could not be measured", peak or {})
-    detail = (f"{peak['matmul_gflops']:,.1f} GFLOP/s fp32 matmul, {peak['mem_gbps']:.1f} GB/s copy "
-              f"({peak['threads']} threads)")
+        why = (peak or {}).get("unavailable", "the peak could not be measured")
+        return Check("peaks", device, "FAIL", why, peak or {})
+    detail = (f"{peak['matmul_gflops']:,.1f} GFLOP/s {peak.get('matmul_precision', 'fp32')} matmul, "
+              f"{peak['mem_gbps']:.1f} GB/s copy ({peak['threads']} threads)")
     return Check("peaks", device, "PASS", detail, peak)
 
 
@@ -108,12 +110,12 @@ def child_check(name: str, device: str) -> dict:
 
 def sampling_check(device: str, env: EnvInfo) -> Check:
     """Sample a process for a few seconds: this one on CPU, a GPU load on a GPU."""
-    if not device.startswith("cuda"):
+    if not is_cuda(device):
         sampler = SystemSampler(os.getpid(), None, 0.2).start()
         time.sleep(2.0)
         sampler.stop()
         return judge_sampling(device, sampler.rows, sampler.unavailable, sampler.errors)
-    index = int(device.split(":")[1]) if ":" in device else 0
+    index = parse(device).index or 0
     load = subprocess.Popen([sys.executable, "-m", "stbench.child.checks", "gpu-load", device],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     sampler = SystemSampler(load.pid, GpuReader(handles(env.gpu_uuids([index]))), 0.2).start()

@@ -19,6 +19,7 @@ from pathlib import Path
 import psutil
 
 from ..contract.workload import default_cache_dir
+from ..device import cudnn_version, device_count, match_gpus, nccl_version
 from ..store.machine import EnvInfo, cpu_model
 from . import nvml
 
@@ -35,37 +36,16 @@ def dist_backends() -> tuple[str, ...]:
 def collect() -> EnvInfo:
     import torch
 
-    gpu_count = torch.cuda.device_count()  # respects CUDA_VISIBLE_DEVICES; creates no context
-    nccl = None
-    if gpu_count:
-        try:
-            nccl = ".".join(map(str, torch.cuda.nccl.version()))
-        except Exception:  # NCCL missing from this build
-            nccl = None
+    gpu_count = device_count()  # respects CUDA_VISIBLE_DEVICES; creates no context
+    nccl = nccl_version() if gpu_count else None
     return EnvInfo(
         host=socket.gethostname(), os=platform.platform(), python=platform.python_version(),
         cpu_model=cpu_model(), cores_physical=psutil.cpu_count(logical=False) or 0,
         cores_logical=psutil.cpu_count() or 0, threads=torch.get_num_threads(),
         ram_gb=round(psutil.virtual_memory().total / 2**30, 1), torch=torch.__version__,
-        cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version() if gpu_count else None,
+        cuda=torch.version.cuda, cudnn=cudnn_version() if gpu_count else None,
         nccl=nccl, gpu_count=gpu_count, gpus=gpus(gpu_count), dist_backends=dist_backends(),
     )
-
-
-def match_gpus(cuda: list[dict], nvml_devices: list[dict]) -> tuple[dict, ...]:
-    """CUDA's devices (index = the N of `cuda:N`) with NVML's record of the same GPU, matched by
-    UUID: NVML orders by PCI bus and ignores CUDA_VISIBLE_DEVICES. GPUs NVML sees but this
-    torch cannot use are listed with index None."""
-    by_uuid = {str(d.get("uuid") or "").lower().removeprefix("gpu-"): d for d in nvml_devices}
-    out, used = [], set()
-    for c in cuda:
-        key = c["uuid"].lower().removeprefix("gpu-")
-        n = by_uuid.get(key, {})
-        used.add(key)
-        out.append({**n, "index": c["index"], "name": c["name"], "memory_mb": c["memory_mb"],
-                    "uuid": n.get("uuid") or f"GPU-{c['uuid']}"})
-    out += [{**d, "index": None} for k, d in by_uuid.items() if k not in used]
-    return tuple(out)
 
 
 def gpus(gpu_count: int) -> tuple[dict, ...]:
@@ -81,7 +61,9 @@ def cache_dir() -> Path:
 
 
 def peaks(env: EnvInfo, devices: list[str], refresh: bool = False) -> dict[str, dict]:
-    """Measured peak per device, from the cache when this host/build/threads was measured."""
+    """Measured peak per device, from the cache when this host/build/threads was measured. A
+    peak that cannot be measured is `{"unavailable": reason}` (not cached): the study goes on
+    without a peak fraction for that device."""
     path = cache_dir() / "peaks.json"
     try:
         cache = json.loads(path.read_text())
@@ -91,12 +73,28 @@ def peaks(env: EnvInfo, devices: list[str], refresh: bool = False) -> dict[str, 
     for device in devices:
         key = f"{env.host}|{device}|torch {env.torch}|threads {env.threads}"
         if refresh or key not in cache:
-            proc = subprocess.run([sys.executable, "-m", "stbench.child.peaks", device],
-                                  capture_output=True, text=True, check=True)
-            cache[key] = json.loads(proc.stdout)
+            measured = _measure(device)
+            if "unavailable" in measured:
+                out[device] = measured
+                continue
+            cache[key] = measured
         out[device] = cache[key]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(cache, indent=1))
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(cache, indent=1))
+        os.replace(tmp, path)
+    except OSError:  # a cache that cannot be written costs a measurement next time, nothing more
+        pass
     return out
+
+
+def _measure(device: str) -> dict:
+    proc = subprocess.run([sys.executable, "-m", "stbench.child.peaks", device], capture_output=True, text=True)
+    try:
+        if proc.returncode == 0:
+            return json.loads(proc.stdout)
+    except ValueError:
+        pass
+    lines = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip()]
+    return {"device": device, "unavailable": f"peak measurement failed: {lines[-1] if lines else proc.returncode}"}

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import psutil
 
+from ..device import parse
 from ..plan.launch import Launch
 from ..plan.spec import RunSpec
 from ..store.rows import CellResult
@@ -82,10 +83,11 @@ def label(spec: RunSpec) -> str:
 
 
 def gpu_indices(spec: RunSpec) -> list[int]:
-    if not spec.device.startswith("cuda"):
+    d = parse(spec.device)
+    if not d.is_cuda:
         return []
-    if ":" in spec.device:
-        return [int(spec.device.split(":")[1])]
+    if d.index is not None:
+        return [d.index]
     return list(range(spec.world_size))
 
 

@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 from typing import Callable
 
+from ..device import parse
 from ..plan.planner import Plan
 from ..plan.spec import RunSpec
 from ..store.files import prune_orphans, write_cell
@@ -40,15 +41,23 @@ def machine(env: EnvInfo) -> Machine:
                    machine_id=fingerprint(env.host, env.cpu_model, env.cores_logical, gpus, env.gpu_count, env.torch))
 
 
-def derived(spec: RunSpec, outcome: Outcome, peaks: dict[str, dict]) -> Derived:
+def devices_used(spec: RunSpec, gpu_count: int) -> int:
+    """How many distinct devices a cell's ranks run on (device.resolve's rule, per node)."""
+    d = parse(spec.device)
+    if not d.is_cuda or d.index is not None:
+        return spec.nodes if d.is_cuda else 1
+    return spec.nodes * min(spec.nproc_per_node, gpu_count or spec.nproc_per_node)
+
+
+def derived(spec: RunSpec, outcome: Outcome, peaks: dict[str, dict], gpu_count: int = 1) -> Derived:
     figures = outcome.result.figures
     setup = max(outcome.cell_s - figures.wall_s, 0.0) if figures.wall_s is not None else None
     peak_gflops = fraction = None
-    peak = peaks.get(spec.device)
-    if peak and figures.achieved_gflops is not None:
-        # A ddp world on N GPUs has N devices' peak; on CPU the ranks share one machine.
-        devices = spec.world_size if spec.device.startswith("cuda") else 1
-        peak_gflops = peak["matmul_gflops"] * devices
+    peak = peaks.get(spec.device) or {}
+    if peak.get("matmul_gflops") and figures.achieved_gflops is not None:
+        # A world has the peak of the distinct devices it runs on: N GPUs for a GPU per rank,
+        # one for gloo ranks sharing a GPU, one machine for CPU ranks.
+        peak_gflops = peak["matmul_gflops"] * devices_used(spec, gpu_count)
         fraction = figures.achieved_gflops / peak_gflops
     return Derived(setup_s=setup, peak_gflops=peak_gflops, peak_fraction=fraction, job_id=outcome.job_id,
                    **outcome.energy)
@@ -56,22 +65,25 @@ def derived(spec: RunSpec, outcome: Outcome, peaks: dict[str, dict]) -> Derived:
 
 def make_row(spec: RunSpec, env: EnvInfo, outcome: Outcome, peaks: dict[str, dict], launcher: str = "local") -> RunRow:
     r = outcome.result
-    return RunRow(identity(spec, launcher), r.status, r.reason, machine(env), r.figures, derived(spec, outcome, peaks),
-                  r.extras)
+    return RunRow(identity(spec, launcher), r.status, r.reason, machine(env), r.figures,
+                  derived(spec, outcome, peaks, env.gpu_count), r.extras)
 
 
 def _run_one(cell: CellJob, env: EnvInfo, peaks) -> tuple:
     spec, launcher = cell.spec, cell.launch.kind
     outcome = launchers.get(launcher).run_cell(cell)
     system = [SystemRow(run_id=spec.run_id, **s) for s in outcome.system]
-    return make_row(spec, env, outcome, peaks, launcher), list(outcome.result.epochs), system, outcome.unavailable
+    return make_row(spec, env, outcome, peaks, launcher), list(outcome.result.epochs), system, outcome
 
 
-def _note_unavailable(folder: Path, manifest: dict, fields: frozenset) -> None:
-    """Name in the manifest the sampled fields this machine could not give (MIG, containers)."""
+def _note_unavailable(folder: Path, manifest: dict, fields: frozenset, notes: dict[str, str]) -> None:
+    """Name in the manifest the sampled fields this machine could not give (MIG, containers)
+    and the measurements a cell could not make (a profiler that did not start), with why."""
     known = set(manifest.get("unavailable_fields", []))
-    if not fields <= known:
+    said = manifest.get("unavailable", {})
+    if not fields <= known or any(said.get(k) != v for k, v in notes.items()):
         manifest["unavailable_fields"] = sorted(known | fields)
+        manifest["unavailable"] = {**said, **notes}
         write_manifest(folder, manifest)
 
 
@@ -101,7 +113,8 @@ def _execute(plan: Plan, env: EnvInfo, timeout, interval, extra_args, on_start, 
     peaks = envinfo.peaks(env, devices) if plan.launch.kind != "slurm" else {}
     manifest = read_manifest(folder) if (folder / "manifest.json").exists() else None
     if manifest is None:
-        manifest = {**plan.manifest, "peaks": peaks, "timeout_s": timeout}
+        lost = {f"peak {d}": p["unavailable"] for d, p in peaks.items() if "unavailable" in p}
+        manifest = {**plan.manifest, "peaks": peaks, "timeout_s": timeout, **({"unavailable": lost} if lost else {})}
         write_manifest(folder, manifest)
     (folder / "logs").mkdir(parents=True, exist_ok=True)
     rows = {r["run_id"]: r for r in plan.done}
@@ -116,8 +129,8 @@ def _execute(plan: Plan, env: EnvInfo, timeout, interval, extra_args, on_start, 
         else:
             uuids = tuple(env.gpu_uuids(gpu_indices(spec))) if plan.launch.kind == "local" else ()
             cell = CellJob(spec, folder, timeout, interval, extra_args, plan.launch, uuids)
-            row, epochs, system, unavailable = _run_one(cell, env, peaks)
-            _note_unavailable(folder, manifest, unavailable)
+            row, epochs, system, outcome = _run_one(cell, env, peaks)
+            _note_unavailable(folder, manifest, outcome.unavailable, dict(outcome.result.unavailable))
         write_cell(folder, row, epochs, system)
         # the scratch folder goes only once the row is written: a Slurm cell's result lives there
         shutil.rmtree(folder / ".cells" / spec.run_id, ignore_errors=True)

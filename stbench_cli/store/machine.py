@@ -8,6 +8,8 @@ import platform
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ..device import is_cuda, parse
+
 
 @dataclass(frozen=True)
 class EnvInfo:
@@ -37,9 +39,9 @@ class EnvInfo:
 
     def gpu(self, device: str) -> dict | None:
         """The inventory record of the GPU `cuda` or `cuda:N` names (CUDA's numbering)."""
-        if not device.startswith("cuda"):
+        if not is_cuda(device):
             return None
-        index = int(device.split(":")[1]) if ":" in device else 0
+        index = parse(device).index or 0
         return next((g for g in self.gpus if g.get("index") == index), None)
 
     def gpu_uuids(self, indices: list[int]) -> list[str]:

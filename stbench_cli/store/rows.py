@@ -15,6 +15,7 @@ SCHEMA = 1
 STEP_PHASES = ("data", "h2d", "compute", "sync")  # one training step, in order
 PHASE_COLUMNS = ("data_s", "h2d_s", "compute_s", "sync_s", "eval_s")  # where a run's time went
 EXTRA_PREFIX = "x."
+STATUSES = ("ok", "diverged", "oom", "failed", "timeout", "skipped")  # how a cell can end
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ class Figures:
     data_source: str | None = None
     sync_count: int | None = None  # gradient synchronisations a rank waited for (multi-process cells)
     node_hosts: str | None = None  # host of each node (torchrun agent), in node-rank order, comma-separated
+    precision: str | None = None  # what fp32 math ran as: "fp32", or on CUDA "matmul fp32, cudnn tf32" etc.
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,7 @@ class CellResult:
     figures: Figures = field(default_factory=Figures)
     epochs: tuple[EpochRow, ...] = ()
     extras: Mapping[str, float] = field(default_factory=dict)
+    unavailable: Mapping[str, str] = field(default_factory=dict)  # measurement -> why it could not be made
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), default=float)
@@ -107,7 +110,7 @@ class CellResult:
     def from_json(cls, text: str) -> "CellResult":
         d = json.loads(text)
         return cls(d["status"], d.get("reason", ""), Figures(**d.get("figures", {})),
-                   tuple(EpochRow(**e) for e in d.get("epochs", ())), d.get("extras", {}))
+                   tuple(EpochRow(**e) for e in d.get("epochs", ())), d.get("extras", {}), d.get("unavailable", {}))
 
 
 @dataclass(frozen=True)
@@ -193,3 +196,12 @@ TEXT_COLUMNS = frozenset(
     ["status", "reason"]
     + [f.name for cls in (Identity, Figures, Derived, Machine) for f in fields(cls) if str(f.type).startswith("str")]
 )
+
+
+def unexpected(rows: list[dict], accepted: tuple[str, ...] = ("ok",)) -> dict[str, int]:
+    """Rows by status, for the statuses not accepted: what makes a study's exit code non-zero."""
+    out: dict[str, int] = {}
+    for r in rows:
+        if r["status"] not in accepted:
+            out[r["status"]] = out.get(r["status"], 0) + 1
+    return out

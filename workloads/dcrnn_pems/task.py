@@ -79,7 +79,7 @@ def make_task(params: dict, ctx: BuildContext) -> Task:
         model=Model(model, partial(_loss, mean=mean, std=std), partial(_predict, mean=mean, std=std)),
         metric=Metric("val_masked_mae", sum=lambda p, y: ((p - y).abs() * (y != 0)).sum(),
                       naive=historical_average_mae(speeds, n_train, n_val, params),
-                      count=lambda y: float((y != 0).sum())),
+                      count=lambda y: (y != 0).sum()),  # a device tensor: no sync per batch
         optim=Optim(partial(torch.optim.Adam, eps=params["adam_eps"]), clip_grad_norm=params["clip"] or None),
         extras=lambda: {"checkpoint_segments": model.checkpoint_segments(params["in_steps"])},
     )

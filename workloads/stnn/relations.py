@@ -24,6 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from stbench.contract import Accelerator
+
 from .grid import Edges
 
 
@@ -102,20 +104,20 @@ class OffloadRelations(nn.Module):
             self.host[row, rel, col] = codes
             self.edge_w = initial_edge_weights(edges)
         self.staging: list[torch.Tensor] = []
-        self.device, self.cuda, self.copy_stream = None, False, None
+        self.accel, self.copy_stream = None, None
         self.ready = [None, None]  # event after the last copy out of each staging buffer
-        self.bytes_moved, self.cpu_seconds, self.copy_seconds = 0, 0.0, 0.0
+        self.bytes_moved, self.gather_seconds, self.copy_seconds = 0, 0.0, 0.0
         self.pending: list = []  # (start, done) events of copies not yet added to copy_seconds
         self.pool: list = []
 
     def _attach(self, device: torch.device) -> None:
         """On the first call: learn the training device and allocate the staging buffers,
         page-locked on CUDA (what lets a copy run asynchronously on the side stream)."""
-        self.device, self.cuda = device, device.type == "cuda"
+        self.accel = Accelerator(str(device))
         shape = (self.chunk, self.host[0].numel())
-        self.staging = [torch.empty(shape, dtype=self.host.dtype, pin_memory=self.cuda) for _ in range(2)]
-        if self.cuda:
-            self.copy_stream = torch.cuda.Stream(device)
+        self.staging = [torch.empty(shape, dtype=self.host.dtype, pin_memory=self.accel.pins) for _ in range(2)]
+        if self.accel.is_cuda:
+            self.copy_stream = self.accel.stream()
 
     def learned(self) -> torch.Tensor | None:
         return getattr(self, "edge_w", None)
@@ -128,59 +130,69 @@ class OffloadRelations(nn.Module):
         return torch.cat([w.new_zeros(1), w.new_ones(1), w])
 
     def _event(self):
-        return self.pool.pop() if self.pool else torch.cuda.Event(enable_timing=True)
+        return self.pool.pop() if self.pool else self.accel.event()
 
     def _drain(self, wait: bool = False) -> None:
-        """Add finished copies' times to copy_seconds and recycle their events (query() does
-        not block), so the events in flight stay bounded by the copies in flight."""
+        """Add finished copies' times to copy_seconds and recycle their events. query() does
+        not block; only `wait` (the end of the run) waits for the last copies."""
         while self.pending and (wait or self.pending[0][1].query()):
             start, done = self.pending.pop(0)
-            done.synchronize()
-            self.copy_seconds += start.elapsed_time(done) / 1000.0
+            if wait:
+                done.synchronize()
+            self.copy_seconds += self.accel.elapsed_s(start, done)
             self.pool += [start, done]
 
-    def _send(self, slot: int, rows_idx: torch.Tensor | None, block: slice | None) -> tuple[torch.Tensor, object]:
-        """Put host rows into a staging buffer and start their copy to the device."""
+    def _gather(self, slot: int, rows_idx: torch.Tensor | None, block: slice | None) -> torch.Tensor:
+        """Host side: put the rows into a staging buffer (gather_s, on every device)."""
         count = len(rows_idx) if rows_idx is not None else block.stop - block.start
         t0 = time.perf_counter()
-        if self.ready[slot] is not None:
-            # The host is about to overwrite this pinned buffer: the copy that last read it must
-            # be done (waits for that one copy, not for the device).
-            self.ready[slot].synchronize()
+        ready = self.ready[slot]
+        if ready is not None and not ready.query():
+            # The copy that last read this pinned buffer still runs (the device fell behind):
+            # wait for that one copy, not for the device.
+            ready.synchronize()
         stage = self.staging[slot][:count]
         if rows_idx is not None:
             torch.index_select(self.host.view(self.n, -1), 0, rows_idx, out=stage)
         else:
             stage.copy_(self.host.view(self.n, -1)[block])
         self.bytes_moved += stage.numel() * stage.element_size()
-        if not self.cuda:
-            out = stage.clone()  # the CPU stand-in for the host-to-device copy
-            self.cpu_seconds += time.perf_counter() - t0
-            return out.view(count, self.r, self.n), None
+        self.gather_seconds += time.perf_counter() - t0
+        return stage
+
+    def _send(self, slot: int, rows_idx: torch.Tensor | None, block: slice | None) -> tuple[torch.Tensor, object]:
+        """Gather host rows into a staging buffer and start their copy to the device (stream_s:
+        the copy alone, on the copy stream's events; on CPU the clone that stands in for it)."""
+        stage = self._gather(slot, rows_idx, block)
+        shape = (len(stage), self.r, self.n)
+        if not self.accel.is_cuda:
+            t0 = time.perf_counter()
+            out = stage.clone()
+            self.copy_seconds += time.perf_counter() - t0
+            return out.view(shape), None
         self._drain()
         start, done = self._event(), self._event()
-        with torch.cuda.stream(self.copy_stream):
+        with self.accel.on_stream(self.copy_stream):
             start.record()
-            out = stage.to(self.device, non_blocking=True)
+            out = stage.to(self.accel.torch, non_blocking=True)
             done.record()
         self.pending.append((start, done))
         self.ready[slot] = done
-        return out.view(count, self.r, self.n), done
+        return out.view(shape), done
 
     def _stream(self, device: torch.device, pieces, compute) -> torch.Tensor:
-        """Double-buffered: the copy of piece k+1 runs while piece k is computed."""
-        if self.device != device:
+        """Double-buffered: piece k's compute is queued on the device before the host gathers
+        piece k+1, so that gather and k+1's copy both run while the device computes k."""
+        if self.accel is None or self.accel.torch != device:
             self._attach(device)
         table = self._value_table()  # once per call, not per chunk
         outs, pending = [], self._send(0, *pieces[0])
         for k in range(len(pieces)):
-            nxt = self._send((k + 1) % 2, *pieces[k + 1]) if k + 1 < len(pieces) else None
             rows, done = pending
             if done is not None:
-                torch.cuda.current_stream().wait_event(done)
-                rows.record_stream(torch.cuda.current_stream())
+                self.accel.wait_for(done, rows)  # the device waits for the copy; the host does not
             outs.append(compute(k, rows if table is None else table[rows.long()]))
-            pending = nxt
+            pending = self._send((k + 1) % 2, *pieces[k + 1]) if k + 1 < len(pieces) else None
         return torch.cat(outs)
 
     def pair_context(self, factors: torch.Tensor, t: torch.Tensor, i: torch.Tensor, i_host=None) -> torch.Tensor:
@@ -197,11 +209,10 @@ class OffloadRelations(nn.Module):
         return self._stream(z.device, pieces, lambda k, rows: (rows.reshape(-1, self.n) @ z).view(len(rows), -1))
 
     def stats(self) -> dict:
-        seconds = self.cpu_seconds
-        if self.cuda:
+        """stream_s: seconds of copies to the device; gather_s: host seconds gathering rows."""
+        if self.accel is not None and self.accel.is_cuda:
             self._drain(wait=True)
-            seconds = self.copy_seconds
-        return {"stream_s": seconds, "stream_mb": self.bytes_moved / 2**20}
+        return {"stream_s": self.copy_seconds, "gather_s": self.gather_seconds, "stream_mb": self.bytes_moved / 2**20}
 
 
 class EdgeAggregate(torch.autograd.Function):

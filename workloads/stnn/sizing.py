@@ -7,6 +7,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from stbench.contract import is_cuda
+
 from . import data, grid
 
 F32, I64 = 4, 8
@@ -100,7 +102,7 @@ def predict_bytes(params: dict, batch_size: int, device: str = "cpu", seed: int 
     elif backend == "offload":
         host["relations W (host)"] = w_bytes
         staging = params["chunk"] * r * n * F32  # two of them, pinned on CUDA
-        host["staging buffers"] = 2 * (_pinned(staging) if device.startswith("cuda") else staging)
+        host["staging buffers"] = 2 * (_pinned(staging) if is_cuda(device) else staging)
     return {"device": dev, "host": host, "device_bytes": sum(dev.values()), "host_bytes": sum(host.values()), **s}
 
 
@@ -112,7 +114,7 @@ def skip(params: dict, batch_size: int, device: str, memory: dict) -> str | None
         return reason
     p = predict_bytes(params, batch_size, device)
     gib = lambda v: f"{v / 2**30:.1f} GiB"
-    if device.startswith("cuda"):
+    if is_cuda(device):
         if memory.get("device_bytes") and p["device_bytes"] > memory["device_bytes"]:
             return (f"predicted {gib(p['device_bytes'])} on the GPU for {params['relations']} relations at n={p['n']} "
                     f"exceeds its {gib(memory['device_bytes'])}")

@@ -13,6 +13,7 @@ import shlex
 import socket
 import sys
 
+from ...device import is_cuda, visible_devices
 from ...plan.planner import Plan
 from ...plan.spec import RunSpec
 from ..launch import CellJob, Outcome, label, run_processes
@@ -28,13 +29,13 @@ def free_port() -> int:
 def node_env(spec: RunSpec, node_rank: int, base: dict[str, str]) -> dict[str, str]:
     """The environment of emulated node `node_rank`: gloo on loopback; one thread per rank when
     several ranks share this machine (torchrun's own rule for one node, applied to all agents
-    together); with NCCL, each agent sees only its own GPUs, as a real node would."""
+    together); with NCCL, each agent sees only its own GPUs, as a real node would: the next
+    nproc_per_node of those this machine shows (a CUDA_VISIBLE_DEVICES the user set included)."""
     env = dict(base, GLOO_SOCKET_IFNAME="lo")
     if spec.world_size > 1:
         env.setdefault("OMP_NUM_THREADS", "1")
-    if spec.device.startswith("cuda") and spec.backend == "nccl":
-        first = node_rank * spec.nproc_per_node
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(first + i) for i in range(spec.nproc_per_node))
+    if is_cuda(spec.device) and spec.backend == "nccl":
+        env["CUDA_VISIBLE_DEVICES"] = visible_devices(node_rank * spec.nproc_per_node, spec.nproc_per_node, base)
     return env
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shlex
 
+from ...device import is_cuda
 from ...plan.planner import Plan
 from ..launch import label
 from . import torchrun
@@ -57,7 +58,7 @@ def study_script(plan: Plan, timeout: float | None) -> str:
                                "ntasks_per_node": 1}
     if timeout is not None:
         opts["time"] = sum(minutes(timeout) for _ in cells)
-    if any(c.device.startswith("cuda") for c in cells):
+    if any(is_cuda(c.device) for c in cells):
         opts["gpus_per_node"] = max(c.nproc_per_node for c in cells)
     opts.update(plan.launch.options)
     command = as_srun([str(a) for a in plan.manifest.get("command", [])]) if plan.manifest.get("command") else []

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 
+from ...device import is_cuda
 from ...errors import StbenchError
 from ...plan.launch import Launch
 from ...plan.planner import Plan
@@ -43,7 +44,7 @@ def job_options(spec: RunSpec, launch: Launch, timeout: float | None) -> dict[st
     opts: dict[str, object] = {"job_name": f"stbench-{spec.run_id}", "nodes": spec.nodes, "ntasks_per_node": 1}
     if timeout is not None:
         opts["time"] = minutes(timeout)
-    if spec.device.startswith("cuda"):
+    if is_cuda(spec.device):
         opts["gpus_per_node"] = spec.nproc_per_node
     opts.update(launch.options)  # --slurm time=… or gpus_per_node=… win
     return opts

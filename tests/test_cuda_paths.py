@@ -1,0 +1,93 @@
+"""CUDA code paths driven on this CPU build as far as they go.
+
+Every entry point a user types with `--device cuda` runs for real, in its own processes, with
+CUDA's availability faked (tests/fakecuda: `is_available()` True, one device). Each must reach
+the first operation that truly needs CUDA, the build's own "Torch not compiled with CUDA
+enabled", and fail in no other way first: an index missing from a device, a CUDA-only call
+before the device is selected, a measurement that kills the study. (`torch.cuda.set_device(
+torch.device("cuda"))` was such a defect: a ValueError before CUDA was ever touched.)
+"""
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from stbench.plan.registry import all_workloads
+from stbench.store.files import read_runs
+from stbench.store.manifest import read_manifest
+from tests.helpers import stbench
+
+FAKE = str(Path(__file__).parent / "fakecuda")
+NOT_COMPILED = "AssertionError: Torch not compiled with CUDA enabled"
+BUILT_IN = sorted(w.name for w in all_workloads() if w.name != "faulty")
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([FAKE, os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("STBENCH_FAKE_CUDA", "1")
+
+
+def _cuda_failures(log: Path) -> set[str]:
+    """For every traceback in a cell's log that ends in the build's CUDA error (one per rank):
+    its innermost frame in stbench's own code, as file:function."""
+    out = set()
+    for block in log.read_text().split("Traceback (most recent call last):")[1:]:
+        lines = block.splitlines()
+        end = next((i for i, ln in enumerate(lines) if ln and not ln.startswith(" ")), len(lines))
+        if end == len(lines) or NOT_COMPILED not in lines[end]:
+            continue
+        frames = re.findall(r'File "([^"]+)", line \d+, in (\w+)', "\n".join(lines[:end]))
+        own = [(Path(f).name, fn) for f, fn in frames if "/torch/" not in f]
+        out.add(f"{own[-1][0]}:{own[-1][1]}")
+    return out
+
+
+def _assert_reached_cuda(folder: Path, cells: int) -> list[dict]:
+    rows = read_runs(folder)
+    assert len(rows) == cells
+    for r in rows:
+        assert (r["status"], r["reason"]) == ("failed", NOT_COMPILED), (r["strategy"], r["world_size"], r["reason"])
+        # the error came from selecting the device, the first thing a cell does with it
+        assert _cuda_failures(folder / "logs" / f"{r['run_id']}.log") == {"device.py:select"}
+    return rows
+
+
+@pytest.mark.parametrize("workload", BUILT_IN)
+def test_run_on_cuda_reaches_cuda_and_exits_non_zero(workload, fake_cuda, tmp_path):
+    proc = stbench("run", workload, "--smoke", "--device", "cuda", "--epochs", "1", "--out", tmp_path / "out")
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "1 of 1 cells did not end ok (1 failed)" in " ".join(proc.stderr.split())
+    (folder,) = (tmp_path / "out").iterdir()
+    _assert_reached_cuda(folder, 1)
+    # the peak could not be measured: named in the manifest, and the study went on
+    assert "Torch not compiled with CUDA enabled" in read_manifest(folder)["unavailable"]["peak cuda"]
+
+
+def test_worlds_of_one_and_two_gloo_ranks_reach_cuda(fake_cuda, tmp_path):
+    proc = stbench("run", "cnn-strain", "--smoke", "--device", "cuda", "--strategy", "ddp", "--nproc", "1", "2",
+                   "--set", "backend=gloo", "--out", tmp_path / "out", "--expect", "skipped")
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    (folder,) = (tmp_path / "out").iterdir()
+    rows = _assert_reached_cuda(folder, 2)
+    assert sorted(int(r["world_size"]) for r in rows) == [1, 2]
+
+
+def test_profile_on_cuda_reaches_cuda(fake_cuda, tmp_path):
+    proc = stbench("profile", "stnn", "--smoke", "--device", "cuda", "--offload", "--steps", "2", "--out", tmp_path / "out")
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    (folder,) = (tmp_path / "out").iterdir()
+    _assert_reached_cuda(folder, 1)
+
+
+def test_doctor_cuda_checks_reach_cuda(fake_cuda, tmp_path):
+    proc = stbench("doctor", "--device", "cuda", "--out", tmp_path / "doctor", timeout=600)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    checks = {c["name"]: c for c in json.loads((tmp_path / "doctor" / "doctor.json").read_text())["checks"]}
+    assert all(c["status"] == "FAIL" for c in checks.values())
+    for name in ("phase-timing", "overhead", "peaks"):
+        assert "Torch not compiled with CUDA enabled" in checks[name]["detail"], checks[name]["detail"]
+    assert checks["ddp-sync"]["figures"].get("reason") == NOT_COMPILED or NOT_COMPILED in checks["ddp-sync"]["detail"]

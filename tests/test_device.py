@@ -1,0 +1,108 @@
+"""The device layer (stbench.device): parsing, the index a process really uses, and every
+device-specific call it makes, driven on this CPU build of torch as far as it goes."""
+
+import ast
+from pathlib import Path
+
+import pytest
+import torch
+
+from stbench.device import Accelerator, Device, is_cuda, parse, resolve, visible_devices
+
+ROOT = Path(__file__).parent.parent
+
+# What a CPU build of torch says when an operation truly needs CUDA (the build's own words).
+NOT_COMPILED = ("Torch not compiled with CUDA enabled", "not linked with support for cuda devices",
+                "Cannot access accelerator device when none is available")
+
+
+def test_parse_and_its_errors():
+    assert parse("cpu") == Device("cpu") and str(parse("cuda")) == "cuda" and parse("cuda:3") == Device("cuda", 3)
+    for bad in ("gpu", "cuda:", "cuda:x", "cpu:0", "CUDA", "cuda:-1", ""):
+        with pytest.raises(ValueError, match="use cpu, cuda or cuda:N"):
+            parse(bad)
+    assert is_cuda("cuda:1") and not is_cuda("cpu") and not is_cuda("")  # an empty cell of an old row
+
+
+def test_a_bare_cuda_resolves_to_the_index_the_process_uses():
+    assert resolve("cuda", local_rank=3, count=2) == Device("cuda", 1)  # gloo ranks share GPUs
+    assert resolve("cuda:1", local_rank=0, count=4) == Device("cuda", 1)
+    assert resolve("cpu", local_rank=5, count=0) == Device("cpu")
+    assert Accelerator("cuda").device == Device("cuda", 0)  # never the bare kind: set_device needs an index
+    assert Accelerator("cuda").torch == torch.device("cuda", 0)
+
+
+def test_visible_devices_respect_what_the_user_already_restricted():
+    assert visible_devices(2, 2, {}) == "2,3"
+    assert visible_devices(1, 2, {"CUDA_VISIBLE_DEVICES": "4,5,7"}) == "5,7"
+    with pytest.raises(ValueError, match="shows 2"):
+        visible_devices(1, 2, {"CUDA_VISIBLE_DEVICES": "4,5"})
+
+
+def test_the_cpu_accelerator_is_a_no_op_where_cpu_has_nothing_to_do():
+    accel = Accelerator("cpu")
+    accel.select()
+    accel.synchronize()
+    accel.reset_peak()
+    assert accel.peak_bytes() is None and accel.allocated_bytes() is None and not accel.pins
+    t = torch.ones(3)
+    assert accel.pin(t) is t and accel.name("my cpu") == "my cpu" and accel.matmul_precision() == "fp32"
+
+
+CUDA_CALLS = {
+    "select": lambda a: a.select(),
+    "synchronize": lambda a: a.synchronize(),
+    "event": lambda a: a.event(),
+    "stream": lambda a: a.stream(),
+    "on_stream": lambda a: a.on_stream(None).__enter__(),
+    "wait_for": lambda a: a.wait_for(None),
+    "reset_peak": lambda a: a.reset_peak(),
+    "peak_bytes": lambda a: a.peak_bytes(),
+    "allocated_bytes": lambda a: a.allocated_bytes(),
+    "pin": lambda a: a.pin(torch.ones(2)),
+    "name": lambda a: a.name(),
+}
+
+
+@pytest.mark.parametrize("call", CUDA_CALLS, ids=str)
+def test_every_cuda_call_reaches_the_builds_own_error(call, monkeypatch):
+    """With CUDA's availability faked, each call must fail only because this build has no CUDA:
+    an argument torch rejects first (a device without an index, a wrong type) fails the test."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(BaseException) as info:
+        CUDA_CALLS[call](Accelerator("cuda"))
+    assert any(m in str(info.value) for m in NOT_COMPILED), f"{call}: {type(info.value).__name__}: {info.value}"
+
+
+def _code_files():
+    return [p for p in [*(ROOT / "stbench_cli").rglob("*.py"), *(ROOT / "workloads").rglob("*.py")]
+            if p.name != "device.py" or p.parent.name != "stbench_cli"]
+
+
+def test_device_specific_calls_live_in_the_device_layer_only():
+    """torch.cuda / torch.backends and device-string comparisons appear in stbench/device.py
+    alone (strings inside messages aside)."""
+    for path in _code_files():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch":
+                assert node.attr not in ("cuda", "backends", "accelerator"), f"{path.relative_to(ROOT)}:{node.lineno}"
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "startswith" and node.args:
+                arg = node.args[0]
+                assert not (isinstance(arg, ast.Constant) and arg.value == "cuda"), f"{path.relative_to(ROOT)}:{node.lineno}"
+            if isinstance(node, ast.Compare) and any(isinstance(c, ast.Constant) and c.value == "cuda"
+                                                     for c in [node.left, *node.comparators]):
+                raise AssertionError(f"device string compared at {path.relative_to(ROOT)}:{node.lineno}")
+
+
+def test_a_worlds_peak_counts_the_distinct_devices_it_runs_on():
+    from stbench.plan.spec import RunSpec
+    from stbench.runner.study import devices_used
+
+    def world(device, nproc, nodes=1):
+        return RunSpec("cnn-strain", device, "ddp", 64, 1, world_size=nproc * nodes, nodes=nodes)
+
+    assert devices_used(world("cuda", 2), gpu_count=1) == 1  # two gloo ranks share the one GPU
+    assert devices_used(world("cuda", 4), gpu_count=8) == 4  # a GPU per rank
+    assert devices_used(world("cuda", 2, nodes=2), gpu_count=2) == 4
+    assert devices_used(world("cpu", 4), gpu_count=0) == 1  # CPU ranks share one machine
