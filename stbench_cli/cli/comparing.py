@@ -32,3 +32,26 @@ def compare(
     text = build(records, row_axis=rows, cols=cols, metric=metric, baseline=baseline, out=out, plot=plot,
                  width=render.table_width(), epochs=epochs)
     render.out.print(text, markup=False, end="")
+
+
+@app.command()
+def gate(
+    baseline: Annotated[Path, typer.Argument(help="baseline result folder (or a folder of them)")],
+    new: Annotated[Path, typer.Argument(help="the new run's result folder (or a folder of them)")],
+    metric: Annotated[Optional[list[str]], typer.Option(help="runs.csv columns to judge (default: wall_s)")] = None,
+    margin: Annotated[float, typer.Option(help="relative change that counts as a regression when significant")] = 0.10,
+) -> None:
+    """Exit 1 when a cell of NEW is significantly worse than BASELINE by more than --margin (a CI gate)."""
+    from ..report.gate import gate as judge
+    from ..report.gate import lines
+    from ..store.files import find_folders
+    from ..store.results import read_results
+
+    def rows(path: Path) -> list[dict]:
+        return [r for f in find_folders([path]) for r in read_results(f)]
+
+    verdicts = judge(rows(baseline), rows(new), tuple(metric or ("wall_s",)), margin)
+    for line in lines(verdicts, margin):
+        render.out.print(line, markup=False, soft_wrap=True)
+    if any(v.regression for v in verdicts):
+        raise typer.Exit(1)

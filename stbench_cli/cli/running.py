@@ -64,35 +64,47 @@ def run(
     preset: Preset = None, smoke: Smoke = False, seed: int = 0, out: Out = Path("results"),
     resume: Resume = None, timeout: Timeout = None, nnodes: Nnodes = None, launcher: Launcher = None,
     slurm: Slurm = None, dry_run: DryRun = False, expect: Expect = None,
+    all_: Annotated[bool, typer.Option("--all", help="one study per registered workload (CI: --all --smoke)")] = False,
 ) -> None:
     """Run a matrix of devices x strategies x nproc x nnodes x batch sizes x epochs x --set axes."""
     from ..errors import StbenchError
-    from ..plan import planner
-    from ..runner import envinfo, launchers
+    from ..plan import planner, registry
+    from ..runner import envinfo
 
     ok = accepted(expect)
-    if workload is None and resume is None:
-        raise StbenchError("stbench run needs a WORKLOAD (see `stbench list`), or --resume DIR to finish a study")
+    if not (all_ or workload or resume) or (all_ and (workload or resume)):
+        raise StbenchError("stbench run needs one of: a WORKLOAD (see `stbench list`), --all (every workload), "
+                           "or --resume DIR to finish a study")
     env = envinfo.collect()
     if resume:
-        plan = planner.plan_resume(workload, resume, env)
+        plans = [planner.plan_resume(workload, resume, env)]
     else:
-        request = planner.Request(
-            workload, devices=tuple(device or ()), strategies=tuple(strategy or ()), nprocs=tuple(nproc or ()),
+        common = dict(
+            devices=tuple(device or ()), strategies=tuple(strategy or ()), nprocs=tuple(nproc or ()),
             batch_sizes=tuple(batch_size or ()), epochs=tuple(epochs or ()), sets=tuple(set_ or ()),
             repeat=repeat, preset=preset, smoke=smoke, seed=seed, out=out, nnodes=tuple(nnodes or ()),
             launcher=launcher or "local", slurm=tuple(slurm or ()), timeout=timeout)
-        plan = planner.plan_new(request, env, tuple(sys.argv))
+        names = [w.name for w in registry.all_workloads()] if all_ else [workload]
+        plans = [planner.plan_new(planner.Request(name, **common), env, tuple(sys.argv)) for name in names]
     if dry_run:
-        left = plan.remaining  # a resume prints only what is left to run
+        return dry(plans, timeout)
+    rows = []
+    for plan in plans:
+        rows += (done := execute(plan, env, timeout))
+        render.run_summary(done, plan.folder)
+    exit_for(rows, ok)
+
+
+def dry(plans, timeout: float | None) -> None:
+    """--dry-run: what each cell would run (a resume prints only what is left)."""
+    from ..runner import launchers
+
+    for plan in plans:
+        left = plan.remaining
         if not left.cells:
             render.out.print(f"nothing left to run: every cell of {plan.folder} has its row", markup=False)
-            return
+            continue
         render.out.print(launchers.describe(left, timeout), markup=False, end="")
-        return
-    rows = execute(plan, env, timeout)
-    render.run_summary(rows, plan.folder)
-    exit_for(rows, ok)
 
 
 @app.command()
