@@ -43,9 +43,13 @@ def test_run_writes_all_four_files(study):
 
 def test_compare_reads_the_study(study, tmp_path):
     proc = stbench("compare", study.parent, "--out", tmp_path, "--plot", check=True)
-    assert proc.stdout.startswith("## cnn-strain: wall_s (median ± 95% CI half-width over repeats)")
+    # one section per study, headed by its command; the terminal gets the headline table only
+    assert proc.stdout.startswith("## cnn-strain: stbench run cnn-strain")
+    assert "\n### wall_s (median ± 95% CI half-width over repeats)\n" in proc.stdout
     assert "| batch_size   | epochs   | " in proc.stdout and " cores) " in proc.stdout  # the CPU by name
-    assert (tmp_path / "compare.md").read_text() == proc.stdout
+    headline = proc.stdout.split("\n(--full adds")[0]
+    full = (tmp_path / "compare.md").read_text()
+    assert full.startswith(headline) and "### where the time went" in full and "where the time went" not in proc.stdout
     assert (tmp_path / "compare.csv").read_text().startswith("workload,device,")
     assert sorted(p.name for p in tmp_path.glob("*.png")) == ["cnn-strain-memory.png", "cnn-strain-phases.png",
                                                                 "cnn-strain-time-vs-epochs.png"]

@@ -149,7 +149,7 @@ def test_every_package_folder_is_installed():
 
 
 def test_report_and_planning_import_no_torch():
-    code = ("import sys, stbench.report.tables, stbench.report.compare, stbench.report.profile, stbench.report.plots,"
+    code = ("import sys, stbench.report.tables, stbench.report.studies, stbench.report.gate, stbench.report.compare, stbench.report.profile, stbench.report.plots,"
             "stbench.plan.planner, stbench.store.files, stbench.runner.study, stbench.cli.app,"
             "stbench.plan.registry as r; r.all_workloads(); t = sorted(m for m in sys.modules if m.startswith('torch')); sys.exit(str(t) if t else 0)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from stbench.report.machines import short_cpu, short_gpu
-from stbench.report.tables import frame, report
+from stbench.report.frame import frame
+from stbench.report.studies import report
 from stbench.store.results import read_results
 from tests.helpers import stbench
 
@@ -101,7 +102,7 @@ def test_two_machines_with_one_host_name_are_two_columns(tmp_path):
     text = stbench("compare", tmp_path, check=True).stdout
     assert "| epochs   | EPYC (2 cores)   | Xeon 8480+ (2 cores)   |" in text
     one = stbench("compare", tmp_path / "epyc", check=True).stdout
-    cells = lambda text: [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines()[4:7]]  # noqa: E731
+    cells = lambda text: [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines()[6:9]]  # noqa: E731
     # each column holds its own folder's 3 repeats (the copy's are the same numbers), not 6 pooled
     assert [[e, v, v] for e, v in cells(one)] == cells(text)
     assert all("±" in v for _, v in cells(one))

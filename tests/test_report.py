@@ -14,7 +14,9 @@ import pytest
 from stbench.report.fit import fit_table
 from stbench.report.profile import memory_summary
 from stbench.report.series import panels
-from stbench.report.tables import frame, keys_of, markdown, report
+from stbench.report.frame import frame, keys_of
+from stbench.report.studies import report
+from stbench.report.tables import markdown
 from stbench.store.files import find_folders
 from stbench.store.results import read_results
 from tests.helpers import stbench
@@ -26,10 +28,16 @@ BROWSER_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 # Appended to a copy of report.html: after the page has loaded, what the browser made of it.
 PROBE = """<script>window.addEventListener("load", () => {
   const images = [...document.images];
+  const width = document.documentElement.clientWidth;
   const out = {images: images.length, loaded: images.filter(i => i.complete && i.naturalWidth > 0).length,
                external: images.filter(i => !i.src.startsWith("data:image/png;base64,")).length,
                tables: document.querySelectorAll("table").length,
-               sections: [...document.querySelectorAll("h2[id]")].map(h => h.id)};
+               sections: [...document.querySelectorAll("h2[id]")].map(h => h.id),
+               // a table is cut off when its box reaches past the page (inside a scrolling box it is not)
+               cut: [...document.querySelectorAll("table")].filter(t => {
+                 const box = t.closest(".scroll") || t;
+                 return box.getBoundingClientRect().right > width + 1; }).length,
+               page_overflow: document.documentElement.scrollWidth > width + 1};
   const pre = document.createElement("pre"); pre.id = "stbench-probe"; pre.textContent = JSON.stringify(out);
   document.body.appendChild(pre);
 });</script>"""
@@ -49,16 +57,32 @@ def test_report_files_are_self_contained(committed_report):
     assert re.findall(r"!\[[^]]*\]\(([^)]+)\)", md) and sorted(re.findall(r"!\[[^]]*\]\(([^)]+)\)", md)) == pngs
     assert page.count('src="data:image/png;base64,') == len(pngs) and "http" not in page.split("<body>")[1]
     for name in ("cnn-strain-time-vs-epochs.png", "cnn-strain-scaling.png", "lstm-era5-time-to-quality.png",
-                 "stnn-phases.png", "dcrnn-pems-system-1.png"):
-        assert name in pngs
-    assert "| EPYC (2 cores)" in md and "## stnn" in md and "400000.0" not in md
+                 "stnn-phases.png", "dcrnn-pems-system-1.png"):  # each named by its study: study-N-<name>
+        assert any(re.fullmatch(rf"study-\d+-{name}", p) for p in pngs), name
+    assert "| EPYC (2 cores)" in md and "400000.0" not in md
+    # one section per study, headed by its question; a parameter older rows lack shows its default
+    assert md.count("\n## cnn-strain: `stbench run cnn-strain") == 5 and md.count("\n## stnn: `stbench ") == 7
 
 
-def browser_check(page: Path, tmp_path: Path) -> dict:
-    probe = tmp_path / "probe.html"
+def test_a_parameter_older_rows_lack_takes_its_default():
+    """bucket_cap_mb and checkpoint came after the first studies: with the defaults their rows
+    show 25.0 and none, so one cell is never split into a '-' row and a valued row."""
+    from stbench.plan.registry import param_defaults
+
+    rows = [{**r, "study": str(f)} for f in find_folders([RESULTS]) for r in read_results(f)]
+    bare, filled = frame(rows), frame(rows, param_defaults())
+    assert bare["p.bucket_cap_mb"].isna().any()  # what the old rows lack
+    params = [c for c in filled.columns if c.startswith("p.")]
+    cnn = filled[filled["workload"] == "cnn-strain"]
+    assert not cnn[["p.bucket_cap_mb", "p.checkpoint"]].isna().any().any()
+    assert set(cnn["p.checkpoint"]) == {"none", "full"} and params
+
+
+def browser_check(page: Path, tmp_path: Path, width: int = 1280) -> dict:
+    probe = tmp_path / f"probe{width}.html"
     probe.write_text(page.read_text().replace("</body>", PROBE + "</body>"))
-    dom = subprocess.run([CHROMIUM, *BROWSER_FLAGS, f"--user-data-dir={tmp_path / 'profile'}",
-                          "--virtual-time-budget=10000", "--dump-dom", probe.as_uri()],
+    dom = subprocess.run([CHROMIUM, *BROWSER_FLAGS, f"--user-data-dir={tmp_path / f'profile{width}'}",
+                          f"--window-size={width},2000", "--virtual-time-budget=10000", "--dump-dom", probe.as_uri()],
                          capture_output=True, text=True, timeout=180).stdout
     found = re.search(r'<pre id="stbench-probe">([^<]*)</pre>', dom)
     assert found, f"the page did not finish loading in the browser: {dom[:500]}"
@@ -68,16 +92,19 @@ def browser_check(page: Path, tmp_path: Path) -> dict:
 @pytest.mark.skipif(not CHROMIUM and not os.environ.get("CI"), reason="no chromium here (apt install chromium)")
 def test_report_opens_in_a_headless_browser(committed_report, tmp_path):
     assert CHROMIUM, "CI must have chromium: .ci/run installs it"
-    seen = browser_check(committed_report / "report.html", tmp_path)
-    assert seen["images"] == len(list(committed_report.glob("*.png"))) > 0
-    assert seen["loaded"] == seen["images"] and seen["external"] == 0
-    assert seen["sections"] == ["cnn-strain", "dcrnn-pems", "lstm-era5", "stnn"]
-    assert seen["tables"] == 2 + 4 + 3 + 2 + 2  # hardware, folders; per workload study, phases (+ cnn-strain scaling, memory; dcrnn memory)
-    shot = tmp_path / "report.png"
-    subprocess.run([CHROMIUM, *BROWSER_FLAGS, f"--user-data-dir={tmp_path / 'profile2'}", "--window-size=1280,2000",
-                    f"--screenshot={shot}", (committed_report / "report.html").as_uri()],
-                   capture_output=True, timeout=180)
-    assert shot.stat().st_size > 10_000  # a rendered page, not a blank one
+    md = (committed_report / "report.md").read_text()
+    studies = len(list(RESULTS.glob("ref-*")))  # each committed folder is a study of its own
+    for width in (1280, 390):  # a laptop's browser window and a phone
+        seen = browser_check(committed_report / "report.html", tmp_path, width)
+        assert seen["images"] == len(list(committed_report.glob("*.png"))) > 0
+        assert seen["loaded"] == seen["images"] and seen["external"] == 0
+        assert seen["sections"] == ["hardware", "folders", *(f"study-{i}" for i in range(1, studies + 1))]
+        assert seen["tables"] == md.count("\n|:") and seen["cut"] == 0 and not seen["page_overflow"], seen
+        shot = tmp_path / f"report{width}.png"
+        subprocess.run([CHROMIUM, *BROWSER_FLAGS, f"--user-data-dir={tmp_path / f'shot{width}'}",
+                        f"--window-size={width},2000", f"--screenshot={shot}", (committed_report / "report.html").as_uri()],
+                       capture_output=True, timeout=180)
+        assert shot.stat().st_size > 10_000  # a rendered page, not a blank one
 
 
 def committed_frame() -> pd.DataFrame:

@@ -2,7 +2,8 @@
 
 import json
 
-from stbench.report.tables import frame, report
+from stbench.report.frame import frame
+from stbench.report.studies import report
 
 
 def row(nodes, nproc, sps, sync_s, repeat=0, **kw):
@@ -21,7 +22,7 @@ def test_speedup_efficiency_sync_cost_and_the_node_boundary():
     rows = [row(n, p, sps + r, sync) for n, p, sps, sync in layout for r in range(3)]
     text = report(frame(rows), rows="epochs", cols="label")
     assert """\
-### w: data-parallel scaling against the smallest world
+### data-parallel scaling against the smallest world
 
 | device   | nodes   | nproc   | world   | epoch_s   | samples_per_s   | speedup   | efficiency   | sync_share   | ms_per_sync   | syncs_per_epoch   | node_boundary   |
 |:---------|:--------|:--------|:--------|:----------|:----------------|:----------|:-------------|:-------------|:--------------|:------------------|:----------------|

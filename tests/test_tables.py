@@ -6,7 +6,8 @@ import pytest
 
 from stbench.errors import StbenchError
 from stbench.report.stats import format_ratio, significant
-from stbench.report.tables import frame, report
+from stbench.report.frame import frame
+from stbench.report.studies import report
 
 
 def row(device, epochs, wall, repeat=0, status="ok", host="a", strategy="single", world=1, sps=100.0, sync=0.0):
@@ -34,14 +35,16 @@ def test_epochs_by_device_with_baseline():
     rows += [row("cuda", e, w + 0.1 * r, r) for e, w in ((5, 4.0), (10, 80.0)) for r in range(3)]
     text = report(frame(rows), metric="wall_s", rows="epochs", cols="label", baseline=("device", "cpu"))
     assert text == """\
-## w: wall_s (median ± 95% CI half-width over repeats)
+## w
+
+### wall_s (median ± 95% CI half-width over repeats)
 
 | epochs   | cpu           | cuda          | cuda vs cpu            |
 |:---------|:--------------|:--------------|:-----------------------|
 | 5        | 40.10 ± 0.248 | 4.10 ± 0.248  | 9.78x faster           |
 | 10       | 80.10 ± 0.248 | 80.10 ± 0.248 | same (not significant) |
 
-### w: where the time went (share of train + eval)
+### where the time went (share of train + eval)
 
 | device   | epochs   | data   | h2d   | compute   | sync   | eval   | samples_per_s   |
 |:---------|:---------|:-------|:------|:----------|:-------|:-------|:----------------|
@@ -85,7 +88,7 @@ def test_bad_pivot_and_baseline_are_named():
 
 
 def test_a_long_heading_folds_between_pairs_never_inside_a_value():
-    from stbench.report.tables import fold_pairs
+    from stbench.report.studies import fold_pairs
 
     heading = "device=EPYC (2 cores), epochs=1, p.bucket_cap_mb=25.0, p.n_samples=100000, nodes=1, nproc=2"
     folded = fold_pairs(heading, 40)

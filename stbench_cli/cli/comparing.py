@@ -20,17 +20,19 @@ def compare(
     baseline: Annotated[Optional[str], typer.Option(help="key=value of the column to compare against")] = None,
     out: Annotated[Optional[Path], typer.Option(help="also write compare.md and compare.csv here")] = None,
     plot: Annotated[bool, typer.Option(help="write PNG plots (into --out, or the current folder)")] = False,
+    full: Annotated[bool, typer.Option(help="every table of each study (time and memory shares, scaling)")] = False,
 ) -> None:
-    """Tables from any number of result folders: medians, intervals, speedups, scaling."""
+    """Tables from any number of result folders, one section per study: medians, intervals, speedups."""
+    from ..plan.registry import param_defaults
     from ..report.compare import compare as build
     from ..store.files import find_folders
-    from ..store.results import read_results, read_series
+    from ..store.results import read_results, read_series, tag
 
     folders = find_folders(paths)
-    records = [{**r, "study": str(f)} for f in folders for r in read_results(f)]
-    epochs = [{**r, "study": str(f)} for f in folders for r in read_series(f, "epochs.csv")] if plot else []
+    records = [{**r, **tag(f)} for f in folders for r in read_results(f)]
+    epochs = [{**r, **tag(f)} for f in folders for r in read_series(f, "epochs.csv")] if plot else []
     text = build(records, row_axis=rows, cols=cols, metric=metric, baseline=baseline, out=out, plot=plot,
-                 width=render.table_width(), epochs=epochs)
+                 width=render.table_width(), epochs=epochs, full=full, defaults=param_defaults())
     render.out.print(text, markup=False, end="")
 
 

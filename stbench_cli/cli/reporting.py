@@ -19,17 +19,18 @@ def report(
     """A report to publish: study tables by hardware, phases, scaling, time to quality, system timelines."""
     import pandas as pd
 
+    from ..plan.registry import param_defaults
     from ..report import document, html
     from ..store.files import find_folders
-    from ..store.results import read_results, read_series, study_info
+    from ..store.results import read_results, read_series, study_info, tag
 
     runs, epochs, system, studies = [], [], [], []
     for folder in find_folders(paths):
-        rows = read_results(folder)
-        tag = {"study": str(folder)}
-        runs += [{**r, **tag} for r in rows]
-        epochs += [{**r, **tag} for r in read_series(folder, "epochs.csv")]
-        system += [{**r, **tag} for r in read_series(folder, "system.csv")]
+        rows, tagged = read_results(folder), tag(folder)
+        runs += [{**r, **tagged} for r in rows]
+        epochs += [{**r, **tagged} for r in read_series(folder, "epochs.csv")]
+        system += [{**r, **tagged} for r in read_series(folder, "system.csv")]
         studies.append(study_info(folder, rows))
-    path = html.write(document.build(runs, epochs, system, pd.DataFrame(studies)), out)
+    report = document.build(runs, epochs, system, pd.DataFrame(studies), param_defaults())
+    path = html.write(report, out)
     render.out.print(f"wrote {path} and {path.with_suffix('.md')} (figures beside it)", soft_wrap=False)

@@ -1,13 +1,14 @@
-"""`stbench compare`: result rows in; the Markdown report out, and optionally compare.md,
-compare.csv and PNG plots written into a folder."""
+"""`stbench compare`: result rows in; the Markdown text out (one section per study), and
+optionally compare.md, compare.csv and PNG plots written into a folder."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Mapping
 
 from ..errors import StbenchError
-from . import tables
-from .document import numeric, runs_frame
+from . import studies
+from .frame import numeric, runs_frame, summarize
 
 
 def parse_baseline(text: str | None) -> tuple[str, str] | None:
@@ -20,19 +21,22 @@ def parse_baseline(text: str | None) -> tuple[str, str] | None:
 
 
 def compare(rows: list[dict], *, row_axis: str, cols: str, metric: str, baseline: str | None, out: Path | None,
-            plot: bool, width: int | None = None, epochs: list[dict] = ()) -> str:
-    """The Markdown report; fitted to `width` for a terminal, while compare.md keeps every
-    table whole. Rows (and epochs, for the plots) carry their result folder as `study`."""
-    df = runs_frame(rows, numeric(list(epochs)))
-    options = dict(metric=metric, rows=row_axis, cols=cols, baseline=parse_baseline(baseline))
-    text = tables.report(df, **options)
+            plot: bool, width: int | None = None, epochs: list[dict] = (), full: bool = False,
+            defaults: Mapping[str, Mapping[str, object]] | None = None) -> str:
+    """The Markdown text, fitted to `width` for a terminal; compare.md keeps every table whole
+    and every detail. Rows (and epochs, for the plots) carry their result folder as `study`,
+    their study as `study_key` and its command as `question`; `defaults` fill parameters older
+    rows lack."""
+    df = runs_frame(rows, numeric(list(epochs)), defaults)
+    parts = studies.tables_of(df, metric, row_axis, cols, parse_baseline(baseline), full=True)
     if out:
         out.mkdir(parents=True, exist_ok=True)
-        (out / "compare.md").write_text(text)
-        summary = tables.summarize(df, metric).drop(columns=["values"])
+        (out / "compare.md").write_text(studies.to_markdown(parts))
+        summary = summarize(df, metric).drop(columns=["values"])
         summary.rename(columns={"label": "device"}).to_csv(out / "compare.csv", index=False)
     if plot:
         from .plots import write_plots
 
         write_plots(df, out or Path("."))
-    return tables.report(df, **options, width=width) if width else text
+    shown = parts if full else [(heading, found[:1]) for heading, found in parts]
+    return studies.to_markdown(shown, width, full)

@@ -1,17 +1,20 @@
-"""`stbench report`: what the report holds, per workload (pure: rows in, tables and PNGs out).
+"""`stbench report`: what the report holds, per study (pure: rows in, tables and PNGs out).
 
-The result rows of every study folder (runs, epochs, system), each tagged with its folder
-(`study`), become one Section per workload: the study table in the published layout, the
-phase shares, data-parallel scaling, and the figures. html.py writes them out.
+The result rows of every folder (runs, epochs, system), each tagged with its folder (`study`),
+its study (`study_key`) and the study's command (`question`), become one Section per study,
+headed by its question: the study table in the published layout with its figure first, then
+each further table with the figure that illustrates it. html.py writes them out.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
 from . import figures, quality, tables
+from .frame import numeric, runs_frame
+from .studies import studies
 from .memory import memory_picture, memory_tables
 from .figures import Picture
 from .machines import machine_table
@@ -21,10 +24,20 @@ STUDY_TITLE = ("wall time (s) by hardware: median ± 95% CI half-width over repe
 
 
 @dataclass(frozen=True)
+class Block:
+    """A table and the figure that illustrates it (either may be missing)."""
+
+    title: str
+    table: pd.DataFrame | None = None
+    picture: Picture | None = None
+
+
+@dataclass(frozen=True)
 class Section:
     workload: str
-    tables: tuple[tuple[str, pd.DataFrame], ...]
-    pictures: tuple[Picture, ...]
+    question: str  # the command that made the study
+    anchor: str
+    blocks: tuple[Block, ...]
     notes: tuple[str, ...] = ()
 
 
@@ -35,58 +48,45 @@ class Report:
     sections: tuple[Section, ...] = field(default_factory=tuple)
 
 
-def numeric(rows: list[dict], text: tuple[str, ...] = ("study", "run_id")) -> pd.DataFrame:
-    """epochs.csv / system.csv rows as numbers (they come back from the files as text)."""
-    df = pd.DataFrame(rows)
-    for col in df.columns:
-        if col not in text:
-            df[col] = pd.to_numeric(df[col], errors="coerce")
-    return df
-
-
-def runs_frame(runs: list[dict], epochs: pd.DataFrame) -> pd.DataFrame:
-    """The runs as tables.frame has them (each tagged with its `study` folder), with the ms
-    of exposed gradient sync per training step from epochs.csv."""
-    df = tables.frame(runs)
-    if not epochs.empty:
-        per_run = epochs.groupby(["study", "run_id"])[["sync_s", "steps"]].sum().reset_index()
-        per_run["sync_ms"] = 1000 * per_run["sync_s"] / per_run["steps"].where(per_run["steps"] > 0)
-        df = df.merge(per_run[["study", "run_id", "sync_ms"]], on=["study", "run_id"], how="left")
+def _blocks(w: pd.DataFrame, workload: str, epochs: pd.DataFrame) -> tuple[list[Block], list[str]]:
+    main = tables.pivot(w, "wall_s", "epochs", "device", first_is_baseline=True)[workload]
+    blocks, notes = [Block(STUDY_TITLE, main, figures.time_vs_epochs(w, workload))], []
+    if blocks[0].picture is None:
+        notes.append("no cell ran at two or more epoch counts: no time-vs-epochs plot")
+    for title, table, picture in (
+            ("where the time went: median share of train + eval time", tables.phase_shares(w), figures.phase_bars),
+            ("data-parallel scaling against the smallest world", tables.scaling(w), figures.scaling),
+            ("where the memory went: MiB per rank, median", memory_tables(w), memory_picture)):
+        if workload in table:
+            blocks.append(Block(title, table[workload], picture(w, workload)))
+    ttq = quality.time_to_quality(w, epochs, workload)
+    if ttq is None:
+        notes.append("no cell ran two or more epochs with a validation metric (epochs.csv): no time-to-quality plot")
     else:
-        df["sync_ms"] = float("nan")
-    return df
+        blocks.append(Block("time to quality", picture=ttq))
+    return blocks, notes
 
 
-def section(df: pd.DataFrame, w: pd.DataFrame, workload: str, epochs: pd.DataFrame, system: pd.DataFrame) -> Section:
-    """One workload's tables, figures and the notes on what could not be drawn."""
-    found = []
-    main = tables.pivot(df[df["workload"] == workload], "wall_s", "epochs", "device", first_is_baseline=True)
-    found.append((STUDY_TITLE, main[workload]))
-    phases, scale = tables.phase_shares(w), tables.scaling(w)
-    if workload in phases:
-        found.append(("where the time went: median share of train + eval time", phases[workload]))
-    if workload in scale:
-        found.append(("data-parallel scaling against the smallest world", scale[workload]))
-    memory = memory_tables(w, tables.keys_of, tables._varying)
-    if workload in memory:
-        found.append(("where the memory went: MiB per rank, median", memory[workload]))
-    pictures, notes = [], []
-    for pic, note in ((figures.time_vs_epochs(w, workload), "no cell ran at two or more epoch counts: no time-vs-epochs plot"),
-                      (figures.phase_bars(w, workload), "no finished cell: no phase bars"),
-                      (figures.scaling(w, workload), ""),
-                      (memory_picture(w, workload), ""),
-                      (quality.time_to_quality(w, epochs, workload), "no cell ran two or more epochs with a validation metric (epochs.csv): no time-to-quality plot")):
-        if pic is not None:
-            pictures.append(pic)
-        elif note:
-            notes.append(note)
-    pictures += quality.system_timelines(w, system, workload)
-    return Section(workload, tuple(found), tuple(pictures), tuple(notes))
+def section(w: pd.DataFrame, workload: str, question: str, number: int, epochs: pd.DataFrame,
+            system: pd.DataFrame) -> Section:
+    """One study's blocks and the notes on what could not be drawn; its figures are named by
+    the study's number, so two studies of a workload never overwrite each other's PNGs."""
+    folders = set(w["study"])
+    ep = epochs[epochs["study"].isin(folders)] if not epochs.empty else epochs
+    sy = system[system["study"].isin(folders)] if not system.empty else system
+    blocks, notes = _blocks(w, workload, ep)
+    blocks += [Block(p.title, picture=p) for p in quality.system_timelines(w, sy, workload)]
+    anchor = f"study-{number}"
+    named = [replace(b, picture=replace(b.picture, name=f"{anchor}-{b.picture.name}")) if b.picture else b
+             for b in blocks]
+    return Section(workload, question, anchor, tuple(named), tuple(notes))
 
 
-def build(runs: list[dict], epochs: list[dict], system: list[dict], studies: pd.DataFrame) -> Report:
-    """The report of result rows tagged with their `study` folder."""
+def build(runs: list[dict], epochs: list[dict], system: list[dict], studies_table: pd.DataFrame,
+          defaults=None) -> Report:
+    """The report of result rows tagged with their folder, study and question."""
     ep, sy = numeric(epochs), numeric(system)
-    df = runs_frame(runs, ep)
-    sections = tuple(section(df, w, workload, ep, sy) for workload, w in df.groupby("workload", sort=True))
-    return Report(machine_table(df), studies, sections)
+    df = runs_frame(runs, ep, defaults)
+    sections = tuple(section(w, workload, question, i, ep, sy)
+                     for i, (workload, question, w) in enumerate(studies(df), 1))
+    return Report(machine_table(df), studies_table, sections)

@@ -18,7 +18,7 @@ import pandas as pd
 from ..device import parse
 from ..errors import StbenchError
 from .stats import HIGHER_IS_BETTER, format_number, significant
-from .tables import CELL_KEYS, frame, summarize
+from .frame import CELL_KEYS, frame, summarize
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import pandas as pd
 
+from .figures import Picture, caption
+from .frame import keys_of, varying
 from .stats import format_number
+from .style import png
 
 PARTS = {"param_mb": "parameters", "grad_mb": "gradients", "optim_state_mb": "optimizer state",
          "activation_peak_mb": "activations (peak)"}
@@ -21,7 +24,7 @@ def _cells(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     return ok.groupby(keys, sort=True, dropna=False)[[*PARTS, "wall_s"]].median().reset_index()
 
 
-def memory_tables(df: pd.DataFrame, keys_of, varying) -> dict[str, pd.DataFrame]:
+def memory_tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Per workload: median MiB per rank of each part, and wall seconds, per cell (rows written
     before stbench counted memory are left out)."""
     out = {}
@@ -41,11 +44,7 @@ def memory_tables(df: pd.DataFrame, keys_of, varying) -> dict[str, pd.DataFrame]
 def memory_picture(w: pd.DataFrame, workload: str):
     """Stacked horizontal bars of the memory parts per cell, and each cell's wall time beside
     them on the same rows; None where no row counted memory."""
-    from .figures import Picture, caption
-    from .tables import _varying, keys_of
-    from .style import png
-
-    keys = _varying(w, keys_of(w)) or ["label"]
+    keys = varying(w, keys_of(w)) or ["label"]
     cells = _cells(w, keys)
     if cells.empty:
         return None

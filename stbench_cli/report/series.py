@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from .tables import keys_of, show
+from .frame import keys_of, varying
+from .stats import show
 
 
 @dataclass(frozen=True)
@@ -27,10 +28,6 @@ class Panel:
     title: str  # what is fixed in this panel and varies between panels ("" for one panel)
     lines: tuple[Line, ...]
     unnamed: str = ""  # the most common settings, which the line names leave out
-
-
-def varying(df: pd.DataFrame, keys: list[str]) -> list[str]:
-    return [k for k in keys if k in df.columns and df[k].astype(str).nunique() > 1]
 
 
 def cell_keys(df: pd.DataFrame, x: str | None = None) -> list[str]:

@@ -5,6 +5,7 @@ Rows written before a machine field existed get it from the study's manifest inv
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -46,3 +47,43 @@ def study_info(folder: Path, rows: list[dict]) -> dict:
         command = ["stbench", *command[1:]]
     return {"folder": folder.name, "workload": manifest.get("workload", rows[0]["workload"] if rows else ""),
             "rows": len(rows), "command": " ".join(map(str, command))}
+
+
+# The matrix fields that make two folders one study; the devices are left out: folders of one
+# study from different machines merge, and the machines become columns.
+_STUDY_FIELDS = ("workload", "strategies", "nprocs", "nnodes", "batch_sizes", "epochs", "base_params", "axes",
+                 "repeats", "seed", "preset")
+
+
+def _question(command: list) -> str:
+    """The command that asked the study's question, as a user types it: `stbench` for the
+    installed program's path, and --out (where it was written) left out."""
+    words = ["stbench", *map(str, command[1:])]
+    out, skip = [], False
+    for w in words:
+        if skip:
+            skip = False
+        elif w == "--out":
+            skip = True
+        elif not w.startswith("--out="):
+            out.append(w)
+    return " ".join(out)
+
+
+def study_of(folder: Path) -> dict:
+    """{"key": what makes folders one study, "question": its command}; a folder without a
+    readable manifest (a copied runs.csv) is a study of its own, named by its folder."""
+    try:
+        manifest = json.loads((folder / "manifest.json").read_text())
+        matrix = {k: manifest["matrix"].get(k) for k in _STUDY_FIELDS}
+        matrix["workload"] = manifest["workload"]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {"key": f"folder {folder.name}", "question": folder.name}
+    key = hashlib.sha1(json.dumps(matrix, sort_keys=True, default=str).encode()).hexdigest()[:12]
+    return {"key": key, "question": _question(manifest.get("command") or []) or folder.name}
+
+
+def tag(folder: Path) -> dict:
+    """What every row read from `folder` carries into a report: its folder, study and question."""
+    s = study_of(folder)
+    return {"study": str(folder), "study_key": s["key"], "question": s["question"]}
