@@ -19,13 +19,9 @@ def stbench(*args, cwd=None, check=False, timeout=300):
 
 def preset_params(workload: str, preset: str = "smoke", **overrides) -> dict:
     """A workload's parameter defaults with a preset applied (its engine keys left out)."""
-    from stbench.plan.registry import get
+    from stbench.plan.planner import preset_params as resolve
 
-    w = get(workload)
-    p = {name: spec.default for name, spec in w.all_params.items()}
-    p.update({k: v for k, v in w.presets[preset].items() if k not in ("batch_size", "epochs")})
-    p.update(overrides)
-    return p
+    return resolve(workload, preset, **overrides)[0]
 
 
 def train(task, spec, device="cpu", step_hook=None):

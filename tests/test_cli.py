@@ -18,7 +18,7 @@ def captured(monkeypatch):
         seen.update(plan=plan, timeout=timeout)
         return []
 
-    monkeypatch.setattr(study, "execute", fake_execute)
+    monkeypatch.setattr(study, "run_study", fake_execute)
     return seen
 
 

@@ -138,7 +138,7 @@ def test_two_process_ddp_with_sharded_index(tmp_path):
     request = Request("dcrnn-pems", strategies=("ddp",), nprocs=(2,), batch_sizes=(16,), epochs=(1,), smoke=True,
                       sets=("batching=sharded-index", "steps=1500", "max_steps=4"), out=tmp_path)
     env = envinfo.collect()
-    (row,) = study.execute(plan_new(request, env), env, timeout=240)
+    (row,) = study.run_study(plan_new(request, env), env, timeout=240)
     assert row["status"] == "ok", row["reason"]
     assert row["world_size"] == 2 and row["sync_s"] > 0
     single = build(params(batching="index", steps=1500), seed=0)

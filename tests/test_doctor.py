@@ -1,6 +1,7 @@
 """`stbench doctor`: runs on this CPU with its correctness checks passing, and each check can fail."""
 
 import json
+import math
 import os
 import time
 
@@ -23,12 +24,13 @@ def test_doctor_runs_on_the_cpu_and_writes_doctor_json(tmp_path):
     # so here it only has to be measured and judged, and the exit code has to follow it.
     assert {n: verdicts[n] for n in ("phase-timing", "ddp-sync", "sampling", "peaks")} == dict.fromkeys(
         ("phase-timing", "ddp-sync", "sampling", "peaks"), "PASS"), proc.stdout
-    assert verdicts["overhead"] in ("PASS", "FAIL")
     assert proc.returncode == (0 if set(verdicts.values()) == {"PASS"} else 1), proc.stdout + proc.stderr
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(("PASS ", "FAIL "))]
     assert len(lines) == 5 and "DDP's exposed communication" in proc.stdout
     over = next(c for c in report["checks"] if c["name"] == "overhead")["figures"]
-    assert over["min_bare_step_s"] > 0 and over["min_overhead_s"] == over["min_overhead_s"]
+    assert over["min_bare_step_s"] > 0 and math.isfinite(over["min_overhead_s"])
+    # whichever way the timing went on this shared machine, the verdict is the rule's on its figures
+    assert verdicts["overhead"] == doctor.judge_overhead("cpu", over).status
     ddp = next(c for c in report["checks"] if c["name"] == "ddp-sync")["figures"]
     assert ddp["sync_s"] > 0 and ddp["ddp_exposed_comm_s"] > 0 and ddp["steps"] > 0
 

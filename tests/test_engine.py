@@ -25,7 +25,7 @@ def plan(tmp_path, workload, **kw):
 
 
 def execute(p, timeout=None):
-    return study.execute(p, envinfo.collect(), timeout, interval=0.2)
+    return study.run_study(p, envinfo.collect(), timeout, interval=0.2)
 
 
 def test_failure_rows_and_the_matrix_goes_on(tmp_path):
@@ -72,7 +72,7 @@ def test_resume_after_sigkill_of_the_parent(tmp_path):
     write_manifest(p.folder, p.manifest)
     script = ("import sys; from pathlib import Path; from stbench.plan.planner import plan_resume;"
               "from stbench.runner import envinfo, study; env = envinfo.collect();"
-              "study.execute(plan_resume('faulty', Path(sys.argv[1]), env), env)")
+              "study.run_study(plan_resume('faulty', Path(sys.argv[1]), env), env)")
     parent = subprocess.Popen([sys.executable, "-c", script, str(p.folder)], stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
     while time.time() < deadline and len(_ids(p.folder)) < 2:

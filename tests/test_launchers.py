@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from stbench.cli import main
-from stbench.plan.launch import Launch, make_launch, parse_slurm
+from stbench.plan.launcher_config import Launch, make_launch, parse_slurm
 from stbench.plan.spec import RunSpec
 from stbench.runner.launchers import local, sbatch, slurm, srun, torchrun
 from tests.helpers import stbench

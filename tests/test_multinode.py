@@ -58,7 +58,7 @@ def test_backend_this_torch_lacks_is_a_skipped_row(tmp_path):
         pytest.skip("this torch build has MPI")
     p = plan_new(Request("faulty", strategies=("ddp",), sets=("backend=gloo,mpi", "bucket_cap_mb=1"), smoke=True,
                          out=tmp_path), env)
-    rows = study.execute(p, env, timeout=240, interval=0.2)
+    rows = study.run_study(p, env, timeout=240, interval=0.2)
     assert [(r["backend"], r["status"]) for r in rows] == [("gloo", "ok"), ("mpi", "skipped")], rows[0]["reason"]
     assert rows[1]["reason"].startswith(
         "backend mpi is not available in this torch build (torch.distributed.is_mpi_available() is False")
@@ -83,7 +83,7 @@ def test_sigkilled_parent_of_a_multinode_study_resumes_cleanly(tmp_path):
     write_manifest(p.folder, p.manifest)
     script = ("import sys; from pathlib import Path; from stbench.plan.planner import plan_resume;"
               "from stbench.runner import envinfo, study; env = envinfo.collect();"
-              "study.execute(plan_resume('faulty', Path(sys.argv[1]), env), env)")
+              "study.run_study(plan_resume('faulty', Path(sys.argv[1]), env), env)")
     parent = subprocess.Popen([sys.executable, "-c", script, str(p.folder)], stderr=subprocess.DEVNULL)
     second = p.folder / ".cells" / p.cells[1].run_id / "group.json"
     deadline = time.time() + 240
@@ -105,7 +105,7 @@ def test_leftovers_of_a_dead_parent_are_killed_and_nothing_else(tmp_path):
     session of its own) is killed when the cell starts again; a process that does not name the
     cell's spec is not, whatever its group."""
     from stbench.plan.spec import RunSpec
-    from stbench.runner.launch import CellJob, _kill_leftovers
+    from stbench.runner.processes import CellJob, _kill_leftovers
 
     cell = CellJob(RunSpec("faulty", "cpu", "ddp", 8, 1, world_size=2, nodes=2), tmp_path)
     cell.prepare()

@@ -21,7 +21,7 @@ def run_study(tmp_path, workload: str, sets: tuple[str, ...], epochs: int = 2) -
     request = Request(workload, strategies=STRATEGIES, nprocs=(2,), epochs=(epochs,), smoke=True, out=tmp_path,
                       sets=sets)
     plan = plan_new(request, env)
-    rows = {r["strategy"]: r for r in study.execute(plan, env, timeout=600)}
+    rows = {r["strategy"]: r for r in study.run_study(plan, env, timeout=600)}
     with open(plan.folder / "epochs.csv") as f:
         losses: dict = {}
         for e in csv.DictReader(f):
@@ -85,7 +85,7 @@ def test_checkpointing_lowers_the_measured_activation_peak(tmp_path):
     env = envinfo.collect()
     request = Request("dcrnn-pems", preset="pgt-i", batch_sizes=(32,), epochs=(1,), out=tmp_path,
                       sets=("checkpoint=none,full", "steps=1500", "max_steps=2", "max_eval_batches=1"))
-    rows = {json.loads(r["params"])["checkpoint"]: r for r in study.execute(plan_new(request, env), env)}
+    rows = {json.loads(r["params"])["checkpoint"]: r for r in study.run_study(plan_new(request, env), env)}
     assert rows["none"]["x.checkpoint_segments"] == 0 and rows["full"]["x.checkpoint_segments"] == 12
     assert rows["full"]["activation_peak_mb"] < 0.8 * rows["none"]["activation_peak_mb"]
 
@@ -96,7 +96,7 @@ def test_fsdp_evaluates_uneven_validation_shards_without_hanging(tmp_path):
     env = envinfo.collect()
     request = Request("cnn-strain", strategies=("fsdp",), nprocs=(2,), epochs=(1,), batch_sizes=(128,), smoke=True,
                       out=tmp_path, sets=("n_samples=1028", "max_steps=2"))
-    (row,) = study.execute(plan_new(request, env), env, timeout=120)
+    (row,) = study.run_study(plan_new(request, env), env, timeout=120)
     assert row["status"] == "ok", row["reason"]
 
 

@@ -38,7 +38,7 @@ def test_one_step_in_its_own_process_writes_a_complete_row(name, tmp_path):
     request = Request(name, smoke=True, epochs=(1,), out=tmp_path,
                       sets=("max_steps=1", "max_eval_batches=1", "warmup_steps=0"))
     plan = plan_new(request, env)
-    (row,) = study.execute(plan, env, timeout=300)
+    (row,) = study.run_study(plan, env, timeout=300)
     assert row["status"] == "ok", row["reason"]
     assert row["wall_s"] > 0 and row["samples_per_s"] > 0 and row["flops_per_sample"] > 0
     assert math.isfinite(row["val_value"]) and math.isfinite(row["naive_baseline"])

@@ -22,6 +22,7 @@ import torch
 
 from ..contract import BuildContext
 from ..device import Accelerator
+from ..plan.planner import preset_params
 from ..plan.registry import get
 from ..plan.spec import RunSpec
 from .timing import Clock, resolve
@@ -32,11 +33,8 @@ def make_trainer(device: str, workload: str = "cnn-strain", preset: str = "smoke
                  clock: Clock | None = None) -> Trainer:
     """A trainer of a workload's preset on `device`, outside any study (warm-up 0)."""
     w = get(workload)
-    params = {name: p.default for name, p in w.all_params.items()}
-    preset_values = dict(w.presets[preset])
-    batch = preset_values.pop("batch_size", 64)
-    preset_values.pop("epochs", None)
-    params.update(preset_values, warmup_steps=0)
+    params, engine = preset_params(workload, preset, warmup_steps=0)
+    batch = engine.get("batch_size", 64)
     if "n_samples" in params:
         params["n_samples"] = max(samples, 4 * batch)
     spec = RunSpec(workload, device, "single", batch, 1, params=tuple(sorted(params.items())))

@@ -27,9 +27,6 @@ import torch
 from ..device import Accelerator
 from . import ddp
 
-DISTRIBUTED = ("ddp", "zero1", "fsdp")
-
-
 def apply_fsdp(model: torch.nn.Module, accel: Accelerator, world_size: int) -> torch.nn.Module:
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard

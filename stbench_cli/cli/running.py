@@ -38,7 +38,7 @@ def exit_for(rows: list[dict], ok: tuple[str, ...]) -> None:
         raise typer.Exit(1)
 
 
-def execute(plan, env, timeout: float | None, extra: tuple[str, ...] = ()) -> list[dict]:
+def run_with_progress(plan, env, timeout: float | None, extra: tuple[str, ...] = ()) -> list[dict]:
     """Run a plan under a progress bar, naming the cells that cannot run here. Both start once
     the study's folder is ours, so a refused folder (another parent runs it) is one line."""
     from ..runner import study
@@ -52,7 +52,7 @@ def execute(plan, env, timeout: float | None, extra: tuple[str, ...] = ()) -> li
                 render.warn(f"skipping cells: {reason}")
             bar["start"], bar["done"] = stack.enter_context(render.progress(len(plan.cells), done))
 
-        return study.execute(plan, env, timeout, extra_args=extra, on_begin=begin,
+        return study.run_study(plan, env, timeout, extra_args=extra, on_begin=begin,
                              on_start=lambda spec: bar["start"](spec), on_done=lambda spec, row: bar["done"](spec, row))
 
 
@@ -90,7 +90,7 @@ def run(
         return dry(plans, timeout)
     rows = []
     for plan in plans:
-        rows += (done := execute(plan, env, timeout))
+        rows += (done := run_with_progress(plan, env, timeout))
         render.run_summary(done, plan.folder)
     exit_for(rows, ok)
 
@@ -125,7 +125,7 @@ def profile(
     request = planner.Request(workload, devices=tuple(device or ()), batch_sizes=tuple(batch_size or ()),
                               sets=tuple(set_ or ()), preset=preset, smoke=smoke, seed=seed, out=out)
     plan = planner.plan_profile(request, env, offload, steps, tuple(sys.argv))
-    rows = execute(plan, env, timeout, ("--profile", str((plan.folder / "profile").resolve())))
+    rows = run_with_progress(plan, env, timeout, ("--profile", str((plan.folder / "profile").resolve())))
     text = report(plan.folder, rows)
     (plan.folder / "profile.md").write_text(text)
     render.out.print(text, markup=False)

@@ -18,7 +18,7 @@ from ..store.files import read_runs
 from ..store.machine import EnvInfo
 from ..store.manifest import read_manifest
 from . import registry
-from .launch import Launch, make_launch
+from .launcher_config import Launch, make_launch
 from .skips import cell_skip
 from .spec import MatrixSpec, RunSpec, check_device, check_positive, check_strategy, expand, parse_set
 
@@ -83,6 +83,14 @@ def resolve_params(w: Workload, preset: str, smoke: bool, sets) -> tuple[dict, d
         except ValueError as exc:
             raise StbenchError(f"--set {exc}") from None
     return base, axes, engine
+
+
+def preset_params(workload: str, preset: str = "smoke", **overrides) -> tuple[dict, dict]:
+    """A workload's parameters with one preset applied and `overrides` on top, and the preset's
+    engine values (batch_size, epochs): the one preset resolver, for cells made outside a study
+    (the doctor's checks, the tests)."""
+    base, _, engine = resolve_params(registry.get(workload), preset, False, ())
+    return {**base, **overrides}, engine
 
 
 def check_data(w: Workload, cells: list[RunSpec]) -> None:

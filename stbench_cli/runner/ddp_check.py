@@ -7,21 +7,19 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..device import is_cuda, parse
-from ..plan.registry import get
+from ..plan.planner import preset_params
 from ..plan.spec import RunSpec
 from ..store.machine import EnvInfo
 from . import launchers
-from .launch import CellJob
+from .processes import CellJob
 
 
 def ddp_figures(device: str, env: EnvInfo, folder: Path):
     """Figures of a 2-rank world: gloo on CPU; on CUDA NCCL across two GPUs, or gloo on one."""
     backend = "nccl" if is_cuda(device) and env.gpu_count >= 2 else "gloo"
-    w = get("cnn-strain")
-    params = {name: p.default for name, p in w.all_params.items()}
-    params.update({k: v for k, v in w.presets["smoke"].items() if k not in ("batch_size", "epochs")})
     # DDP's logger sampling every step: its figure then covers the same steps as sync_s
-    params.update(n_samples=4096, warmup_steps=2, backend=backend, ddp_log_every=1)
+    params, _ = preset_params("cnn-strain", "smoke", n_samples=4096, warmup_steps=2, backend=backend,
+                              ddp_log_every=1)
     spec = RunSpec("cnn-strain", parse(device).kind, "ddp", 64, 1, world_size=2,
                    params=tuple(sorted(params.items())))
     outcome = launchers.get("local").run_cell(CellJob(spec, folder, timeout=600))

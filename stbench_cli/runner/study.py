@@ -1,6 +1,6 @@
 """Run a planned study into its result folder, resumably.
 
-A cell is done when its row is in runs.csv; `execute` skips those, so running it again on the
+A cell is done when its row is in runs.csv; `run_study` skips those, so running it again on the
 same folder (after Ctrl-C, a crash or SIGKILL of this process) completes the matrix with
 exactly one row per cell x repeat. The parent alone writes the result files.
 """
@@ -20,7 +20,7 @@ from ..store.machine import EnvInfo, fingerprint, gpu_names
 from ..store.manifest import read_manifest, write_manifest
 from ..store.rows import Derived, Identity, Machine, RunRow, SystemRow
 from . import envinfo, launchers
-from .launch import CellJob, Outcome, gpu_indices
+from .processes import CellJob, Outcome, gpu_indices
 from .lock import FolderLock
 
 
@@ -87,7 +87,7 @@ def _note_unavailable(folder: Path, manifest: dict, fields: frozenset, notes: di
         write_manifest(folder, manifest)
 
 
-def execute(plan: Plan, env: EnvInfo, timeout: float | None = None, *, interval: float = 1.0,
+def run_study(plan: Plan, env: EnvInfo, timeout: float | None = None, *, interval: float = 1.0,
             extra_args: tuple[str, ...] = (),
             on_begin: Callable[[], None] = lambda: None,
             on_start: Callable[[RunSpec], None] = lambda spec: None,
@@ -102,10 +102,10 @@ def execute(plan: Plan, env: EnvInfo, timeout: float | None = None, *, interval:
         timeout = plan.manifest.get("timeout_s")
     with FolderLock(plan.folder):
         on_begin()
-        return _execute(plan, env, timeout, interval, extra_args, on_start, on_done)
+        return _run_cells(plan, env, timeout, interval, extra_args, on_start, on_done)
 
 
-def _execute(plan: Plan, env: EnvInfo, timeout, interval, extra_args, on_start, on_done) -> list[dict]:
+def _run_cells(plan: Plan, env: EnvInfo, timeout, interval, extra_args, on_start, on_done) -> list[dict]:
     folder = plan.folder
     devices = sorted({c.device for c in plan.cells if c.run_id not in plan.skips})
     # Slurm jobs run on other machines than this one (a login node, maybe without a GPU): this

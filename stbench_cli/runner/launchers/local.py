@@ -16,7 +16,7 @@ import sys
 from ...device import is_cuda, visible_devices
 from ...plan.planner import Plan
 from ...plan.spec import RunSpec
-from ..launch import CellJob, Outcome, label, run_processes
+from ..processes import CellJob, Outcome, label, run_processes
 from . import torchrun
 
 

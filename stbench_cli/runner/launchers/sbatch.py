@@ -8,7 +8,7 @@ import shlex
 
 from ...device import is_cuda
 from ...plan.planner import Plan
-from ..launch import label
+from ..processes import label
 from . import torchrun
 from .slurm import job_options, minutes
 

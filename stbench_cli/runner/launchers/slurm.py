@@ -21,12 +21,12 @@ import time
 
 from ...device import is_cuda
 from ...errors import StbenchError
-from ...plan.launch import Launch
+from ...plan.launcher_config import Launch
 from ...plan.planner import Plan
 from ...plan.spec import RunSpec
 from ...store.jobs import forget_job, read_jobs, record_job
 from ...store.rows import CellResult
-from ..launch import CellJob, Outcome, last_line, read_result
+from ..processes import CellJob, Outcome, last_line, read_result
 from . import torchrun
 
 POLL_S = 1.0  # how often the parent looks for the job's result files (a stat, no Slurm call)

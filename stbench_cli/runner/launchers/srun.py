@@ -16,8 +16,9 @@ from ...errors import StbenchError
 from ...plan.planner import Plan
 from ...plan.spec import RunSpec
 from ...store.jobs import record_job
-from ..launch import CellJob, Outcome, label, run_processes
+from ..processes import CellJob, Outcome, label, run_processes
 from . import torchrun
+from .slurm import minutes
 
 _STEP = re.compile(r"^stbench: node 0 of job (\S+) on ", re.MULTILINE)
 
@@ -50,7 +51,7 @@ def step_args(env: dict[str, str]) -> tuple[str, ...]:
 def command(spec: RunSpec, cell: list[str], python: str = sys.executable, env: dict[str, str] | None = None,
             timeout: float | None = None) -> list[str]:
     env = dict(os.environ if env is None else env)
-    limit = (f"--time={max(1, -(-int(timeout) // 60))}",) if timeout else ()
+    limit = (f"--time={minutes(timeout)}",) if timeout else ()  # the one rule: slurm.minutes
     return torchrun.srun(spec, torchrun.slurm_node_script(spec, python, cell), step_args(env) + limit)
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import psutil
 
 from ..device import parse
-from ..plan.launch import Launch
+from ..plan.launcher_config import Launch
 from ..plan.spec import RunSpec
 from ..store.rows import CellResult
 from .nvml import GpuReader, handles
