@@ -215,6 +215,27 @@ class Accelerator:
         finally:
             torch.backends.cuda.matmul.allow_tf32 = allowed
 
+    def use_precision(self, mode: str) -> str:
+        """Set how fp32 math runs in this process (`default` leaves torch's own switches) and
+        say what will run, for the row; `bf16` is autocast in `autocast()`, master weights fp32."""
+        import torch
+
+        if mode in ("fp32", "tf32"):
+            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = mode == "tf32"
+        if mode == "bf16":
+            return "bf16 autocast"
+        if not self.is_cuda:
+            return "fp32"  # TF32 exists on NVIDIA GPUs only
+        return f"matmul {self.matmul_precision()}, cudnn {self.conv_precision()}"
+
+    def autocast(self, mode: str):
+        """The context a forward pass runs in: bf16 autocast, or nothing."""
+        import torch
+
+        if mode == "bf16":
+            return torch.autocast(self.device.kind, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
     def conv_precision(self) -> str:
         """The precision cuDNN runs fp32 convolutions and RNNs at (cuDNN allows TF32 by default)."""
         import torch

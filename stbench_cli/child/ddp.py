@@ -113,6 +113,7 @@ def logged_comm(model: torch.nn.Module, steps: int) -> tuple[float | None, float
     them: its averages per iteration (ns) times the steps. Exposed = communication minus the
     part that overlapped backward compute = from the end of backward compute to the end of the
     last all-reduce: the interval sync_s measures on stbench's own clock."""
+    model = getattr(model, "_orig_mod", model)  # a compiled DDP model
     if not isinstance(model, torch.nn.parallel.DistributedDataParallel):
         return None, None
     data = model._get_ddp_logging_data()

@@ -47,5 +47,17 @@ def measure_peak(device: str) -> dict:
     return {**out, "mem_gbps": 2 * src.element_size() * words / cp / 1e9, "threads": torch.get_num_threads()}
 
 
+def measure_bf16(device: str) -> dict:
+    """Best-of-N bf16 matmul GFLOP/s (what a `precision=bf16` cell's peak_fraction divides by)."""
+    import torch
+
+    accel = Accelerator(device)
+    accel.select()
+    n = 8192 if accel.is_cuda else 1024  # a CPU without bf16 units is slow at it
+    a, b = (torch.randn(n, n, device=accel.torch, dtype=torch.bfloat16) for _ in range(2))
+    return {"bf16_matmul_gflops": 2 * n**3 / _best_seconds(lambda: a @ b, accel.synchronize, 5) / 1e9}
+
+
 if __name__ == "__main__":
-    print(json.dumps(measure_peak(sys.argv[1])))
+    measure = measure_bf16 if sys.argv[2:3] == ["bf16"] else measure_peak
+    print(json.dumps(measure(sys.argv[1])))

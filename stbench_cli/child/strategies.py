@@ -8,7 +8,12 @@ parallelisms), each a small function:
                                   fsdp: FSDP2 `fully_shard` on every child module that holds
                                   parameters, then on the root (parameters, gradients and
                                   optimizer state sharded over the ranks)
-    4. the optimizer              zero1: ZeroRedundancyOptimizer shards its state over the ranks
+    4. compilation                the `compile` parameter: torch.compile of the parallelized model;
+                                  its first forward + backward (which compiles) runs here and is
+                                  timed as compile_s, so compiling never falls in a timed step
+                                  (the first evaluation compiles the eval graph: in eval_s). A model
+                                  that cannot compile runs eager, with the reason in the manifest
+    5. the optimizer              zero1: ZeroRedundancyOptimizer shards its state over the ranks
                                   (by whole tensors: a model dominated by one tensor cannot be
                                   split evenly); ddp, fsdp: the workload's optimizer (under fsdp
                                   it only ever sees this rank's shards)
@@ -21,6 +26,7 @@ is sync (ddp.SyncProbe.local_step_end marks where its local step ends).
 from __future__ import annotations
 
 import functools
+import time
 
 import torch
 
@@ -62,8 +68,26 @@ def parallelize(strategy: str, model: torch.nn.Module, accel: Accelerator, world
     return ddp.wrap(model, accel, probe, bucket_cap_mb, log_every)
 
 
+def apply_compile(model: torch.nn.Module, mode: str, one_pass, accel: Accelerator) -> tuple:
+    """Step 4: (the model to train, compile seconds or None, why compiling failed or "")."""
+    if mode == "none":
+        return model, None, ""
+    compiled = torch.compile(model, mode=None if mode == "default" else mode)
+    accel.synchronize()
+    t0 = time.perf_counter()
+    try:
+        one_pass(compiled)
+    except Exception as exc:  # an unsupported operator or backend: train eager, say why
+        model.zero_grad(set_to_none=True)
+        message = " ".join(str(exc).split())[:200]
+        return model, None, f"torch.compile(mode={mode}) failed, the cell ran eager: {type(exc).__name__}: {message}"
+    model.zero_grad(set_to_none=True)
+    accel.synchronize()
+    return compiled, time.perf_counter() - t0, ""
+
+
 def make_optimizer(strategy: str, factory, params, lr: float, probe: ddp.SyncProbe | None = None) -> torch.optim.Optimizer:
-    """Step 4: the workload's optimizer (factory: a class or a functools.partial of one). zero1's
+    """Step 5: the workload's optimizer (factory: a class or a functools.partial of one). zero1's
     local step end is marked on `probe`, so that its parameter broadcast counts as sync."""
     factory = factory or torch.optim.Adam
     if strategy != "zero1":

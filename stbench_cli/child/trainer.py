@@ -91,20 +91,36 @@ class Trainer:
         if len(self.train_loader) == 0:
             raise ValueError(
                 f"batch size {cfg.batch_size} x {world_size} process(es) exceeds the {len(train)} training samples")
-        module = task.model.module.to(device)
         self.transfer = task.data.transfer or _to
-        x, y = self.transfer(*next(iter(self.train_loader)), device)
-        counted = warm_up(lambda: task.model.loss(module, x, y, 0), module, len(x), not task.flops_per_sample)
-        self.flops_per_sample = task.flops_per_sample or counted
-        self.probe = ddp.SyncProbe(self.clock)
-        self.model = strategies.parallelize(cfg.strategy, module, self.accel, world_size, self.probe,
-                                            cfg.knobs.bucket_cap_mb, cfg.knobs.ddp_log_every)
-        self.optimizer = strategies.make_optimizer(cfg.strategy if world_size > 1 else "single", task.optim.factory,
-                                                   self.model.parameters(), scaled_lr(cfg.knobs, world_size),
-                                                   self.probe)
+        self.precision = self.accel.use_precision(cfg.knobs.precision)
+        self.unavailable: dict[str, str] = {}  # measurements or levers that could not be had, and why
+        self._build_model(task, cfg, world_size)
         self.global_step = 0
         warm = max(cfg.knobs.lr_warmup_steps, 1)
         self.schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: min(1.0, (s + 1) / warm))
+
+    def _loss(self, model, x, y, step: int) -> torch.Tensor:
+        with self.accel.autocast(self.cfg.knobs.precision):
+            return self.task.model.loss(model, x, y, step)
+
+    def _build_model(self, task: Task, cfg: LoopConfig, world_size: int) -> None:
+        """The strategies' steps in their order (strategies.py): placement, the untimed warm-up
+        pass (FLOPs), data parallelism, compilation (its first pass timed as compile_s), and the
+        optimizer."""
+        module = task.model.module.to(self.device)
+        x, y = self.transfer(*next(iter(self.train_loader)), self.device)
+        counted = warm_up(lambda: self._loss(module, x, y, 0), module, len(x), not task.flops_per_sample)
+        self.flops_per_sample = task.flops_per_sample or counted
+        self.probe = ddp.SyncProbe(self.clock)
+        model = strategies.parallelize(cfg.strategy, module, self.accel, world_size, self.probe,
+                                       cfg.knobs.bucket_cap_mb, cfg.knobs.ddp_log_every)
+        self.model, self.compile_s, why = strategies.apply_compile(
+            model, cfg.knobs.compile, lambda m: self._loss(m, x, y, 0).backward(), self.accel)
+        if why:
+            self.unavailable["compile"] = why
+        self.optimizer = strategies.make_optimizer(cfg.strategy if world_size > 1 else "single", task.optim.factory,
+                                                   self.model.parameters(), scaled_lr(cfg.knobs, world_size),
+                                                   self.probe)
 
     def _step(self, it, start, loss_sum: torch.Tensor) -> StepMarks:
         """One step from `start` (the previous step's end mark) to its own end mark; the loss
@@ -117,7 +133,7 @@ class Trainer:
         h2d = self.clock.mark()
         self.last_batch = (x, y)
         self.optimizer.zero_grad(set_to_none=True)
-        loss = self.task.model.loss(self.model, x, y, self.global_step)
+        loss = self._loss(self.model, x, y, self.global_step)
         loss.backward()
         backward_end = self.clock.mark()
         if self.task.optim.clip_grad_norm:
@@ -140,14 +156,19 @@ class Trainer:
         last = getattr(self, "last_batch", None)  # an empty shard repeats the last training batch
         for batch in self._eval_batches(limit):
             if batch is None:  # fsdp: an extra forward (its all-gathers) to match the other ranks
-                self.task.model.predict(self.model, *last)
+                self._predict(*last)
                 continue
             last = x, y = self.transfer(*batch, self.device)
-            sums[0] += metric.sum(self.task.model.predict(self.model, x, y), y).double()
+            sums[0] += metric.sum(self._predict(x, y), y).double()
             sums[1] += metric.count(y) if metric.count else len(y)
         self.model.train()
         total_all, count_all = ddp.reduce(sums.tolist(), self.device, "sum")
         return metric.finish(total_all, count_all)
+
+    def _predict(self, x, y):
+        with self.accel.autocast(self.cfg.knobs.precision):
+            pred = self.task.model.predict(self.model, x, y)
+        return pred.float() if torch.is_tensor(pred) else pred  # the metric in fp32 whatever ran
 
     def _eval_batches(self, limit: int | None):
         """This rank's validation batches; under fsdp every forward is a collective, so a rank
@@ -211,7 +232,7 @@ class Trainer:
         wall = time.perf_counter() - t_start
         figures = replace(self._figures(epochs, wall, steady_time, steady_steps, warmup), **self._memory())
         extras = self.task.extras() if self.task.extras else {}
-        return CellResult(status, reason, figures, tuple(epochs), extras)
+        return CellResult(status, reason, figures, tuple(epochs), extras, self.unavailable)
 
     def _memory(self) -> dict:
         """Where this rank's memory went (the max over ranks), after training: parameters,
@@ -223,7 +244,7 @@ class Trainer:
         if self.step_hook is None:
             x, y = self.last_batch
             self.optimizer.zero_grad(set_to_none=True)
-            step = lambda: self.task.model.loss(self.model, x, y, self.global_step).backward()  # noqa: E731
+            step = lambda: self._loss(self.model, x, y, self.global_step).backward()  # noqa: E731
             activation, source = memory.activation_peak(step, self.model, self.accel)
             self.optimizer.zero_grad(set_to_none=True)
         params, grads, state, activation = ddp.reduce([v / 2**20 for v in held] + [activation], self.device)
@@ -248,11 +269,6 @@ class Trainer:
             val_value=epochs[-1].val_metric, naive_baseline=self.task.metric.naive,
             flops_per_sample=self.flops_per_sample, achieved_gflops=self.flops_per_sample * sps / 1e9,
             peak_gpu_mb=peak_all / 2**20 if peak is not None else None,
-            sync_count=self.probe.count if self.world > 1 else None, precision=self.precision(), **ddp_figures,
+            sync_count=self.probe.count if self.world > 1 else None, precision=self.precision, compile_s=self.compile_s,
+            **ddp_figures,
         )
-
-    def precision(self) -> str:
-        """What this cell's fp32 math ran as (a peak_fraction is only comparable at one precision)."""
-        if not self.accel.is_cuda:
-            return "fp32"
-        return f"matmul {self.accel.matmul_precision()}, cudnn {self.accel.conv_precision()}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from contextlib import contextmanager
 from pathlib import Path
@@ -62,10 +63,19 @@ def table_width() -> int | None:
 SUMMARY = (("device", "device"), ("status", "status"), ("wall s", "wall_s"), ("samples/s", "samples_per_s"),
            ("epochs", "epochs"), ("batch", "batch_size"), ("val", "val_value"), ("naive", "naive_baseline"),
            ("strategy", "strategy"), ("world", "world_size"), ("nodes", "nodes"), ("rep", "repeat"))
-_FORMATS = {"wall_s": "{:.2f}", "samples_per_s": "{:,.0f}", "val_value": "{:.3g}", "naive_baseline": "{:.3g}"}
+_FORMATS = {"wall_s": "{:.2f}", "compile_s": "{:.1f}", "samples_per_s": "{:,.0f}", "val_value": "{:.3g}", "naive_baseline": "{:.3g}"}
+
+
+def _varying_params(rows: list[dict]) -> tuple[tuple[str, str], ...]:
+    """(heading, key) of the workload parameters whose value differs between the rows."""
+    params = [json.loads(r.get("params") or "{}") for r in rows]
+    names = sorted({k for p in params for k in p if len({json.dumps(q.get(k)) for q in params}) > 1})
+    return tuple((k, f"p.{k}") for k in names)
 
 
 def _summary_cell(row: dict, key: str) -> str:
+    if key.startswith("p."):
+        return str(json.loads(row.get("params") or "{}").get(key[2:], ""))
     if key not in _FORMATS:
         return str(row.get(key, ""))
     try:  # rows come back from runs.csv as text
@@ -77,9 +87,12 @@ def _summary_cell(row: dict, key: str) -> str:
 def run_summary(rows: list[dict], folder: Path) -> None:
     """One line per row; columns that do not fit the terminal are left out whole (named
     below the table, with their value where every row has the same), never cut."""
-    cells = {head: [_summary_cell(r, key) for r in rows] for head, key in SUMMARY}
+    # what tells the cells apart comes first; compile time where a cell compiled
+    compiled = (("compile s", "compile_s"),) if any(r.get("compile_s") not in (None, "") for r in rows) else ()
+    columns = SUMMARY[:2] + _varying_params(rows) + SUMMARY[2:4] + compiled + SUMMARY[4:]
+    cells = {head: [_summary_cell(r, key) for r in rows] for head, key in columns}
     widths = {head: max([len(head), *map(len, values)]) for head, values in cells.items()}
-    kept = fit_columns(widths, out.width, [h for h, _ in reversed(SUMMARY[3:])], lambda n: 3 * n + 1)
+    kept = fit_columns(widths, out.width, [h for h, _ in reversed(columns[2:])], lambda n: 3 * n + 1)
     table = Table(show_lines=False)
     for head in kept:
         table.add_column(head, justify="left" if head in ("device", "strategy", "status") else "right", no_wrap=True)

@@ -49,6 +49,9 @@ class Param:
         return value
 
 
+PRECISIONS = ("default", "fp32", "tf32", "bf16")  # the device layer's Accelerator.use_precision
+
+
 def _knob(default: Any, help: str, choices: tuple | None = None, minimum: float | None = None, late: bool = False):
     # `late`: a knob added after result folders existed. A cell's run_id leaves late knobs out while
     # they hold their default, so cells planned before they existed keep their ids (resume, references).
@@ -73,6 +76,12 @@ class TrainerParams:
     backend: str = _knob("auto", "torch.distributed backend of a multi-process cell (auto: nccl on CUDA, gloo on CPU)",
                          ("auto", "nccl", "gloo", "mpi"), late=True)
     bucket_cap_mb: float = _knob(25.0, "DDP gradient bucket size in MiB (torch's default: 25)", minimum=0.0, late=True)
+    precision: str = _knob("default", "what fp32 math runs as: default (torch's: fp32 matmul, TF32 cuDNN on CUDA), "
+                           "fp32 (strict), tf32 (matmul and cuDNN on CUDA), bf16 (autocast, fp32 master weights)",
+                           PRECISIONS, late=True)
+    compile: str = _knob("none", "torch.compile the model: none, default, reduce-overhead (CUDA graphs on CUDA); "
+                         "compile time is compile_s, never in throughput", ("none", "default", "reduce-overhead"),
+                         late=True)
     ddp_log_every: int = _knob(100, "DDP's own logger samples its first 10 steps, then every Nth (torch's default: "
                                "100; 1 samples every step: a host sync per step on CUDA, for checking sync_s)",
                                minimum=1, late=True)

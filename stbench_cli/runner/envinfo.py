@@ -60,10 +60,10 @@ def cache_dir() -> Path:
     return default_cache_dir()
 
 
-def peaks(env: EnvInfo, devices: list[str], refresh: bool = False) -> dict[str, dict]:
-    """Measured peak per device, from the cache when this host/build/threads was measured. A
-    peak that cannot be measured is `{"unavailable": reason}` (not cached): the study goes on
-    without a peak fraction for that device."""
+def peaks(env: EnvInfo, devices: list[str], refresh: bool = False, bf16: tuple[str, ...] = ()) -> dict[str, dict]:
+    """Measured peak per device, from the cache when this host/build/threads was measured; the
+    devices in `bf16` also get their bf16 matmul peak. A peak that cannot be measured is
+    `{"unavailable": reason}` (not cached): the study goes on without a peak fraction there."""
     path = cache_dir() / "peaks.json"
     try:
         cache = json.loads(path.read_text())
@@ -72,13 +72,14 @@ def peaks(env: EnvInfo, devices: list[str], refresh: bool = False) -> dict[str, 
     out = {}
     for device in devices:
         key = f"{env.host}|{device}|torch {env.torch}|threads {env.threads}"
-        if refresh or key not in cache:
-            measured = _measure(device)
-            if "unavailable" in measured:
-                out[device] = measured
-                continue
-            cache[key] = measured
-        out[device] = cache[key]
+        for k, extra in ((key, ()), *(((key + "|bf16", ("bf16",)),) if device in bf16 else ())):
+            if refresh or k not in cache:
+                measured = _measure(device, *extra)
+                if "unavailable" in measured:
+                    out[device] = measured
+                    break
+                cache[k] = measured
+            out[device] = {**out.get(device, {}), **cache[k]}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
@@ -89,8 +90,9 @@ def peaks(env: EnvInfo, devices: list[str], refresh: bool = False) -> dict[str, 
     return out
 
 
-def _measure(device: str) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "stbench.child.peaks", device], capture_output=True, text=True)
+def _measure(device: str, *extra: str) -> dict:
+    proc = subprocess.run([sys.executable, "-m", "stbench.child.peaks", device, *extra], capture_output=True,
+                          text=True)
     try:
         if proc.returncode == 0:
             return json.loads(proc.stdout)

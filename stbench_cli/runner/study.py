@@ -41,6 +41,9 @@ def machine(env: EnvInfo) -> Machine:
                    machine_id=fingerprint(env.host, env.cpu_model, env.cores_logical, gpus, env.gpu_count, env.torch))
 
 
+PEAK_AT = {"bf16": "bf16_matmul_gflops", "tf32": "tf32_matmul_gflops"}  # else the fp32 matmul peak
+
+
 def devices_used(spec: RunSpec, gpu_count: int) -> int:
     """How many distinct devices a cell's ranks run on (device.resolve's rule, per node)."""
     d = parse(spec.device)
@@ -54,10 +57,13 @@ def derived(spec: RunSpec, outcome: Outcome, peaks: dict[str, dict], gpu_count: 
     setup = max(outcome.cell_s - figures.wall_s, 0.0) if figures.wall_s is not None else None
     peak_gflops = fraction = None
     peak = peaks.get(spec.device) or {}
-    if peak.get("matmul_gflops") and figures.achieved_gflops is not None:
+    # the peak at the precision the cell ran at (TF32 exists on NVIDIA GPUs only: on CPU it is fp32)
+    at = PEAK_AT.get(spec.param_dict.get("precision", "default"), "matmul_gflops")
+    at = at if at in peak or at != "tf32_matmul_gflops" else "matmul_gflops"
+    if peak.get(at) and figures.achieved_gflops is not None:
         # A world has the peak of the distinct devices it runs on: N GPUs for a GPU per rank,
         # one for gloo ranks sharing a GPU, one machine for CPU ranks.
-        peak_gflops = peak["matmul_gflops"] * devices_used(spec, gpu_count)
+        peak_gflops = peak[at] * devices_used(spec, gpu_count)
         fraction = figures.achieved_gflops / peak_gflops
     return Derived(setup_s=setup, peak_gflops=peak_gflops, peak_fraction=fraction, job_id=outcome.job_id,
                    **outcome.energy)
@@ -110,7 +116,8 @@ def _run_cells(plan: Plan, env: EnvInfo, timeout, interval, extra_args, on_start
     devices = sorted({c.device for c in plan.cells if c.run_id not in plan.skips})
     # Slurm jobs run on other machines than this one (a login node, maybe without a GPU): this
     # machine's peaks would say nothing about them.
-    peaks = envinfo.peaks(env, devices) if plan.launch.kind != "slurm" else {}
+    bf16 = tuple(sorted({c.device for c in plan.cells if c.param_dict.get("precision") == "bf16"}))
+    peaks = envinfo.peaks(env, devices, bf16=bf16) if plan.launch.kind != "slurm" else {}
     manifest = read_manifest(folder) if (folder / "manifest.json").exists() else None
     if manifest is None:
         lost = {f"peak {d}": p["unavailable"] for d, p in peaks.items() if "unavailable" in p}

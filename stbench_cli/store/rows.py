@@ -58,6 +58,7 @@ class Figures:
     sync_count: int | None = None  # gradient synchronisations a rank waited for (multi-process cells)
     node_hosts: str | None = None  # host of each node (torchrun agent), in node-rank order, comma-separated
     precision: str | None = None  # what fp32 math ran as: "fp32", or on CUDA "matmul fp32, cudnn tf32" etc.
+    compile_s: float | None = None  # torch.compile's first pass (never in wall_s' steps or throughput)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,58 @@
+"""Speed levers as axes: the precision fp32 math runs at and torch.compile, measured honestly
+(the row says what ran; compiling is compile_s, never in the steps or the throughput)."""
+
+import json
+
+import pytest
+import torch
+
+from stbench.child.strategies import apply_compile
+from stbench.device import Accelerator
+from stbench.store.files import read_runs
+from stbench.store.manifest import read_manifest
+from tests.helpers import stbench
+
+
+def test_precision_modes_say_what_runs_and_bf16_autocasts():
+    accel = Accelerator("cpu")
+    allowed = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    try:
+        assert accel.use_precision("default") == "fp32" and accel.use_precision("fp32") == "fp32"
+        assert not torch.backends.cudnn.allow_tf32  # strict fp32 switches cuDNN's TF32 off too
+        assert accel.use_precision("tf32") == "fp32"  # TF32 is an NVIDIA GPU's; a CPU runs fp32
+        assert accel.use_precision("bf16") == "bf16 autocast"
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = allowed
+    layer = torch.nn.Linear(4, 2)
+    with accel.autocast("bf16"):
+        assert layer(torch.ones(1, 4)).dtype == torch.bfloat16
+    with accel.autocast("fp32"):
+        assert layer(torch.ones(1, 4)).dtype == torch.float32
+    assert layer.weight.dtype == torch.float32  # master weights stay fp32
+
+
+def test_a_model_that_cannot_compile_runs_eager_with_the_reason():
+    model = torch.nn.Linear(4, 2)
+
+    def broken(m):
+        raise RuntimeError("no backend for this operator")
+
+    trained, seconds, why = apply_compile(model, "default", broken, Accelerator("cpu"))
+    assert trained is model and seconds is None
+    assert why == "torch.compile(mode=default) failed, the cell ran eager: RuntimeError: no backend for this operator"
+    assert apply_compile(model, "none", broken, Accelerator("cpu")) == (model, None, "")
+
+
+def test_bf16_and_compile_as_axes_give_ok_rows_with_compile_time_apart(tmp_path):
+    proc = stbench("run", "cnn-strain", "--smoke", "--epochs", "1", "--set", "max_steps=4", "--set", "precision=bf16",
+                   "--set", "compile=none,default", "--out", tmp_path / "out", timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (folder,) = (tmp_path / "out").iterdir()
+    rows = {json.loads(r["params"])["compile"]: r for r in read_runs(folder)}
+    assert all(r["status"] == "ok" and r["precision"] == "bf16 autocast" for r in rows.values())
+    assert rows["none"]["compile_s"] == "" and float(rows["default"]["compile_s"]) > 0
+    assert all(float(r["samples_per_s"]) > 0 for r in rows.values())
+    peak = read_manifest(folder)["peaks"]["cpu"]
+    assert peak["bf16_matmul_gflops"] > 0  # measured because a cell runs bf16: its peak_fraction divides by it
+    fraction = float(rows["none"]["achieved_gflops"]) / peak["bf16_matmul_gflops"]
+    assert float(rows["none"]["peak_fraction"]) == pytest.approx(fraction, rel=1e-6)
