@@ -56,15 +56,17 @@ def _assert_reached_cuda(folder: Path, cells: int) -> list[dict]:
     return rows
 
 
-@pytest.mark.parametrize("workload", BUILT_IN)
-def test_run_on_cuda_reaches_cuda_and_exits_non_zero(workload, fake_cuda, tmp_path):
-    proc = stbench("run", workload, "--smoke", "--device", "cuda", "--epochs", "1", "--out", tmp_path / "out")
+def test_run_on_cuda_reaches_cuda_for_every_workload_and_exits_non_zero(fake_cuda, tmp_path):
+    proc = stbench("run", "--all", "--smoke", "--device", "cuda", "--epochs", "1", "--out", tmp_path / "out")
     assert proc.returncode == 1, proc.stderr[-2000:]
-    assert "1 of 1 cells did not end ok (1 failed)" in " ".join(proc.stderr.split())
-    (folder,) = (tmp_path / "out").iterdir()
-    _assert_reached_cuda(folder, 1)
-    # the peak could not be measured: named in the manifest, and the study went on
-    assert "Torch not compiled with CUDA enabled" in read_manifest(folder)["unavailable"]["peak cuda"]
+    folders = sorted((tmp_path / "out").iterdir())
+    workloads = {read_runs(f)[0]["workload"]: f for f in folders}
+    assert set(BUILT_IN) <= set(workloads)  # (and the tests' own faulty workload)
+    assert f"{len(folders)} of {len(folders)} cells did not end ok ({len(folders)} failed)" in " ".join(proc.stderr.split())
+    for name in BUILT_IN:
+        _assert_reached_cuda(workloads[name], 1)
+        # the peak could not be measured: named in the manifest, and the study went on
+        assert "Torch not compiled with CUDA enabled" in read_manifest(workloads[name])["unavailable"]["peak cuda"]
 
 
 def test_worlds_of_one_and_two_gloo_ranks_reach_cuda(fake_cuda, tmp_path):

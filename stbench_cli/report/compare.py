@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping
 
+import pandas as pd
+
 from ..errors import StbenchError
 from . import studies
 from .frame import numeric, runs_frame, summarize
@@ -32,7 +34,8 @@ def compare(rows: list[dict], *, row_axis: str, cols: str, metric: str, baseline
     if out:
         out.mkdir(parents=True, exist_ok=True)
         (out / "compare.md").write_text(studies.to_markdown(parts))
-        summary = summarize(df, metric).drop(columns=["values"])
+        per_study = [summarize(s, metric).assign(study=question) for _, question, s in studies.studies(df)]
+        summary = pd.concat(per_study, ignore_index=True).drop(columns=["values"])  # never pooled across studies
         summary.rename(columns={"label": "device"}).to_csv(out / "compare.csv", index=False)
     if plot:
         from .plots import write_plots
