@@ -2,6 +2,7 @@
 workloads that see only the contract, small files and functions, no import cycle."""
 
 import ast
+import os
 import subprocess
 import sys
 import zipfile
@@ -195,5 +196,8 @@ def test_a_fresh_venv_install_from_outside_the_checkout(tmp_path):
     code = ("import importlib, importlib.metadata as m, stbench\n"
             "try:\n    import workloads\n    raise SystemExit('workloads importable')\nexcept ImportError: pass\n"
             "print(sorted(e.name for e in m.entry_points(group='stbench.workloads')))")
-    out = subprocess.run([str(py), "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+    # as a user's shell has it: without the PYTHONPATH conftest gives this session's children
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run([str(py), "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         check=True).stdout
     assert out.strip() == "['cnn-strain', 'dcrnn-pems', 'lstm-era5', 'stnn']"

@@ -131,7 +131,9 @@ def test_a_job_slurm_cancels_is_a_row_and_the_matrix_goes_on(out):
     (job,) = _jobs(_only_folder(out)).values()
     subprocess.run(["scancel", job], check=True)
     _, err = parent.communicate(timeout=600)
-    assert parent.returncode == 0, err[-3000:]
+    # the matrix went on past the cancelled cell, and the exit code tells a script not every cell ended ok
+    assert parent.returncode == 1, err[-3000:]
+    assert err.rstrip().splitlines()[-1].startswith("error: 1 of 2 cells did not end ok (1 failed)")
     hang, ok = _rows(_only_folder(out))
     assert (hang["status"], ok["status"]) == ("failed", "ok")
     assert hang["reason"].startswith(f"slurm job {job} CANCELLED by ") and hang["job_id"] == job
@@ -139,8 +141,8 @@ def test_a_job_slurm_cancels_is_a_row_and_the_matrix_goes_on(out):
 
 @pytest.mark.slow
 def test_a_job_past_its_time_limit_is_a_timeout_row(out):
-    stbench("run", "faulty", "--set", "fault=hang", "--launcher", "slurm", "--timeout", "30", "--out", out,
-            check=True, timeout=600)
+    stbench("run", "faulty", "--set", "fault=hang", "--launcher", "slurm", "--timeout", "30", "--expect", "timeout",
+            "--out", out, check=True, timeout=600)
     (row,) = _rows(_only_folder(out))
     assert row["status"] == "timeout"
     assert f"slurm job {row['job_id']} TIMEOUT" in row["reason"] and "time limit of 1 min (--timeout 30 s)" in row["reason"]
