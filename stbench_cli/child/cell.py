@@ -83,14 +83,14 @@ def run(spec: RunSpec, profile_dir: Path | None = None) -> CellResult:
     from . import ddp
     from .trainer import LoopConfig, Trainer
 
-    cfg = LoopConfig.from_spec(spec)
+    workload = registry.get(spec.workload)
+    cfg = LoopConfig.from_spec(spec, workload.target_ratio)
     if cfg.knobs.threads:
         torch.set_num_threads(cfg.knobs.threads)
     accel, (rank, _, world) = open_device(spec)
     profiler, unavailable = _profiler(spec, profile_dir, accel) if profile_dir else (None, {})
     torch.manual_seed(spec.seed)
     base_rss = _rss_mb()  # interpreter + torch, before the workload allocates anything
-    workload = registry.get(spec.workload)
     task = workload.build(spec.param_dict, BuildContext(spec.seed, rank, world, str(accel.device)))
     result = Trainer(task, cfg, accel, rank, world, step_hook=profiler.hook if profiler else None).run()
     if profiler:

@@ -63,3 +63,20 @@ def activation_peak(step, model: torch.nn.Module, accel: Accelerator) -> tuple[f
             peak = _peak_above_start(Path(tmp) / "trace.json")
         source = "profiler memory events"
     return max(peak - grad_bytes(model), 0) / 2**20, source
+
+
+def held_figures(model: torch.nn.Module, optimizer: torch.optim.Optimizer, accel: Accelerator, step=None) -> dict:
+    """A rank's memory figures after training, the max over ranks: parameters, gradients and
+    optimizer state it holds (counted from the tensors), and with `step` (one more forward +
+    backward) that step's activation peak."""
+    from . import ddp
+
+    held = [param_bytes(model), grad_bytes(model), optimizer_state_bytes(optimizer)]
+    activation, source = 0.0, None
+    if step is not None:
+        model.zero_grad(set_to_none=True)  # every gradient, whatever share of them a zero1 optimizer holds
+        activation, source = activation_peak(step, model, accel)
+        model.zero_grad(set_to_none=True)
+    params, grads, state, activation = ddp.reduce([v / 2**20 for v in held] + [activation], accel.torch)
+    return dict(param_mb=params, grad_mb=grads, optim_state_mb=state,
+                activation_peak_mb=activation if source else None, activation_source=source)

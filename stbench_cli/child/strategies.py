@@ -26,10 +26,12 @@ is sync (ddp.SyncProbe.local_step_end marks where its local step ends).
 from __future__ import annotations
 
 import functools
+import math
 import time
 
 import torch
 
+from ..contract import TrainerParams
 from ..device import Accelerator
 from . import ddp
 
@@ -104,3 +106,26 @@ def make_optimizer(strategy: str, factory, params, lr: float, probe: ddp.SyncPro
 def local_optimizer(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
     """The optimizer whose state this rank holds (zero1 keeps its shard in `.optim`)."""
     return getattr(optimizer, "optim", optimizer)
+
+
+def scaled_lr(knobs: TrainerParams, batch_size: int, world_size: int) -> float:
+    """The learning rate for a global batch of batch_size x world_size: `lr` is meant for
+    lr_base_batch (default: one process's batch), scaled by the ratio (linear) or its root."""
+    ratio = batch_size * world_size / (knobs.lr_base_batch or batch_size)
+    return knobs.lr * {"none": 1.0, "linear": ratio, "sqrt": math.sqrt(ratio)}[knobs.lr_scaling]
+
+
+def warm_up(loss_of_batch, model: torch.nn.Module, samples: int, count: bool) -> float | None:
+    """One untimed forward + backward before the clock starts: library initialisation (cuDNN,
+    cuBLAS handles, lazy kernel loading) happens here, not in epoch 1. With `count`, torch's
+    operator counter gives its FLOPs per sample (dense matrix products, not sparse ones)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    counter = FlopCounterMode(display=False) if count else None
+    if counter:
+        with counter:
+            loss_of_batch().backward()
+    else:
+        loss_of_batch().backward()
+    model.zero_grad(set_to_none=True)
+    return counter.get_total_flops() / samples if counter else None

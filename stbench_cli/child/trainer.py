@@ -4,10 +4,13 @@
     h2d     batch moved to the device (non_blocking from pinned memory)
     compute forward + backward + optimizer step (minus exposed sync), and the step's bookkeeping
     sync    gradient communication the step waited for (DDP only; see ddp.py)
-    eval    validation pass at the end of each epoch
+    eval    validation pass at each evaluation point (an epoch's end, or every `eval_every` steps)
 
-Steps are contiguous (see timing.py): the phases of an epoch add up to the time from its
-first step's start to its last step's end. data_wait (host seconds inside the loader) is kept
+Steps are contiguous (see timing.py): the phases of an interval between evaluations add up
+to the time from its first step's start to its last step's end. A run ends after its epochs,
+when its `time_budget` of training is spent, or (`stop_at_target`) at the first evaluation
+that reaches its target; every evaluation is a row, and the first to reach the target gives
+the run's time to target (target.py). data_wait (host seconds inside the loader) is kept
 beside them on every device. The first `warmup_steps` steps count in wall time but not in
 steady-state samples/s.
 """
@@ -15,7 +18,6 @@ steady-state samples/s.
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from dataclasses import dataclass, replace
 
@@ -26,6 +28,7 @@ from ..device import Accelerator
 from ..store.rows import PHASE_COLUMNS, STEP_PHASES, CellResult, EpochRow, Figures
 from . import ddp, memory, strategies
 from .loader import build_loaders
+from .target import Evaluation, epoch_seconds, reached, resolve_target, target_figures
 from .timing import Clock, StepMarks, resolve
 
 
@@ -39,32 +42,12 @@ class LoopConfig:
     seed: int = 0
     run_id: str = ""
     strategy: str = "single"
+    target_ratio: float | None = None  # the workload's default target, x its naive baseline
 
     @classmethod
-    def from_spec(cls, spec) -> "LoopConfig":
+    def from_spec(cls, spec, target_ratio: float | None = None) -> "LoopConfig":
         return cls(spec.batch_size, spec.epochs, TrainerParams.from_params(spec.param_dict), spec.seed, spec.run_id,
-                   spec.strategy)
-
-
-def scaled_lr(knobs: TrainerParams, world_size: int) -> float:
-    factor = {"none": 1.0, "linear": float(world_size), "sqrt": math.sqrt(world_size)}[knobs.lr_scaling]
-    return knobs.lr * factor
-
-
-def warm_up(loss_of_batch, model: torch.nn.Module, samples: int, count: bool) -> float | None:
-    """One untimed forward + backward before the clock starts: library initialisation (cuDNN,
-    cuBLAS handles, lazy kernel loading) happens here, not in epoch 1. With `count`, torch's
-    operator counter gives its FLOPs per sample (dense matrix products, not sparse ones)."""
-    from torch.utils.flop_counter import FlopCounterMode
-
-    counter = FlopCounterMode(display=False) if count else None
-    if counter:
-        with counter:
-            loss_of_batch().backward()
-    else:
-        loss_of_batch().backward()
-    model.zero_grad(set_to_none=True)
-    return counter.get_total_flops() / samples if counter else None
+                   spec.strategy, target_ratio)
 
 
 def _to(x, y, device: torch.device):
@@ -109,7 +92,7 @@ class Trainer:
         optimizer."""
         module = task.model.module.to(self.device)
         x, y = self.transfer(*next(iter(self.train_loader)), self.device)
-        counted = warm_up(lambda: self._loss(module, x, y, 0), module, len(x), not task.flops_per_sample)
+        counted = strategies.warm_up(lambda: self._loss(module, x, y, 0), module, len(x), not task.flops_per_sample)
         self.flops_per_sample = task.flops_per_sample or counted
         self.probe = ddp.SyncProbe(self.clock)
         model = strategies.parallelize(cfg.strategy, module, self.accel, world_size, self.probe,
@@ -119,14 +102,14 @@ class Trainer:
         if why:
             self.unavailable["compile"] = why
         self.optimizer = strategies.make_optimizer(cfg.strategy if world_size > 1 else "single", task.optim.factory,
-                                                   self.model.parameters(), scaled_lr(cfg.knobs, world_size),
+                                                   self.model.parameters(), strategies.scaled_lr(cfg.knobs, cfg.batch_size, world_size),
                                                    self.probe)
 
-    def _step(self, it, start, loss_sum: torch.Tensor) -> StepMarks:
+    def _step(self, batches, start, loss_sum: torch.Tensor) -> StepMarks:
         """One step from `start` (the previous step's end mark) to its own end mark; the loss
         is added to loss_sum on the device, inside the step."""
         t0 = time.perf_counter()
-        x, y = next(it)
+        x, y = next(batches)
         data_wait = time.perf_counter() - t0
         data = self.clock.mark()
         x, y = self.transfer(x, y, self.device)
@@ -183,75 +166,111 @@ class Trainer:
             yield batch
         yield from [None] * (most - mine)
 
-    def _epoch(self, epoch: int, steps: int, skip: int) -> tuple[EpochRow, float]:
-        """One epoch: its row, and the seconds of its steady (post-warm-up) steps."""
-        self.sampler.set_epoch(epoch)
-        t_epoch = time.perf_counter()
+    def _batches(self, per_epoch: int):
+        """Training batches epoch after epoch, without end (a time budget decides when to stop).
+        An epoch's iterator starts inside its first step's data phase: the step waits for it."""
+        epoch = 0
+        while True:
+            self.sampler.set_epoch(epoch)
+            self.epoch = epoch
+            it = iter(self.train_loader)
+            for _ in range(per_epoch):
+                yield next(it)
+            epoch += 1
+
+    def _spent(self, t_start: float) -> float:
+        """Host seconds of training so far (evaluation excluded): what a time budget counts.
+        Every rank must stop at the same step, so a world agrees on its slowest rank's figure
+        (one small all-reduce per step, only under a budget)."""
+        return ddp.reduce([time.perf_counter() - t_start - self.eval_host_s], self.device)[0]
+
+    def _interval(self, batches, steps: int, budget: float, t_start: float) -> tuple[list, torch.Tensor, bool]:
+        """Up to `steps` steps, fewer when the time budget runs out: (marks, summed loss, spent)."""
         marks, loss_sum = [], torch.zeros((), device=self.device)
-        it = iter(self.train_loader)
         start = self.clock.mark()
         for _ in range(steps):
-            marks.append(self._step(it, start, loss_sum))
+            marks.append(self._step(batches, start, loss_sum))
             start = marks[-1].end
+            if budget and self._spent(t_start) >= budget:
+                return marks, loss_sum, True
+        return marks, loss_sum, False
+
+    def _evaluated(self, marks, loss_sum, t_interval: float, per_epoch: int, t_start: float):
+        """Evaluate after an interval of steps: its row (phases, loss, metric, where it fell)
+        and the interval's resolved step times."""
+        t_eval = time.perf_counter()
         metric = self.evaluate()
+        self.eval_host_s += time.perf_counter() - t_eval
         eval_end = self.clock.mark()
-        times = resolve(self.clock, marks)  # the epoch's one synchronisation point
+        times = resolve(self.clock, marks)  # the interval's one synchronisation point
         # eval runs from the last step's end mark: read before the next mark reuses pooled events
-        eval_s = self.clock.seconds(start, eval_end)
+        eval_s = self.clock.seconds(marks[-1].end, eval_end)
         self.clock.release([eval_end])
-        row = EpochRow(
-            run_id=self.cfg.run_id, epoch=epoch + 1, epoch_s=time.perf_counter() - t_epoch,
+        self.train_elapsed += times.step_seconds()
+        return EpochRow(
+            run_id=self.cfg.run_id, epoch=self.epoch + 1, epoch_s=time.perf_counter() - t_interval,
             train_s=times.step_seconds(), **{f"{p}_s": times.total(p) for p in STEP_PHASES},
-            eval_s=eval_s, steps=steps, train_loss=loss_sum.item() / steps, val_metric=metric,
-            data_wait_s=times.total("data_wait"),
-        )
-        return row, times.step_seconds(skip)
+            eval_s=eval_s, steps=len(marks), train_loss=loss_sum.item() / len(marks), val_metric=metric,
+            data_wait_s=times.total("data_wait"), step=self.global_step,
+            epochs_done=self.global_step / per_epoch, elapsed_s=time.perf_counter() - t_start,
+            train_elapsed_s=self.train_elapsed,
+        ), times
 
     def run(self) -> CellResult:
-        """Train all epochs: the cell's figures and its per-epoch rows."""
+        """Train until the epochs are done, the time budget is spent, or (with stop_at_target)
+        an evaluation reaches the target: the cell's figures and one row per evaluation."""
         knobs = self.cfg.knobs
-        steps = min(len(self.train_loader), knobs.max_steps or len(self.train_loader))
-        warmup = min(knobs.warmup_steps, steps * self.cfg.epochs - 1)
-        epochs, status, reason = [], "ok", ""
+        per_epoch = min(len(self.train_loader), knobs.max_steps or len(self.train_loader))
+        total = None if knobs.time_budget else per_epoch * self.cfg.epochs  # None: the budget decides
+        warmup = min(knobs.warmup_steps, total - 1) if total else knobs.warmup_steps
+        every = knobs.eval_every or per_epoch
+        target = resolve_target(knobs.target, self.cfg.target_ratio, self.task.metric.naive)
+        rows, evals, status, reason, stopped = [], [], "ok", "", "epochs"
         steady_time, steady_steps = 0.0, 0
+        self.eval_host_s, self.train_elapsed, self.epoch = 0.0, 0.0, 0
+        batches = self._batches(per_epoch)
         self.clock.synchronize()
         # the peak counts from here: the warm-up pass ran on the unsharded model (fsdp, zero1)
         self.accel.reset_peak()
         t_start = time.perf_counter()
-        for epoch in range(self.cfg.epochs):
-            skip = max(0, min(warmup - epoch * steps, steps))
-            row, steady = self._epoch(epoch, steps, skip)
-            epochs.append(row)
-            steady_time += steady
-            steady_steps += steps - skip
+        while total is None or self.global_step < total:
+            first, t_interval = self.global_step, time.perf_counter()
+            steps = every - first % every if total is None else min(every - first % every, total - first)
+            marks, loss_sum, spent = self._interval(batches, steps, knobs.time_budget, t_start)
+            row, times = self._evaluated(marks, loss_sum, t_interval, per_epoch, t_start)
+            rows.append(row)
+            skip = max(0, min(warmup - first, len(marks)))
+            steady_time += times.step_seconds(skip)
+            steady_steps += len(marks) - skip
+            evals.append(Evaluation(row.step, row.epochs_done, row.step * self.cfg.batch_size * self.world,
+                                    row.elapsed_s, row.train_elapsed_s, row.val_metric))
             finite = math.isfinite(row.train_loss) and math.isfinite(row.val_metric)
             # Every rank must take the same decision, or the ones that go on hang in a collective.
             if ddp.reduce([0.0 if finite else 1.0], self.device)[0] > 0:
-                status, reason = "diverged", f"non-finite loss ({row.train_loss}) in epoch {epoch + 1}"
+                status, reason = "diverged", f"non-finite loss ({row.train_loss}) in epoch {row.epoch}"
+                break
+            if knobs.stop_at_target and reached(row.val_metric, target):  # the metric is the same on every rank
+                stopped = "target"
+                break
+            if spent:
+                stopped = "time budget"
                 break
         wall = time.perf_counter() - t_start
-        figures = replace(self._figures(epochs, wall, steady_time, steady_steps, warmup), **self._memory())
+        figures = replace(self._figures(rows, wall, steady_time, steady_steps, warmup, per_epoch),
+                          **self._memory(), **target_figures(evals, target), stopped_by=stopped)
         extras = self.task.extras() if self.task.extras else {}
-        return CellResult(status, reason, figures, tuple(epochs), extras, self.unavailable)
+        return CellResult(status, reason, figures, tuple(rows), extras, self.unavailable)
 
     def _memory(self) -> dict:
-        """Where this rank's memory went (the max over ranks), after training: parameters,
-        gradients and optimizer state it holds, and one more step's activation peak (not in a
-        profiled run, whose profiler records memory itself)."""
-        held = [memory.param_bytes(self.model), memory.grad_bytes(self.model),
-                memory.optimizer_state_bytes(strategies.local_optimizer(self.optimizer))]
-        activation, source = 0.0, None
+        """Where this rank's memory went (the max over ranks), after training; one more step's
+        activation peak except in a profiled run (its profiler records memory itself)."""
+        step = None
         if self.step_hook is None:
             x, y = self.last_batch
-            self.optimizer.zero_grad(set_to_none=True)
             step = lambda: self._loss(self.model, x, y, self.global_step).backward()  # noqa: E731
-            activation, source = memory.activation_peak(step, self.model, self.accel)
-            self.optimizer.zero_grad(set_to_none=True)
-        params, grads, state, activation = ddp.reduce([v / 2**20 for v in held] + [activation], self.device)
-        return dict(param_mb=params, grad_mb=grads, optim_state_mb=state,
-                    activation_peak_mb=activation if source else None, activation_source=source)
+        return memory.held_figures(self.model, strategies.local_optimizer(self.optimizer), self.accel, step)
 
-    def _figures(self, epochs: list[EpochRow], wall, steady_time, steady_steps, warmup) -> Figures:
+    def _figures(self, epochs: list[EpochRow], wall, steady_time, steady_steps, warmup, per_epoch) -> Figures:
         columns = [*PHASE_COLUMNS, "train_s", "data_wait_s"]
         totals = [sum(getattr(e, c) for e in epochs) for c in columns]
         comm, exposed = ddp.logged_comm(self.model, sum(e.steps for e in epochs))
@@ -262,7 +281,7 @@ class Trainer:
         ddp_figures = dict(ddp_comm_s=comm, ddp_exposed_comm_s=exposed) if self.world > 1 else {}
         sps = steady_steps * self.cfg.batch_size * self.world / steady_time if steady_time > 0 else float("nan")
         return Figures(
-            wall_s=wall, epoch_s=statistics.median(e.epoch_s for e in epochs), samples_per_s=sps,
+            wall_s=wall, epoch_s=epoch_seconds(epochs, wall, per_epoch, self.global_step), samples_per_s=sps,
             steps_per_s=steady_steps / steady_time if steady_time > 0 else float("nan"),
             warmup_steps=warmup, **dict(zip(columns, totals)),
             final_train_loss=epochs[-1].train_loss, val_metric=self.task.metric.name,
@@ -270,5 +289,5 @@ class Trainer:
             flops_per_sample=self.flops_per_sample, achieved_gflops=self.flops_per_sample * sps / 1e9,
             peak_gpu_mb=peak_all / 2**20 if peak is not None else None,
             sync_count=self.probe.count if self.world > 1 else None, precision=self.precision, compile_s=self.compile_s,
-            **ddp_figures,
+            epochs_done=self.global_step / per_epoch, steps_done=self.global_step, **ddp_figures,
         )

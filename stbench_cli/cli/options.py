@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 # Options that take several values after one flag (`--device cpu cuda`); see spread_lists.
-LIST_OPTIONS = ("--device", "--strategy", "--nproc", "--batch-size", "--epochs", "--nnodes", "--expect")
+LIST_OPTIONS = ("--device", "--strategy", "--nproc", "--batch-size", "--epochs", "--nnodes", "--expect", "--time-budget")
 
 Workload = Annotated[str, typer.Argument(help="a workload from `stbench list`")]
 StudyWorkload = Annotated[Optional[str], typer.Argument(help="a workload from `stbench list` (optional with --resume)")]
@@ -17,6 +17,11 @@ Strategies = Annotated[Optional[list[str]], typer.Option("--strategy", help="sin
 Nprocs = Annotated[Optional[list[int]], typer.Option("--nproc", help="processes per ddp/zero1/fsdp cell")]
 Batches = Annotated[Optional[list[int]], typer.Option("--batch-size", help="per-process batch sizes")]
 Epochs = Annotated[Optional[list[int]], typer.Option("--epochs", help="epoch counts")]
+Budgets = Annotated[Optional[list[float]], typer.Option(
+    "--time-budget", help="seconds of training per cell instead of epochs (several: an axis); the same as "
+                          "--set time_budget=...")]
+StopAtTarget = Annotated[bool, typer.Option(
+    "--stop-at-target", help="end each run at its first evaluation that reaches the target (--set target=...)")]
 Sets = Annotated[Optional[list[str]], typer.Option("--set", help="workload parameter axis: key=v1,v2")]
 Preset = Annotated[Optional[str], typer.Option(help="named parameter set (see `stbench list`)")]
 Smoke = Annotated[bool, typer.Option(help="shrink every cell to a seconds-long run")]

@@ -61,9 +61,9 @@ def table_width() -> int | None:
 
 # The run summary's columns, the most important first; a narrow terminal drops them from the end.
 SUMMARY = (("device", "device"), ("status", "status"), ("wall s", "wall_s"), ("samples/s", "samples_per_s"),
-           ("epochs", "epochs"), ("batch", "batch_size"), ("val", "val_value"), ("naive", "naive_baseline"),
+           ("epochs", "epochs_done"), ("batch", "batch_size"), ("val", "val_value"), ("naive", "naive_baseline"),
            ("strategy", "strategy"), ("world", "world_size"), ("nodes", "nodes"), ("rep", "repeat"))
-_FORMATS = {"wall_s": "{:.2f}", "compile_s": "{:.1f}", "samples_per_s": "{:,.0f}", "val_value": "{:.3g}", "naive_baseline": "{:.3g}"}
+_FORMATS = {"wall_s": "{:.2f}", "epochs_done": "{:.3g}", "time_to_target_s": "{:.3g}", "compile_s": "{:.1f}", "samples_per_s": "{:,.0f}", "val_value": "{:.3g}", "naive_baseline": "{:.3g}"}
 
 
 def _varying_params(rows: list[dict]) -> tuple[tuple[str, str], ...]:
@@ -76,6 +76,10 @@ def _varying_params(rows: list[dict]) -> tuple[tuple[str, str], ...]:
 def _summary_cell(row: dict, key: str) -> str:
     if key.startswith("p."):
         return str(json.loads(row.get("params") or "{}").get(key[2:], ""))
+    if key == "epochs_done" and row.get(key) in (None, ""):  # a row of an older stbench: its whole epochs
+        key = "epochs"
+    if key == "time_to_target_s" and row.get(key) in (None, ""):
+        return "not reached" if str(row.get("target_reached")) == "False" else "-"
     if key not in _FORMATS:
         return str(row.get(key, ""))
     try:  # rows come back from runs.csv as text
@@ -89,7 +93,9 @@ def run_summary(rows: list[dict], folder: Path) -> None:
     below the table, with their value where every row has the same), never cut."""
     # what tells the cells apart comes first; compile time where a cell compiled
     compiled = (("compile s", "compile_s"),) if any(r.get("compile_s") not in (None, "") for r in rows) else ()
-    columns = SUMMARY[:2] + _varying_params(rows) + SUMMARY[2:4] + compiled + SUMMARY[4:]
+    # time to target beside the metric, where a target was set
+    ttt = (("to target s", "time_to_target_s"),) if any(r.get("target") not in (None, "") for r in rows) else ()
+    columns = SUMMARY[:2] + _varying_params(rows) + SUMMARY[2:4] + compiled + ttt + SUMMARY[4:]
     cells = {head: [_summary_cell(r, key) for r in rows] for head, key in columns}
     widths = {head: max([len(head), *map(len, values)]) for head, values in cells.items()}
     kept = fit_columns(widths, out.width, [h for h, _ in reversed(columns[2:])], lambda n: 3 * n + 1)
@@ -102,7 +108,10 @@ def run_summary(rows: list[dict], folder: Path) -> None:
     out.print(table)
     left = [f"{h} {cells[h][0]}" if len(set(cells[h])) == 1 else h for h in widths if h not in kept]
     if left:
-        out.print(f"not shown: {', '.join(left)} (every column is in runs.csv)", soft_wrap=False)
+        from ..report.studies import fold_pairs  # a long list folds between columns, never inside one
+
+        out.print(fold_pairs(f"not shown: {', '.join(left)} (every column is in runs.csv)", out.width),
+                  soft_wrap=False)
 
 
 def workloads_table(items) -> None:
@@ -135,6 +144,8 @@ def workload_detail(w) -> None:
     say(f"strategies: {', '.join(w.strategies)}")
     for source in w.data_sources:
         say(f"data: {source}")
+    if w.target_ratio:
+        say(escape(f"default target (time to quality): {w.target_ratio:g} x the naive baseline; {w.target_note}"))
     table = Table(show_header=True, box=None, padding=(0, 2, 0, 0))
     table.add_column("parameter", no_wrap=True)
     table.add_column("default", no_wrap=True)

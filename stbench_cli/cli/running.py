@@ -11,8 +11,8 @@ import typer
 
 from . import render
 from .app import app
-from .options import (Batches, Devices, DryRun, Epochs, Expect, Launcher, Nnodes, Nprocs, Out, Preset, Resume, Sets,
-                      Slurm, Smoke, Strategies, StudyWorkload, Timeout, Workload)
+from .options import (Batches, Budgets, Devices, DryRun, Epochs, Expect, Launcher, Nnodes, Nprocs, Out, Preset, Resume, Sets,
+                      Slurm, Smoke, StopAtTarget, Strategies, StudyWorkload, Timeout, Workload)
 
 
 def accepted(expect: list[str] | None) -> tuple[str, ...]:
@@ -63,7 +63,8 @@ def run(
     repeat: Annotated[int, typer.Option(help="repeats of every cell")] = 1,
     preset: Preset = None, smoke: Smoke = False, seed: int = 0, out: Out = Path("results"),
     resume: Resume = None, timeout: Timeout = None, nnodes: Nnodes = None, launcher: Launcher = None,
-    slurm: Slurm = None, dry_run: DryRun = False, expect: Expect = None,
+    slurm: Slurm = None, dry_run: DryRun = False, expect: Expect = None, time_budget: Budgets = None,
+    stop_at_target: StopAtTarget = False,
     all_: Annotated[bool, typer.Option("--all", help="one study per registered workload (CI: --all --smoke)")] = False,
 ) -> None:
     """Run a matrix of devices x strategies x nproc x nnodes x batch sizes x epochs x --set axes."""
@@ -81,7 +82,8 @@ def run(
     else:
         common = dict(
             devices=tuple(device or ()), strategies=tuple(strategy or ()), nprocs=tuple(nproc or ()),
-            batch_sizes=tuple(batch_size or ()), epochs=tuple(epochs or ()), sets=tuple(set_ or ()),
+            batch_sizes=tuple(batch_size or ()), epochs=tuple(epochs or ()),
+            sets=tuple(quality_sets(list(set_ or ()), time_budget, stop_at_target)),
             repeat=repeat, preset=preset, smoke=smoke, seed=seed, out=out, nnodes=tuple(nnodes or ()),
             launcher=launcher or "local", slurm=tuple(slurm or ()), timeout=timeout)
         names = [w.name for w in registry.all_workloads()] if all_ else [workload]
@@ -93,6 +95,25 @@ def run(
         rows += (done := run_with_progress(plan, env, timeout))
         render.run_summary(done, plan.folder)
     exit_for(rows, ok)
+
+
+def quality_sets(sets: list[str], budgets: list[float] | None, stop_at_target: bool) -> list[str]:
+    """--time-budget and --stop-at-target as the --set axes they are."""
+    from ..errors import StbenchError
+
+    named = {s.partition("=")[0].strip() for s in sets}
+    for flag, key, given in (("--time-budget", "time_budget", budgets), ("--stop-at-target", "stop_at_target",
+                                                                         stop_at_target)):
+        if given and key in named:
+            raise StbenchError(f"{flag} and --set {key}=... name the same parameter; give one of them")
+    for b in budgets or ():
+        if not b > 0:
+            raise StbenchError(f"--time-budget {b:g} must be a positive number of seconds")
+    if budgets:
+        sets.append("time_budget=" + ",".join(f"{b:g}" for b in budgets))
+    if stop_at_target:
+        sets.append("stop_at_target=true")
+    return sets
 
 
 def dry(plans, timeout: float | None) -> None:

@@ -64,7 +64,8 @@ class TrainerParams:
     (COMMON_PARAMS), so it can be an axis; a workload may override a default."""
 
     lr: float = _knob(1e-3, "learning rate for one process (see lr_scaling)", minimum=0.0)
-    lr_scaling: str = _knob("none", "scale lr with the DDP world size", ("none", "linear", "sqrt"))
+    lr_scaling: str = _knob("none", "scale lr by the global batch over lr_base_batch: none, linear (x ratio), sqrt",
+                            ("none", "linear", "sqrt"))
     lr_warmup_steps: int = _knob(0, "linear lr warm-up over this many optimizer steps", minimum=0)
     warmup_steps: int = _knob(5, "first steps excluded from steady-state throughput", minimum=0)
     workers: int = _knob(0, "DataLoader worker processes", minimum=0)
@@ -82,6 +83,16 @@ class TrainerParams:
     compile: str = _knob("none", "torch.compile the model: none, default, reduce-overhead (CUDA graphs on CUDA); "
                          "compile time is compile_s, never in throughput", ("none", "default", "reduce-overhead"),
                          late=True)
+    lr_base_batch: int = _knob(0, "the global batch `lr` is meant for (0: one process's batch, so lr_scaling "
+                               "scales with the world size)", minimum=0, late=True)
+    target: float = _knob(0.0, "validation metric a run must reach (lower is better) for time to target; 0: the "
+                          "workload's default, a fraction of its naive baseline (`stbench list`)", minimum=0.0,
+                          late=True)
+    eval_every: int = _knob(0, "evaluate every N optimizer steps (0: at each epoch's end)", minimum=0, late=True)
+    time_budget: float = _knob(0.0, "seconds of training steps per cell (evaluation excluded): train until spent, "
+                               "whatever the epochs (0: train the epochs); `--time-budget`", minimum=0.0, late=True)
+    stop_at_target: bool = _knob(False, "end the run at the first evaluation that reaches the target "
+                                 "(`--stop-at-target`)", late=True)
     ddp_log_every: int = _knob(100, "DDP's own logger samples its first 10 steps, then every Nth (torch's default: "
                                "100; 1 samples every step: a host sync per step on CUDA, for checking sync_s)",
                                minimum=1, late=True)

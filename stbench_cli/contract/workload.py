@@ -55,6 +55,10 @@ class Workload:
     strategies: tuple[str, ...] = ("single", "ddp")
     data_sources: tuple[str, ...] = ()
     default_preset: str = "default"
+    # Time to quality: the default target (`--set target=0`) is this fraction of the naive
+    # baseline, a value the default preset reaches within its budget (stated with its reason)
+    target_ratio: float | None = None
+    target_note: str = ""
 
     @property
     def all_params(self) -> dict[str, Param]:

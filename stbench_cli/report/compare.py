@@ -10,6 +10,7 @@ import pandas as pd
 
 from ..errors import StbenchError
 from . import studies
+from .ttt import TITLE as TTT_TITLE
 from .frame import numeric, runs_frame, summarize
 
 
@@ -41,5 +42,7 @@ def compare(rows: list[dict], *, row_axis: str, cols: str, metric: str, baseline
         from .plots import write_plots
 
         write_plots(df, out or Path("."))
-    shown = parts if full else [(heading, found[:1]) for heading, found in parts]
+    # the headline of a study: its metric, and its time to target where it had one
+    shown = parts if full else [(heading, [f for i, f in enumerate(found) if i == 0 or f[0] == TTT_TITLE])
+                                for heading, found in parts]
     return studies.to_markdown(shown, width, full)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 import pandas as pd
 
 from . import figures, quality, tables
+from .ttt import TITLE as TTT_TITLE, ttt_tables
 from .frame import numeric, runs_frame
 from .studies import studies
 from .memory import memory_picture, memory_tables
@@ -53,17 +54,18 @@ def _blocks(w: pd.DataFrame, workload: str, epochs: pd.DataFrame) -> tuple[list[
     blocks, notes = [Block(STUDY_TITLE, main, figures.time_vs_epochs(w, workload))], []
     if blocks[0].picture is None:
         notes.append("no cell ran at two or more epoch counts: no time-vs-epochs plot")
+    # a study of time to quality: its score and its curves come right after the headline
+    ttq, ttt = quality.time_to_quality(w, epochs, workload), ttt_tables(w).get(workload)
+    if ttq is None:
+        notes.append("no cell evaluated twice or more (epochs.csv): no time-to-quality plot")
+    if ttq is not None or ttt is not None:
+        blocks.append(Block(TTT_TITLE if ttt is not None else "time to quality", ttt, ttq))
     for title, table, picture in (
             ("where the time went: median share of train + eval time", tables.phase_shares(w), figures.phase_bars),
             ("data-parallel scaling against the smallest world", tables.scaling(w), figures.scaling),
             ("where the memory went: MiB per rank, median", memory_tables(w), memory_picture)):
         if workload in table:
             blocks.append(Block(title, table[workload], picture(w, workload)))
-    ttq = quality.time_to_quality(w, epochs, workload)
-    if ttq is None:
-        notes.append("no cell ran two or more epochs with a validation metric (epochs.csv): no time-to-quality plot")
-    else:
-        blocks.append(Block("time to quality", picture=ttq))
     return blocks, notes
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import StbenchError
-from ..store.rows import TEXT_COLUMNS
+from ..store.rows import BOOL_COLUMNS, TEXT_COLUMNS
 from .machines import labels
 from .stats import ci95
 
@@ -35,7 +35,9 @@ def frame(rows: list[dict], defaults: Mapping[str, Mapping[str, object]] | None 
     if "nodes" not in df:  # rows from before multi-node runs
         df["nodes"] = 1
     for col in df.columns:
-        if col not in TEXT_COLUMNS and col not in FREE_TEXT:
+        if col in BOOL_COLUMNS:
+            df[col] = df[col].map({"True": 1.0, "False": 0.0, True: 1.0, False: 0.0})
+        elif col not in TEXT_COLUMNS and col not in FREE_TEXT:
             df[col] = pd.to_numeric(df[col], errors="coerce")
     df["label"] = labels(df)
     known = defaults or {}

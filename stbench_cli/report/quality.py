@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
-from matplotlib.ticker import MaxNLocator
 
 from .figures import Picture, caption
 from .series import cell_keys, common, names, panels, spread
@@ -28,13 +27,31 @@ def joined(w: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
     return rows.merge(w[keep], on=["study", "run_id"], how="inner")
 
 
+def _evaluations(ep: pd.DataFrame) -> pd.DataFrame:
+    """epochs.csv rows with their place in the run: `evaluation` (1, 2, ... in the run),
+    `elapsed` (seconds since the first step, evaluation included) and `progress` (epochs
+    done). Rows of an older stbench, one per epoch, lack the last two: their elapsed time is
+    the running sum of epoch times and their progress the epoch."""
+    ep = ep.sort_values(["study", "run_id", "epoch", *(["step"] if "step" in ep else [])]).copy()
+    runs = ep.groupby(["study", "run_id"])
+    ep["evaluation"] = runs.cumcount() + 1
+    summed = runs["epoch_s"].cumsum()
+    ep["elapsed"] = ep["elapsed_s"].fillna(summed) if "elapsed_s" in ep else summed
+    ep["progress"] = ep["epochs_done"].fillna(ep["epoch"]) if "epochs_done" in ep else ep["epoch"]
+    return ep
+
+
 def _curve(runs: pd.DataFrame) -> pd.DataFrame:
-    """One cell's validation curve: per epoch the median over repeats of the metric and of
-    the wall time elapsed since training began."""
-    runs = runs.sort_values(["study", "run_id", "epoch"]).copy()
-    runs["elapsed_s"] = runs.groupby(["study", "run_id"])["epoch_s"].cumsum()
-    return runs.groupby("epoch").agg(metric=("val_metric", "median"), elapsed=("elapsed_s", "median"),
-                                     naive=("naive_baseline", "median"))
+    """One cell's validation curve: per evaluation the median over repeats of the metric, of
+    the time elapsed and of the epochs done (the evaluations every repeat made)."""
+    cols = dict(metric=("val_metric", "median"), elapsed=("elapsed", "median"), progress=("progress", "median"),
+                naive=("naive_baseline", "median"))
+    if "target" in runs:
+        cols["target"] = ("target", "median")
+    # only the evaluations every repeat reached: where a budget let one repeat evaluate more
+    # often, a median of fewer runs would step back in time
+    runs = runs[runs.groupby("evaluation")["run_id"].transform("nunique") == runs["run_id"].nunique()]
+    return runs.groupby("evaluation").agg(**cols)
 
 
 def _longest(ep: pd.DataFrame) -> pd.DataFrame:
@@ -48,51 +65,61 @@ def _longest(ep: pd.DataFrame) -> pd.DataFrame:
 
 
 def time_to_quality(w: pd.DataFrame, epochs: pd.DataFrame, workload: str) -> Picture | None:
-    """The validation metric against wall time and against epochs for the cells that ran two
-    or more epochs; the naive baseline dashed
-    (grey where the panel's cells share one, else in the line's colour), the first epoch that
-    beats it starred."""
+    """The validation metric against wall time and against epochs for the cells evaluated two
+    or more times; the naive baseline dashed and the target dotted (grey where the panel's
+    cells share one, else in the line's colour), the first evaluation that reaches the target
+    starred (without a target: the first that beats the baseline)."""
     ep = joined(w[w["status"] == "ok"], epochs).dropna(subset=["val_metric"])
-    ep = spread(_longest(ep), "epoch") if not ep.empty else ep
+    ep = spread(_longest(_evaluations(ep)), "evaluation") if not ep.empty else ep
     if ep.empty:
         return None
-    shown = panels(ep, "epoch")
+    shown = panels(ep, "evaluation")
     fig, axes = grid(2 * len(shown), per_row=2)
     colours: dict[str, int] = {}
     handles = {}
     for k, panel in enumerate(shown):
         pair = axes[2 * k: 2 * k + 2]
         curves = {ln.name: _curve(ln.rows) for ln in panel.lines}
-        shared = {round(float(c["naive"].iloc[0]), 12) for c in curves.values() if c["naive"].notna().any()}
+        shared = {c: len({round(float(v[c].iloc[0]), 12) for v in curves.values() if c in v and v[c].notna().any()})
+                  for c in ("naive", "target")}
         for name, c in curves.items():
             i = colours.setdefault(name, len(colours))
-            for ax, x in zip(pair, (c["elapsed"], c.index)):
+            colour = look(i)["color"]
+            for ax, x in zip(pair, (c["elapsed"], c["progress"])):
                 handles[name] = ax.plot(x, c["metric"], linewidth=1.5, markersize=4, **look(i))[0]
-                _baseline(ax, x, c, look(i)["color"], "grey" if len(shared) == 1 else look(i)["color"])
+                _levels(ax, x, c, colour, {col: "grey" if n == 1 else colour for col, n in shared.items()})
         metric = str(panel.lines[0].rows["val_metric_name"].iloc[0])
-        for ax, xlabel in zip(pair, ("wall time since training began (s)", "epoch")):
+        for ax, xlabel in zip(pair, ("wall time since training began (s)", "epochs")):
             ax.set(xlabel=xlabel, ylabel=f"{metric} (lower is better)", title=panel.title)
             _log_if_wide(ax, ep["val_metric"])
-        pair[1].xaxis.set_major_locator(MaxNLocator(integer=True))
     handles["naive baseline"] = Line2D([], [], color="grey", linestyle="--")
-    handles["first epoch below the baseline"] = Line2D([], [], color="grey", marker="*", markersize=11, linestyle="")
+    targets = "target" in ep and ep["target"].notna().any()
+    if targets:
+        handles["target"] = Line2D([], [], color="grey", linestyle=":")
+    handles["first evaluation at the target" if targets else "first evaluation below the baseline"] = Line2D(
+        [], [], color="grey", marker="*", markersize=11, linestyle="")
     unnamed = shown[0].unnamed
     legend_below(fig, handles, f"unless named: {unnamed}" if unnamed else "")
-    text = caption(f"{workload}: validation metric per epoch of the longest run of each setting (medians over "
-                   "repeats)", "the dashed line is the naive baseline it must beat (persistence or the mean)",
-                   f"all cells: {common(ep)}" if common(ep) else "")
+    text = caption(f"{workload}: validation metric at each evaluation of the longest run of each setting (medians "
+                   "over repeats)", "the dashed line is the naive baseline it must beat (persistence or the mean)",
+                   "the dotted line is the target; wall time counts evaluation, as MLPerf's clock does"
+                   if targets else "", f"all cells: {common(ep)}" if common(ep) else "")
     return Picture(f"{workload}-time-to-quality", "Time to quality", text, png(fig))
 
 
-def _baseline(ax, x, c: pd.DataFrame, colour: str, line_colour: str) -> None:
-    """The naive baseline as a dashed line, and a star on the first epoch below it."""
-    naive = c["naive"].dropna()
-    if naive.empty:
-        return
-    ax.axhline(float(naive.iloc[0]), color=line_colour, linestyle="--", linewidth=1, alpha=0.8)
-    beats = np.flatnonzero((c["metric"] < naive.iloc[0]).to_numpy())
-    if len(beats):
-        j = beats[0]
+def _levels(ax, x, c: pd.DataFrame, colour: str, line_colours: dict[str, str]) -> None:
+    """The naive baseline dashed, the target dotted, and a star on the first evaluation at the
+    target (without a target: the first below the baseline)."""
+    mark = None
+    for col, style in (("naive", "--"), ("target", ":")):
+        level = c[col].dropna() if col in c else pd.Series(dtype=float)
+        if level.empty:
+            continue
+        ax.axhline(float(level.iloc[0]), color=line_colours[col], linestyle=style, linewidth=1, alpha=0.8)
+        below = (c["metric"] <= level.iloc[0]) if col == "target" else (c["metric"] < level.iloc[0])
+        mark = np.flatnonzero(below.to_numpy())
+    if mark is not None and len(mark):
+        j = mark[0]
         ax.plot(np.asarray(x)[j], c["metric"].iloc[j], marker="*", markersize=13, color=colour,
                 markeredgecolor="black", linestyle="")
 

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from .stats import format_number, show, significant
+from .ttt import ttt_speedup
 
 SHOWN = ("world_size", "nodes", "nproc_per_node")
 
@@ -52,6 +53,8 @@ def _line(gn: pd.DataFrame, base: pd.DataFrame, base_world: int, new_node: bool)
         "epoch_s": format_number(_median(gn["epoch_s"])),
         "samples_per_s": format_number(float(np.median(sps))),
         "speedup": _fmt(speed, f"{speed:.2f}x{note}"),
+        # the thesis' point: a world's throughput speedup is not its convergence speedup
+        "ttt_speedup": ttt_speedup(gn, base),
         "efficiency": _fmt(speed, f"{100 * speed * base_world / world:.0f}%"),
         "sync_share": _fmt(share, f"{100 * share:.1f}%"),
         "ms_per_sync": format_number(_median(1000 * gn["sync_s"] / gn["sync_count"].where(gn["sync_count"] > 0))),
@@ -89,5 +92,7 @@ def scaling(df: pd.DataFrame, keys: list[str]) -> dict[str, pd.DataFrame]:
         table = pd.DataFrame(lines).rename(columns={"label": "device"})
         if not table["node_boundary"].any():  # every world on one node: nothing to mark
             table = table.drop(columns="node_boundary")
+        if (table["ttt_speedup"] == "-").all():  # no run had a target, or none reached it
+            table = table.drop(columns="ttt_speedup")
         out[workload] = table
     return out

@@ -15,6 +15,7 @@ import pandas as pd
 from .fit import fit_table
 from .memory import memory_tables
 from .tables import check_baseline, markdown, phase_shares, pivot, scaling
+from .ttt import TITLE as TTT_TITLE, ttt_tables
 
 DETAILS = (("where the time went (share of train + eval)", phase_shares),
            ("data-parallel scaling against the smallest world", scaling),
@@ -60,6 +61,9 @@ def tables_of(df: pd.DataFrame, metric: str = "wall_s", rows: str = "epochs", co
     for workload, question, s in studies(df):
         found = [(f"{metric} (median ± 95% CI half-width over repeats)",
                   pivot(s, metric, rows, cols, baseline, missing_baseline_ok=True)[workload])]
+        ttt = ttt_tables(s).get(workload)  # a study of time to quality: its score is part of the headline
+        if ttt is not None:
+            found.append((TTT_TITLE, ttt))
         for title, build in DETAILS if full else ():
             table = build(s).get(workload)
             if table is not None:

@@ -59,10 +59,23 @@ class Figures:
     node_hosts: str | None = None  # host of each node (torchrun agent), in node-rank order, comma-separated
     precision: str | None = None  # what fp32 math ran as: "fp32", or on CUDA "matmul fp32, cudnn tf32" etc.
     compile_s: float | None = None  # torch.compile's first pass (never in wall_s' steps or throughput)
+    # Time to quality (child/target.py): the target, whether and when the first evaluation reached it
+    target: float | None = None
+    target_reached: bool | None = None
+    time_to_target_s: float | None = None  # MLPerf's clock: first step to the end of that evaluation
+    time_to_target_train_s: float | None = None  # the same, training steps only
+    epochs_to_target: float | None = None
+    samples_to_target: int | None = None
+    epochs_done: float | None = None  # how far training got (a time budget ends mid-epoch)
+    steps_done: int | None = None
+    stopped_by: str | None = None  # epochs | time budget | target
 
 
 @dataclass(frozen=True)
 class EpochRow:
+    """One evaluation interval of a run: the steps since the previous evaluation, and the
+    evaluation (an epoch, with the default cadence)."""
+
     run_id: str
     epoch: int
     epoch_s: float
@@ -76,6 +89,11 @@ class EpochRow:
     train_loss: float
     val_metric: float
     data_wait_s: float = 0.0
+    # One row per evaluation (per epoch unless `eval_every` sets a step cadence): where it fell
+    step: int | None = None  # optimizer steps so far
+    epochs_done: float | None = None
+    elapsed_s: float | None = None  # since the first step, evaluation included
+    train_elapsed_s: float | None = None  # training steps only
 
 
 @dataclass(frozen=True)
@@ -193,6 +211,8 @@ def _names(cls) -> list[str]:
 RUN_COLUMNS = ["schema", *_names(Identity), "status", "reason", *_names(Figures), *_names(Derived), *_names(Machine)]
 EPOCH_COLUMNS = _names(EpochRow)
 SYSTEM_COLUMNS = _names(SystemRow)
+# true/false columns, written as True/False: read back as 1.0/0.0 (store.rows is their one list)
+BOOL_COLUMNS = frozenset(f.name for f in fields(Figures) if str(f.type).startswith("bool"))
 TEXT_COLUMNS = frozenset(
     ["status", "reason"]
     + [f.name for cls in (Identity, Figures, Derived, Machine) for f in fields(cls) if str(f.type).startswith("str")]

@@ -23,6 +23,9 @@ WORKLOAD = Workload(
         Param("val_fraction", float, 0.25, "held-out share (the study: 250 k of 1 M)", minimum=0.01),
         Param("noise", float, 0.01, "relative noise on the generated stress", minimum=0.0),
         Param("lr", float, 4.73e-4, "Adam learning rate (the study's tuned value)", minimum=0.0),
+        # the study tuned lr at batch 75: with lr_scaling, a batch of 700 scales it by 700/75 (or its root)
+        Param("lr_base_batch", int, 75, "the global batch `lr` is meant for (lr_scaling scales by the ratio)",
+              minimum=0),
         CHECKPOINT,
     ),
     presets={
@@ -31,10 +34,14 @@ WORKLOAD = Workload(
         "paper": {"n_samples": 1_000_000, "batch_size": 75, "epochs": 5},
         "large-batch": {
             "n_samples": 1_000_000, "batch_size": 1024, "epochs": 5,
-            "lr": 1.74e-3, "lr_scaling": "linear", "lr_warmup_steps": 10,
+            "lr": 1.74e-3, "lr_scaling": "linear", "lr_base_batch": 1024, "lr_warmup_steps": 10,
         },
     },
     build=build,
+    # The default preset passes 1% of the mean predictor's MSE after ~1,250 of its 12,000 steps
+    # (8 s on a 2-core EPYC) and ends near 0.1%: reachable, and still a 100x error reduction.
+    target_ratio=0.01,
+    target_note="val MSE at 1% of predicting the training mean's",
     check=data.check,
     strategies=("single", "ddp", "zero1", "fsdp"),
     data_sources=("generated (hyperbolic hardening law with noise)", "npz file: X (N,3,201), Y (N,2)", "HDF5 file: datasets X, Y"),

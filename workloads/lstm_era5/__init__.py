@@ -46,6 +46,10 @@ WORKLOAD = Workload(
                   "train_end": "2020-01-31T23", "test_start": "2020-02-01", "test_end": "2020-02-07T23"},
     },
     build=build,
+    # 8% under persistence: the default preset reaches it in epoch 4 of 5 on the packaged ERA5
+    # points (0.686 K vs persistence 0.756 K), so a run that trains well crosses it before it ends.
+    target_ratio=0.92,
+    target_note="val RMSE 8% under persistence's",
     check=split.check,
     prepare=split.prepare,
     strategies=("single", "ddp", "zero1", "fsdp"),
