@@ -72,7 +72,8 @@ def peaks(env: EnvInfo, devices: list[str], refresh: bool = False, bf16: tuple[s
     out = {}
     for device in devices:
         key = f"{env.host}|{device}|torch {env.torch}|threads {env.threads}"
-        for k, extra in ((key, ()), *(((key + "|bf16", ("bf16",)),) if device in bf16 else ())):
+        wanted = [(key, ())] + ([(key + "|bf16", ("bf16",))] if device in bf16 else [])  # (cache key, argv)
+        for k, extra in wanted:
             if refresh or k not in cache:
                 measured = _measure(device, *extra)
                 if "unavailable" in measured:
