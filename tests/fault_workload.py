@@ -36,4 +36,6 @@ WORKLOAD = Workload(
     params=(Param("fault", str, "none", "what goes wrong", ("none", "raise", "oom", "hang")),),
     presets={"default": {"batch_size": 16, "epochs": 1}, "smoke": {}},
     build=build,
+    target_ratio=0.5,
+    target_note="val MSE at half the validation variance",
 )

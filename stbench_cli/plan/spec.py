@@ -22,6 +22,18 @@ DISTRIBUTED = STRATEGIES[1:]  # each cell a torchrun world of nproc processes pe
 LATE_DEFAULTS = {**LATER_KNOB_DEFAULTS, CHECKPOINT.name: CHECKPOINT.default}
 
 
+def _late_defaults(workload: str) -> dict:
+    """LATE_DEFAULTS with the workload's own defaults for them (cnn-strain's lr_base_batch is 75):
+    a knob a workload overrides is still at its default when the user leaves it alone."""
+    from .registry import get  # the entry points load once, and only when an id is wanted
+
+    try:
+        own = get(workload).all_params
+    except StbenchError:  # a spec read back for a workload no longer installed
+        return LATE_DEFAULTS
+    return {k: own[k].default if k in own else v for k, v in LATE_DEFAULTS.items()}
+
+
 @dataclass(frozen=True)
 class RunSpec:
     """One cell of the matrix × one repeat."""
@@ -49,7 +61,8 @@ class RunSpec:
         d = asdict(self)
         if d["nodes"] == 1:
             del d["nodes"]
-        d["params"] = [(k, v) for k, v in self.params if k not in LATE_DEFAULTS or v != LATE_DEFAULTS[k]]
+        late = _late_defaults(self.workload)
+        d["params"] = [(k, v) for k, v in self.params if k not in late or v != late[k]]
         blob = json.dumps(d, sort_keys=True, default=str)
         return hashlib.sha1(blob.encode()).hexdigest()[:12]
 

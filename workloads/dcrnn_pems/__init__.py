@@ -40,12 +40,17 @@ WORKLOAD = Workload(
         CHECKPOINT,
     ),
     presets={
-        "default": {**_PAPER, "max_steps": 100},
+        "default": {"batch_size": 32, "epochs": 1, "units": 16, "layers": 1, "max_steps": 150},
         "paper": {**_PAPER, "epochs": 100},
         "pgt-i": {"batch_size": 64, "epochs": 1, "model": "tiny", "units": 2, "k": 3, "lr": 1e-3, "clip": 0.0},
         "smoke": {"batch_size": 32, "epochs": 2, "steps": 3_000, "units": 16, "layers": 1, "warmup_steps": 2},
     },
     build=build,
+    # DCRNN's published average over its 12 horizons is ~0.6 x the historical average's MAE (1.74
+    # vs 2.88 mph on PeMS-BAY); the default preset ends near there on the generated speeds, and
+    # 0.7 x is the point where it has clearly learnt more than the weekly profile.
+    target_ratio=0.7,
+    target_note="val MAE at 70% of the historical average's (per sensor and time of week)",
     check=source.check,
     strategies=("single", "ddp", "zero1", "fsdp"),
     data_sources=("generated speeds on the real PeMS-BAY / METR-LA graphs or on generated graphs",

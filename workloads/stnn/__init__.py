@@ -17,12 +17,18 @@ def build(params: dict, ctx: BuildContext):
 
 
 _PAPER = {"batch_size": 1000, "epochs": 1}  # lr 3e-3 is the parameter's own default
+# The default preset trains 15 epochs (77 s on an idle 2-core CPU) at lr 1e-3: the
+# original's 3e-3 is tuned for thousands of epochs with a plateau decay, and over a few epochs
+# it leaves the held-out RMSE jumping by +-5% from one epoch to the next; at 1e-3 it settles at
+# 0.80-0.82 x persistence on the generated field (seed 0) and 0.85-0.90 x on the real PST file.
+_DEFAULT = {**_PAPER, "epochs": 15, "lr": 1e-3}
 
 WORKLOAD = Workload(
     name="stnn",
     summary="STNN on SST grids; relations dense vs host-offloaded vs sparse, memory and batches/s by grid size",
     params=(
-        Param("data", str, "generated", "generated | a NOAA-style SST netCDF (time, lat, lon; NaN or a mask over land)"),
+        Param("data", str, "generated", "generated (SST anomalies calibrated to the PST file's statistics) | a "
+              "NOAA-style SST netCDF (time, lat, lon; NaN or a mask over land)"),
         Param("grid", str, "30x84", "generated grid LATxLON: 30x84 (paper), 60x168 (full resolution), 180x360 (1 deg global)"),
         Param("months", int, 399, "generated months", minimum=3),
         Param("land", float, 0.1, "generated land fraction", minimum=0.0),
@@ -47,17 +53,22 @@ WORKLOAD = Workload(
         Param("lr", float, 3e-3, "Adam learning rate (betas 0, 0.999)", minimum=0.0),
     ),
     presets={
-        "default": {**_PAPER, "epochs": 3},
+        "default": _DEFAULT,
         "paper": {**_PAPER, "epochs": 50},
         "full": {**_PAPER, "grid": "60x168", "max_steps": 200},
         "global": {**_PAPER, "grid": "180x360", "max_steps": 200},
         "smoke": {"batch_size": 200, "epochs": 2, "grid": "12x24", "months": 60, "warmup_steps": 2},
     },
     build=build,
+    # Held-out RMSE passes 0.82 x persistence's about half-way through the default's first
+    # epoch (step ~800 of 1,752 at batch 1000) and settles near 0.80 x: a target the model must
+    # learn for (an untrained one scores ~0.87 x), reached early enough to compare machines on.
+    target_ratio=0.82,
+    target_note="val RMSE at 82% of persistence's (next month = this month's anomaly)",
     check=sizing.check,
     skip=sizing.skip,
     predict=sizing.predict_bytes,
     strategies=("single",),
-    data_sources=("generated SST-like fields on any grid (30x84, 60x168, 180x360 presets)",
+    data_sources=("generated SST-anomaly fields on any grid (30x84, 60x168, 180x360 presets), calibrated to PST",
                   "NOAA-style SST netCDF via xarray (e.g. OISST v2 monthly means; land masked)"),
 )
