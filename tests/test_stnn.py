@@ -114,6 +114,9 @@ def test_generated_field():
     land = ~f.ocean
     assert 0.05 < land.mean() < 0.15 and np.isnan(f.values[:, land]).all() and np.isfinite(f.series()).all()
     assert f.lat[0] == -29.0 and f.lon[0] == 124.0  # the PST 2-degree cell centres
+    lat, lon, wrap = data.grid_coords(721, 1440)  # the 0.25-degree globe in ERA5's layout
+    assert wrap and (lat[0], lat[-1], lon[0]) == (-90.0, 90.0, 0.125) and np.allclose(np.diff(lat), 0.25)
+    assert data.grid_coords(360, 720)[2] and not data.grid_coords(120, 240)[2]
     with pytest.raises(ValueError, match="LATxLON"):
         data.parse_grid("30by84")
 

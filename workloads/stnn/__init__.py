@@ -29,7 +29,8 @@ WORKLOAD = Workload(
     params=(
         Param("data", str, "generated", "generated (SST anomalies calibrated to the PST file's statistics) | a "
               "NOAA-style SST netCDF (time, lat, lon; NaN or a mask over land)"),
-        Param("grid", str, "30x84", "generated grid LATxLON: 30x84 (paper), 60x168 (full resolution), 180x360 (1 deg global)"),
+        Param("grid", str, "30x84", "generated grid LATxLON: 30x84 (paper), 60x168 (full resolution), 180x360 (1 deg "
+              "globe), 360x720, 721x1440 (0.25 deg globe, ERA5's layout)"),
         Param("months", int, 399, "generated months", minimum=3),
         Param("land", float, 0.1, "generated land fraction", minimum=0.0),
         Param("variable", str, "auto", "netCDF variable (auto: the first with time, lat, lon)"),

@@ -15,7 +15,9 @@ import numpy as np
 from .noise import RedNoise, ar2_std, smoothings
 
 _GRID_RE = re.compile(r"^(\d+)x(\d+)$")
-GLOBAL_GRID = (180, 360)
+# Whole-globe grids (1, 0.5 and 0.25 degrees); any other grid is the tropical Pacific box.
+# 721x1440 is ERA5's layout: rows centred on the poles, 0.25 degrees apart.
+GLOBAL_GRIDS = ((180, 360), (360, 720), (720, 1440), (721, 1440))
 
 
 @dataclass(frozen=True)
@@ -38,12 +40,17 @@ def parse_grid(text: str) -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2))
 
 
+def is_global(nlat: int, nlon: int) -> bool:
+    return (nlat, nlon) in GLOBAL_GRIDS
+
+
 def grid_coords(nlat: int, nlon: int) -> tuple[np.ndarray, np.ndarray, bool]:
-    """Cell centres: the whole globe for 180x360, else the tropical Pacific box of the STNN
-    paper's PST data (30S-30N, 123-291E) at the resolution the grid implies. The third value
-    says whether longitude wraps around."""
-    if (nlat, nlon) == GLOBAL_GRID:
-        lat0, lat1, lon0, lon1, wrap = -90.0, 90.0, 0.0, 360.0, True
+    """Cell centres: the whole globe for the GLOBAL_GRIDS, else the tropical Pacific box of the
+    STNN paper's PST data (30S-30N, 123-291E) at the resolution the grid implies. The third
+    value says whether longitude wraps around."""
+    if is_global(nlat, nlon):
+        half = 90.0 / (nlat - 1) if nlat % 2 else 0.0  # an odd count has a row on each pole
+        lat0, lat1, lon0, lon1, wrap = -90.0 - half, 90.0 + half, 0.0, 360.0, True
     else:
         lat0, lat1, lon0, lon1, wrap = -30.0, 30.0, 123.0, 291.0, False
     dlat, dlon = (lat1 - lat0) / nlat, (lon1 - lon0) / nlon
@@ -91,7 +98,7 @@ def generate(grid: str, months: int, seed: int, land: float = 0.1) -> Field:
     """SST-anomaly-like monthly field (C), calibrated against the PST anomalies (above): an
     ENSO-like damped oscillation on an equatorial pattern east of the dateline, red noise at
     two scales, and land. Scales are in degrees, so every grid has the same physics. Built one
-    month at a time, so 180x360 needs only the output array."""
+    month at a time, so a globe needs only the output array (1.7 GB at 721x1440)."""
     nlat, nlon = parse_grid(grid)
     lat, lon, wrap = grid_coords(nlat, nlon)
     rng = np.random.default_rng(seed)

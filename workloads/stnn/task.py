@@ -48,7 +48,7 @@ def make_task(params: dict, ctx: BuildContext) -> Task:
     t_train = series.shape[0] - params["test_steps"]
     train = series[:t_train]
     mean, std = float(train.mean()), float(train.std()) or 1.0
-    wrap = params["data"] == "generated" and data.parse_grid(params["grid"]) == data.GLOBAL_GRID
+    wrap = params["data"] == "generated" and data.is_global(*data.parse_grid(params["grid"]))
     edges = grid.grid_edges(field.ocean, params["neighbours"], wrap_lon=wrap)
     del field
     torch.manual_seed(ctx.seed)
