@@ -31,6 +31,9 @@ class Param:
     help: str = ""
     choices: tuple[Any, ...] | None = None  # None: any value of `kind`
     minimum: float | None = None
+    # added after result folders existed: a cell's run_id leaves it out at its default (spec.py),
+    # and a cell planned before it existed has no value for it (read it with params.get)
+    late: bool = False
 
     def parse(self, text: str) -> Any:
         """Type and check one value; ValueError with a message naming what is valid."""

@@ -24,14 +24,16 @@ LATE_DEFAULTS = {**LATER_KNOB_DEFAULTS, CHECKPOINT.name: CHECKPOINT.default}
 
 def _late_defaults(workload: str) -> dict:
     """LATE_DEFAULTS with the workload's own defaults for them (cnn-strain's lr_base_batch is 75):
-    a knob a workload overrides is still at its default when the user leaves it alone."""
+    a knob a workload overrides is still at its default when the user leaves it alone; and the
+    workload's own parameters marked `late` (stnn's state)."""
     from .registry import get  # the entry points load once, and only when an id is wanted
 
     try:
         own = get(workload).all_params
     except StbenchError:  # a spec read back for a workload no longer installed
         return LATE_DEFAULTS
-    return {k: own[k].default if k in own else v for k, v in LATE_DEFAULTS.items()}
+    common = {k: own[k].default if k in own else v for k, v in LATE_DEFAULTS.items()}
+    return {**common, **{p.name: p.default for p in own.values() if p.late}}  # the workload's own late ones
 
 
 @dataclass(frozen=True)

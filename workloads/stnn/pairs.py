@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 from torch.utils.data import Dataset
 
+from .sizing import index_bytes
+
 
 class PairData(Dataset):
     """Index k < n_dec is the decoder pair (t, i) = divmod(k, n) with its observation; the
@@ -19,7 +21,7 @@ class PairData(Dataset):
         return self.n_dec + self.n_dyn
 
     def __getitem__(self, idx):
-        idx = torch.as_tensor(idx)
+        idx = torch.as_tensor(idx).long()  # the sampler's int32 order, widened per batch only
         if idx[0] < self.n_dec:
             t, i = idx // self.n, idx % self.n
             return torch.stack([t, i], 1), self.series[t, i]
@@ -32,7 +34,11 @@ class TwoPassSampler:
     original's two passes). Incomplete last batches are dropped, so every step is a full batch.
 
     With max_steps (a scale study's short epoch) both passes are cut in proportion, so the
-    measured steps mix decoder and dynamics batches as a whole epoch does."""
+    measured steps mix decoder and dynamics batches as a whole epoch does.
+
+    A pass's order is one permutation of its t*n pairs (1.4 GB at the 0.25-degree globe), so
+    it is int32 wherever the pair numbers fit (randperm draws the same order in either dtype)
+    and only one pass's order is alive at a time."""
 
     def __init__(self, n_dec: int, n_dyn: int, batch_size: int, seed: int, max_steps: int = 0):
         if batch_size > n_dyn:
@@ -52,10 +58,15 @@ class TwoPassSampler:
 
     def __iter__(self):
         g = torch.Generator().manual_seed(self.seed * 1000 + self.epoch)
+        dtype = torch.int32 if index_bytes(self.n_dec + self.n_dyn) == 4 else torch.int64
         for offset, count, batches in ((0, self.n_dec, self.batches[0]), (self.n_dec, self.n_dyn, self.batches[1])):
-            perm = torch.randperm(count, generator=g) + offset
+            perm = None  # the last pass's order is freed before this one's is drawn
+            perm = torch.randperm(count, generator=g, dtype=dtype)
+            if offset:
+                perm += offset
             for b in range(batches):
-                yield perm[b * self.batch_size:(b + 1) * self.batch_size]
+                # a copy: a batch kept by the loader must not keep the whole order alive
+                yield perm[b * self.batch_size:(b + 1) * self.batch_size].clone()
 
 
 class ForecastSet(Dataset):

@@ -12,6 +12,7 @@ from stbench.contract import is_cuda
 from . import data, grid
 
 F32, I64 = 4, 8
+STATES = ("fp32", "bf16")  # RowSparseAdam's layouts of the second moment (optim.py)
 
 
 _FILE_KEYS = ("data", "variable", "box", "start", "end", "coarsen")
@@ -72,29 +73,54 @@ def _pinned(nbytes: int) -> int:
     return 1 << (max(nbytes, 1) - 1).bit_length()
 
 
+def index_bytes(count: int) -> int:
+    """Bytes of an index that numbers `count` items: int32 while they fit (pairs.py)."""
+    return 4 if count < 2**31 else I64
+
+
+def _state_bytes(params: dict, rows: int) -> dict:
+    """The factors and RowSparseAdam's state for them (optim.py): fp32 keeps v in fp32 and an
+    int32 step counter per row, bf16 keeps u in bf16 and no counter."""
+    nz = params["nz"]
+    if params.get("state", "fp32") == "bf16":  # an older manifest's cell has no `state`
+        return {"factors": rows * nz * F32, "Adam second moment (bf16)": rows * nz * 2}
+    return {"factors": rows * nz * F32, "Adam second moment": rows * nz * F32, "Adam step counters": rows * 4}
+
+
+def _data_bytes(s: dict) -> tuple[dict, dict]:
+    """(training, building) host bytes of the data. Training keeps the ocean series (the train
+    months normalized in place, the held-out ones as read) and one pass's pair order. Building
+    peaks while the series is copied out of the whole field, before the model exists; the
+    field is freed before numpy's std makes its one temporary, of the training months."""
+    t, n = s["t_train"], s["n"]
+    train = {"ocean series": s["months"] * n * F32, "pair order (one pass)": t * n * index_bytes((2 * t - 1) * n)}
+    build = {"field, while its series is extracted": s["months"] * s["cells"] * F32, "ocean series": s["months"] * n * F32}
+    return train, build
+
+
 def predict_bytes(params: dict, batch_size: int, device: str = "cpu", seed: int = 0) -> dict:
-    """Predicted peak bytes of a training cell by where they live: "device" (the training
-    device: everything on CPU) and "host" (what offload keeps in host memory). The terms are
-    the tensors the code allocates; interpreter and library overhead is not included (the
-    cell records its RSS before building, so the two can be compared)."""
+    """Predicted peak bytes of a training cell by where they live: "device" (the model, its
+    optimizer state and a step's temporaries, on the training device) and "host" (the data and
+    the pair order, and what offload keeps in host memory; on CPU both are the same RAM). The
+    data is built before the model exists ("build", host): host_bytes is the larger of the two
+    host peaks. The terms are the tensors the code allocates; interpreter and library overhead
+    is not included (the cell records its RSS before building, so the two can be compared)."""
     s = sizes(params, seed)
     n, r, t, nz, b = s["n"], s["r"], s["t_train"], params["nz"], batch_size
     backend, mode = params["relations"], params["mode"]
     w_bytes = n * r * n * F32
     factors = t * n * nz * F32
-    dev = {
-        "factors + Adam state": 2 * factors + t * n * I64,
-        "series": 2 * s["months"] * s["cells"] * F32,  # the field and its ocean series
-        "pair permutations": 2 * t * n * I64,
-        "edges": s["edges"] * (4 * I64 + 2 * F32) + n * s["width"] * (I64 + 1),
-    }
-    host = {}
+    dev = {**_state_bytes(params, t * n), "edges": s["edges"] * (4 * I64 + 2 * F32) + n * s["width"] * (I64 + 1)}
+    host, build = _data_bytes(s)
     if backend in ("dense", "offload"):
         dev["factor gradient (dense)"] = factors
+        if params.get("state", "fp32") == "bf16":
+            dev["Adam step's fp32 copy of u (dense gradient)"] = factors
         dev["gathered z_t and its gradient"] = 2 * b * n * nz * F32
         dev["gathered relation rows"] = b * r * n * F32 * (2 if mode != "stnn" else 1)
-    else:
-        dev["edge gathers of a batch"] = 3 * b * s["width"] * (nz * F32 + 3 * I64)
+    else:  # a step's gathers are small; the forecast's over every edge are not (0.5 GB at the globe)
+        forecast = s["edges"] * (2 * nz * F32 + 2 * I64) + 2 * n * r * nz * F32
+        dev["edge products (a batch, or the forecast)"] = max(3 * b * s["width"] * (nz * F32 + 3 * I64), forecast)
     if backend == "dense":
         # stnn keeps W; stnn-r/-d rebuild it each step (mask or weights, the scatter, the
         # concatenation, and W's gradient in backward)
@@ -103,7 +129,10 @@ def predict_bytes(params: dict, batch_size: int, device: str = "cpu", seed: int 
         host["relations W (host)"] = w_bytes
         staging = params["chunk"] * r * n * F32  # two of them, pinned on CUDA
         host["staging buffers"] = 2 * (_pinned(staging) if is_cuda(device) else staging)
-    return {"device": dev, "host": host, "device_bytes": sum(dev.values()), "host_bytes": sum(host.values()), **s}
+    device_bytes = sum(dev.values())
+    # on CPU the build's peak shares the RAM with nothing of the model yet
+    host_bytes = max(sum(host.values()), sum(build.values()) - (0 if is_cuda(device) else device_bytes))
+    return {"device": dev, "host": host, "build": build, "device_bytes": device_bytes, "host_bytes": host_bytes, **s}
 
 
 def skip(params: dict, batch_size: int, device: str, memory: dict) -> str | None:

@@ -42,31 +42,38 @@ def _predict(model, x, y, mean, std):
     return model(x, y) * std + mean
 
 
+def _ocean_series(params: dict, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(months x ocean cells, ocean mask): the whole field is dropped once its ocean cells are
+    copied out (at the 0.25-degree globe it is 1.7 GB beside the 1.5 GB series)."""
+    field = load_field(params, seed)
+    return field.series(), field.ocean
+
+
 def make_task(params: dict, ctx: BuildContext) -> Task:
-    field = load_field(params, ctx.seed)
-    series = field.series()  # (time, n)
+    series, ocean = _ocean_series(params, ctx.seed)  # (time, n)
     t_train = series.shape[0] - params["test_steps"]
-    train = series[:t_train]
+    train, held_out = series[:t_train], series[t_train:]  # views of the one array
     mean, std = float(train.mean()), float(train.std()) or 1.0
+    persistence = float(np.sqrt(np.mean((held_out - series[t_train - 1]) ** 2)))  # before train is normalized
+    train -= mean  # in place, the same float32 operations as (train - mean) / std without two copies
+    train /= std
     wrap = params["data"] == "generated" and data.is_global(*data.parse_grid(params["grid"]))
-    edges = grid.grid_edges(field.ocean, params["neighbours"], wrap_lon=wrap)
-    del field
+    edges = grid.grid_edges(ocean, params["neighbours"], wrap_lon=wrap)
     torch.manual_seed(ctx.seed)
     rel = relations.make(params["relations"], edges, params["mode"], params["chunk"])
     model = STNN(rel, edges.n, t_train, params["nz"], 1, params["nhid"], params["nlayers"], params["activation"],
                  params["lambd"], params["l1"])
-    pairs = PairData(torch.from_numpy((train - mean) / std).unsqueeze(-1), edges.n)
-    truth = torch.from_numpy(series[t_train:].copy()).unsqueeze(-1)
-    persistence = float(np.sqrt(np.mean((series[t_train:] - series[t_train - 1]) ** 2)))
+    pairs = PairData(torch.from_numpy(train).unsqueeze(-1), edges.n)
+    truth = torch.from_numpy(held_out).unsqueeze(-1)
     s = {"n": edges.n, "r": edges.r, "width": int(np.diff(edges.rowptr()).max())}
     return Task(
-        data=Data(pairs, ForecastSet(truth), source=f"{Path(params['data']).name}:{edges.n} ocean cells x {series.shape[0]} months",
+        data=Data(pairs, ForecastSet(truth), source=f"{Path(params['data']).name}:{edges.n} ocean cells x {len(series)} months",
                   mb=tensor_mb(pairs.series, truth), batch_sampler=partial(TwoPassSampler, pairs.n_dec, pairs.n_dyn),
                   transfer=_with_host_copy),
         model=Model(model, _loss, partial(_predict, mean=mean, std=std)),
         metric=Metric("test_rmse", sum=lambda p, y: ((p - y) ** 2).sum(), naive=persistence,
                       count=lambda y: float(y.numel()), finish=lambda total, count: float(np.sqrt(total / max(count, 1)))),
-        optim=Optim(partial(RowSparseAdam, betas=(0.0, 0.999))),
+        optim=Optim(partial(RowSparseAdam, betas=(0.0, 0.999), state=params.get("state", "fp32"))),
         flops_per_sample=_flops_per_sample(s, params, pairs.n_dec, pairs.n_dyn),
         extras=getattr(rel, "stats", None),
     )
