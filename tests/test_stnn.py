@@ -300,8 +300,8 @@ def test_memory_prediction_and_skip():
 
 def test_the_quarter_degree_globe_fits_24_gb_with_bf16_state_only():
     """934,416 ocean cells x 387 training months: the exact state (fp32 v and a step counter per
-    row) would need 25.9 GiB; bf16 state, int32 pair order and the field dropped once its series
-    is out: 19.1 GiB, terms that add up to the total. On a GPU the model and state are its."""
+    row) would need 26.3 GiB; bf16 state, int32 pair order and the field dropped once its series
+    is out: 19.6 GiB, terms that add up to the total. On a GPU the model and state are its."""
     p = params(grid="721x1440", months=399, relations="sparse")
     ram = {"host_bytes": int(23.5 * 2**30), "device_bytes": None}
     exact, compact = sizing.predict_bytes(p, 1000), sizing.predict_bytes({**p, "state": "bf16"}, 1000)
