@@ -213,3 +213,14 @@ def test_the_embedded_default_keeps_the_studys_selection():
     assert auto[2] == [(40.0, 280.0), (20.0, 280.0)]
     assert auto[3] == ("embedded: 2 series (the study's points); train 2020-01-01..2020-12-31T23, "
                        "test 2021-01-01..2021-12-31T23 (the study's split)")
+
+
+def test_the_default_preset_beats_persistence_on_its_embedded_data():
+    """The default (the study's: 2020 to train, 2021 to test, 5 epochs) learns past the naive
+    baseline its target is set from; workers=0 only to keep the test's process count down."""
+    p = preset_params("lstm-era5", "default", workers=0)
+    default = get("lstm-era5").presets["default"]
+    spec = RunSpec("lstm-era5", "cpu", "single", default["batch_size"], default["epochs"], params=tuple(sorted(p.items())))
+    result = train(build(p, 0), spec)
+    assert result.status == "ok" and result.figures.val_metric == "test_rmse_k"
+    assert result.figures.val_value < result.figures.naive_baseline, (result.figures.val_value, result.figures.naive_baseline)

@@ -302,7 +302,7 @@ def test_the_quarter_degree_globe_fits_24_gb_with_bf16_state_only():
     """934,416 ocean cells x 387 training months: the exact state (fp32 v and a step counter per
     row) would need 26.3 GiB; bf16 state, int32 pair order and the field dropped once its series
     is out: 19.6 GiB, terms that add up to the total. On a GPU the model and state are its."""
-    p = params(grid="721x1440", months=399, relations="sparse")
+    p = params(grid="721x1440", months=399, relations="sparse", state="fp32")
     ram = {"host_bytes": int(23.5 * 2**30), "device_bytes": None}
     exact, compact = sizing.predict_bytes(p, 1000), sizing.predict_bytes({**p, "state": "bf16"}, 1000)
     rows, G = 387 * 934416, 2**30
@@ -318,10 +318,23 @@ def test_the_quarter_degree_globe_fits_24_gb_with_bf16_state_only():
     assert sizing.skip(p, 1000, "cuda", {"host_bytes": 128 * G, "device_bytes": 80 * 10**9}) is None
 
 
+def test_state_auto_is_exact_where_it_fits_and_bf16_where_only_that_fits():
+    """The default, auto: the must-run globe command trains here in bf16; on a 64 GiB host, on a
+    GPU and on any smaller grid it is torch's exact fp32 Adam. The parent's skip agrees."""
+    globe, G = params(grid="721x1440", months=399, relations="sparse", state="auto"), 2**30
+    assert sizing.resolve_state(globe, "cpu", 23.5 * G) == "bf16"
+    assert sizing.skip(globe, 1000, "cpu", {"host_bytes": int(23.5 * G), "device_bytes": None}) is None
+    assert sizing.resolve_state(globe, "cpu", 64 * G) == "fp32"
+    assert sizing.resolve_state(globe, "cuda:0", 23.5 * G) == "fp32"
+    assert sizing.resolve_state(params(state="auto"), "cpu", 23.5 * G) == "fp32"
+    assert sizing.resolve_state({**globe, "state": "fp32"}, "cpu", 23.5 * G) == "fp32"
+
+
 def test_state_is_a_late_parameter():
-    """Cells planned before `state` existed keep their run_id; bf16 is another cell."""
+    """Cells planned before `state` existed keep their run_id (auto is fp32 wherever they ran);
+    bf16 is another cell."""
     before = RunSpec("stnn", "cpu", "single", 1000, 1, params=(("grid", "30x84"),))
-    assert RunSpec("stnn", "cpu", "single", 1000, 1, params=(("grid", "30x84"), ("state", "fp32"))).run_id == before.run_id
+    assert RunSpec("stnn", "cpu", "single", 1000, 1, params=(("grid", "30x84"), ("state", "auto"))).run_id == before.run_id
     assert RunSpec("stnn", "cpu", "single", 1000, 1, params=(("grid", "30x84"), ("state", "bf16"))).run_id != before.run_id
 
 

@@ -13,6 +13,7 @@ from . import data, grid
 
 F32, I64 = 4, 8
 STATES = ("fp32", "bf16")  # RowSparseAdam's layouts of the second moment (optim.py)
+AUTO_SHARE = 0.9  # state=auto keeps fp32 while its prediction stays under this share of the RAM
 
 
 _FILE_KEYS = ("data", "variable", "box", "start", "end", "coarsen")
@@ -135,12 +136,26 @@ def predict_bytes(params: dict, batch_size: int, device: str = "cpu", seed: int 
     return {"device": dev, "host": host, "build": build, "device_bytes": device_bytes, "host_bytes": host_bytes, **s}
 
 
+def resolve_state(params: dict, device: str, host_bytes: float) -> str:
+    """The optimizer-state layout a cell runs: `auto` is torch's exact fp32 Adam unless that
+    layout's batch-independent prediction would not fit the host (a CPU cell), then bf16. The
+    parent (skip) and the child (the task) take the same decision from the same figures; on a
+    GPU auto stays fp32 (an 80 GB H100 holds the 0.25-degree globe's fp32 state)."""
+    if params.get("state", "fp32") != "auto":  # an older manifest's cell has no `state`
+        return params.get("state", "fp32")
+    if is_cuda(device):
+        return "fp32"
+    p = predict_bytes({**params, "state": "fp32"}, 0, device)
+    return "fp32" if p["device_bytes"] + p["host_bytes"] <= AUTO_SHARE * host_bytes else "bf16"
+
+
 def skip(params: dict, batch_size: int, device: str, memory: dict) -> str | None:
     """Why a cell cannot run here (a combination that does not exist, or relations that will
     not fit the memory this machine has), with the predicted bytes."""
     reason = unsupported(params["relations"], params["mode"])
     if reason:
         return reason
+    params = {**params, "state": resolve_state(params, device, memory["host_bytes"])}
     p = predict_bytes(params, batch_size, device)
     gib = lambda v: f"{v / 2**30:.1f} GiB"
     if is_cuda(device):

@@ -6,11 +6,12 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
+import psutil
 import torch
 
 from stbench.contract import BuildContext, Data, Metric, Model, Optim, Task, tensor_mb
 
-from . import data, grid, relations
+from . import data, grid, relations, sizing
 from .model import STNN
 from .optim import RowSparseAdam
 from .pairs import ForecastSet, PairData, TwoPassSampler
@@ -50,6 +51,7 @@ def _ocean_series(params: dict, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def make_task(params: dict, ctx: BuildContext) -> Task:
+    state = sizing.resolve_state(params, ctx.device, psutil.virtual_memory().total)
     series, ocean = _ocean_series(params, ctx.seed)  # (time, n)
     t_train = series.shape[0] - params["test_steps"]
     train, held_out = series[:t_train], series[t_train:]  # views of the one array
@@ -73,7 +75,7 @@ def make_task(params: dict, ctx: BuildContext) -> Task:
         model=Model(model, _loss, partial(_predict, mean=mean, std=std)),
         metric=Metric("test_rmse", sum=lambda p, y: ((p - y) ** 2).sum(), naive=persistence,
                       count=lambda y: float(y.numel()), finish=lambda total, count: float(np.sqrt(total / max(count, 1)))),
-        optim=Optim(partial(RowSparseAdam, betas=(0.0, 0.999), state=params.get("state", "fp32"))),
+        optim=Optim(partial(RowSparseAdam, betas=(0.0, 0.999), state=state)),
         flops_per_sample=_flops_per_sample(s, params, pairs.n_dec, pairs.n_dyn),
-        extras=getattr(rel, "stats", None),
+        extras=lambda: {**(rel.stats() if hasattr(rel, "stats") else {}), "state_bits": 16.0 if state == "bf16" else 32.0},
     )
