@@ -27,7 +27,7 @@ from torch import nn
 from stbench.contract import Accelerator
 
 from .grid import Edges
-from .streamed import StreamedProduct, values
+from .streamed import StreamedProduct, Workspace, values
 
 
 def clip01(w: torch.Tensor) -> torch.Tensor:
@@ -110,6 +110,7 @@ class OffloadRelations(nn.Module):
         self.bytes_moved, self.gather_seconds, self.copy_seconds = 0, 0.0, 0.0
         self.pending: list = []  # (start, done) events of copies not yet added to copy_seconds
         self.pool: list = []
+        self.work = Workspace()  # the months' states of one chunk, and their gradient
 
     def _attach(self, device: torch.device) -> None:
         """On the first call: learn the training device and allocate the staging buffers,
@@ -202,7 +203,7 @@ class OffloadRelations(nn.Module):
         i_host = i if i_host is None else i_host
         pieces = [(i_host[s:s + self.chunk], None) for s in range(0, len(i), self.chunk)]
         return StreamedProduct.apply(factors, self._value_table(), t, self.n,
-                                     lambda compute: self._stream(factors.device, pieces, compute))
+                                     lambda compute: self._stream(factors.device, pieces, compute), self.work)
 
     def all_context(self, z: torch.Tensor) -> torch.Tensor:
         pieces = [(None, slice(s, min(s + self.chunk, self.n))) for s in range(0, self.n, self.chunk)]

@@ -91,7 +91,9 @@ def predict_bytes(params: dict, batch_size: int, device: str = "cpu", seed: int 
     host = {}
     if backend in ("dense", "offload"):
         dev["factor gradient (dense)"] = factors
-        dev["gathered z_t and its gradient"] = 2 * b * n * nz * F32
+        # dense gathers the batch's z_t at once and gets its gradient; offload gathers one
+        # chunk at a time into one reused buffer, which backward reuses for the gradient
+        dev["gathered z_t and its gradient"] = (2 * b if backend == "dense" else min(params["chunk"], b)) * n * nz * F32
         dev["gathered relation rows"] = b * r * n * F32 * (2 if mode != "stnn" else 1)
     else:
         dev["edge gathers of a batch"] = 3 * b * s["width"] * (nz * F32 + 3 * I64)
