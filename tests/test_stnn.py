@@ -77,6 +77,48 @@ def test_offload_counts_the_bytes_it_streams():
     assert stats["stream_s"] > 0 and stats["gather_s"] > 0  # the copy, and the host gather beside it
 
 
+@pytest.mark.parametrize("mode", ["stnn", "stnn-r"])
+def test_offload_backward_zeroes_one_factor_gradient_whatever_the_chunks(mode):
+    """Issue 18: indexing the factors per chunk zero-filled a gradient the size of all the
+    factors once per chunk (4 fills of 112 MB per dynamics step at 60x168); one is the least a
+    dense gradient needs. Counted in the profiler's record of aten::zero_ (zeros, new_zeros and
+    zeros_like all call it; a large one runs the fill_), by the size it zeroes."""
+    edges = small_edges()
+    model = STNN(relations.make("offload", edges, mode, chunk=10), edges.n, 6, 4, 1)
+    g = torch.Generator().manual_seed(1)
+    x = torch.stack([torch.randint(0, 5, (40,), generator=g), torch.randint(0, edges.n, (40,), generator=g)], 1)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
+        model(x, torch.empty(40, 0)).backward()  # 4 chunks of 10 pairs
+    size = model.factors.numel()
+    zeroed = [e for e in prof.events() if e.name == "aten::zero_" and np.prod(e.input_shapes[0]) == size]
+    assert len(zeroed) == 1
+
+
+@pytest.mark.parametrize("mode", ["stnn", "stnn-r"])
+def test_offload_steps_keep_nothing_from_one_step_to_the_next(mode, tmp_path):
+    """Issue 18: RSS climbs during `stbench profile --offload`, but the allocator's own books
+    (the profiler's memory events) end every step after the first on the same total: what
+    RSS gains is freed memory glibc keeps, not tensors (the first step adds the optimizer's
+    state and the offload workspace)."""
+    edges = small_edges()
+    model = STNN(relations.make("offload", edges, mode, chunk=10), edges.n, 6, 4, 1)
+    opt = RowSparseAdam(model.parameters())
+    g = torch.Generator().manual_seed(1)
+    x = torch.stack([torch.randint(0, 5, (40,), generator=g), torch.randint(0, edges.n, (40,), generator=g)], 1)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as prof:
+        for _ in range(4):
+            with torch.profiler.record_function("train_step"):
+                opt.zero_grad(set_to_none=True)
+                model(x, torch.empty(40, 0)).backward()
+                opt.step()
+    prof.export_chrome_trace(str(tmp_path / "trace.json"))
+    events = json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
+    totals = sorted((e["ts"], e["args"]["Total Allocated"]) for e in events if e.get("name") == "[memory]")
+    steps = sorted((e["ts"], e["ts"] + e["dur"]) for e in events if e.get("name") == "train_step")
+    ends = [[total for ts, total in totals if start <= ts <= end][-1] for start, end in steps]
+    assert len(ends) == 4 and ends[1] == ends[2] == ends[3] > 0
+
+
 def test_row_sparse_adam_is_adam_with_beta1_zero():
     torch.manual_seed(0)
     a = torch.nn.Parameter(torch.randn(50, 3))

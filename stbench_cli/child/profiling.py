@@ -5,7 +5,12 @@ cell's profile folder:
     trace.json     Chrome trace (chrome://tracing, https://ui.perfetto.dev)
     operators.csv  operators by self time on the device (CUDA) or the CPU
     memory.csv     per step: allocator peak above the step's start (from the trace's memory
-                   events), and on CUDA the step's max_memory_allocated; RSS at the step's end
+                   events), and on CUDA the step's max_memory_allocated; RSS at the step's end.
+                   On CPU RSS climbs under the profiler (tens of MB a step for stnn --offload
+                   at 60x168) while the allocator's total is flat: glibc keeps freed blocks
+                   below its mmap threshold, and the profiler's records, allocated between
+                   them, keep it from returning them. Unprofiled steps stay flat, and so do
+                   profiled ones with MALLOC_MMAP_THRESHOLD_=131072 (issue 18).
 """
 
 from __future__ import annotations

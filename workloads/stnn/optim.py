@@ -87,7 +87,8 @@ def _exact_step(p: torch.Tensor, state: dict, group: dict) -> None:
             v.mul_(_decay(beta2, step - 1 - last, v.dim()))  # rows a sparse step skipped
         last.fill_(step)
         v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-        p.addcdiv_(grad, v.sqrt() / scale + eps, value=-lr)
+        # the same three operations in place: one temporary the size of p, not three
+        p.addcdiv_(grad, v.sqrt().div_(scale).add_(eps), value=-lr)
 
 
 def _compact_step(p: torch.Tensor, state: dict, group: dict, renorm: int) -> None:

@@ -27,6 +27,7 @@ from torch import nn
 from stbench.contract import Accelerator
 
 from .grid import Edges
+from .streamed import StreamedProduct, Workspace, values
 
 
 def clip01(w: torch.Tensor) -> torch.Tensor:
@@ -109,6 +110,7 @@ class OffloadRelations(nn.Module):
         self.bytes_moved, self.gather_seconds, self.copy_seconds = 0, 0.0, 0.0
         self.pending: list = []  # (start, done) events of copies not yet added to copy_seconds
         self.pool: list = []
+        self.work = Workspace()  # the months' states of one chunk, and their gradient
 
     def _attach(self, device: torch.device) -> None:
         """On the first call: learn the training device and allocate the staging buffers,
@@ -185,28 +187,28 @@ class OffloadRelations(nn.Module):
         piece k+1, so that gather and k+1's copy both run while the device computes k."""
         if self.accel is None or self.accel.torch != device:
             self._attach(device)
-        table = self._value_table()  # once per call, not per chunk
         outs, pending = [], self._send(0, *pieces[0])
         for k in range(len(pieces)):
             rows, done = pending
             if done is not None:
                 self.accel.wait_for(done, rows)  # the device waits for the copy; the host does not
-            outs.append(compute(k, rows if table is None else table[rows.long()]))
+            outs.append(compute(k, rows))
             pending = self._send((k + 1) % 2, *pieces[k + 1]) if k + 1 < len(pieces) else None
         return torch.cat(outs)
 
     def pair_context(self, factors: torch.Tensor, t: torch.Tensor, i: torch.Tensor, i_host=None) -> torch.Tensor:
         """i_host: the batch's cells on the host (the trainer's host copy of the batch); the
-        rows of W are gathered by it, never by copying i back from the device."""
-        z = factors.view(-1, self.n, factors.shape[1])
+        rows of W are gathered by it, never by copying i back from the device. Backward adds
+        every chunk into one factor gradient (streamed.py says why)."""
         i_host = i if i_host is None else i_host
-        splits = list(range(0, len(i), self.chunk))
-        pieces = [(i_host[s:s + self.chunk], None) for s in splits]
-        return self._stream(factors.device, pieces, lambda k, rows: torch.bmm(rows, z[t[splits[k]:splits[k] + self.chunk]]).flatten(1))
+        pieces = [(i_host[s:s + self.chunk], None) for s in range(0, len(i), self.chunk)]
+        return StreamedProduct.apply(factors, self._value_table(), t, self.n,
+                                     lambda compute: self._stream(factors.device, pieces, compute), self.work)
 
     def all_context(self, z: torch.Tensor) -> torch.Tensor:
         pieces = [(None, slice(s, min(s + self.chunk, self.n))) for s in range(0, self.n, self.chunk)]
-        return self._stream(z.device, pieces, lambda k, rows: (rows.reshape(-1, self.n) @ z).view(len(rows), -1))
+        table = self._value_table()  # once per call, not per chunk
+        return self._stream(z.device, pieces, lambda k, rows: (values(rows, table).reshape(-1, self.n) @ z).view(len(rows), -1))
 
     def stats(self) -> dict:
         """stream_s: seconds of copies to the device; gather_s: host seconds gathering rows."""

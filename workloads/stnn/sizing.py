@@ -117,7 +117,9 @@ def predict_bytes(params: dict, batch_size: int, device: str = "cpu", seed: int 
         dev["factor gradient (dense)"] = factors
         if params.get("state", "fp32") == "bf16":
             dev["Adam step's fp32 copy of u (dense gradient)"] = factors
-        dev["gathered z_t and its gradient"] = 2 * b * n * nz * F32
+        # dense gathers the batch's z_t at once and gets its gradient; offload gathers one
+        # chunk at a time into one reused buffer, which backward reuses for the gradient
+        dev["gathered z_t and its gradient"] = (2 * b if backend == "dense" else min(params["chunk"], b)) * n * nz * F32
         dev["gathered relation rows"] = b * r * n * F32 * (2 if mode != "stnn" else 1)
     else:  # a step's gathers are small; the forecast's over every edge are not (0.5 GB at the globe)
         forecast = s["edges"] * (2 * nz * F32 + 2 * I64) + 2 * n * r * nz * F32
