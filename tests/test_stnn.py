@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import numpy as np
+import psutil
 import pytest
 import torch
 import xarray as xr
@@ -370,6 +371,8 @@ def test_state_auto_is_exact_where_it_fits_and_bf16_where_only_that_fits():
     assert sizing.resolve_state(globe, "cuda:0", 23.5 * G) == "fp32"
     assert sizing.resolve_state(params(state="auto"), "cpu", 23.5 * G) == "fp32"
     assert sizing.resolve_state({**globe, "state": "fp32"}, "cpu", 23.5 * G) == "fp32"
+    ran = sizing.resolve_state(globe, "cpu", psutil.virtual_memory().total)  # the row's prediction is of what runs
+    assert sizing.predict_bytes(globe, 1000)["device"] == sizing.predict_bytes({**globe, "state": ran}, 1000)["device"]
 
 
 def test_state_is_a_late_parameter():

@@ -6,6 +6,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 import numpy as np
+import psutil
 
 from stbench.contract import is_cuda
 
@@ -105,7 +106,10 @@ def predict_bytes(params: dict, batch_size: int, device: str = "cpu", seed: int 
     the pair order, and what offload keeps in host memory; on CPU both are the same RAM). The
     data is built before the model exists ("build", host): host_bytes is the larger of the two
     host peaks. The terms are the tensors the code allocates; interpreter and library overhead
-    is not included (the cell records its RSS before building, so the two can be compared)."""
+    is not included (the cell records its RSS before building, so the two can be compared).
+    state=auto is predicted as the layout it resolves to on this host (the row's predicted_mb)."""
+    if params.get("state") == "auto":
+        params = {**params, "state": resolve_state(params, device, psutil.virtual_memory().total)}
     s = sizes(params, seed)
     n, r, t, nz, b = s["n"], s["r"], s["t_train"], params["nz"], batch_size
     backend, mode = params["relations"], params["mode"]
