@@ -121,6 +121,9 @@ def test_per_item_and_vectorized_loaders_yield_identical_batches():
         batches[mode] = [b for _, b in zip(range(4), trainer.train_loader)]
     for (xv, yv), (xp, yp) in zip(batches["vectorized"], batches["per-item"]):
         assert torch.equal(xv, xp) and torch.equal(yv, yp)
+        # the same layout too: a strided or float64 batch would cost the LSTM more in its compute phase
+        for v, p in ((xv, xp), (yv, yp)):
+            assert v.dtype == p.dtype == torch.float32 and v.stride() == p.stride() and v.is_contiguous()
 
 
 @needs_csv

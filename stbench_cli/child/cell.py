@@ -21,6 +21,7 @@ from ..contract import BuildContext
 from ..device import Accelerator, device_count, is_cuda, resolve
 from ..plan.spec import RunSpec
 from ..store.rows import CellResult
+from . import allocator
 
 _OOM_MARKERS = ("out of memory", "can't allocate memory", "cannot allocate memory")
 
@@ -87,8 +88,11 @@ def run(spec: RunSpec, profile_dir: Path | None = None) -> CellResult:
     cfg = LoopConfig.from_spec(spec, workload.target_ratio)
     if cfg.knobs.threads:
         torch.set_num_threads(cfg.knobs.threads)
+    # before the workload allocates: the heap it builds is the one the steps reuse (allocator.py)
+    kept = allocator.keep_freed_memory() if cfg.knobs.allocator == "keep" else None
     accel, (rank, _, world) = open_device(spec)
     profiler, unavailable = _profiler(spec, profile_dir, accel) if profile_dir else (None, {})
+    unavailable.update({"allocator": kept} if kept else {})
     torch.manual_seed(spec.seed)
     base_rss = _rss_mb()  # interpreter + torch, before the workload allocates anything
     task = workload.build(spec.param_dict, BuildContext(spec.seed, rank, world, str(accel.device)))

@@ -96,6 +96,9 @@ class TrainerParams:
                                "whatever the epochs (0: train the epochs); `--time-budget`", minimum=0.0, late=True)
     stop_at_target: bool = _knob(False, "end the run at the first evaluation that reaches the target "
                                  "(`--stop-at-target`)", late=True)
+    allocator: str = _knob("keep", "host memory a step frees: keep (reused by the next step: glibc's heap thresholds "
+                           "fixed, no page faults to get it back) or system (glibc's adaptive defaults, as in a plain "
+                           "script)", ("keep", "system"), late=True)
     ddp_log_every: int = _knob(100, "DDP's own logger samples its first 10 steps, then every Nth (torch's default: "
                                "100; 1 samples every step: a host sync per step on CUDA, for checking sync_s)",
                                minimum=1, late=True)
