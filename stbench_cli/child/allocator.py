@@ -4,11 +4,12 @@ glibc gives the top of its heap back to the kernel once more than M_TRIM_THRESHO
 free, and serves blocks above M_MMAP_THRESHOLD from mappings of their own, unmapped on free.
 Both thresholds move with the process's history (each freed mapping raises them), so whether a
 step's temporaries are reused, or returned and faulted in again page by page (zeroed by the
-kernel) by the next step, depends on where a few long-lived blocks happen to sit in the heap.
-That is decided per process: two identical lstm-era5 cells measured 0.78 s and 1.85 s of
-compute per epoch, the slow one taking some 4,000 page faults a step (issue 18). Fixed
-thresholds make every step reuse what the one before freed; the peak is unchanged (memory that
-is kept is reused, not added to), only not handed back until the process ends.
+kernel) by the next step, depends on where a few long-lived blocks happen to sit in the heap:
+a lottery drawn per process. lstm-era5's cells took from none to some 4,000 page faults a step
+in compute, whichever loader they ran; in one process, the same steps ran 2x slower with 6,200
+faults a step than with none (issue 18). Fixed thresholds make every step reuse what the one
+before freed. Kept memory is reused, not added to, so the peak does not grow; it is only not
+handed back until the process ends.
 """
 
 from __future__ import annotations
