@@ -27,7 +27,7 @@ from ..contract import Task, TrainerParams
 from ..device import Accelerator
 from ..store.rows import PHASE_COLUMNS, STEP_PHASES, CellResult, EpochRow, Figures
 from . import ddp, memory, strategies
-from .loader import build_loaders
+from .loader import build_loaders, compile_batches
 from .target import Evaluation, epoch_seconds, reached, resolve_target, target_figures
 from .timing import Clock, StepMarks, resolve
 
@@ -97,8 +97,9 @@ class Trainer:
         self.probe = ddp.SyncProbe(self.clock)
         model = strategies.parallelize(cfg.strategy, module, self.accel, world_size, self.probe,
                                        cfg.knobs.bucket_cap_mb, cfg.knobs.ddp_log_every)
-        self.model, self.compile_s, why = strategies.apply_compile(
-            model, cfg.knobs.compile, lambda m: self._loss(m, x, y, 0).backward(), self.accel)
+        batches = [(x, y)] + [self.transfer(*b, self.device) for b in compile_batches(self.sampler, self.train_loader)]
+        self.model, self.compile_s, why = strategies.apply_compile(model, cfg.knobs.compile, lambda m: [
+            self._loss(m, bx, by, 0).backward() for bx, by in batches], self.accel)
         if why:
             self.unavailable["compile"] = why
         self.optimizer = strategies.make_optimizer(cfg.strategy if world_size > 1 else "single", task.optim.factory,

@@ -38,7 +38,7 @@ def section(title: str, table: pd.DataFrame, width: int | None = None) -> str:
     """A titled Markdown table; with a width, split (never cut) to fit it (report.fit)."""
     if width is None:
         return f"{title}\n\n{markdown(table)}"
-    parts = [title]
+    parts = [textwrap.fill(title, width, break_on_hyphens=False)]  # a long title wraps, as the tables do
     for heading, piece in fit_table(table, width, markdown):
         parts.append((f"{fold_pairs(heading, width)}\n\n" if heading else "") + markdown(piece))
     return "\n\n".join(parts)

@@ -51,6 +51,10 @@ class Supports(nn.Module):
                 self.register_buffer(name, m.to_sparse_csr(), persistent=False)
                 self.register_buffer(f"{name}_t", m.t().coalesce().to_sparse_csr(), persistent=False)
 
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.buffers()).dtype
+
     def buffer_names(self) -> list[str]:
         return [name for name, _ in self.named_buffers()]
 
@@ -122,5 +126,8 @@ class _Diffuse(torch.autograd.Function):
 
 
 def diffuse(x: torch.Tensor, supports: Supports, k: int) -> torch.Tensor:
-    """The diffusion terms of x (n, f, b), stacked as (n, (1 + s*k) f, b)."""
-    return _Diffuse.apply(x, supports, k)
+    """The diffusion terms of x (n, f, b), stacked as (n, (1 + s*k) f, b), in the supports'
+    precision: under bf16 autocast x arrives in bf16, and CSR products have no bf16 kernel on
+    CPU (autocast does not cover sparse ops); the weight products after it autocast again."""
+    with torch.autocast(x.device.type, enabled=False):
+        return _Diffuse.apply(x.to(supports.dtype), supports, k)

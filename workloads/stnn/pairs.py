@@ -56,6 +56,12 @@ class TwoPassSampler:
     def __len__(self) -> int:
         return sum(self.batches)
 
+    def first_of_each_pass(self) -> list[torch.Tensor]:
+        """A batch of the decoder pass and one of the dynamics pass: their graphs differ, and a
+        compiled model compiles both before the clock starts (stbench's compile pass)."""
+        return [torch.arange(offset, offset + self.batch_size)
+                for offset, batches in ((0, self.batches[0]), (self.n_dec, self.batches[1])) if batches]
+
     def __iter__(self):
         g = torch.Generator().manual_seed(self.seed * 1000 + self.epoch)
         dtype = torch.int32 if index_bytes(self.n_dec + self.n_dyn) == 4 else torch.int64

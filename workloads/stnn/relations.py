@@ -196,6 +196,7 @@ class OffloadRelations(nn.Module):
             pending = self._send((k + 1) % 2, *pieces[k + 1]) if k + 1 < len(pieces) else None
         return torch.cat(outs)
 
+    @torch.compiler.disable  # host-side streaming and its timers: no graph to compile
     def pair_context(self, factors: torch.Tensor, t: torch.Tensor, i: torch.Tensor, i_host=None) -> torch.Tensor:
         """i_host: the batch's cells on the host (the trainer's host copy of the batch); the
         rows of W are gathered by it, never by copying i back from the device. Backward adds
@@ -205,6 +206,7 @@ class OffloadRelations(nn.Module):
         return StreamedProduct.apply(factors, self._value_table(), t, self.n,
                                      lambda compute: self._stream(factors.device, pieces, compute), self.work)
 
+    @torch.compiler.disable
     def all_context(self, z: torch.Tensor) -> torch.Tensor:
         pieces = [(None, slice(s, min(s + self.chunk, self.n))) for s in range(0, self.n, self.chunk)]
         table = self._value_table()  # once per call, not per chunk
@@ -227,14 +229,16 @@ class EdgeAggregate(torch.autograd.Function):
     @staticmethod
     def forward(ctx, value, z, dst, size: int):
         ctx.save_for_backward(value, z, dst)
-        return z.new_zeros(size, z.shape[1]).index_add_(0, dst, z * value.unsqueeze(1))
+        # under bf16 autocast z is bf16 and value fp32: the products and the sum are in the promoted type
+        products = z * value.unsqueeze(1)
+        return products.new_zeros(size, z.shape[1]).index_add_(0, dst, products)
 
     @staticmethod
     def backward(ctx, grad_out):
         value, z, dst = ctx.saved_tensors
         g = grad_out.index_select(0, dst)
-        grad_value = (g * z).sum(1) if ctx.needs_input_grad[0] else None
-        grad_z = g * value.unsqueeze(1) if ctx.needs_input_grad[1] else None
+        grad_value = (g * z).sum(1).to(value.dtype) if ctx.needs_input_grad[0] else None
+        grad_z = (g * value.unsqueeze(1)).to(z.dtype) if ctx.needs_input_grad[1] else None
         return grad_value, grad_z, None, None
 
 
@@ -268,6 +272,7 @@ class SparseRelations(nn.Module):
             return self.value
         return torch.cat([self.value.new_ones(1), clip01(self.edge_w)])[self.lid]
 
+    @torch.compiler.disable  # dynamo's compiled backward of the custom scatter and sparse embedding failed a stride assert
     def pair_context(self, factors: torch.Tensor, t: torch.Tensor, i: torch.Tensor, i_host=None) -> torch.Tensor:
         b = len(i)
         e = self.ell[i]  # (B, width) edge ids
