@@ -28,10 +28,13 @@ class DiffusionConv(nn.Module):
         self.bias = nn.Parameter(torch.full((out_features,), bias))
         nn.init.xavier_normal_(self.weight)
 
-    def rows_t(self, lo: int, hi: int) -> torch.Tensor:
-        """The rows of features lo..hi-1 of every term, transposed: (out, terms x (hi - lo))."""
-        w = self.weight.view(self.n_mats, -1, self.weight.shape[1])[:, lo:hi]
-        return w.permute(2, 0, 1).reshape(w.shape[2], -1)
+    def forward(self, split: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(the rows of features 0..split-1 of every term, those of the rest, both transposed
+        to (out, terms x features), the bias). A module call, not an attribute read: FSDP
+        gathers a sharded module's parameters around its forward."""
+        w = self.weight.view(self.n_mats, -1, self.weight.shape[1])
+        rows = [w[:, :split], w[:, split:]]
+        return *(r.permute(2, 0, 1).reshape(r.shape[2], -1) for r in rows), self.bias
 
 
 @dataclass(frozen=True)
@@ -52,9 +55,11 @@ def mix(acc: torch.Tensor, w: torch.Tensor, terms: torch.Tensor) -> torch.Tensor
     return torch.baddbmm(acc, w.expand(terms.shape[0], -1, -1), terms)
 
 
-def linear(layer: nn.Linear, h: torch.Tensor) -> torch.Tensor:
-    """`layer` applied to the features of h (nodes, features, batch)."""
-    return mix(layer.bias.view(1, -1, 1), layer.weight, h)
+class NodeLinear(nn.Linear):
+    """nn.Linear on the features of node-major states h (nodes, features, batch)."""
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return mix(self.bias.view(1, -1, 1), self.weight, h)
 
 
 class DCGRUCell(nn.Module):
@@ -69,11 +74,18 @@ class DCGRUCell(nn.Module):
         self.gates = DiffusionConv(n_supports, in_features + units, 2 * units, k, bias=1.0)
         self.candidate = DiffusionConv(n_supports, in_features + units, units, k)
 
+    def forward(self) -> tuple[torch.Tensor, ...]:
+        """The cell's weights as CellWeights' fields. The cell's forward, so that FSDP (whose
+        unit is the cell) gathers the parameters around it; a tuple, whose tensors it hooks
+        for backward."""
+        f = self.in_features
+        gates_x, gates_h, gates_b = self.gates(f)
+        candidate_x, candidate_h, candidate_b = self.candidate(f)
+        return (torch.cat([gates_x, candidate_x]), torch.cat([gates_b, candidate_b]).view(1, -1, 1),
+                gates_h, candidate_h)
+
     def weights(self) -> CellWeights:
-        f, total = self.in_features, self.in_features + self.units
-        return CellWeights(torch.cat([self.gates.rows_t(0, f), self.candidate.rows_t(0, f)]),
-                           torch.cat([self.gates.bias, self.candidate.bias]).view(1, -1, 1),
-                           self.gates.rows_t(f, total), self.candidate.rows_t(f, total))
+        return CellWeights(*self())
 
     def input_part(self, x: torch.Tensor, graph: Supports, w: CellWeights) -> torch.Tensor:
         """x (nodes, in_features, m) -> (nodes, 3 units, m): gates then candidate; m is the
@@ -90,7 +102,8 @@ class DCGRUCell(nn.Module):
             return c + z * (h - c)
         return torch.lerp(c, h, z)  # z h + (1 - z) c in one op
 
-    def forward(self, x: torch.Tensor, h: torch.Tensor, graph: Supports) -> torch.Tensor:
+    def run(self, x: torch.Tensor, h: torch.Tensor, graph: Supports) -> torch.Tensor:
+        """One step from the input x (nodes, in_features, batch) and the state h."""
         w = self.weights()
         return self.step(self.input_part(x, graph, w), h, graph, w)
 
@@ -112,7 +125,7 @@ class DCRNN(nn.Module):
         s = len(supports)
         self.encoder = nn.ModuleList(DCGRUCell(s, in_features if i == 0 else units, units, k) for i in range(layers))
         self.decoder = nn.ModuleList(DCGRUCell(s, 1 if i == 0 else units, units, k) for i in range(layers))
-        self.project = nn.Linear(units, 1)
+        self.project = NodeLinear(units, 1)
 
     def _encode(self, xp_t: torch.Tensor, ws: list[CellWeights]):
         def step(*h):
@@ -129,7 +142,7 @@ class DCRNN(nn.Module):
             for cell, hi, w in zip(self.decoder, h, ws):
                 x = cell.step(cell.input_part(x, self.graph, w), hi, self.graph, w)
                 out_h.append(x)
-            out = linear(self.project, x)
+            out = self.project(x)
             nxt = truth_t if truth_t is not None and torch.rand(()) < p_truth else out
             return (nxt, *out_h), out
         return step
@@ -180,7 +193,7 @@ class TinyDCRNN(nn.Module):
         super().__init__()
         _attach_graph(self, supports, layout)
         self.cell = DCGRUCell(len(supports), in_features, units, k)
-        self.head = nn.Linear(units, horizon)
+        self.head = NodeLinear(units, horizon)
         self.units, self.checkpoint = units, checkpoint
 
     def forward(self, x: torch.Tensor, y: torch.Tensor | None = None, step: int = 0) -> torch.Tensor:
@@ -189,7 +202,7 @@ class TinyDCRNN(nn.Module):
         xp = _input_parts(self.cell, x, self.graph, w)
         blocks = [lambda h, xt=xt: ((self.cell.step(xt, h, self.graph, w),), None) for xt in xp]
         (h,), _ = run_blocks(blocks, (x.new_zeros(n, self.units, b),), self.checkpoint)
-        return linear(self.head, h).permute(2, 1, 0).unsqueeze(-1)  # (batch, horizon, nodes, 1)
+        return self.head(h).permute(2, 1, 0).unsqueeze(-1)  # (batch, horizon, nodes, 1)
 
     def checkpoint_segments(self, steps: int) -> int:
         return segments(steps, self.checkpoint)
