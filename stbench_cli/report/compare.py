@@ -42,7 +42,14 @@ def compare(rows: list[dict], *, row_axis: str, cols: str, metric: str, baseline
         from .plots import write_plots
 
         write_plots(df, out or Path("."))
-    # the headline of a study: its metric, and its time to target where it had one
-    shown = parts if full else [(heading, [f for i, f in enumerate(found) if i == 0 or f[0] == TTT_TITLE])
-                                for heading, found in parts]
+    # the headline of a study: its metric, and its time to target where a run reached it (a
+    # throughput study's column of "0/2" is in --full)
+    shown = parts if full else [
+        (heading, [f for i, f in enumerate(found) if i == 0 or (f[0] == TTT_TITLE and _any_reached(f[1]))])
+        for heading, found in parts]
     return studies.to_markdown(shown, width, full)
+
+
+def _any_reached(ttt: pd.DataFrame) -> bool:
+    """Whether any run of a time-to-target table reached its target ("reached" reads k/n)."""
+    return any(not str(v).startswith("0/") for v in ttt["reached"])
