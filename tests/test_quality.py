@@ -17,6 +17,7 @@ from stbench.child.strategies import scaled_lr
 from stbench.contract import TrainerParams
 from stbench.plan import registry
 from stbench.plan.planner import Request, plan_new
+from stbench.report import studies
 from stbench.report.frame import frame
 from stbench.report.ttt import TITLE as TTT_TITLE, olympic, ttt_tables
 from stbench.runner import envinfo, study
@@ -65,9 +66,9 @@ def test_lr_scales_with_the_global_batch_over_the_batch_it_was_meant_for():
     assert scaled_lr(TrainerParams(lr=1e-3), 700, 4) == 1e-3
 
 
-def _row(cell, repeat, status="ok", t=None, target=0.1):
+def _row(cell, repeat, status="ok", t=None, target=0.1, **params):
     return dict(workload="w", device="cpu", cpu_model="EPYC", cores=2, gpu_count=0, host="h", machine_id="m",
-                torch="2", status=status, params=json.dumps({"batch": cell}), strategy="single", world_size=1,
+                torch="2", status=status, params=json.dumps({"batch": cell, **params}), strategy="single", world_size=1,
                 nodes=1, batch_size=cell, epochs=1, repeat=repeat, target=target, target_reached=t is not None,
                 time_to_target_s=t, time_to_target_train_s=t and t / 2, epochs_to_target=t and t / 10,
                 epochs_done=3.0)
@@ -82,6 +83,20 @@ def test_the_time_to_target_table_scores_each_cell_and_names_what_converged():
     assert table.loc[75, "median_s"].startswith("12.00 ± ")
     assert table.loc[700, "mlperf_s"] == "not scored: 2 of 3 runs missed" and table.loc[700, "reached"] == "1/3"
     assert 32 not in table.index  # a skipped cell is not a run
+
+
+def test_the_summary_keeps_a_quality_studys_misses_and_leaves_a_throughput_studys_to_full():
+    """A study that asked for time to quality answers "not reached" in its headline; a
+    throughput study whose runs all missed keeps its column of 0/N for --full."""
+    def rows(**params):
+        return frame([{**_row(75, r, **params), "wall_s": 3.0} for r in range(2)])
+
+    def shown(**params):
+        text = studies.report(rows(**params), "wall_s", "batch_size", "device", full=False)
+        return TTT_TITLE in text and "not reached" in text
+
+    assert shown(time_budget=1.5) and shown(stop_at_target=True)
+    assert not shown() and ttt_tables(rows())["w"]["reached"].tolist() == ["0/2"]
 
 
 def _plan(tmp_path, **kw):

@@ -10,7 +10,6 @@ import pandas as pd
 
 from ..errors import StbenchError
 from . import studies
-from .ttt import TITLE as TTT_TITLE
 from .frame import numeric, runs_frame, summarize
 
 
@@ -42,14 +41,5 @@ def compare(rows: list[dict], *, row_axis: str, cols: str, metric: str, baseline
         from .plots import write_plots
 
         write_plots(df, out or Path("."))
-    # the headline of a study: its metric, and its time to target where a run reached it (a
-    # throughput study's column of "0/2" is in --full)
-    shown = parts if full else [
-        (heading, [f for i, f in enumerate(found) if i == 0 or (f[0] == TTT_TITLE and _any_reached(f[1]))])
-        for heading, found in parts]
+    shown = parts if full else studies.tables_of(df, metric, row_axis, cols, parse_baseline(baseline), full=False)
     return studies.to_markdown(shown, width, full)
-
-
-def _any_reached(ttt: pd.DataFrame) -> bool:
-    """Whether any run of a time-to-target table reached its target ("reached" reads k/n)."""
-    return any(not str(v).startswith("0/") for v in ttt["reached"])

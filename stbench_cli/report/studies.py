@@ -15,7 +15,7 @@ import pandas as pd
 from .fit import fit_table
 from .memory import memory_tables
 from .tables import check_baseline, markdown, phase_shares, pivot, scaling
-from .ttt import TITLE as TTT_TITLE, ttt_tables
+from .ttt import TITLE as TTT_TITLE, asked, reached_any, ttt_tables
 
 DETAILS = (("where the time went (share of train + eval)", phase_shares),
            ("data-parallel scaling against the smallest world", scaling),
@@ -61,8 +61,10 @@ def tables_of(df: pd.DataFrame, metric: str = "wall_s", rows: str = "epochs", co
     for workload, question, s in studies(df):
         found = [(f"{metric} (median ± 95% CI half-width over repeats)",
                   pivot(s, metric, rows, cols, baseline, missing_baseline_ok=True)[workload])]
-        ttt = ttt_tables(s).get(workload)  # a study of time to quality: its score is part of the headline
-        if ttt is not None:
+        # a study of time to quality has its score in the headline, reached or not; a throughput
+        # study's column of "0/2" only in the full view
+        ttt = ttt_tables(s).get(workload)
+        if ttt is not None and (full or asked(s) or reached_any(ttt)):
             found.append((TTT_TITLE, ttt))
         for title, build in DETAILS if full else ():
             table = build(s).get(workload)

@@ -11,6 +11,7 @@ oom, failed, timeout) did not reach its target; a skipped cell never ran and is 
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -73,6 +74,20 @@ def ttt_tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
                  for key, g in w.groupby(shown, sort=True, dropna=False)]
         out[workload] = pd.DataFrame(lines)
     return out
+
+
+def asked(df: pd.DataFrame) -> bool:
+    """Whether a study asked about time to quality (a time budget or a stop at the target): its
+    answer belongs in the headline even where no run reached the target."""
+    def asks(text) -> bool:
+        params = json.loads(text) if isinstance(text, str) and text else {}
+        return bool(params.get("time_budget")) or bool(params.get("stop_at_target"))
+    return "params" in df.columns and any(asks(p) for p in df["params"])
+
+
+def reached_any(table: pd.DataFrame) -> bool:
+    """Whether any run of a time-to-target table reached its target ("reached" reads k/n)."""
+    return any(not str(v).startswith("0/") for v in table["reached"])
 
 
 def ttt_speedup(gn: pd.DataFrame, base: pd.DataFrame) -> str:
