@@ -127,6 +127,19 @@ def test_a_time_budget_trains_that_long_and_says_how_far_it_got(tmp_path):
     assert float(hit["train_elapsed_s"]) < float(hit["elapsed_s"])  # evaluation is on MLPerf's clock only
 
 
+def test_an_evaluation_cadence_in_seconds_evaluates_by_the_training_clock_not_the_epoch(tmp_path):
+    p = _plan(tmp_path, sets=("time_budget=2", "eval_every_s=0.5", "max_steps=10", "threads=1",
+                              "max_eval_batches=2"), epochs=(1,))
+    (row,) = study.run_study(p, envinfo.collect(), None, interval=0.2)
+    evals = _epochs(p.folder)
+    assert row["status"] == "ok" and row["stopped_by"] == "time budget"
+    # at 0.5, 1.0 and 1.5 s and at the budget's end (fewer only if one step outlasts a half second)
+    assert 2 <= len(evals) <= 4 and int(evals[-1]["step"]) == row["steps_done"]
+    assert int(evals[0]["step"]) > 10  # epochs of 10 steps went by without an evaluation
+    ahead = [float(e["elapsed_s"]) - float(b["elapsed_s"]) for b, e in zip(evals, evals[1:])]
+    assert all(gap > 0.25 for gap in ahead[:-1])  # half a second of training, less at most a step
+
+
 def test_stop_at_target_ends_the_run_at_the_first_evaluation_that_reaches_it(tmp_path):
     p = _plan(tmp_path, sets=("stop_at_target=true", "eval_every=5", "target=0.05"), epochs=(20,))
     (row,) = study.run_study(p, envinfo.collect(), None, interval=0.2)

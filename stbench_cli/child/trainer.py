@@ -4,7 +4,8 @@
     h2d     batch moved to the device (non_blocking from pinned memory)
     compute forward + backward + optimizer step (minus exposed sync), and the step's bookkeeping
     sync    gradient communication the step waited for (DDP only; see ddp.py)
-    eval    validation pass at each evaluation point (an epoch's end, or every `eval_every` steps)
+    eval    validation pass at each evaluation point (an epoch's end, every `eval_every` steps or
+            every `eval_every_s` seconds of training)
 
 Steps are contiguous (see timing.py): the phases of an interval between evaluations add up
 to the time from its first step's start to its last step's end. A run ends after its epochs,
@@ -182,18 +183,23 @@ class Trainer:
     def _spent(self, t_start: float) -> float:
         """Host seconds of training so far (evaluation excluded): what a time budget counts.
         Every rank must stop at the same step, so a world agrees on its slowest rank's figure
-        (one small all-reduce per step, only under a budget)."""
+        (one small all-reduce per step, only under a budget or an evaluation cadence in seconds)."""
         return ddp.reduce([time.perf_counter() - t_start - self.eval_host_s], self.device)[0]
 
-    def _interval(self, batches, steps: int, budget: float, t_start: float) -> tuple[list, torch.Tensor, bool]:
-        """Up to `steps` steps, fewer when the time budget runs out: (marks, summed loss, spent)."""
+    def _interval(self, batches, steps: int, budget: float, due: float, t_start: float) -> tuple[list, torch.Tensor, bool]:
+        """Up to `steps` steps, fewer when the time budget runs out or the training seconds reach
+        `due` (the next evaluation by time; 0: none): (marks, summed loss, budget spent)."""
         marks, loss_sum = [], torch.zeros((), device=self.device)
         start = self.clock.mark()
         for _ in range(steps):
             marks.append(self._step(batches, start, loss_sum))
             start = marks[-1].end
-            if budget and self._spent(t_start) >= budget:
-                return marks, loss_sum, True
+            if budget or due:
+                spent = self._spent(t_start)
+                if budget and spent >= budget:
+                    return marks, loss_sum, True
+                if due and spent >= due:
+                    break
         return marks, loss_sum, False
 
     def _evaluated(self, marks, loss_sum, t_interval: float, per_epoch: int, t_start: float):
@@ -224,7 +230,9 @@ class Trainer:
         per_epoch = min(len(self.train_loader), knobs.max_steps or len(self.train_loader))
         total = None if knobs.time_budget else per_epoch * self.cfg.epochs  # None: the budget decides
         warmup = min(knobs.warmup_steps, total - 1) if total else knobs.warmup_steps
-        every = knobs.eval_every or per_epoch
+        # by time, the steps run on until the clock says (an epoch's end does not evaluate)
+        every = knobs.eval_every or (2**62 if knobs.eval_every_s else per_epoch)
+        due = knobs.eval_every_s
         target = resolve_target(knobs.target, self.cfg.target_ratio, self.task.metric.naive)
         rows, evals, status, reason, stopped = [], [], "ok", "", "epochs"
         steady_time, steady_steps = 0.0, 0
@@ -237,7 +245,9 @@ class Trainer:
         while total is None or self.global_step < total:
             first, t_interval = self.global_step, time.perf_counter()
             steps = every - first % every if total is None else min(every - first % every, total - first)
-            marks, loss_sum, spent = self._interval(batches, steps, knobs.time_budget, t_start)
+            marks, loss_sum, spent = self._interval(batches, steps, knobs.time_budget, due, t_start)
+            if due:  # the next evaluation by time: the first multiple of the cadence still ahead
+                due = (math.floor(self._spent(t_start) / knobs.eval_every_s) + 1) * knobs.eval_every_s
             row, times = self._evaluated(marks, loss_sum, t_interval, per_epoch, t_start)
             rows.append(row)
             skip = max(0, min(warmup - first, len(marks)))

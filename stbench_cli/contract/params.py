@@ -92,6 +92,9 @@ class TrainerParams:
                           "workload's default, a fraction of its naive baseline (`stbench list`)", minimum=0.0,
                           late=True)
     eval_every: int = _knob(0, "evaluate every N optimizer steps (0: at each epoch's end)", minimum=0, late=True)
+    eval_every_s: float = _knob(0.0, "evaluate every N seconds of training (evaluation excluded), so cells of "
+                                "different speeds get curves at the same times (0: by steps or epochs)",
+                                minimum=0.0, late=True)
     time_budget: float = _knob(0.0, "seconds of training steps per cell (evaluation excluded): train until spent, "
                                "whatever the epochs (0: train the epochs); `--time-budget`", minimum=0.0, late=True)
     stop_at_target: bool = _knob(False, "end the run at the first evaluation that reaches the target "
