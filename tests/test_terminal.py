@@ -39,9 +39,12 @@ def test_run_summary_fits_80_columns(tmp_path):
 
 
 def test_a_narrower_terminal_drops_whole_columns(tmp_path):
-    text = narrow("run", "cnn-strain", "--smoke", "--epochs", "1", "--out", tmp_path, columns=50)
-    fits(text.split("cpu single batch")[0], 50)  # the table and the note (the progress bar is Rich's)
+    text = narrow("run", "cnn-strain", "--smoke", "--epochs", "1", "--batch-size", "16", "32", "--set",
+                  "lr_warmup_steps=0,1", "--out", tmp_path, columns=50)
+    fits(text.split("cpu single batch")[0], 50)  # the table and the note (progress lines name the cell)
     assert "not shown:" in text and "strategy single" in text
+    header = next(line for line in text.splitlines() if "device" in line and "status" in line)
+    assert "batch" in header and "lr_warmup_steps" in header  # what tells the cells apart is kept first
 
 
 @pytest.mark.parametrize("args", [("list",), ("list", "cnn-strain"), ("list", "dcrnn-pems"), ("list", "lstm-era5"),
@@ -69,3 +72,12 @@ def test_compare_shows_time_to_target_where_a_run_reached_it():
     full = narrow("compare", "results/ref-cpu2-cnn-strain-precision-compile", "--full", cwd=ROOT)
     assert "### time to target" in reached and "3/3" in reached
     assert "### time to target" not in missed and "0/2" in full
+
+
+def test_progress_into_a_log_is_one_line_per_finished_cell(tmp_path):
+    """A Slurm or nohup log gets no live bar: each finished cell is a line as it ends."""
+    text = narrow("run", "cnn-strain", "--smoke", "--epochs", "1", "--repeat", "2", "--out", tmp_path, columns=None)
+    lines = [line for line in text.splitlines() if line.startswith("[")]
+    assert [line.split("]")[0] for line in lines] == ["[1/2", "[2/2"]
+    assert all(re.search(r"cpu single batch=\d+ epochs=1 repeat=\d: ok in \d+\.\d s \(0:\d\d so far\)", line)
+               for line in lines), lines

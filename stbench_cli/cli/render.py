@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -35,7 +36,12 @@ def cell_label(spec) -> str:
 
 @contextmanager
 def progress(total: int, done: int):
-    """A progress bar over the matrix; yields (on_start, on_done) callbacks for run_matrix."""
+    """A progress bar over the matrix; yields (on_start, on_done) callbacks for run_matrix.
+    Into a file or a pipe (a Slurm or nohup log), where a bar shows nothing until it ends, one
+    line per finished cell instead."""
+    if not err.is_terminal:
+        yield from _progress_lines(total, done)
+        return
     bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                    console=err, transient=False)
     with bar:
@@ -53,6 +59,21 @@ def progress(total: int, done: int):
         yield on_start, on_done
 
 
+def _progress_lines(total: int, done: int):
+    started, count = time.monotonic(), [done]
+
+    def on_done(spec, row):
+        count[0] += 1
+        reason = f" {row.get('reason', '')}" if row["status"] != "ok" else ""
+        wall = row.get("wall_s")
+        took = f" in {float(wall):.1f} s" if wall not in (None, "") else ""
+        minutes, seconds = divmod(int(time.monotonic() - started), 60)
+        err.print(f"[{count[0]}/{total}] {cell_label(spec)}: {row['status']}{took}{reason} "
+                  f"({minutes}:{seconds:02d} so far)", markup=False)
+
+    yield (lambda spec: None), on_done
+
+
 def table_width() -> int | None:
     """The width tables must fit: the terminal's (COLUMNS respected), or None when the output
     goes to a file or a pipe, which gets every table whole."""
@@ -63,6 +84,7 @@ def table_width() -> int | None:
 SUMMARY = (("device", "device"), ("status", "status"), ("wall s", "wall_s"), ("samples/s", "samples_per_s"),
            ("epochs", "epochs_done"), ("batch", "batch_size"), ("val", "val_value"), ("naive", "naive_baseline"),
            ("strategy", "strategy"), ("world", "world_size"), ("nodes", "nodes"), ("rep", "repeat"))
+_AXES = ("batch_size", "strategy", "world_size", "nodes")
 _FORMATS = {"wall_s": "{:.2f}", "epochs_done": "{:.3g}", "time_to_target_s": "{:.3g}", "compile_s": "{:.1f}", "samples_per_s": "{:,.0f}", "val_value": "{:.3g}", "naive_baseline": "{:.3g}"}
 
 
@@ -95,7 +117,10 @@ def run_summary(rows: list[dict], folder: Path) -> None:
     compiled = (("compile s", "compile_s"),) if any(r.get("compile_s") not in (None, "") for r in rows) else ()
     # time to target beside the metric, where a target was set
     ttt = (("to target s", "time_to_target_s"),) if any(r.get("target") not in (None, "") for r in rows) else ()
-    columns = SUMMARY[:2] + _varying_params(rows) + SUMMARY[2:4] + compiled + ttt + SUMMARY[4:]
+    # an axis of the matrix (batch, strategy, world, nodes) where it varies; the repeat is the rows' order
+    axes = tuple(c for c in SUMMARY[4:] if c[1] in _AXES and len({str(r.get(c[1])) for r in rows}) > 1)
+    rest = tuple(c for c in SUMMARY[4:] if c not in axes)
+    columns = SUMMARY[:2] + axes + _varying_params(rows) + SUMMARY[2:4] + compiled + ttt + rest
     cells = {head: [_summary_cell(r, key) for r in rows] for head, key in columns}
     widths = {head: max([len(head), *map(len, values)]) for head, values in cells.items()}
     kept = fit_columns(widths, out.width, [h for h, _ in reversed(columns[2:])], lambda n: 3 * n + 1)
