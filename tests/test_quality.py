@@ -78,7 +78,9 @@ def test_the_time_to_target_table_scores_each_cell_and_names_what_converged():
     rows = ([_row(75, r, t=t) for r, t in enumerate([10.0, 12.0, 14.0])]
             + [_row(700, r, t=t) for r, t in enumerate([5.0, None, None])]
             + [_row(32, 0, status="skipped")])
-    table = ttt_tables(frame(rows))["w"].set_index("batch_size")
+    whole = ttt_tables(frame(rows))["w"]
+    assert whole.attrs["keys"] == ["batch_size", "batch"]  # what a narrow terminal repeats in every piece
+    table = whole.set_index("batch_size")
     assert table.loc[75, "mlperf_s"] == "12.00" and table.loc[75, "reached"] == "3/3"
     assert table.loc[75, "median_s"].startswith("12.00 ± ")
     assert table.loc[700, "mlperf_s"] == "not scored: 2 of 3 runs missed" and table.loc[700, "reached"] == "1/3"
@@ -96,6 +98,10 @@ def test_the_summary_keeps_a_quality_studys_misses_and_leaves_a_throughput_study
         return TTT_TITLE in text and "not reached" in text
 
     assert shown(time_budget=1.5) and shown(stop_at_target=True)
+    # under a budget the wall time is the budget: the summary's headline is the time to target
+    budget = studies.report(rows(time_budget=1.5), "wall_s", "batch_size", "device", full=False)
+    assert "### wall_s" not in budget and "### wall_s" in studies.report(rows(), "wall_s", "batch_size", "device",
+                                                                        full=False)
     assert not shown() and ttt_tables(rows())["w"]["reached"].tolist() == ["0/2"]
 
 

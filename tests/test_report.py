@@ -154,12 +154,16 @@ def test_narrow_tables_keep_every_value_whole(width):
 
 
 def test_fit_table_splits_only_what_does_not_fit():
-    table = pd.DataFrame({"grid": ["30x84", "60x168"], "epochs": [1, 2], "a": ["1.00 ± 0.5"] * 2, "b": ["2.00"] * 2})
+    table = pd.DataFrame({"grid": ["30x84", "60x168"], "epochs": [1, 2], "a": ["1.00 ± 0.5", "1.50 ± 0.5"],
+                          "b": ["2.00", "3.00"], "target": ["0.1"] * 2})
     table.attrs["keys"] = ["grid", "epochs"]
     assert fit_table(table, 200, markdown) == [("", table)]
     pieces = fit_table(table, 30, markdown)
     assert all(max(map(len, markdown(t).splitlines())) <= 30 for _, t in pieces)
-    assert sorted(v for _, t in pieces for c in ("a", "b") if c in t for v in t[c]) == ["1.00 ± 0.5"] * 2 + ["2.00"] * 2
+    # nothing lost: values in the tables, what every line shares once in the heading
+    assert sorted(v for _, t in pieces for c in ("a", "b") if c in t for v in t[c]) == [
+        "1.00 ± 0.5", "1.50 ± 0.5", "2.00", "3.00"]
+    assert all(heading.startswith("target=0.1") and "target" not in t for heading, t in pieces)
 
 
 def test_profile_memory_is_summarised_not_listed():

@@ -110,8 +110,9 @@ def column(name: str, keys: list[str]) -> str:
 
 
 def varying(s: pd.DataFrame, keys: list[str]) -> list[str]:
-    """The keys whose value differs between rows (a key the frame lacks does not vary)."""
-    return [k for k in keys if k in s.columns and s[k].astype(str).nunique() > 1]
+    """The keys whose value differs between rows (a key the frame lacks does not vary; a missing
+    value differs from a present one, as a groupby with dropna=False sees it)."""
+    return [k for k in keys if k in s.columns and s[k].astype(str).nunique(dropna=False) > 1]
 
 
 def numeric(rows: list[dict], text: tuple[str, ...] = ("study", "run_id")) -> pd.DataFrame:

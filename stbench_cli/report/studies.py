@@ -15,7 +15,7 @@ import pandas as pd
 from .fit import fit_table
 from .memory import memory_tables
 from .tables import check_baseline, markdown, phase_shares, pivot, scaling
-from .ttt import TITLE as TTT_TITLE, asked, reached_any, ttt_tables
+from .ttt import TITLE as TTT_TITLE, asked, budgeted, reached_any, ttt_tables
 
 DETAILS = (("where the time went (share of train + eval)", phase_shares),
            ("data-parallel scaling against the smallest world", scaling),
@@ -54,16 +54,21 @@ def studies(df: pd.DataFrame) -> list[tuple[str, str, pd.DataFrame]]:
 
 def tables_of(df: pd.DataFrame, metric: str = "wall_s", rows: str = "epochs", cols: str = "device",
               baseline: tuple[str, str] | None = None, full: bool = True) -> list[tuple[str, list]]:
-    """Per study: its heading and its (title, table) pairs, the headline table first."""
+    """Per study: its heading and its (title, table) pairs, the headline table first (with
+    `full` False, only the headline: the metric, or under a time budget the time to target)."""
     if baseline:
         check_baseline(df, cols, baseline)
     out = []
     for workload, question, s in studies(df):
-        found = [(f"{metric} (median ± 95% CI half-width over repeats)",
-                  pivot(s, metric, rows, cols, baseline, missing_baseline_ok=True)[workload])]
+        found = []
+        ttt = ttt_tables(s).get(workload)
+        # under a time budget the wall time is the budget plus evaluation: the summary leaves it
+        # to the full view, and the time to target is the headline
+        if full or metric != "wall_s" or ttt is None or not budgeted(s):
+            found.append((f"{metric} (median ± 95% CI half-width over repeats)",
+                          pivot(s, metric, rows, cols, baseline, missing_baseline_ok=True)[workload]))
         # a study of time to quality has its score in the headline, reached or not; a throughput
         # study's column of "0/2" only in the full view
-        ttt = ttt_tables(s).get(workload)
         if ttt is not None and (full or asked(s) or reached_any(ttt)):
             found.append((TTT_TITLE, ttt))
         for title, build in DETAILS if full else ():
@@ -83,7 +88,7 @@ def to_markdown(parts: list[tuple[str, list]], width: int | None = None, full: b
                                   break_on_hyphens=False) if width else heading)
         text += [section(f"### {title}", table, width) for title, table in found]
     if not full:
-        text.append("(--full adds where the time and the memory went, and scaling, per study)")
+        text.append("(--full adds every other table per study: where time and memory went, scaling)")
     return "\n\n".join(text) + "\n"
 
 

@@ -72,17 +72,31 @@ def ttt_tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
         lines = [{**{("device" if k == "label" else k.removeprefix("p.")): v
                      for k, v in zip(shown, key if isinstance(key, tuple) else (key,))}, **_line(g)}
                  for key, g in w.groupby(shown, sort=True, dropna=False)]
-        out[workload] = pd.DataFrame(lines)
+        table = pd.DataFrame(lines)
+        # what tells the lines apart: a table too wide for a terminal repeats them (report.fit)
+        table.attrs["keys"] = [c for c in table.columns if c not in _line_columns()]
+        out[workload] = table
     return out
+
+
+def _line_columns() -> tuple[str, ...]:
+    return ("target", "reached", "mlperf_s", "scored_as", "median_s", "no_eval_s", "epochs", "epochs_done")
 
 
 def asked(df: pd.DataFrame) -> bool:
     """Whether a study asked about time to quality (a time budget or a stop at the target): its
     answer belongs in the headline even where no run reached the target."""
-    def asks(text) -> bool:
-        params = json.loads(text) if isinstance(text, str) and text else {}
-        return bool(params.get("time_budget")) or bool(params.get("stop_at_target"))
-    return "params" in df.columns and any(asks(p) for p in df["params"])
+    return _any_params(df, lambda p: bool(p.get("time_budget")) or bool(p.get("stop_at_target")))
+
+
+def budgeted(df: pd.DataFrame) -> bool:
+    """Whether a study trained under a time budget (its wall time is the budget, by design)."""
+    return _any_params(df, lambda p: bool(p.get("time_budget")))
+
+
+def _any_params(df: pd.DataFrame, test) -> bool:
+    rows = df["params"] if "params" in df.columns else []
+    return any(test(json.loads(p) if isinstance(p, str) and p else {}) for p in rows)
 
 
 def reached_any(table: pd.DataFrame) -> bool:
