@@ -4,8 +4,7 @@
     h2d     batch moved to the device (non_blocking from pinned memory)
     compute forward + backward + optimizer step (minus exposed sync), and the step's bookkeeping
     sync    gradient communication the step waited for (DDP only; see ddp.py)
-    eval    validation pass at each evaluation point (an epoch's end, every `eval_every` steps or
-            every `eval_every_s` seconds of training)
+    eval    validation pass at each evaluation point (epoch's end, `eval_every` steps, `eval_every_s` s)
 
 Steps are contiguous (see timing.py): the phases of an interval between evaluations add up
 to the time from its first step's start to its last step's end. A run ends after its epochs,
@@ -187,19 +186,17 @@ class Trainer:
         return ddp.reduce([time.perf_counter() - t_start - self.eval_host_s], self.device)[0]
 
     def _interval(self, batches, steps: int, budget: float, due: float, t_start: float) -> tuple[list, torch.Tensor, bool]:
-        """Up to `steps` steps, fewer when the time budget runs out or the training seconds reach
-        `due` (the next evaluation by time; 0: none): (marks, summed loss, budget spent)."""
+        """Up to `steps` steps, fewer once the budget is spent or training reaches `due` s: (marks, loss, spent)."""
         marks, loss_sum = [], torch.zeros((), device=self.device)
         start = self.clock.mark()
         for _ in range(steps):
             marks.append(self._step(batches, start, loss_sum))
             start = marks[-1].end
-            if budget or due:
-                spent = self._spent(t_start)
-                if budget and spent >= budget:
-                    return marks, loss_sum, True
-                if due and spent >= due:
-                    break
+            spent = self._spent(t_start) if budget or due else 0.0
+            if budget and spent >= budget:
+                return marks, loss_sum, True
+            if due and spent >= due:
+                break
         return marks, loss_sum, False
 
     def _evaluated(self, marks, loss_sum, t_interval: float, per_epoch: int, t_start: float):
@@ -231,8 +228,7 @@ class Trainer:
         total = None if knobs.time_budget else per_epoch * self.cfg.epochs  # None: the budget decides
         warmup = min(knobs.warmup_steps, total - 1) if total else knobs.warmup_steps
         # by time, the steps run on until the clock says (an epoch's end does not evaluate)
-        every = knobs.eval_every or (2**62 if knobs.eval_every_s else per_epoch)
-        due = knobs.eval_every_s
+        every, due = knobs.eval_every or (2**62 if knobs.eval_every_s else per_epoch), knobs.eval_every_s
         target = resolve_target(knobs.target, self.cfg.target_ratio, self.task.metric.naive)
         rows, evals, status, reason, stopped = [], [], "ok", "", "epochs"
         steady_time, steady_steps = 0.0, 0
