@@ -60,15 +60,16 @@ def progress(total: int, done: int):
 
 
 def _progress_lines(total: int, done: int):
-    started, count = time.monotonic(), [done]
+    started = time.monotonic()
 
     def on_done(spec, row):
-        count[0] += 1
+        nonlocal done
+        done += 1
         reason = f" {row.get('reason', '')}" if row["status"] != "ok" else ""
         wall = row.get("wall_s")
         took = f" in {float(wall):.1f} s" if wall not in (None, "") else ""
         minutes, seconds = divmod(int(time.monotonic() - started), 60)
-        err.print(f"[{count[0]}/{total}] {cell_label(spec)}: {row['status']}{took}{reason} "
+        err.print(f"[{done}/{total}] {cell_label(spec)}: {row['status']}{took}{reason} "
                   f"({minutes}:{seconds:02d} so far)", markup=False)
 
     yield (lambda spec: None), on_done

@@ -30,7 +30,10 @@ def compare(rows: list[dict], *, row_axis: str, cols: str, metric: str, baseline
     their study as `study_key` and its command as `question`; `defaults` fill parameters older
     rows lack."""
     df = runs_frame(rows, numeric(list(epochs)), defaults)
-    parts = studies.tables_of(df, metric, row_axis, cols, parse_baseline(baseline), full=True)
+    def tables(whole: bool):
+        return studies.tables_of(df, metric, row_axis, cols, parse_baseline(baseline), full=whole)
+
+    parts = tables(True) if full or out else None  # every table: for --full and compare.md
     if out:
         out.mkdir(parents=True, exist_ok=True)
         (out / "compare.md").write_text(studies.to_markdown(parts))
@@ -41,5 +44,4 @@ def compare(rows: list[dict], *, row_axis: str, cols: str, metric: str, baseline
         from .plots import write_plots
 
         write_plots(df, out or Path("."))
-    shown = parts if full else studies.tables_of(df, metric, row_axis, cols, parse_baseline(baseline), full=False)
-    return studies.to_markdown(shown, width, full)
+    return studies.to_markdown(parts if full else tables(False), width, full)

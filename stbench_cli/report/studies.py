@@ -69,7 +69,7 @@ def tables_of(df: pd.DataFrame, metric: str = "wall_s", rows: str = "epochs", co
                           pivot(s, metric, rows, cols, baseline, missing_baseline_ok=True)[workload]))
         # a study of time to quality has its score in the headline, reached or not; a throughput
         # study's column of "0/2" only in the full view
-        if ttt is not None and (full or asked(s) or reached_any(ttt)):
+        if ttt is not None and (full or asked(s) or reached_any(s)):
             found.append((TTT_TITLE, ttt))
         for title, build in DETAILS if full else ():
             table = build(s).get(workload)

@@ -42,8 +42,12 @@ def _runs(w: pd.DataFrame) -> pd.DataFrame:
     return w[(w["status"] != "skipped") & w["target"].notna()]
 
 
+def _reached(runs: pd.DataFrame) -> pd.Series:
+    return (runs["status"] == "ok") & (runs["target_reached"] == 1)
+
+
 def _line(g: pd.DataFrame) -> dict:
-    ok = (g["status"] == "ok") & (g["target_reached"] == 1)
+    ok = _reached(g)
     times = [float(t) if hit else math.inf for t, hit in zip(g["time_to_target_s"], ok)]
     score, how = olympic(times)
     hit = g[ok]
@@ -69,18 +73,13 @@ def ttt_tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
     out = {}
     for workload, w in runs.groupby("workload", sort=True):
         shown = [k for k in varying(w, keys) if k != "repeat"] or ["label"]
-        lines = [{**{("device" if k == "label" else k.removeprefix("p.")): v
-                     for k, v in zip(shown, key if isinstance(key, tuple) else (key,))}, **_line(g)}
+        names = ["device" if k == "label" else k.removeprefix("p.") for k in shown]
+        lines = [{**dict(zip(names, key if isinstance(key, tuple) else (key,))), **_line(g)}
                  for key, g in w.groupby(shown, sort=True, dropna=False)]
         table = pd.DataFrame(lines)
-        # what tells the lines apart: a table too wide for a terminal repeats them (report.fit)
-        table.attrs["keys"] = [c for c in table.columns if c not in _line_columns()]
+        table.attrs["keys"] = names  # what tells the lines apart: a narrow terminal repeats them (report.fit)
         out[workload] = table
     return out
-
-
-def _line_columns() -> tuple[str, ...]:
-    return ("target", "reached", "mlperf_s", "scored_as", "median_s", "no_eval_s", "epochs", "epochs_done")
 
 
 def asked(df: pd.DataFrame) -> bool:
@@ -99,9 +98,9 @@ def _any_params(df: pd.DataFrame, test) -> bool:
     return any(test(json.loads(p) if isinstance(p, str) and p else {}) for p in rows)
 
 
-def reached_any(table: pd.DataFrame) -> bool:
-    """Whether any run of a time-to-target table reached its target ("reached" reads k/n)."""
-    return any(not str(v).startswith("0/") for v in table["reached"])
+def reached_any(df: pd.DataFrame) -> bool:
+    """Whether any run of these rows reached its target."""
+    return bool(_reached(_runs(df)).any())
 
 
 def ttt_speedup(gn: pd.DataFrame, base: pd.DataFrame) -> str:
