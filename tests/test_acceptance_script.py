@@ -1,38 +1,44 @@
 """benchmarks/gpu_acceptance.sh on a machine without a GPU (what CI and this project's machines
-are): it lists its parts, refuses each in one line, and its checks (gpu_checks.py) pass and fail
-on small hand-made result folders. The script itself runs where a GPU is lent."""
+are): it lists its parts within their caps, refuses each in one line, and every check's judge
+fails on numbers that must fail it (a check that cannot fail proves nothing). The rehearsal
+itself (`--rehearse`, the whole acceptance with CUDA faked) runs in .ci/run and, here, under
+STBENCH_SLOW=1 (test_rehearsal_of_every_part)."""
 
-import csv
-import importlib.util
-import json
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from stbench.store.rows import RUN_COLUMNS, SCHEMA, SYSTEM_COLUMNS
-
 ROOT = Path(__file__).parent.parent
 SCRIPT = ROOT / "benchmarks" / "gpu_acceptance.sh"
 PARTS = ["doctor", "smoke", "stnn", "profile", "distributed", "checkpoint"]
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
-spec = importlib.util.spec_from_file_location("gpu_checks", ROOT / "benchmarks" / "gpu_checks.py")
-checks = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(checks)
+import checks_rows  # noqa: E402
+import checks_traces  # noqa: E402
+import gpu_checks  # noqa: E402
+import rehearsal  # noqa: E402
+from checks_rows import Fail, Untested  # noqa: E402
 
 
-def script(*args):
-    return subprocess.run(["bash", str(SCRIPT), *map(str, args)], capture_output=True, text=True, timeout=60)
+def script(*args, env=None):
+    return subprocess.run(["bash", str(SCRIPT), *map(str, args)], capture_output=True, text=True, timeout=60,
+                          env=env)
 
 
-def test_list_names_every_part_with_its_minutes_in_80_columns():
+def test_list_names_every_part_within_a_ten_minute_command_in_80_columns():
     proc = script("--list")
     assert proc.returncode == 0
     lines = proc.stdout.splitlines()
     assert [ln.split()[0] for ln in lines] == [*PARTS, "all"]
-    assert all(ln.split()[2] == "min" and int(ln.split()[1]) <= 9 for ln in lines[:-1])
-    assert int(lines[-1].split()[1]) <= 20 and max(map(len, lines)) <= 80
+    for ln in lines[:-1]:
+        words = ln.split()
+        assert words[2] == "min" and words[3] == "cap" and words[5] == "s"
+        assert int(words[1]) * 60 <= int(words[4]) <= 570  # a part's cap leaves the 10-minute command time to spare
+    assert max(map(len, lines)) <= 80
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU: the parts would run")
@@ -52,71 +58,73 @@ def test_an_unknown_part_or_no_out_is_one_line():
     assert script("smoke").stderr.strip().startswith("gpu_acceptance: --out OUT is needed")
 
 
-def write_runs(folder: Path, rows: list[dict]) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / "runs.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=RUN_COLUMNS, extrasaction="ignore")
-        w.writeheader()
-        w.writerows({"schema": SCHEMA, "status": "ok", "strategy": "single", "batch_size": 64, "epochs": 1,
-                     "params": "{}", "workload": "cnn-strain", **r} for r in rows)
-    return folder
+def test_a_stale_or_missing_wheel_is_refused_in_one_line(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tests" / "fakecuda"), "STBENCH_FAKE_CUDA": "1"}
+    proc = script("--out", tmp_path / "out", "--wheels", tmp_path, "checkpoint", env=env)
+    assert proc.returncode == 2 and proc.stderr.strip().startswith(f"gpu_acceptance: no stbench wheel in {tmp_path}")
+    assert "pip wheel --no-deps" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
-def test_cpu_gpu_agree_within_its_tolerance_and_not_beyond(tmp_path):
-    base = {"final_train_loss": 0.100, "val_value": 0.050}
-    ok = write_runs(tmp_path / "a", [{"run_id": "a", "device": "cpu", **base},
-                                     {"run_id": "b", "device": "cuda", "final_train_loss": 0.103, "val_value": 0.051}])
-    assert "1 cell(s): cpu and cuda agree" in checks.cpu_gpu_agree(ok)
-    bad = write_runs(tmp_path / "b", [{"run_id": "a", "device": "cpu", **base},
-                                      {"run_id": "b", "device": "cuda", "final_train_loss": 0.2, "val_value": 0.05}])
-    with pytest.raises(SystemExit, match="final_train_loss: cpu 0.1 vs cuda 0.2"):
-        checks.cpu_gpu_agree(bad)
-    failed = write_runs(tmp_path / "c", [{"run_id": "a", "device": "cuda", "status": "failed", "reason": "boom"}])
-    with pytest.raises(SystemExit, match="cells did not end ok"):  # never a false pass
-        checks.cpu_gpu_agree(failed)
+# --- every judge fails on numbers that must fail it -----------------------------------------
+
+def test_agreement_fails_beyond_its_tolerance_and_on_nan():
+    assert checks_rows.judge_agree({"loss": (0.100, 0.103)}, 0.05) == pytest.approx(0.03)
+    with pytest.raises(Fail, match="loss: 0.1 vs 0.2"):
+        checks_rows.judge_agree({"loss": (0.1, 0.2)}, 0.05)
+    with pytest.raises(Fail):
+        checks_rows.judge_agree({"loss": (0.1, float("nan"))}, 0.05)
 
 
-def _system(folder: Path, power: str) -> None:
-    with open(folder / "system.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=SYSTEM_COLUMNS)
-        w.writeheader()
-        w.writerow({"run_id": "g", "t_s": 1, "proc_cpu_pct": 90, "proc_rss_mb": 900, "sys_cpu_pct": 50,
-                    "sys_mem_pct": 10, "gpu_util_pct": 97, "gpu_mem_mb": 2000, "gpu_power_w": power})
+def test_a_share_fails_outside_its_range_and_on_nan():
+    assert checks_rows.judge_share("phases", 0.9, 0.7, 1.01) == "90.0%"
+    for bad in (0.5, 1.2, float("nan")):
+        with pytest.raises(Fail, match="phases"):
+            checks_rows.judge_share("phases", bad, 0.7, 1.01)
 
 
-def test_nvml_fields_present_or_named(tmp_path):
-    good = write_runs(tmp_path / "a", [{"run_id": "g", "device": "cuda", "gpu_energy_j": 950}])
-    _system(good, "310")
-    assert checks.nvml(good).startswith("1 samples with NVML utilisation, memory and power; energy 950 J")
-    bad = write_runs(tmp_path / "b", [{"run_id": "g", "device": "cuda", "gpu_energy_j": 950}])
-    _system(bad, "")
-    with pytest.raises(SystemExit, match=r"empty fields \['gpu_power_w'\]"):
-        checks.nvml(bad)
+def test_an_h2d_phase_shorter_than_a_bare_copy_fails():
+    assert checks_rows.judge_h2d(120e-6, 100e-6).startswith("h2d 120.0 us/step")
+    with pytest.raises(Fail, match="under-measured"):
+        checks_rows.judge_h2d(40e-6, 100e-6)  # the 2-us under-measurement the old check let through
 
 
-def _trace(folder: Path, run_id: str, events: list[dict]) -> None:
-    (folder / "profile" / run_id).mkdir(parents=True)
-    (folder / "profile" / run_id / "trace.json").write_text(json.dumps({"traceEvents": events}))
+def test_syncs_fail_without_a_profiled_step_beyond_the_limit_and_beyond_one_wait_per_copy():
+    with pytest.raises(Fail, match="no ProfilerStep window"):
+        checks_traces.judge_syncs({}, 0)  # the old no-syncs passed here
+    assert checks_traces.judge_syncs({1: [], 2: []}, 0).startswith("2 profiled steps")
+    with pytest.raises(Fail, match="step 2: 1 host-device syncs"):
+        checks_traces.judge_syncs({1: [], 2: ["cudaStreamSynchronize"]}, 0)
+    waits = frozenset({"cudaEventSynchronize"})
+    assert checks_traces.judge_syncs({1: ["cudaEventSynchronize"] * 2}, 0, waits, {1: 4})
+    with pytest.raises(Fail, match="one cudaEventSynchronize per copy"):
+        checks_traces.judge_syncs({1: ["cudaEventSynchronize"] * 3}, 0, waits, {1: 2})
+    with pytest.raises(Fail):
+        checks_traces.judge_syncs({1: ["cudaDeviceSynchronize"]}, 0, waits, {1: 9})
 
 
-def test_offload_copy_hidden_is_the_overlap_with_kernels_on_another_stream(tmp_path):
-    copy = {"cat": "gpu_memcpy", "name": "Memcpy HtoD (Pinned -> Device)", "ts": 100, "dur": 100, "tid": 20}
-    hidden = write_runs(tmp_path / "a", [{"run_id": "p", "device": "cuda", "workload": "stnn"}])
-    _trace(hidden, "p", [copy, {"cat": "kernel", "name": "bmm", "ts": 90, "dur": 80, "tid": 7},
-                         {"cat": "kernel", "name": "bmm", "ts": 120, "dur": 10, "tid": 7}])
-    assert checks.offload_hidden(hidden).startswith("70% of 0.1 ms of host-to-device copies hidden")
-    exposed = write_runs(tmp_path / "b", [{"run_id": "p", "device": "cuda", "workload": "stnn"}])
-    _trace(exposed, "p", [copy, {"cat": "kernel", "name": "bmm", "ts": 100, "dur": 100, "tid": 20}])  # same stream
-    with pytest.raises(SystemExit, match="only 0% of 0.1 ms of copies overlap compute"):
-        checks.offload_hidden(exposed)
+def test_offload_copies_on_the_compute_stream_fail_and_the_overlap_is_a_figure():
+    kernels = [(90, 170, 7), (0, 500, 7)]
+    assert "70% of 0.1 ms overlaps compute" in checks_traces.judge_side_stream([(100, 200, 20)],
+                                                                               [(90, 170, 7), (120, 130, 7)])
+    with pytest.raises(Fail, match="ran on the compute stream"):
+        checks_traces.judge_side_stream([(100, 200, 7)], kernels)
+    with pytest.raises(Fail, match="no host-to-device copy"):
+        checks_traces.judge_side_stream([], kernels)
 
 
-def test_syncs_per_step_are_counted_and_capped(tmp_path):
-    folder = write_runs(tmp_path / "a", [{"run_id": "p", "device": "cuda", "workload": "stnn",
-                                          "params": json.dumps({"relations": "offload"})}])
-    _trace(folder, "p", [{"name": "ProfilerStep#1", "cat": "user_annotation", "ts": 0, "dur": 100},
-                         {"name": "cudaStreamSynchronize", "cat": "cuda_runtime", "ts": 10, "dur": 1},
-                         {"name": "cudaMemcpy", "cat": "cuda_runtime", "ts": 20, "dur": 1}])
-    assert checks.syncs(folder) == "host-device syncs per profiled step: stnn offload 2 max/step"
-    with pytest.raises(SystemExit, match="more than 1 host-device syncs"):
-        checks.syncs(folder, 1)
+def test_checkpoint_fails_unless_each_level_lowers_the_peak():
+    assert checks_traces.judge_checkpoint({"none": 30, "sqrt": 20, "full": 10}).startswith("activation peak")
+    for bad in ({"none": 30, "sqrt": 30, "full": 10}, {"none": 30, "full": 10}):
+        with pytest.raises(Fail, match="did not lower"):
+            checks_traces.judge_checkpoint(bad)
+
+
+def test_nvml_fails_on_an_empty_field_no_sample_or_no_energy():
+    good = {"gpu_util_pct": "97", "gpu_mem_mb": "2000", "gpu_power_w": "310"}
+    assert checks_traces.judge_nvml([good], [950.0]).startswith("1 samples")
+    with pytest.raises(Fail, match=r"empty fields \['gpu_power_w'\]"):
+        checks_traces.judge_nvml([{**good, "gpu_power_w": ""}], [950.0])
+    with pytest.raises(Fail, match="0 samples"):
+        checks_traces.judge_nvml([], [950.0])
+    with pytest.raises(Fail, match="energy"):
+        checks_traces.judge_nvml([good], [0.0])

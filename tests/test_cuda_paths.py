@@ -90,6 +90,6 @@ def test_doctor_cuda_checks_reach_cuda(fake_cuda, tmp_path):
     assert proc.returncode == 1, proc.stderr[-2000:]
     checks = {c["name"]: c for c in json.loads((tmp_path / "doctor" / "doctor.json").read_text())["checks"]}
     assert all(c["status"] == "FAIL" for c in checks.values())
-    for name in ("phase-timing", "overhead", "peaks"):
+    for name in ("phase-timing", "overhead", "peaks", "sampling"):  # sampling: its GPU load's own error
         assert "Torch not compiled with CUDA enabled" in checks[name]["detail"], checks[name]["detail"]
     assert checks["ddp-sync"]["figures"].get("reason") == NOT_COMPILED or NOT_COMPILED in checks["ddp-sync"]["detail"]

@@ -83,3 +83,9 @@ def test_ddp_overhead_and_peak_verdicts_can_fail():
 def test_cuda_without_a_gpu_is_one_line():
     proc = stbench("doctor", "--device", "cuda")
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "no such GPU" in proc.stderr
+
+
+def test_sampling_on_a_gpu_nvml_cannot_see_fails_with_the_reason_not_a_key_error():
+    rows = [{"proc_cpu_pct": 90.0, "proc_rss_mb": 900.0, "sys_cpu_pct": 50.0, "sys_mem_pct": 10.0}] * 3
+    check = doctor.judge_sampling("cuda", rows, set(), [], None, 1.0)
+    assert (check.status, check.detail) == ("FAIL", "no NVML field sampled: NVML cannot see this GPU")

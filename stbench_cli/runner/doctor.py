@@ -81,7 +81,9 @@ def judge_sampling(device: str, rows: list[dict], unavailable: set[str], errors:
         return Check("sampling", device, "FAIL", f"{why} (system.csv would lack them)", figures)
     if not cuda:
         return Check("sampling", device, "PASS", f"psutil fields readable in {len(rows)} samples", figures)
-    power = [r["gpu_power_w"] for r in rows]
+    power = [r["gpu_power_w"] for r in rows if r.get("gpu_power_w") is not None]
+    if not power:  # NVML gave no handle for this GPU (no driver library, a container without it)
+        return Check("sampling", device, "FAIL", "no NVML field sampled: NVML cannot see this GPU", figures)
     expected = sum(power) / len(power) * seconds
     off = _rel(gpu_energy_j, expected) if gpu_energy_j else float("inf")
     figures.update(energy_j=gpu_energy_j, mean_power_w=sum(power) / len(power), seconds=seconds)
@@ -117,11 +119,14 @@ def sampling_check(device: str, env: EnvInfo) -> Check:
         return judge_sampling(device, sampler.rows, sampler.unavailable, sampler.errors)
     index = parse(device).index or 0
     load = subprocess.Popen([sys.executable, "-m", "stbench.child.checks", "gpu-load", device],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     sampler = SystemSampler(load.pid, GpuReader(handles(env.gpu_uuids([index]))), 0.2).start()
     t0 = time.perf_counter()
-    load.wait()
+    err = load.communicate()[1]
     energy, seconds = sampler.stop()["gpu_energy_j"], time.perf_counter() - t0
+    if load.returncode != 0:  # nothing was sampled under load: the load's own error says why
+        lines = [ln for ln in err.splitlines() if ln.strip()] or [f"exit code {load.returncode}"]
+        return Check("sampling", device, "FAIL", f"the GPU load failed: {lines[-1]}", {"samples": len(sampler.rows)})
     return judge_sampling(device, sampler.rows, sampler.unavailable, sampler.errors, energy, seconds)
 
 
