@@ -13,9 +13,9 @@ folder() {  # the study a step wrote into $WORK/NAME (or that folder itself: doc
   if [ -n "$f" ]; then echo "$f"; elif [ -d "$WORK/$1" ]; then echo "$WORK/$1"; fi
 }
 
-limit_for() {  # the seconds a step may take: its own limit, within what is left of the part's cap
-  local left=$((DEADLINE - SECONDS))
-  echo $(( $1 < left ? $1 : left ))
+limit_for() {  # the seconds a step may take: its own limit (x SLACK), within what is left of the part's cap
+  local left=$((DEADLINE - SECONDS)) own=$(($1 * SLACK))
+  echo $(( own < left ? own : left ))
 }
 
 step() {  # step NAME LIMIT_S COMMAND...: in a rehearsal, judged by rehearsal.py on its output and folder
@@ -57,7 +57,7 @@ check() {  # check NAME CHECK FOLDER [ARG]: gpu_checks.py's PASS/FAIL/UNTESTED l
 
 run() {  # run NAME LIMIT_S stbench-run-arguments...: a study into $WORK/NAME, each cell under --timeout
   local name=$1 limit=$2; shift 2
-  step "$name" "$limit" stbench run "$@" --timeout $((limit - 30)) --out "$WORK/$name"
+  step "$name" "$limit" stbench run "$@" --timeout $(((limit - 30) * SLACK)) --out "$WORK/$name"
 }
 
 part_doctor() {
@@ -69,7 +69,7 @@ part_doctor() {
 
 part_smoke() {
   for w in "${WORKLOADS[@]}"; do
-    run "smoke-$w" 110 "$w" --smoke --device cpu cuda
+    run "smoke-$w" 135 "$w" --smoke --device cpu cuda
     check "cpu-gpu-agree-$w" cpu-gpu-agree "$(folder "smoke-$w")"
     check "phases-sum-$w" phases-sum "$(folder "smoke-$w")"
   done
@@ -80,30 +80,30 @@ part_stnn() {
   # dense embedding gradients under the sanitizer: it reads data_ptr() of every tensor an
   # operator touches, which sparse COO gradients do not have
   step stnn-sanitizer 240 env TORCH_CUDA_SANITIZER=1 stbench run stnn --smoke --device cuda \
-      --set relations=dense,offload --set sparse_grad=false --set chunk=16 --set max_steps=40 \
-      --timeout 200 --out "$WORK/stnn-sanitizer"
+      --set relations=dense,offload --set factor_grad=dense --set chunk=16 --set max_steps=40 \
+      --timeout $((200 * SLACK)) --out "$WORK/stnn-sanitizer"
   run stnn-backends 200 stnn --smoke --device cuda --set relations=dense,offload,sparse --set chunk=16 --set max_steps=40
   check sparse-equals-dense backends-agree "$(folder stnn-backends)"
   check stnn-memory-prediction memory-prediction "$(folder stnn-backends)"
 }
 
 part_profile() {
-  step profile-cnn-strain 100 stbench profile cnn-strain --device cuda --steps 20 --timeout 80 --out "$WORK/profile-cnn-strain"
+  step profile-cnn-strain 100 stbench profile cnn-strain --device cuda --steps 20 --timeout $((80 * SLACK)) --out "$WORK/profile-cnn-strain"
   check no-syncs-cnn-strain no-syncs "$(folder profile-cnn-strain)"
   check h2d-plausible h2d-plausible "$(folder profile-cnn-strain)"
   for b in index gpu-index; do
     step "profile-dcrnn-$b" 90 stbench profile dcrnn-pems --smoke --device cuda --set batching=$b --steps 20 \
-        --timeout 70 --out "$WORK/profile-dcrnn-$b"
+        --timeout $((70 * SLACK)) --out "$WORK/profile-dcrnn-$b"
     check "no-syncs-dcrnn-$b" no-syncs "$(folder "profile-dcrnn-$b")"
   done
   run dcrnn-gpu-index 90 dcrnn-pems --smoke --device cuda --set batching=index,gpu-index --set max_steps=60
   check dcrnn-device-data device-data "$(folder dcrnn-gpu-index)"
   step profile-stnn-offload 90 stbench profile stnn --device cuda --offload --set grid=60x168 --set chunk=250 \
-      --steps 10 --timeout 70 --out "$WORK/profile-stnn-offload"
+      --steps 10 --timeout $((70 * SLACK)) --out "$WORK/profile-stnn-offload"
   check offload-side-stream offload-stream "$(folder profile-stnn-offload)"
   check syncs-stnn-offload syncs "$(folder profile-stnn-offload)"
   step profile-stnn-sparse 80 stbench profile stnn --device cuda --set relations=sparse --steps 10 \
-      --timeout 60 --out "$WORK/profile-stnn-sparse"
+      --timeout $((60 * SLACK)) --out "$WORK/profile-stnn-sparse"
   check syncs-stnn-sparse syncs "$(folder profile-stnn-sparse)"
 }
 
