@@ -1,0 +1,63 @@
+"""The README and docs/ hold commands people paste: every `stbench run` line in their bash blocks
+plans (a dry run) as written, and every relative link points at a file that exists."""
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from stbench.cli import main
+
+ROOT = Path(__file__).parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+# Files a user brings (their own data): the docs name them as examples, the repository has none.
+USER_FILES = re.compile(r"data=(my_|era5\.zarr|pems-bay\.h5|metr-la\.h5|sst\.mon|pacific_sst|\.\./shared)"
+                        r"|data=arco|WORKLOAD|…")  # the network's store; a synopsis, not a command
+
+
+def bash_lines(page: Path):
+    text = page.read_text()
+    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
+        for line in block.replace("\\\n", " ").splitlines():  # continuation lines joined
+            line = line.split(" #", 1)[0].strip()
+            if line.startswith("stbench run ") and not USER_FILES.search(line):
+                yield line
+
+
+RUN_LINES = sorted({(p.relative_to(ROOT).as_posix(), line) for p in PAGES for line in bash_lines(p)})
+
+
+def test_the_pages_have_examples():
+    assert len(PAGES) >= 10 and len(RUN_LINES) >= 20
+
+
+@pytest.mark.parametrize("page,line", RUN_LINES)
+def test_every_run_example_plans_as_written(page, line, capsys, monkeypatch):
+    # Planned as on a machine with 8 GPUs and NCCL (a dry run starts nothing, so the CPU build is
+    # asked only these availability questions); cells still skipped there would be a wrong example.
+    import torch
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
+    monkeypatch.setattr(torch.distributed, "is_nccl_available", lambda: True)
+    argv = shlex.split(line)[1:]
+    with pytest.raises(SystemExit) as exit_info:
+        main([*argv, "--dry-run"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 0, f"{page}: `{line}` -> {err.strip()}"
+
+
+def test_relative_links_point_at_files():
+    broken = []
+    for page in PAGES:
+        for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", page.read_text()):
+            if "://" not in target and not (page.parent / target).exists():
+                broken.append(f"{page.relative_to(ROOT)} -> {target}")
+    assert broken == []
+
+
+def test_the_readme_is_short_and_opens_with_a_result():
+    text = (ROOT / "README.md").read_text()
+    first_screen = "\n".join(text.splitlines()[:25])
+    assert len(text.splitlines()) <= 150
+    assert "![" in first_screen and "results/ref-" in first_screen
