@@ -3,6 +3,13 @@
 Latent factors Z (T_train x n x nz) are free parameters, stored flat as rows t*n + i so that
 a batch of (t, i) pairs touches only its rows (row-sparse gradients). The decoder maps a
 factor to the observation; the dynamics predict z_{t+1}[i] from the relation context of z_t.
+
+The factors' gradient (`factor_grad`): a decoder batch, and a dynamics batch of sparse
+relations, reach the factors only through lookups, so with `sparse` their gradient is a sparse
+COO tensor of the batch's rows (a dense or offload dynamics batch also indexes all of z_t, so
+its gradient is dense either way). `dense` makes every lookup's gradient a dense tensor the
+size of all the factors: tools that read every tensor's storage (TORCH_CUDA_SANITIZER calls
+data_ptr(), which sparse tensors lack) can then run; each step zero-fills the whole gradient.
 """
 
 from __future__ import annotations
@@ -16,9 +23,11 @@ _ACTIVATIONS = {"tanh": torch.tanh, "identity": lambda x: x}
 
 class STNN(nn.Module):
     def __init__(self, relations: nn.Module, n: int, t_train: int, nz: int, nd: int, nhid: int = 0,
-                 nlayers: int = 1, activation: str = "tanh", lambd: float = 0.1, l1: float = 0.0):
+                 nlayers: int = 1, activation: str = "tanh", lambd: float = 0.1, l1: float = 0.0,
+                 sparse_grad: bool = True):
         super().__init__()
         self.relations, self.n, self.t_train, self.nz = relations, n, t_train, nz
+        self.sparse_grad = sparse_grad  # the lookups' gradient layout (factor_grad): see the module's docstring
         self.lambd, self.l1, self.act = lambd, l1, _ACTIVATIONS[activation]
         self.factors = nn.Parameter(torch.empty(t_train * n, nz).uniform_(-0.1, 0.1))
         self.decoder = nn.Linear(nz, nd, bias=False)
@@ -36,12 +45,12 @@ class STNN(nn.Module):
         return self.act(self.dynamic(context))
 
     def decoder_loss(self, t: torch.Tensor, i: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        z = F.embedding(t * self.n + i, self.factors, sparse=True)
+        z = F.embedding(t * self.n + i, self.factors, sparse=self.sparse_grad)
         return F.mse_loss(self.decoder(z), x)
 
     def dynamics_loss(self, t: torch.Tensor, i: torch.Tensor, i_host: torch.Tensor | None = None) -> torch.Tensor:
         z_next = self.step_z(self.relations.pair_context(self.factors, t, i, i_host))
-        target = F.embedding((t + 1) * self.n + i, self.factors, sparse=True)
+        target = F.embedding((t + 1) * self.n + i, self.factors, sparse=self.sparse_grad)
         loss = self.lambd * F.mse_loss(z_next, target)
         learned = self.relations.learned()
         if self.l1 > 0 and learned is not None:

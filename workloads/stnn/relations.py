@@ -243,9 +243,9 @@ class EdgeAggregate(torch.autograd.Function):
 
 
 class SparseRelations(nn.Module):
-    def __init__(self, edges: Edges, mode: str):
+    def __init__(self, edges: Edges, mode: str, sparse_grad: bool = True):
         super().__init__()
-        self.n, self.r, self.mode = edges.n, edges.r, mode
+        self.n, self.r, self.mode, self.sparse_grad = edges.n, edges.r, mode, sparse_grad
         rowptr = edges.rowptr()
         deg = np.diff(rowptr)
         self.width = int(deg.max())
@@ -279,7 +279,7 @@ class SparseRelations(nn.Module):
         value = self.edge_values()[e] * self.valid[i]
         src = t.unsqueeze(1) * self.n + self.col[e]
         dst = torch.arange(b, device=i.device).unsqueeze(1) * self.r + self.rel[e]
-        z = F.embedding(src.flatten(), factors, sparse=True)  # row-sparse gradient into the factors
+        z = F.embedding(src.flatten(), factors, sparse=self.sparse_grad)  # row-sparse unless factor_grad=dense
         return EdgeAggregate.apply(value.flatten(), z, dst.flatten(), b * self.r).view(b, -1)
 
     def all_context(self, z: torch.Tensor) -> torch.Tensor:
@@ -287,7 +287,7 @@ class SparseRelations(nn.Module):
         return out.view(self.n, -1)
 
 
-def make(backend: str, edges: Edges, mode: str, chunk: int = 250) -> nn.Module:
+def make(backend: str, edges: Edges, mode: str, chunk: int = 250, sparse_grad: bool = True) -> nn.Module:
     from .sizing import unsupported
 
     reason = unsupported(backend, mode)
@@ -297,4 +297,4 @@ def make(backend: str, edges: Edges, mode: str, chunk: int = 250) -> nn.Module:
         return DenseRelations(edges, mode)
     if backend == "offload":
         return OffloadRelations(edges, mode, chunk)
-    return SparseRelations(edges, mode)
+    return SparseRelations(edges, mode, sparse_grad)

@@ -117,10 +117,14 @@ def predict_bytes(params: dict, batch_size: int, device: str = "cpu", seed: int 
     factors = t * n * nz * F32
     dev = {**_state_bytes(params, t * n), "edges": s["edges"] * (4 * I64 + 2 * F32) + n * s["width"] * (I64 + 1)}
     host, build = _data_bytes(s)
-    if backend in ("dense", "offload"):
+    dense_grad = params.get("factor_grad", "sparse") == "dense"  # an older manifest's cell has no factor_grad
+    if backend in ("dense", "offload") or dense_grad:
         dev["factor gradient (dense)"] = factors
         if params.get("state", "fp32") == "bf16":
             dev["Adam step's fp32 copy of u (dense gradient)"] = factors
+    if dense_grad:  # a dynamics step's two paths into the factors each return one before autograd adds them
+        dev["second dense factor gradient (factor_grad=dense)"] = factors
+    if backend in ("dense", "offload"):
         # dense gathers the batch's z_t at once and gets its gradient; offload gathers one
         # chunk at a time into one reused buffer, which backward reuses for the gradient
         dev["gathered z_t and its gradient"] = (2 * b if backend == "dense" else min(params["chunk"], b)) * n * nz * F32

@@ -62,9 +62,10 @@ def make_task(params: dict, ctx: BuildContext) -> Task:
     wrap = params["data"] == "generated" and data.is_global(*data.parse_grid(params["grid"]))
     edges = grid.grid_edges(ocean, params["neighbours"], wrap_lon=wrap)
     torch.manual_seed(ctx.seed)
-    rel = relations.make(params["relations"], edges, params["mode"], params["chunk"])
+    sparse_grad = params.get("factor_grad", "sparse") == "sparse"  # an older manifest's cell has no factor_grad
+    rel = relations.make(params["relations"], edges, params["mode"], params["chunk"], sparse_grad)
     model = STNN(rel, edges.n, t_train, params["nz"], 1, params["nhid"], params["nlayers"], params["activation"],
-                 params["lambd"], params["l1"])
+                 params["lambd"], params["l1"], sparse_grad)
     pairs = PairData(torch.from_numpy(train).unsqueeze(-1), edges.n)
     truth = torch.from_numpy(held_out).unsqueeze(-1)
     s = {"n": edges.n, "r": edges.r, "width": int(np.diff(edges.rowptr()).max())}

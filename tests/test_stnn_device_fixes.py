@@ -1,0 +1,93 @@
+"""stnn on a GPU, checked on the CPU (issue 24): dense factor gradients on request
+(factor_grad), warm-up of both passes, and the cuBLAS workspace in the memory model."""
+
+import numpy as np
+import pytest
+import torch
+
+from stbench.contract import BuildContext
+from stbench.plan.spec import RunSpec
+from stbench.workloads.stnn import grid, relations, sizing
+from stbench.workloads.stnn.model import STNN
+from stbench.workloads.stnn.optim import RowSparseAdam
+from stbench.workloads.stnn.task import make_task
+from tests.helpers import preset_params
+
+BACKENDS = ("dense", "offload", "sparse")
+
+
+def small_model(backend: str, sparse_grad: bool, t_train: int = 6) -> STNN:
+    ocean = np.random.default_rng(3).random((7, 11)) > 0.2
+    edges = grid.grid_edges(ocean, "4")
+    torch.manual_seed(0)
+    rel = relations.make(backend, edges, "stnn-r" if backend != "dense" else "stnn", 13, sparse_grad)
+    return STNN(rel, edges.n, t_train, 4, 1, sparse_grad=sparse_grad)
+
+
+def batch(model: STNN, kind: str, seed: int, size: int = 40):
+    g = torch.Generator().manual_seed(seed)
+    t = torch.randint(0, model.t_train - 1, (size,), generator=g)
+    i = torch.randint(0, model.n, (size,), generator=g)
+    y = torch.empty(size, 0) if kind == "dynamics" else torch.randn(size, 1, generator=g)
+    return torch.stack([t, i], 1), y
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("kind", ["decoder", "dynamics"])
+def test_factor_grad_dense_gives_a_strided_gradient_in_every_mode_and_pass(backend, kind):
+    """The sanitizer calls data_ptr() on every tensor an operator touches; a sparse COO
+    gradient has none. With sparse (the default) a decoder batch's gradient is sparse in every
+    relations mode (not only with sparse relations), and so is a sparse-relations dynamics batch."""
+    grads = {}
+    for sparse_grad in (True, False):
+        model = small_model(backend, sparse_grad)
+        model(*batch(model, kind, 1)).backward()
+        grads[sparse_grad] = model.factors.grad
+    assert grads[False].layout == torch.strided
+    assert grads[True].is_sparse == (kind == "decoder" or backend == "sparse")
+    torch.testing.assert_close(grads[False], grads[True].to_dense(), rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("state", ["fp32", "bf16"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_row_sparse_adam_trains_the_same_on_dense_factor_gradients(backend, state):
+    """RowSparseAdam's dense path (every row decayed and stepped; untouched rows keep their
+    value) follows its sparse path over steps of both passes."""
+    trained = []
+    for sparse_grad in (True, False):
+        model = small_model(backend, sparse_grad)
+        opt = RowSparseAdam(model.parameters(), lr=1e-2, state=state)
+        for step in range(8):
+            opt.zero_grad(set_to_none=True)
+            model(*batch(model, ("decoder", "dynamics")[step % 2], step)).backward()
+            opt.step()
+        trained.append(dict(model.named_parameters()))
+    start = small_model(backend, True).factors
+    assert (trained[0]["factors"] - start).abs().max() > 1e-3
+    for name, p in trained[0].items():
+        torch.testing.assert_close(trained[1][name], p, rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_factor_grad_reaches_the_task_and_is_a_late_parameter():
+    p = preset_params("stnn", relations="sparse", factor_grad="dense")
+    model = make_task(p, BuildContext(seed=0)).model.module
+    assert not model.sparse_grad and not model.relations.sparse_grad
+    default = make_task(preset_params("stnn", relations="sparse"), BuildContext(seed=0)).model.module
+    assert default.sparse_grad and default.relations.sparse_grad
+    before = RunSpec("stnn", "cpu", "single", 1000, 1, params=(("grid", "30x84"),))
+    same = RunSpec("stnn", "cpu", "single", 1000, 1, params=(("grid", "30x84"), ("factor_grad", "sparse")))
+    other = RunSpec("stnn", "cpu", "single", 1000, 1, params=(("grid", "30x84"), ("factor_grad", "dense")))
+    assert same.run_id == before.run_id and other.run_id != before.run_id
+
+
+def test_dense_factor_gradients_are_in_the_memory_model():
+    """factor_grad=dense: a gradient the size of all factors, and a second one while a dynamics
+    step's two paths into the factors are added, in every relations mode."""
+    p = preset_params("stnn", grid="60x168", relations="sparse")
+    sparse, dense = sizing.predict_bytes(p, 1000), sizing.predict_bytes({**p, "factor_grad": "dense"}, 1000)
+    factors = sparse["t_train"] * sparse["n"] * p["nz"] * 4
+    assert "factor gradient (dense)" not in sparse["device"]
+    assert dense["device_bytes"] - sparse["device_bytes"] == 2 * factors
+    on_dense = {**p, "relations": "dense"}
+    assert (sizing.predict_bytes({**on_dense, "factor_grad": "dense"}, 1000)["device_bytes"]
+            - sizing.predict_bytes(on_dense, 1000)["device_bytes"]) == factors
