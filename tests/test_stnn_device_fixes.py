@@ -91,3 +91,36 @@ def test_dense_factor_gradients_are_in_the_memory_model():
     on_dense = {**p, "relations": "dense"}
     assert (sizing.predict_bytes({**on_dense, "factor_grad": "dense"}, 1000)["device_bytes"]
             - sizing.predict_bytes(on_dense, 1000)["device_bytes"]) == factors
+
+
+def recording(model: STNN, log: list) -> None:
+    """Log each pass the model runs (its two losses), in order."""
+    for name in ("decoder_loss", "dynamics_loss"):
+        run = getattr(model, name)
+        setattr(model, name, lambda *a, _run=run, _name=name: (log.append(_name), _run(*a))[1])
+
+
+@pytest.mark.parametrize("backend", ["offload", "dense"])
+def test_warm_up_runs_both_passes_before_the_first_timed_step(backend):
+    """The sampler's first batches are decoder batches: the dynamics pass (with offload its
+    pinned buffers and copy stream) and its optimizer state first ran inside a timed step.
+    The untimed warm-up now runs one batch of each pass; the timed steps are the sampler's."""
+    from stbench.child.trainer import LoopConfig, Trainer
+
+    p = preset_params("stnn", relations=backend, chunk=16, max_steps=6, compile="none")
+    task = make_task(p, BuildContext(seed=0))
+    model, log = task.model.module, []
+    recording(model, log)
+    spec = RunSpec("stnn", "cpu", "single", 200, 1, params=tuple(sorted(p.items())))
+    trainer = Trainer(task, LoopConfig.from_spec(spec), torch.device("cpu"), step_hook=lambda step: log.append(step))
+    before = list(log)
+    assert sorted(set(before)) == ["decoder_loss", "dynamics_loss"]
+    assert all(len(trainer.optimizer.state[q]) for q in model.parameters())  # no state made in a timed step
+    if backend == "offload":
+        assert len(model.relations.staging) == 2  # the staging buffers exist before the clock starts
+    trainer.run()
+    timed = log[len(before):]  # each timed step: its batch's pass, then the step hook's count
+    epoch = [name for name, steps in zip(("decoder_loss", "dynamics_loss"), trainer.sampler.batches) for _ in range(steps)]
+    epochs = sum(isinstance(entry, int) for entry in timed) // len(epoch)
+    assert epochs >= 1 and "dynamics_loss" in epoch
+    assert timed == [entry for k, name in enumerate(epoch * epochs) for entry in (name, k + 1)]

@@ -129,6 +129,6 @@ def test_the_flop_count_leaves_sparse_products_out():
     support = (torch.eye(50) + torch.diag(torch.ones(49), 1)).to_sparse_csr()
     layer = torch.nn.Linear(8, 4)
     x = torch.randn(50, 8)
-    with_graph = warm_up(lambda: layer(torch.mm(support, x)).sum(), layer, 50, True)
-    without = warm_up(lambda: layer(x).sum(), layer, 50, True)
+    with_graph = warm_up(lambda b: layer(torch.mm(support, b)).sum(), layer, [x], 50, True)
+    without = warm_up(lambda b: layer(b).sum(), layer, [x], 50, True)
     assert with_graph == without == pytest.approx(2 * 8 * 4 * 2)  # forward and the weight gradient (x needs none)

@@ -73,8 +73,9 @@ def _device_loaders(train, val, batch_size: int, seed: int, accel: Accelerator, 
 
 
 def compile_batches(sampler, loader: DataLoader) -> list:
-    """Batches, besides the loader's first, that the compile pass must also run: one of each
-    kind a workload's own sampler names (`first_of_each_pass`, e.g. stnn's decoder and
-    dynamics passes, whose graphs differ), so that no graph compiles inside a timed step."""
+    """Batches, besides the loader's first, that the warm-up and the compile pass must also run:
+    one of each kind a workload's own sampler names (`first_of_each_pass`, e.g. stnn's decoder
+    and dynamics passes, whose graphs differ), so that no pass first runs, and no graph
+    compiles, inside a timed step."""
     kinds = getattr(sampler, "first_of_each_pass", None)
     return [loader.dataset[idx] for idx in kinds()[1:]] if kinds else []

@@ -115,18 +115,24 @@ def scaled_lr(knobs: TrainerParams, batch_size: int, world_size: int) -> float:
     return knobs.lr * {"none": 1.0, "linear": ratio, "sqrt": math.sqrt(ratio)}[knobs.lr_scaling]
 
 
-def warm_up(loss_of_batch, model: torch.nn.Module, samples: int, count: bool) -> float | None:
-    """One untimed forward + backward before the clock starts: library initialisation (cuDNN,
-    cuBLAS handles, lazy kernel loading) happens here, not in epoch 1. With `count`, torch's
-    operator counter gives its FLOPs per sample (dense matrix products, not sparse ones)."""
+def warm_up(loss_of, model: torch.nn.Module, batches: list, samples: int, count: bool) -> float | None:
+    """An untimed forward + backward of each batch before the clock starts: the loader's first
+    and one of each other kind the workload's sampler names (loader.compile_batches; stnn's
+    dynamics pass, with its offload buffers and copy stream, would otherwise first run inside a
+    timed step, its first batch coming after every decoder batch). Library initialisation
+    (cuDNN, cuBLAS handles, lazy kernel loading) happens here, not in epoch 1. With `count`,
+    torch's operator counter gives the first batch's FLOPs per sample (dense matrix products,
+    not sparse ones)."""
     from torch.utils.flop_counter import FlopCounterMode
 
     counter = FlopCounterMode(display=False, custom_mapping=_dense_products_only()) if count else None
     if counter:
         with counter:
-            loss_of_batch().backward()
+            loss_of(batches[0]).backward()
     else:
-        loss_of_batch().backward()
+        loss_of(batches[0]).backward()
+    for batch in batches[1:]:
+        loss_of(batch).backward()
     model.zero_grad(set_to_none=True)
     return counter.get_total_flops() / samples if counter else None
 

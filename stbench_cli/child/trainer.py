@@ -92,12 +92,12 @@ class Trainer:
         optimizer."""
         module = task.model.module.to(self.device)
         x, y = self.transfer(*next(iter(self.train_loader)), self.device)
-        counted = strategies.warm_up(lambda: self._loss(module, x, y, 0), module, len(x), not task.flops_per_sample)
+        batches = [(x, y)] + [self.transfer(*b, self.device) for b in compile_batches(self.sampler, self.train_loader)]
+        counted = strategies.warm_up(lambda b: self._loss(module, *b, 0), module, batches, len(x), not task.flops_per_sample)
         self.flops_per_sample = task.flops_per_sample or counted
         self.probe = ddp.SyncProbe(self.clock)
         model = strategies.parallelize(cfg.strategy, module, self.accel, world_size, self.probe,
                                        cfg.knobs.bucket_cap_mb, cfg.knobs.ddp_log_every)
-        batches = [(x, y)] + [self.transfer(*b, self.device) for b in compile_batches(self.sampler, self.train_loader)]
         self.model, self.compile_s, why = strategies.apply_compile(model, cfg.knobs.compile, lambda m: [
             self._loss(m, bx, by, 0).backward() for bx, by in batches], self.accel)
         if why:

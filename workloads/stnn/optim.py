@@ -48,6 +48,12 @@ class RowSparseAdam(torch.optim.Optimizer):
         super().__init__(params, dict(lr=lr, beta2=betas[1], eps=eps))
         self.layout = state
         self.renorm = renorm or int(math.log(_GROWTH) / -math.log(betas[1] if state == "bf16" else 0.5))  # steps
+        # The state is made now, not at a parameter's first gradient: stnn's dynamics parameters
+        # get theirs only in the first dynamics batch, which comes after every decoder batch,
+        # and allocating there (a dense n x n for stnn-d) would fall inside a timed step.
+        for group in self.param_groups:
+            for p in group["params"]:
+                self.state[p].update(self._fresh(p))
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -56,7 +62,7 @@ class RowSparseAdam(torch.optim.Optimizer):
                 if p.grad is None:
                     continue
                 state = self.state[p]
-                if not state:
+                if not state:  # a group added after construction
                     state.update(self._fresh(p))
                 state["step"] += 1
                 if self.layout == "fp32":

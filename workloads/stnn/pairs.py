@@ -57,8 +57,10 @@ class TwoPassSampler:
         return sum(self.batches)
 
     def first_of_each_pass(self) -> list[torch.Tensor]:
-        """A batch of the decoder pass and one of the dynamics pass: their graphs differ, and a
-        compiled model compiles both before the clock starts (stbench's compile pass)."""
+        """A batch of the decoder pass and one of the dynamics pass: their graphs differ, so the
+        untimed warm-up runs both (the dynamics pass, offload's staging buffers and copy stream
+        would otherwise first run in a timed step) and a compiled model compiles both, before
+        the clock starts."""
         return [torch.arange(offset, offset + self.batch_size)
                 for offset, batches in ((0, self.batches[0]), (self.n_dec, self.batches[1])) if batches]
 
