@@ -26,7 +26,7 @@ import torch
 from ..contract import Task, TrainerParams
 from ..device import Accelerator
 from ..store.rows import PHASE_COLUMNS, STEP_PHASES, CellResult, EpochRow, Figures
-from . import ddp, memory, strategies
+from . import ddp, memory, strategies, world
 from .loader import build_loaders, compile_batches
 from .target import Evaluation, epoch_seconds, reached, resolve_target, target_figures
 from .timing import Clock, StepMarks, resolve
@@ -180,10 +180,8 @@ class Trainer:
             epoch += 1
 
     def _spent(self, t_start: float) -> float:
-        """Host seconds of training so far (evaluation excluded): what a time budget counts.
-        Every rank must stop at the same step, so a world agrees on its slowest rank's figure
-        (one small all-reduce per step, only under a budget or an evaluation cadence in seconds)."""
-        return ddp.reduce([time.perf_counter() - t_start - self.eval_host_s], self.device)[0]
+        """Host seconds of training so far (evaluation excluded): what a time budget counts."""
+        return time.perf_counter() - t_start - self.eval_host_s
 
     def _interval(self, batches, steps: int, budget: float, due: float, t_start: float) -> tuple[list, torch.Tensor, bool]:
         """Up to `steps` steps, fewer once the budget is spent or training reaches `due` s: (marks, loss, spent)."""
@@ -192,7 +190,8 @@ class Trainer:
         for _ in range(steps):
             marks.append(self._step(batches, start, loss_sum))
             start = marks[-1].end
-            spent = self._spent(t_start) if budget or due else 0.0
+            # the slowest rank's figure a step late, with no host wait: all ranks stop alike (world.py)
+            spent = self.vote(self._spent(t_start)) if budget or due else 0.0
             if budget and spent >= budget:
                 return marks, loss_sum, True
             if due and spent >= due:
@@ -233,7 +232,7 @@ class Trainer:
         rows, evals, status, reason, stopped = [], [], "ok", "", "epochs"
         steady_time, steady_steps = 0.0, 0
         self.eval_host_s, self.train_elapsed, self.epoch = 0.0, 0.0, 0
-        batches = self._batches(per_epoch)
+        batches, self.vote = self._batches(per_epoch), world.Vote(bool(knobs.time_budget or due))
         self.clock.synchronize()
         # the peak counts from here: the warm-up pass ran on the unsharded model (fsdp, zero1)
         self.accel.reset_peak()
@@ -242,8 +241,8 @@ class Trainer:
             first, t_interval = self.global_step, time.perf_counter()
             steps = every - first % every if total is None else min(every - first % every, total - first)
             marks, loss_sum, spent = self._interval(batches, steps, knobs.time_budget, due, t_start)
-            if due:  # the next evaluation by time: the first multiple of the cadence still ahead
-                due = (math.floor(self._spent(t_start) / knobs.eval_every_s) + 1) * knobs.eval_every_s
+            if due:  # the next evaluation by time: the first multiple of the cadence still ahead (agreed now)
+                due = (math.floor(ddp.reduce([self._spent(t_start)], self.device)[0] / knobs.eval_every_s) + 1) * knobs.eval_every_s
             row, times = self._evaluated(marks, loss_sum, t_interval, per_epoch, t_start)
             rows.append(row)
             skip = max(0, min(warmup - first, len(marks)))
@@ -262,7 +261,7 @@ class Trainer:
             if spent:
                 stopped = "time budget"
                 break
-        wall = time.perf_counter() - t_start
+        wall, _ = time.perf_counter() - t_start, self.vote.close()
         figures = replace(self._figures(rows, wall, steady_time, steady_steps, warmup, per_epoch),
                           **self._memory(), **target_figures(evals, target), stopped_by=stopped)
         extras = self.task.extras() if self.task.extras else {}
