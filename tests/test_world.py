@@ -109,3 +109,19 @@ def test_a_world_of_one_agrees_with_itself_at_once():
 
     vote = Vote()
     assert vote.group is None and vote(1.5) == 1.5 and vote.close() == 0.0
+
+
+def test_the_row_reports_every_phase_of_the_slowest_rank_and_keeps_each_ranks(budget_world):
+    from stbench.store.rows import STEP_PHASES
+
+    ranks = budget_world[0]["result"].ranks
+    assert [r.rank for r in ranks] == [0, 1] and budget_world[1]["result"].ranks == ranks  # the same on both
+    (slowest,) = [r for r in ranks if r.reported]
+    assert slowest.train_s == max(r.train_s for r in ranks)
+    for r in budget_world:
+        figures = r["result"].figures
+        assert sum(getattr(figures, f"{p}_s") for p in STEP_PHASES) == pytest.approx(figures.train_s, rel=1e-9)
+        assert (figures.train_s, figures.sync_s, figures.eval_s) == (slowest.train_s, slowest.sync_s, slowest.eval_s)
+    for rank in ranks:  # each rank's phases sum to its own step time too
+        assert sum(getattr(rank, f"{p}_s") for p in STEP_PHASES) == pytest.approx(rank.train_s, rel=1e-9)
+        assert rank.steps == slowest.steps and rank.sync_s > 0  # DDP's gradient all-reduce waited for

@@ -1,4 +1,4 @@
-"""What a world's ranks agree on while they train.
+"""What a world's ranks agree on while they train, and what each keeps of its own.
 
 Stopping (a time budget spent, an evaluation due by the clock) must happen at the same step on
 every rank, or the ranks that go on hang in a collective. Agreeing on a fresh figure after every
@@ -12,12 +12,24 @@ after the step that spent its budget. The figure is host time, so it travels as 
 a gloo group of its own (in an NCCL world too): the device never sees it, and the wait, on a
 collective every rank posted a whole step ago, finds it done (or waits on a slower rank's host,
 never on a device).
+
+Each rank's own phase totals are gathered once, at the run's end (`rank_rows`). The row reports
+the slowest rank's (the most step time), every phase of that one rank, so they sum to its step
+time; a maximum taken phase by phase would add one rank's wait to another's compute. Every
+rank's totals go to ranks.csv, where a reader sees which rank waited, and in which phase.
 """
 
 from __future__ import annotations
 
+import os
+from dataclasses import replace
+
 import torch
 import torch.distributed as dist
+
+from ..store.rows import PHASE_COLUMNS, EpochRow, RankRow
+
+TOTALS = (*PHASE_COLUMNS, "train_s", "data_wait_s")  # a rank's figures summed over its intervals
 
 
 class Vote:
@@ -48,3 +60,19 @@ class Vote:
         (work, t), self.pending = self.pending, None
         work.wait()
         return float(t[0])  # a host tensor: no device to wait for
+
+
+def rank_rows(epochs: list[EpochRow], run_id: str, rank: int, steps: int, wall: float,
+              peak_mb: float | None) -> tuple[tuple[RankRow, ...], RankRow]:
+    """(every rank's row in rank order, the slowest rank's row): this rank's totals over its
+    evaluation intervals, gathered from every rank (a collective: every rank calls it once)."""
+    totals = {c: sum(getattr(e, c) for e in epochs) for c in TOTALS}
+    mine = RankRow(run_id, rank, False, int(os.environ.get("GROUP_RANK", "0")), steps, wall_s=wall,
+                   peak_gpu_mb=peak_mb, **totals)
+    everyone = [mine]
+    if dist.is_initialized():
+        everyone = [None] * dist.get_world_size()
+        dist.all_gather_object(everyone, mine)
+    slowest = max(range(len(everyone)), key=lambda i: everyone[i].train_s)  # of equals, the lowest rank
+    rows = tuple(replace(r, reported=i == slowest) for i, r in enumerate(everyone))
+    return rows, rows[slowest]

@@ -15,7 +15,7 @@ from typing import Callable
 from ..device import parse
 from ..plan.planner import Plan
 from ..plan.spec import RunSpec
-from ..store.files import prune_orphans, write_cell
+from ..store.files import prune_orphans, write_cell, write_ranks
 from ..store.machine import EnvInfo, fingerprint, gpu_names
 from ..store.manifest import read_manifest, write_manifest
 from ..store.rows import Derived, Identity, Machine, RunRow, SystemRow
@@ -132,12 +132,14 @@ def _run_cells(plan: Plan, env: EnvInfo, timeout, interval, extra_args, on_start
         on_start(spec)
         if spec.run_id in plan.skips:
             row = RunRow(identity(spec, plan.launch.kind), "skipped", plan.skips[spec.run_id], machine(env))
-            epochs, system = [], []
+            epochs, system, ranks = [], [], []
         else:
             uuids = tuple(env.gpu_uuids(gpu_indices(spec))) if plan.launch.kind == "local" else ()
             cell = CellJob(spec, folder, timeout, interval, extra_args, plan.launch, uuids)
             row, epochs, system, outcome = _run_one(cell, env, peaks)
             _note_unavailable(folder, manifest, outcome.unavailable, dict(outcome.result.unavailable))
+            ranks = list(outcome.result.ranks)
+        write_ranks(folder, ranks)
         write_cell(folder, row, epochs, system)
         # the scratch folder goes only once the row is written: a Slurm cell's result lives there
         shutil.rmtree(folder / ".cells" / spec.run_id, ignore_errors=True)
