@@ -125,3 +125,8 @@ def test_the_row_reports_every_phase_of_the_slowest_rank_and_keeps_each_ranks(bu
     for rank in ranks:  # each rank's phases sum to its own step time too
         assert sum(getattr(rank, f"{p}_s") for p in STEP_PHASES) == pytest.approx(rank.train_s, rel=1e-9)
         assert rank.steps == slowest.steps and rank.sync_s > 0  # DDP's gradient all-reduce waited for
+
+
+def test_cpu_ranks_report_no_gpu_and_count_none(budget_world):
+    assert [r.gpu_uuid for r in budget_world[0]["result"].ranks] == [None, None]
+    assert {r["result"].figures.gpus_used for r in budget_world} == {None}

@@ -280,8 +280,7 @@ class Trainer:
         comm, exposed = ddp.logged_comm(self.model, sum(e.steps for e in epochs))
         peak = self.accel.peak_bytes()
         # every phase of the slowest rank (they sum to its step time); every rank's in ranks.csv (world.py)
-        self.ranks, slowest = world.rank_rows(epochs, self.cfg.run_id, self.rank, self.global_step, wall,
-                                              peak / 2**20 if peak is not None else None)
+        self.ranks, slowest = world.rank_rows(epochs, self.cfg.run_id, self.rank, self.global_step, wall, self.accel)
         # Times are the max over ranks: the world moves at its slowest rank's pace; so is the peak.
         wall, steady_time, comm, exposed, peak_all = ddp.reduce(
             [wall, steady_time, comm or 0.0, exposed or 0.0, float(peak or 0)], self.device)
@@ -294,7 +293,7 @@ class Trainer:
             final_train_loss=epochs[-1].train_loss, val_metric=self.task.metric.name,
             val_value=epochs[-1].val_metric, naive_baseline=self.task.metric.naive,
             flops_per_sample=self.flops_per_sample, achieved_gflops=self.flops_per_sample * sps / 1e9,
-            peak_gpu_mb=peak_all / 2**20 if peak is not None else None,
+            peak_gpu_mb=peak_all / 2**20 if peak is not None else None, gpus_used=world.distinct_gpus(r.gpu_uuid for r in self.ranks),
             sync_count=self.probe.count if self.world > 1 else None, precision=self.precision, compile_s=self.compile_s,
             epochs_done=self.global_step / per_epoch, steps_done=self.global_step, **ddp_figures,
         )

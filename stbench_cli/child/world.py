@@ -27,6 +27,7 @@ from dataclasses import replace
 import torch
 import torch.distributed as dist
 
+from ..device import Accelerator
 from ..store.rows import PHASE_COLUMNS, EpochRow, RankRow
 
 TOTALS = (*PHASE_COLUMNS, "train_s", "data_wait_s")  # a rank's figures summed over its intervals
@@ -62,13 +63,22 @@ class Vote:
         return float(t[0])  # a host tensor: no device to wait for
 
 
+def distinct_gpus(uuids) -> int | None:
+    """How many GPUs a world's ranks ran on: the distinct UUIDs they reported (gloo ranks of
+    emulated nodes may all sit on one GPU, and count it once); None where none reported one (CPU)."""
+    seen = {str(u).lower().removeprefix("gpu-") for u in uuids if u}
+    return len(seen) or None
+
+
 def rank_rows(epochs: list[EpochRow], run_id: str, rank: int, steps: int, wall: float,
-              peak_mb: float | None) -> tuple[tuple[RankRow, ...], RankRow]:
+              accel: Accelerator) -> tuple[tuple[RankRow, ...], RankRow]:
     """(every rank's row in rank order, the slowest rank's row): this rank's totals over its
-    evaluation intervals, gathered from every rank (a collective: every rank calls it once)."""
+    evaluation intervals, its peak and its GPU, gathered from every rank (a collective: every
+    rank calls it once)."""
     totals = {c: sum(getattr(e, c) for e in epochs) for c in TOTALS}
+    peak = accel.peak_bytes()
     mine = RankRow(run_id, rank, False, int(os.environ.get("GROUP_RANK", "0")), steps, wall_s=wall,
-                   peak_gpu_mb=peak_mb, **totals)
+                   peak_gpu_mb=peak / 2**20 if peak is not None else None, gpu_uuid=accel.uuid(), **totals)
     everyone = [mine]
     if dist.is_initialized():
         everyone = [None] * dist.get_world_size()

@@ -45,7 +45,8 @@ PEAK_AT = {"bf16": "bf16_matmul_gflops", "tf32": "tf32_matmul_gflops"}  # else t
 
 
 def devices_used(spec: RunSpec, gpu_count: int) -> int:
-    """How many distinct devices a cell's ranks run on (device.resolve's rule, per node)."""
+    """How many distinct devices a cell's ranks run on (device.resolve's rule, per node): the
+    plan's count, for rows whose ranks did not report their GPUs (`gpus_used`)."""
     d = parse(spec.device)
     if not d.is_cuda or d.index is not None:
         return spec.nodes if d.is_cuda else 1
@@ -61,9 +62,10 @@ def derived(spec: RunSpec, outcome: Outcome, peaks: dict[str, dict], gpu_count: 
     at = PEAK_AT.get(spec.param_dict.get("precision", "default"), "matmul_gflops")
     at = at if at in peak or at != "tf32_matmul_gflops" else "matmul_gflops"
     if peak.get(at) and figures.achieved_gflops is not None:
-        # A world has the peak of the distinct devices it runs on: N GPUs for a GPU per rank,
-        # one for gloo ranks sharing a GPU, one machine for CPU ranks.
-        peak_gflops = peak[at] * devices_used(spec, gpu_count)
+        # A world has the peak of the distinct devices it runs on: the GPUs its ranks reported
+        # (by UUID: emulated nodes' gloo ranks may share one), else the plan's count (a row
+        # from before the ranks reported theirs); one machine for CPU ranks.
+        peak_gflops = peak[at] * (figures.gpus_used or devices_used(spec, gpu_count))
         fraction = figures.achieved_gflops / peak_gflops
     return Derived(setup_s=setup, peak_gflops=peak_gflops, peak_fraction=fraction, job_id=outcome.job_id,
                    **outcome.energy)

@@ -69,6 +69,7 @@ class Figures:
     epochs_done: float | None = None  # how far training got (a time budget ends mid-epoch)
     steps_done: int | None = None
     stopped_by: str | None = None  # epochs | time budget | target
+    gpus_used: int | None = None  # distinct GPUs the ranks ran on, by the UUIDs they reported (None on CPU)
 
 
 @dataclass(frozen=True)
@@ -131,6 +132,7 @@ class RankRow:
     data_wait_s: float
     wall_s: float
     peak_gpu_mb: float | None = None
+    gpu_uuid: str | None = None  # the GPU the rank ran on (None on CPU)
 
 
 @dataclass(frozen=True)
