@@ -130,3 +130,14 @@ def test_the_row_reports_every_phase_of_the_slowest_rank_and_keeps_each_ranks(bu
 def test_cpu_ranks_report_no_gpu_and_count_none(budget_world):
     assert [r.gpu_uuid for r in budget_world[0]["result"].ranks] == [None, None]
     assert {r["result"].figures.gpus_used for r in budget_world} == {None}
+
+
+def test_ddps_sampled_iterations_are_warm_up(budget_world):
+    from stbench.child.ddp import SAMPLED_ITERATIONS, warmup_steps
+
+    # DDP's logger samples its first 10 iterations with a host sync: never timed as steady steps
+    assert {r["result"].figures.warmup_steps for r in budget_world} == {SAMPLED_ITERATIONS}  # 2 asked
+    assert warmup_steps(2, None, under_ddp=True) == warmup_steps(2, 100, under_ddp=True) == 10
+    assert warmup_steps(25, 100, under_ddp=True) == 25
+    assert warmup_steps(2, 100, under_ddp=False) == 2  # one process, fsdp: what was asked
+    assert warmup_steps(5, 4, under_ddp=True) == 3  # a run of 4 steps times its last one

@@ -11,8 +11,8 @@ to the time from its first step's start to its last step's end. A run ends after
 when its `time_budget` of training is spent, or (`stop_at_target`) at the first evaluation
 that reaches its target; every evaluation is a row, and the first to reach the target gives
 the run's time to target (target.py). data_wait (host seconds inside the loader) is kept
-beside them on every device. The first `warmup_steps` steps count in wall time but not in
-steady-state samples/s.
+beside them on every device. The first `warmup_steps` steps (at least 10 under DDP: its logger
+samples them with a host sync, ddp.py) count in wall time but not in steady-state samples/s.
 """
 
 from __future__ import annotations
@@ -225,7 +225,7 @@ class Trainer:
         knobs = self.cfg.knobs
         per_epoch = min(len(self.train_loader), knobs.max_steps or len(self.train_loader))
         total = None if knobs.time_budget else per_epoch * self.cfg.epochs  # None: the budget decides
-        warmup = min(knobs.warmup_steps, total - 1) if total else knobs.warmup_steps
+        warmup = ddp.warmup_steps(knobs.warmup_steps, total, ddp.wraps(self.model))  # >= 10 under DDP (ddp.py)
         # by time, the steps run on until the clock says (an epoch's end does not evaluate)
         every, due = knobs.eval_every or (2**62 if knobs.eval_every_s else per_epoch), knobs.eval_every_s
         target = resolve_target(knobs.target, self.cfg.target_ratio, self.task.metric.naive)
