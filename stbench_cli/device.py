@@ -196,6 +196,12 @@ class Accelerator:
 
         return torch.cuda.get_device_name(self.torch)
 
+    def uuid(self) -> str | None:
+        """The GPU's UUID, what tells GPUs apart (None on CPU)."""
+        import torch
+
+        return str(torch.cuda.get_device_properties(self.device.index).uuid) if self.is_cuda else None
+
     def matmul_precision(self) -> str:
         """The precision fp32 matrix products run at here: "tf32" where the GPU may use
         TensorFloat-32 for them (torch's switch), else "fp32"."""

@@ -61,6 +61,7 @@ CUDA_CALLS = {
     "allocated_bytes": lambda a: a.allocated_bytes(),
     "pin": lambda a: a.pin(torch.ones(2)),
     "name": lambda a: a.name(),
+    "uuid": lambda a: a.uuid(),
 }
 
 
@@ -106,3 +107,31 @@ def test_a_worlds_peak_counts_the_distinct_devices_it_runs_on():
     assert devices_used(world("cuda", 4), gpu_count=8) == 4  # a GPU per rank
     assert devices_used(world("cuda", 2, nodes=2), gpu_count=2) == 4
     assert devices_used(world("cpu", 4), gpu_count=0) == 1  # CPU ranks share one machine
+
+
+def test_gpus_are_counted_by_the_uuids_the_ranks_report():
+    from stbench.child.world import distinct_gpus
+
+    one = "5b0b0e5c-1a2b-3c4d-5e6f-000000000001"
+    assert distinct_gpus([one, one]) == 1  # two emulated nodes' gloo ranks on the one GPU
+    assert distinct_gpus([one, f"GPU-{one.upper()}"]) == 1  # NVML's spelling of the same GPU
+    assert distinct_gpus([one, one.replace("1", "2")]) == 2
+    assert distinct_gpus([None, None]) is None  # CPU ranks report none
+
+
+def test_a_world_on_one_gpu_has_one_gpus_peak():
+    from stbench.plan.spec import RunSpec
+    from stbench.runner.processes import Outcome
+    from stbench.runner.study import derived
+    from stbench.store.rows import CellResult, Figures
+
+    spec = RunSpec("cnn-strain", "cuda", "ddp", 64, 1, world_size=2, nodes=2, params=(("backend", "gloo"),))
+    peaks = {"cuda": {"matmul_gflops": 100.0}}
+
+    def fraction(gpus_used):
+        figures = Figures(wall_s=1.0, achieved_gflops=50.0, gpus_used=gpus_used)
+        return derived(spec, Outcome(CellResult("ok", figures=figures), cell_s=2.0), peaks, gpu_count=1).peak_fraction
+
+    assert fraction(1) == 0.5  # two emulated nodes, one GPU by UUID: one GPU's peak
+    assert fraction(2) == 0.25
+    assert fraction(None) == 0.25  # a row from before the ranks reported UUIDs: the plan's count

@@ -41,6 +41,10 @@ def test_two_loopback_nodes_train_like_one_node_of_two(tmp_path):
     assert float(row["sync_s"]) > 0 and int(row["sync_count"]) > 0
     host = socket.gethostname()
     assert row["node_hosts"] == f"{host},{host}"  # one agent per emulated node, both on this machine
+    ranks = _rows(two_nodes, "ranks.csv")  # every rank's own phases, the slowest one's in the row
+    assert [(r["rank"], r["node"]) for r in ranks] == [("0", "0"), ("1", "1")]
+    (slowest,) = [r for r in ranks if r["reported"] == "True"]
+    assert float(slowest["compute_s"]) == pytest.approx(float(row["compute_s"]))
     (other,) = _rows(one_node, "runs.csv")
     assert (other["nodes"], other["nproc_per_node"], other["world_size"]) == ("1", "2", "2")
     assert other["node_hosts"] == host

@@ -40,6 +40,20 @@ def test_workload_figures_are_prefixed_columns(tmp_path):
     assert rows[1]["x.other"] == "2.0" and rows[1]["x.stream_s"] == ""
 
 
+def test_every_ranks_row_travels_through_json_and_a_cell_without_a_run_row_loses_them(tmp_path):
+    from stbench.store.files import prune_orphans, write_ranks
+    from stbench.store.rows import CellResult, RankRow
+
+    ranks = tuple(RankRow("r1", i, i == 1, i, 10, 1.0 + i, 0.1, 0.0, 0.8 + i, 0.1, 0.2, 0.05, 2.0 + i)
+                  for i in range(2))
+    assert CellResult.from_json(CellResult("ok", ranks=ranks).to_json()).ranks == ranks
+    write_ranks(tmp_path, list(ranks))
+    rows = read_csv(tmp_path / "ranks.csv", ["run_id", "rank", "reported", "compute_s"])
+    assert [(r["rank"], r["reported"], r["node"]) for r in rows] == [("0", "False", "0"), ("1", "True", "1")]
+    prune_orphans(tmp_path, {"r2"})  # r1 has no runs.csv row: a parent killed between the writes
+    assert read_csv(tmp_path / "ranks.csv", ["run_id"]) == []
+
+
 REFERENCE = sorted((Path(__file__).parent.parent / "results").glob("ref-*"))
 
 

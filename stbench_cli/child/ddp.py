@@ -16,7 +16,9 @@ DDP's logger is left at its own sampling (its first 10 iterations, then every 10
 a sampled iteration waits on the previous one's events in forward, a host-device sync that a
 sample rate of 1 would add to every step and so shift speedup and efficiency. Its figure is
 an average over the sampled iterations, times the steps. `stbench doctor`'s ddp-sync check,
-which holds sync_s against it step for step, samples every step (`ddp_log_every=1`).
+which holds sync_s against it step for step, samples every step (`ddp_log_every=1`). Those
+first 10 sampled iterations (and the reducer's bucket rebuild after the first) stay out of
+steady-state throughput: a DDP model's warm-up is at least 10 steps (`warmup_steps`).
 
 zero1's optimizer broadcasts the updated parameter shards after its local step: that broadcast
 is communication too. A post-step hook on the rank's own optimizer marks where the local step
@@ -108,14 +110,29 @@ def wrap(model: torch.nn.Module, accel: Accelerator, probe: SyncProbe, bucket_ca
     return ddp
 
 
+SAMPLED_ITERATIONS = 10  # DDP's logger samples its first 10 iterations, each with a host sync on CUDA
+
+
+def wraps(model: torch.nn.Module) -> bool:
+    """Whether DDP's reducer runs this (maybe compiled) model's backward."""
+    return isinstance(getattr(model, "_orig_mod", model), torch.nn.parallel.DistributedDataParallel)
+
+
+def warmup_steps(asked: int, total: int | None, under_ddp: bool) -> int:
+    """The steps left out of steady-state throughput: those asked for, at least DDP's sampled
+    iterations under DDP, and (when the run's steps are known) never all of them."""
+    warm = max(asked, SAMPLED_ITERATIONS) if under_ddp else asked
+    return min(warm, total - 1) if total else warm
+
+
 def logged_comm(model: torch.nn.Module, steps: int) -> tuple[float | None, float | None]:
     """(communication, exposed communication) seconds over `steps` steps, as DDP's logger saw
     them: its averages per iteration (ns) times the steps. Exposed = communication minus the
     part that overlapped backward compute = from the end of backward compute to the end of the
     last all-reduce: the interval sync_s measures on stbench's own clock."""
-    model = getattr(model, "_orig_mod", model)  # a compiled DDP model
-    if not isinstance(model, torch.nn.parallel.DistributedDataParallel):
+    if not wraps(model):
         return None, None
+    model = getattr(model, "_orig_mod", model)  # a compiled DDP model
     data = model._get_ddp_logging_data()
     comm, overlap = data.get("avg_backward_comm_time"), data.get("avg_backward_compute_comm_overlap_time")
     if not comm:

@@ -11,8 +11,8 @@ to the time from its first step's start to its last step's end. A run ends after
 when its `time_budget` of training is spent, or (`stop_at_target`) at the first evaluation
 that reaches its target; every evaluation is a row, and the first to reach the target gives
 the run's time to target (target.py). data_wait (host seconds inside the loader) is kept
-beside them on every device. The first `warmup_steps` steps count in wall time but not in
-steady-state samples/s.
+beside them on every device. The first `warmup_steps` steps (at least 10 under DDP: its logger
+samples them with a host sync, ddp.py) count in wall time but not in steady-state samples/s.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ import torch
 
 from ..contract import Task, TrainerParams
 from ..device import Accelerator
-from ..store.rows import PHASE_COLUMNS, STEP_PHASES, CellResult, EpochRow, Figures
-from . import ddp, memory, strategies
+from ..store.rows import STEP_PHASES, CellResult, EpochRow, Figures
+from . import ddp, memory, strategies, world
 from .loader import build_loaders, compile_batches
 from .target import Evaluation, epoch_seconds, reached, resolve_target, target_figures
 from .timing import Clock, StepMarks, resolve
@@ -180,10 +180,8 @@ class Trainer:
             epoch += 1
 
     def _spent(self, t_start: float) -> float:
-        """Host seconds of training so far (evaluation excluded): what a time budget counts.
-        Every rank must stop at the same step, so a world agrees on its slowest rank's figure
-        (one small all-reduce per step, only under a budget or an evaluation cadence in seconds)."""
-        return ddp.reduce([time.perf_counter() - t_start - self.eval_host_s], self.device)[0]
+        """Host seconds of training so far (evaluation excluded): what a time budget counts."""
+        return time.perf_counter() - t_start - self.eval_host_s
 
     def _interval(self, batches, steps: int, budget: float, due: float, t_start: float) -> tuple[list, torch.Tensor, bool]:
         """Up to `steps` steps, fewer once the budget is spent or training reaches `due` s: (marks, loss, spent)."""
@@ -192,7 +190,8 @@ class Trainer:
         for _ in range(steps):
             marks.append(self._step(batches, start, loss_sum))
             start = marks[-1].end
-            spent = self._spent(t_start) if budget or due else 0.0
+            # the slowest rank's figure a step late, with no host wait: all ranks stop alike (world.py)
+            spent = self.vote(self._spent(t_start)) if budget or due else 0.0
             if budget and spent >= budget:
                 return marks, loss_sum, True
             if due and spent >= due:
@@ -226,14 +225,14 @@ class Trainer:
         knobs = self.cfg.knobs
         per_epoch = min(len(self.train_loader), knobs.max_steps or len(self.train_loader))
         total = None if knobs.time_budget else per_epoch * self.cfg.epochs  # None: the budget decides
-        warmup = min(knobs.warmup_steps, total - 1) if total else knobs.warmup_steps
+        warmup = ddp.warmup_steps(knobs.warmup_steps, total, ddp.wraps(self.model))  # >= 10 under DDP (ddp.py)
         # by time, the steps run on until the clock says (an epoch's end does not evaluate)
         every, due = knobs.eval_every or (2**62 if knobs.eval_every_s else per_epoch), knobs.eval_every_s
         target = resolve_target(knobs.target, self.cfg.target_ratio, self.task.metric.naive)
         rows, evals, status, reason, stopped = [], [], "ok", "", "epochs"
         steady_time, steady_steps = 0.0, 0
         self.eval_host_s, self.train_elapsed, self.epoch = 0.0, 0.0, 0
-        batches = self._batches(per_epoch)
+        batches, self.vote = self._batches(per_epoch), world.Vote(bool(knobs.time_budget or due))
         self.clock.synchronize()
         # the peak counts from here: the warm-up pass ran on the unsharded model (fsdp, zero1)
         self.accel.reset_peak()
@@ -242,8 +241,8 @@ class Trainer:
             first, t_interval = self.global_step, time.perf_counter()
             steps = every - first % every if total is None else min(every - first % every, total - first)
             marks, loss_sum, spent = self._interval(batches, steps, knobs.time_budget, due, t_start)
-            if due:  # the next evaluation by time: the first multiple of the cadence still ahead
-                due = (math.floor(self._spent(t_start) / knobs.eval_every_s) + 1) * knobs.eval_every_s
+            if due:  # the next evaluation by time: the first multiple of the cadence still ahead (agreed now)
+                due = (math.floor(ddp.reduce([self._spent(t_start)], self.device)[0] / knobs.eval_every_s) + 1) * knobs.eval_every_s
             row, times = self._evaluated(marks, loss_sum, t_interval, per_epoch, t_start)
             rows.append(row)
             skip = max(0, min(warmup - first, len(marks)))
@@ -262,11 +261,11 @@ class Trainer:
             if spent:
                 stopped = "time budget"
                 break
-        wall = time.perf_counter() - t_start
+        wall, _ = time.perf_counter() - t_start, self.vote.close()
         figures = replace(self._figures(rows, wall, steady_time, steady_steps, warmup, per_epoch),
                           **self._memory(), **target_figures(evals, target), stopped_by=stopped)
         extras = self.task.extras() if self.task.extras else {}
-        return CellResult(status, reason, figures, tuple(rows), extras, self.unavailable)
+        return CellResult(status, reason, figures, tuple(rows), extras, self.unavailable, self.ranks)
 
     def _memory(self) -> dict:
         """Where this rank's memory went (the max over ranks), after training; one more step's
@@ -278,23 +277,23 @@ class Trainer:
         return memory.held_figures(self.model, strategies.local_optimizer(self.optimizer), self.accel, step)
 
     def _figures(self, epochs: list[EpochRow], wall, steady_time, steady_steps, warmup, per_epoch) -> Figures:
-        columns = [*PHASE_COLUMNS, "train_s", "data_wait_s"]
-        totals = [sum(getattr(e, c) for e in epochs) for c in columns]
         comm, exposed = ddp.logged_comm(self.model, sum(e.steps for e in epochs))
         peak = self.accel.peak_bytes()
+        # every phase of the slowest rank (they sum to its step time); every rank's in ranks.csv (world.py)
+        self.ranks, slowest = world.rank_rows(epochs, self.cfg.run_id, self.rank, self.global_step, wall, self.accel)
         # Times are the max over ranks: the world moves at its slowest rank's pace; so is the peak.
-        wall, steady_time, comm, exposed, peak_all, *totals = ddp.reduce(
-            [wall, steady_time, comm or 0.0, exposed or 0.0, float(peak or 0), *totals], self.device)
+        wall, steady_time, comm, exposed, peak_all = ddp.reduce(
+            [wall, steady_time, comm or 0.0, exposed or 0.0, float(peak or 0)], self.device)
         ddp_figures = dict(ddp_comm_s=comm, ddp_exposed_comm_s=exposed) if self.world > 1 else {}
         sps = steady_steps * self.cfg.batch_size * self.world / steady_time if steady_time > 0 else float("nan")
         return Figures(
             wall_s=wall, epoch_s=epoch_seconds(epochs, wall, per_epoch, self.global_step), samples_per_s=sps,
             steps_per_s=steady_steps / steady_time if steady_time > 0 else float("nan"),
-            warmup_steps=warmup, **dict(zip(columns, totals)),
+            warmup_steps=warmup, **{c: getattr(slowest, c) for c in world.TOTALS},
             final_train_loss=epochs[-1].train_loss, val_metric=self.task.metric.name,
             val_value=epochs[-1].val_metric, naive_baseline=self.task.metric.naive,
             flops_per_sample=self.flops_per_sample, achieved_gflops=self.flops_per_sample * sps / 1e9,
-            peak_gpu_mb=peak_all / 2**20 if peak is not None else None,
+            peak_gpu_mb=peak_all / 2**20 if peak is not None else None, gpus_used=world.distinct_gpus(r.gpu_uuid for r in self.ranks),
             sync_count=self.probe.count if self.world > 1 else None, precision=self.precision, compile_s=self.compile_s,
             epochs_done=self.global_step / per_epoch, steps_done=self.global_step, **ddp_figures,
         )

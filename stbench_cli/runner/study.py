@@ -15,7 +15,7 @@ from typing import Callable
 from ..device import parse
 from ..plan.planner import Plan
 from ..plan.spec import RunSpec
-from ..store.files import prune_orphans, write_cell
+from ..store.files import prune_orphans, write_cell, write_ranks
 from ..store.machine import EnvInfo, fingerprint, gpu_names
 from ..store.manifest import read_manifest, write_manifest
 from ..store.rows import Derived, Identity, Machine, RunRow, SystemRow
@@ -45,7 +45,8 @@ PEAK_AT = {"bf16": "bf16_matmul_gflops", "tf32": "tf32_matmul_gflops"}  # else t
 
 
 def devices_used(spec: RunSpec, gpu_count: int) -> int:
-    """How many distinct devices a cell's ranks run on (device.resolve's rule, per node)."""
+    """How many distinct devices a cell's ranks run on (device.resolve's rule, per node): the
+    plan's count, for rows whose ranks did not report their GPUs (`gpus_used`)."""
     d = parse(spec.device)
     if not d.is_cuda or d.index is not None:
         return spec.nodes if d.is_cuda else 1
@@ -61,9 +62,10 @@ def derived(spec: RunSpec, outcome: Outcome, peaks: dict[str, dict], gpu_count: 
     at = PEAK_AT.get(spec.param_dict.get("precision", "default"), "matmul_gflops")
     at = at if at in peak or at != "tf32_matmul_gflops" else "matmul_gflops"
     if peak.get(at) and figures.achieved_gflops is not None:
-        # A world has the peak of the distinct devices it runs on: N GPUs for a GPU per rank,
-        # one for gloo ranks sharing a GPU, one machine for CPU ranks.
-        peak_gflops = peak[at] * devices_used(spec, gpu_count)
+        # A world has the peak of the distinct devices it runs on: the GPUs its ranks reported
+        # (by UUID: emulated nodes' gloo ranks may share one), else the plan's count (a row
+        # from before the ranks reported theirs); one machine for CPU ranks.
+        peak_gflops = peak[at] * (figures.gpus_used or devices_used(spec, gpu_count))
         fraction = figures.achieved_gflops / peak_gflops
     return Derived(setup_s=setup, peak_gflops=peak_gflops, peak_fraction=fraction, job_id=outcome.job_id,
                    **outcome.energy)
@@ -132,12 +134,14 @@ def _run_cells(plan: Plan, env: EnvInfo, timeout, interval, extra_args, on_start
         on_start(spec)
         if spec.run_id in plan.skips:
             row = RunRow(identity(spec, plan.launch.kind), "skipped", plan.skips[spec.run_id], machine(env))
-            epochs, system = [], []
+            epochs, system, ranks = [], [], []
         else:
             uuids = tuple(env.gpu_uuids(gpu_indices(spec))) if plan.launch.kind == "local" else ()
             cell = CellJob(spec, folder, timeout, interval, extra_args, plan.launch, uuids)
             row, epochs, system, outcome = _run_one(cell, env, peaks)
             _note_unavailable(folder, manifest, outcome.unavailable, dict(outcome.result.unavailable))
+            ranks = list(outcome.result.ranks)
+        write_ranks(folder, ranks)
         write_cell(folder, row, epochs, system)
         # the scratch folder goes only once the row is written: a Slurm cell's result lives there
         shutil.rmtree(folder / ".cells" / spec.run_id, ignore_errors=True)

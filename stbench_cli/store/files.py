@@ -1,4 +1,4 @@
-"""The normalized result files: runs.csv, epochs.csv, system.csv.
+"""The normalized result files: runs.csv, epochs.csv, system.csv, ranks.csv.
 
 Files are only ever appended to, one finished cell at a time, and each write replaces the
 file atomically (write a temporary file, fsync, rename), so a kill at any moment leaves
@@ -19,7 +19,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ..errors import StbenchError
-from .rows import EPOCH_COLUMNS, RUN_COLUMNS, SCHEMA, SYSTEM_COLUMNS, EpochRow, RunRow, SystemRow
+from .rows import EPOCH_COLUMNS, RANK_COLUMNS, RUN_COLUMNS, SCHEMA, SYSTEM_COLUMNS, EpochRow, RankRow, RunRow, SystemRow
 
 REQUIRED = ["schema", "run_id", "workload", "device", "status"]
 
@@ -63,6 +63,11 @@ def write_cell(folder: Path, row: RunRow, epochs: list[EpochRow], system: list[S
     append(folder / "runs.csv", [row.record()], RUN_COLUMNS)
 
 
+def write_ranks(folder: Path, ranks: list[RankRow]) -> None:
+    """Every rank's own totals of one cell, written before its runs.csv row (write_cell)."""
+    append(folder / "ranks.csv", [asdict(r) for r in ranks], RANK_COLUMNS)
+
+
 def read_csv(path: Path, required: list[str]) -> list[dict]:
     """Rows of a results CSV; StbenchError naming the file if it is missing or corrupt."""
     try:
@@ -95,8 +100,8 @@ def read_runs(folder: Path) -> list[dict]:
 
 
 def prune_orphans(folder: Path, done: set[str]) -> None:
-    """Drop epoch/system rows whose cell has no runs.csv row (the parent died mid-write)."""
-    for name in ("epochs.csv", "system.csv"):
+    """Drop epoch/system/rank rows whose cell has no runs.csv row (the parent died mid-write)."""
+    for name in ("epochs.csv", "system.csv", "ranks.csv"):
         path = folder / name
         if path.exists():
             rows = read_csv(path, ["run_id"])

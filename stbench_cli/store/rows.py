@@ -1,6 +1,6 @@
 """Typed records: what a cell's process reports, and the rows of the result files.
 
-The column lists of runs.csv, epochs.csv and system.csv are derived from these dataclasses;
+The column lists of runs.csv, epochs.csv, system.csv and ranks.csv are derived from these dataclasses;
 nothing else lists them. A workload's own figures (`Task.extras`) become `x.<name>` columns
 without any change here. Torch-free.
 """
@@ -69,6 +69,7 @@ class Figures:
     epochs_done: float | None = None  # how far training got (a time budget ends mid-epoch)
     steps_done: int | None = None
     stopped_by: str | None = None  # epochs | time budget | target
+    gpus_used: int | None = None  # distinct GPUs the ranks ran on, by the UUIDs they reported (None on CPU)
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,29 @@ class SystemRow:
 
 
 @dataclass(frozen=True)
+class RankRow:
+    """One rank of a multi-process cell (ranks.csv; a lone process is rank 0): its own totals.
+    The runs.csv row reports the phases of the slowest rank (`reported`), every one of them, so
+    they sum to its step time; the others show which rank waited, and in which phase."""
+
+    run_id: str
+    rank: int
+    reported: bool  # the slowest rank (the most step time): the runs.csv row has its phases
+    node: int  # torchrun's node (agent) rank
+    steps: int
+    train_s: float
+    data_s: float
+    h2d_s: float
+    compute_s: float
+    sync_s: float
+    eval_s: float
+    data_wait_s: float
+    wall_s: float
+    peak_gpu_mb: float | None = None
+    gpu_uuid: str | None = None  # the GPU the rank ran on (None on CPU)
+
+
+@dataclass(frozen=True)
 class CellResult:
     """The one record that crosses from a cell's process to the parent (as JSON)."""
 
@@ -121,6 +145,7 @@ class CellResult:
     epochs: tuple[EpochRow, ...] = ()
     extras: Mapping[str, float] = field(default_factory=dict)
     unavailable: Mapping[str, str] = field(default_factory=dict)  # measurement -> why it could not be made
+    ranks: tuple[RankRow, ...] = ()  # every rank's own totals (ranks.csv)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), default=float)
@@ -129,7 +154,8 @@ class CellResult:
     def from_json(cls, text: str) -> "CellResult":
         d = json.loads(text)
         return cls(d["status"], d.get("reason", ""), Figures(**d.get("figures", {})),
-                   tuple(EpochRow(**e) for e in d.get("epochs", ())), d.get("extras", {}), d.get("unavailable", {}))
+                   tuple(EpochRow(**e) for e in d.get("epochs", ())), d.get("extras", {}), d.get("unavailable", {}),
+                   tuple(RankRow(**r) for r in d.get("ranks", ())))
 
 
 @dataclass(frozen=True)
@@ -211,6 +237,7 @@ def _names(cls) -> list[str]:
 RUN_COLUMNS = ["schema", *_names(Identity), "status", "reason", *_names(Figures), *_names(Derived), *_names(Machine)]
 EPOCH_COLUMNS = _names(EpochRow)
 SYSTEM_COLUMNS = _names(SystemRow)
+RANK_COLUMNS = _names(RankRow)
 # true/false columns, written as True/False: read back as 1.0/0.0 (store.rows is their one list)
 BOOL_COLUMNS = frozenset(f.name for f in fields(Figures) if str(f.type).startswith("bool"))
 TEXT_COLUMNS = frozenset(
