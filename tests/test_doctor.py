@@ -89,3 +89,60 @@ def test_sampling_on_a_gpu_nvml_cannot_see_fails_with_the_reason_not_a_key_error
     rows = [{"proc_cpu_pct": 90.0, "proc_rss_mb": 900.0, "sys_cpu_pct": 50.0, "sys_mem_pct": 10.0}] * 3
     check = doctor.judge_sampling("cuda", rows, set(), [], None, 1.0)
     assert (check.status, check.detail) == ("FAIL", "no NVML field sampled: NVML cannot see this GPU")
+
+
+def _doctor_cli(argv, monkeypatch, fake_check):
+    """`stbench doctor` in this process with each check replaced by `fake_check(name, device)`."""
+    import pytest
+
+    from stbench.cli import main
+
+    monkeypatch.setattr(doctor, "run_check", lambda name, device, env: fake_check(name, device))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["doctor", *argv])
+    return exit_info.value.code
+
+
+def test_quick_runs_the_quick_checks_and_the_full_doctor_every_check(monkeypatch, tmp_path, capsys):
+    ran = []
+
+    def passing(name, device):
+        ran.append(name)
+        return doctor.Check(name, device, "PASS", "fine")
+
+    assert _doctor_cli(["--quick", "--out", str(tmp_path / "quick")], monkeypatch, passing) == 0
+    assert ran == ["phase-timing", "sampling", "peaks"] == list(doctor.QUICK)
+    written = json.loads((tmp_path / "quick" / "doctor.json").read_text())
+    assert [c["name"] for c in written["checks"]] == list(doctor.QUICK)
+    ran.clear()
+    assert _doctor_cli(["--out", str(tmp_path / "full")], monkeypatch, passing) == 0
+    assert ran == ["phase-timing", "overhead", "ddp-sync", "sampling", "peaks"]
+    help_text = stbench("doctor", "--help").stdout
+    assert "--quick" in help_text and "ddp-sync" in help_text and "under a minute" in help_text
+
+
+def test_ctrl_c_in_doctor_is_one_line_and_exit_130(monkeypatch, tmp_path, capsys):
+    def second_interrupted(name, device):
+        if name == "sampling":
+            raise KeyboardInterrupt
+        return doctor.Check(name, device, "PASS", "fine")
+
+    assert _doctor_cli(["--quick", "--out", str(tmp_path)], monkeypatch, second_interrupted) == 130
+    captured = capsys.readouterr()
+    assert captured.err == "interrupted: 1 of 3 checks ran; doctor.json not written\n"
+    assert captured.out == "PASS phase-timing cpu: fine\n" and not (tmp_path / "doctor.json").exists()
+
+
+def test_ctrl_c_before_a_command_starts_is_one_line_and_exit_130(monkeypatch, capsys):
+    import pytest
+
+    from stbench import cli
+    from stbench.cli import options
+
+    def interrupted(argv):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(options, "spread_lists", interrupted)
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["doctor"])
+    assert exit_info.value.code == 130 and capsys.readouterr().err == "interrupted\n"

@@ -17,11 +17,12 @@ from stbench.report.series import panels
 from stbench.report.frame import frame, keys_of
 from stbench.report.studies import report
 from stbench.report.tables import markdown
-from stbench.store.files import find_folders
 from stbench.store.results import read_results
-from tests.helpers import stbench
+from tests.helpers import committed_folders, stbench
 
-RESULTS = Path(__file__).parent.parent / "results"
+# The committed result folders only, never a run a user made beside them (tests.helpers); the
+# commands get the `committed_results` copy of them.
+COMMITTED = committed_folders()
 CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
 BROWSER_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars"]
@@ -44,9 +45,9 @@ PROBE = """<script>window.addEventListener("load", () => {
 
 
 @pytest.fixture(scope="module")
-def committed_report(tmp_path_factory):
+def committed_report(tmp_path_factory, committed_results):
     out = tmp_path_factory.mktemp("report")
-    stbench("report", RESULTS, "--out", out, check=True)
+    stbench("report", committed_results, "--out", out, check=True)
     return out
 
 
@@ -63,7 +64,7 @@ def test_report_files_are_self_contained(committed_report):
     assert "| EPYC (2 cores)" in md and "400000.0" not in md
     # one section per study, headed by its question; a parameter older rows lack shows its default
     for workload in ("cnn-strain", "stnn"):  # every committed reference folder is a study of its own
-        folders = [m for m in RESULTS.glob("ref-*/manifest.json") if json.loads(m.read_text())["workload"] == workload]
+        folders = [f for f in COMMITTED if json.loads((f / "manifest.json").read_text())["workload"] == workload]
         assert md.count(f"\n## {workload}: `stbench ") == len(folders) > 4
 
 
@@ -72,7 +73,7 @@ def test_a_parameter_older_rows_lack_takes_its_default():
     show 25.0 and none, so one cell is never split into a '-' row and a valued row."""
     from stbench.plan.registry import param_defaults
 
-    rows = [{**r, "study": str(f)} for f in find_folders([RESULTS]) for r in read_results(f)]
+    rows = [{**r, "study": str(f)} for f in COMMITTED for r in read_results(f)]
     bare, filled = frame(rows), frame(rows, param_defaults())
     assert bare["p.bucket_cap_mb"].isna().any()  # what the old rows lack
     params = [c for c in filled.columns if c.startswith("p.")]
@@ -96,7 +97,7 @@ def browser_check(page: Path, tmp_path: Path, width: int = 1280) -> dict:
 def test_report_opens_in_a_headless_browser(committed_report, tmp_path):
     assert CHROMIUM, "CI must have chromium: .ci/run installs it"
     md = (committed_report / "report.md").read_text()
-    studies = len(list(RESULTS.glob("ref-*")))  # each committed folder is a study of its own
+    studies = len(COMMITTED)  # each committed folder is a study of its own
     for width in (1280, 390):  # a laptop's browser window and a phone
         seen = browser_check(committed_report / "report.html", tmp_path, width)
         assert seen["images"] == len(list(committed_report.glob("*.png"))) > 0
@@ -111,7 +112,7 @@ def test_report_opens_in_a_headless_browser(committed_report, tmp_path):
 
 
 def committed_frame() -> pd.DataFrame:
-    return frame([{**r, "study": str(f)} for f in find_folders([RESULTS]) for r in read_results(f)])
+    return frame([{**r, "study": str(f)} for f in COMMITTED for r in read_results(f)])
 
 
 def test_every_plot_line_is_one_cell():
@@ -127,8 +128,8 @@ def test_every_plot_line_is_one_cell():
                 assert len({ln.name for ln in panel.lines}) == len(panel.lines)
 
 
-def test_compare_plot_writes_per_cell_figures(tmp_path):
-    stbench("compare", RESULTS, "--out", tmp_path, "--plot", check=True)
+def test_compare_plot_writes_per_cell_figures(tmp_path, committed_results):
+    stbench("compare", committed_results, "--out", tmp_path, "--plot", check=True)
     assert sorted(p.name for p in tmp_path.glob("*.png")) == [
         "cnn-strain-memory.png", "cnn-strain-phases.png", "cnn-strain-scaling.png", "cnn-strain-time-vs-epochs.png",
         "dcrnn-pems-memory.png", "dcrnn-pems-phases.png",

@@ -3,14 +3,16 @@ resumed study appends to it, and a workload's own figures become `x.` columns.""
 
 import csv
 import json
+import shutil
+import subprocess
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
 from stbench.plan.spec import RunSpec
 from stbench.store.files import append, read_csv, read_runs, write_cell
 from stbench.store.rows import RUN_COLUMNS, Figures, Identity, Machine, RunRow
+from tests.helpers import ROOT, committed_copy, committed_folders
 
 
 def test_append_follows_the_files_own_header(tmp_path):
@@ -54,7 +56,7 @@ def test_every_ranks_row_travels_through_json_and_a_cell_without_a_run_row_loses
     assert read_csv(tmp_path / "ranks.csv", ["run_id"]) == []
 
 
-REFERENCE = sorted((Path(__file__).parent.parent / "results").glob("ref-*"))
+REFERENCE = committed_folders()  # never a run a user made beside them
 
 
 @pytest.mark.parametrize("folder", REFERENCE, ids=lambda p: p.name)
@@ -71,3 +73,34 @@ def test_committed_results_resume_and_travel(folder):
         assert not [v for v in json.loads(r["params"]).values() if isinstance(v, str) and v.startswith("/")]
     for name in ("epochs.csv", "system.csv"):
         assert {r["run_id"] for r in read_csv(folder / name, ["run_id"])} <= {r["run_id"] for r in rows}
+
+
+def _study(folder, workload="cnn-strain"):
+    folder.mkdir(parents=True)
+    (folder / "runs.csv").write_text("schema,run_id,workload,device,status\n")
+    (folder / "manifest.json").write_text(json.dumps({"workload": workload}))
+
+
+def test_a_run_a_user_made_beside_the_committed_folders_changes_nothing_the_tests_read(tmp_path):
+    """The README has a new user run `stbench run cnn-strain` (results/<stamp>-…) before the tests;
+    the tests read the committed folders only, however many runs sit beside them."""
+    repo = tmp_path / "repo"
+    _study(repo / "results" / "ref-cpu2-a")
+    (repo / "results" / "README.md").write_text("references\n")
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "add", "results"], check=True)
+    before = committed_folders(repo)
+    _study(repo / "results" / "20260101-120000-host-cnn-strain")  # what `stbench run cnn-strain` writes
+    (repo / "results" / "ref-cpu2-a" / "notes.txt").write_text("untracked, in a committed folder")
+    assert committed_folders(repo) == before == [repo / "results" / "ref-cpu2-a"]
+    copy = committed_copy(tmp_path / "copy", repo)
+    assert sorted(p.name for p in copy.iterdir()) == ["ref-cpu2-a"]
+    plain = tmp_path / "unpacked"  # no git here (an unpacked sdist): the ref- folders
+    shutil.copytree(repo / "results", plain / "results")
+    assert committed_folders(plain) == [plain / "results" / "ref-cpu2-a"]
+
+
+def test_the_tests_read_every_committed_folder():
+    listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "results"], capture_output=True, text=True).stdout
+    assert {f.split("/")[1] for f in listed.split() if f.count("/") > 1} == {f.name for f in REFERENCE}
+    assert len(REFERENCE) > 20

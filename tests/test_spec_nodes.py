@@ -2,20 +2,18 @@
 
 import csv
 import json
-from pathlib import Path
 
 import pytest
 
 from stbench.plan.skips import skip_reason
 from stbench.plan.spec import MatrixSpec, RunSpec, expand
-
-ROOT = Path(__file__).parent.parent
+from tests.helpers import committed_folders
 
 
 def test_run_ids_of_every_committed_study_are_unchanged():
     """The committed reference studies were planned before nodes, backend and bucket_cap_mb
     existed; their cells must keep the ids their rows carry (resume matches rows by run_id)."""
-    for manifest in sorted(ROOT.glob("results/ref-*/manifest.json")):
+    for manifest in (folder / "manifest.json" for folder in committed_folders()):
         cells = [RunSpec.from_dict(c) for c in json.loads(manifest.read_text())["cells"]]
         with open(manifest.parent / "runs.csv") as f:
             assert sorted(c.run_id for c in cells) == sorted(r["run_id"] for r in csv.DictReader(f)), manifest

@@ -10,6 +10,14 @@ _FULL = (errno.ENOSPC, errno.EDQUOT)  # a full disk or quota: one line, not a tr
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry: one clear line and exit 2 for any user error."""
+    try:
+        _main(argv)
+    except KeyboardInterrupt:  # Ctrl-C while the commands load: Typer's own catch (exit 130) is not armed yet
+        sys.stderr.write("interrupted\n")
+        sys.exit(130)
+
+
+def _main(argv: list[str] | None) -> None:
     import typer
 
     from ..errors import StbenchError

@@ -43,9 +43,12 @@ def gate(
     metric: Annotated[Optional[list[str]], typer.Option(help="runs.csv columns to judge (default: wall_s)")] = None,
     margin: Annotated[float, typer.Option(help="relative change that counts as a regression when significant")] = 0.10,
 ) -> None:
-    """Exit 1 when a cell of NEW is significantly worse than BASELINE by more than --margin (a CI gate)."""
+    """Judge NEW's cells against BASELINE's (a CI gate). Exit 1 when a cell is significantly worse by
+    more than --margin, or no longer ends ok; exit 3 when none is, but a cell is worse by more than
+    --margin without being significant: inconclusive, and the line names the repeats per side that
+    could settle it; exit 0 otherwise."""
+    from ..report.gate import exit_code, lines
     from ..report.gate import gate as judge
-    from ..report.gate import lines
     from ..store.files import find_folders
     from ..store.results import read_results
 
@@ -55,5 +58,4 @@ def gate(
     verdicts = judge(rows(baseline), rows(new), tuple(metric or ("wall_s",)), margin)
     for line in lines(verdicts, margin):
         render.out.print(line, markup=False, soft_wrap=True)
-    if any(v.regression for v in verdicts):
-        raise typer.Exit(1)
+    raise typer.Exit(exit_code(verdicts))

@@ -27,6 +27,19 @@ def warn(message: str) -> None:
     err.print(f"[yellow]warning:[/] {message}")
 
 
+@contextmanager
+def interrupted(progress):
+    """Ctrl-C inside: one line saying how far it got (`progress()`), exit 130 as a shell reports
+    SIGINT, and no traceback (the user asked it to stop; nothing went wrong)."""
+    import typer
+
+    try:
+        yield
+    except KeyboardInterrupt:
+        err.print(f"interrupted: {progress()}", markup=False)
+        raise typer.Exit(130) from None
+
+
 def cell_label(spec) -> str:
     world = ""
     if spec.distributed:

@@ -37,6 +37,24 @@ def significant(a: list[float], b: list[float]) -> bool:
     return bool(stats.ttest_ind(a, b, equal_var=False).pvalue < 0.05)
 
 
+def repeats_needed(a: list[float], b: list[float], cap: int = 1000) -> int:
+    """The fewest repeats per side at which `significant` could say yes, were the means and
+    spreads measured to stay: the n where the two 95% intervals stop overlapping (with n on
+    each side that also puts Welch's p below 0.05, so it is the stricter of the two tests).
+    It is asked where the test said no, so it is always more than the smaller side has now. A side with one value borrows the other's
+    spread; with no spread measured at all it is 2, the test's floor. `cap` where the means
+    do not differ."""
+    spreads = [float(np.std(v, ddof=1)) for v in (a, b) if len(v) >= 2]
+    have = min(len(a), len(b))
+    if not spreads or have == 0:
+        return max(2, have + 1)
+    spread = sum(spreads) * (2 / len(spreads))  # s_a + s_b, a lone value's side taking the other's
+    gap = abs(float(np.mean(a)) - float(np.mean(b)))
+    n = np.arange(2, cap + 1)
+    enough = n[stats.t.ppf(0.975, n - 1) * spread / np.sqrt(n) < gap]
+    return max(int(enough[0]) if len(enough) else cap, have + 1)
+
+
 def format_number(x: float) -> str:
     if x is None or not math.isfinite(x):
         return "-"

@@ -9,6 +9,12 @@ stated tolerance by a pure function, so every verdict can be tested, and made to
     sampling      every psutil field and, on a GPU, every NVML field is readable; the GPU's
                   energy counter agrees with mean sampled power x time                   (25%)
     peaks         the fp32 matmul and copy peaks that peak_fraction divides by are measured
+
+`--quick` runs QUICK, the checks of seconds (phase-timing, sampling, peaks: each a child that
+imports torch and runs a few seconds, the peaks read from the cache once measured); it leaves out
+ddp-sync (a 2-rank world through torchrun: two more torch imports, a process group and an epoch)
+and overhead (twelve alternating timed blocks of 50 steps), the two that take most of a full
+doctor's time.
 """
 
 from __future__ import annotations
@@ -149,12 +155,13 @@ def run_check(name: str, device: str, env: EnvInfo) -> Check:
 
 
 CHECKS = ("phase-timing", "overhead", "ddp-sync", "sampling", "peaks")
+QUICK = ("phase-timing", "sampling", "peaks")  # under a minute: see the module's docstring
 
 
-def run(devices: list[str], env: EnvInfo, on_done=lambda check: None) -> list[Check]:
+def run(devices: list[str], env: EnvInfo, on_done=lambda check: None, names: tuple[str, ...] = CHECKS) -> list[Check]:
     out = []
     for device in devices:
-        for name in CHECKS:
+        for name in names:
             check = run_check(name, device, env)
             on_done(check)
             out.append(check)
