@@ -122,6 +122,8 @@ def test_the_row_reports_every_phase_of_the_slowest_rank_and_keeps_each_ranks(bu
         figures = r["result"].figures
         assert sum(getattr(figures, f"{p}_s") for p in STEP_PHASES) == pytest.approx(figures.train_s, rel=1e-9)
         assert (figures.train_s, figures.sync_s, figures.eval_s) == (slowest.train_s, slowest.sync_s, slowest.eval_s)
+        # DDP's own exposed communication is that rank's too: sync_s is held against its own rank's
+        assert figures.ddp_exposed_comm_s == slowest.ddp_exposed_comm_s is not None
     for rank in ranks:  # each rank's phases sum to its own step time too
         assert sum(getattr(rank, f"{p}_s") for p in STEP_PHASES) == pytest.approx(rank.train_s, rel=1e-9)
         assert rank.steps == slowest.steps and rank.sync_s > 0  # DDP's gradient all-reduce waited for

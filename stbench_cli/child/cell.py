@@ -97,11 +97,13 @@ def run(spec: RunSpec, profile_dir: Path | None = None) -> CellResult:
     base_rss = _rss_mb()  # interpreter + torch, before the workload allocates anything
     task = workload.build(spec.param_dict, BuildContext(spec.seed, rank, world, str(accel.device)))
     result = Trainer(task, cfg, accel, rank, world, step_hook=profiler.hook if profiler else None).run()
+    peak_gpu = result.figures.peak_gpu_mb
     if profiler:
         profiler.finish()
+        peak_gpu = profiler.peak_mb(peak_gpu)  # it resets the allocator's peak every step
     rss = ddp.reduce([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0], accel.torch)[0]
     figures = replace(
-        result.figures, peak_rss_mb=rss, base_rss_mb=base_rss, data_mb=task.data.mb, data_source=task.data.source,
+        result.figures, peak_gpu_mb=peak_gpu, peak_rss_mb=rss, base_rss_mb=base_rss, data_mb=task.data.mb, data_source=task.data.source,
         node_hosts=ddp.node_hosts(), threads=torch.get_num_threads(),
         predicted_mb=_predicted_mb(workload, spec, accel.is_cuda), device_name=accel.name(),
     )

@@ -6,6 +6,8 @@ cell's profile folder:
     operators.csv  operators by self time on the device (CUDA) or the CPU
     memory.csv     per step: allocator peak above the step's start (from the trace's memory
                    events), and on CUDA the step's max_memory_allocated; RSS at the step's end.
+                   (The allocator's peak is reset after every step for that column, so the
+                   run's peak_gpu_mb is the most of the steps' and of what followed: `peak_mb`.)
                    On CPU RSS climbs under the profiler (tens of MB a step for stnn --offload
                    at 60x168) while the allocator's total is flat: glibc keeps freed blocks
                    below its mmap threshold, and the profiler's records, allocated between
@@ -34,6 +36,7 @@ class StepProfiler:
         self.out.mkdir(parents=True, exist_ok=True)
         self.steps: list[dict] = []
         self.done = False
+        self.step_peak = 0  # bytes: the most any step's max_memory_allocated reached
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
         self.prof = profile(activities=activities, profile_memory=True, record_shapes=True,
                             schedule=schedule(wait=max(warmup - 1, 0), warmup=min(warmup, 1), active=active, repeat=1),
@@ -44,11 +47,19 @@ class StepProfiler:
         """After each training step."""
         row = {"step": step, "rss_mb": psutil.Process().memory_info().rss / 2**20}
         if self.cuda:
-            row["cuda_max_allocated_mb"] = self.accel.peak_bytes() / 2**20
-            self.accel.reset_peak()
+            peak = self.accel.peak_bytes()
+            row["cuda_max_allocated_mb"], self.step_peak = peak / 2**20, max(self.step_peak, peak)
+            self.accel.reset_peak()  # the next step's own peak (the run's is kept: peak_mb)
         self.steps.append(row)
         if not self.done:
             self.prof.step()
+
+    def peak_mb(self, after_last_step_mb: float | None) -> float | None:
+        """The run's device peak: the most of every step's and of what the trainer measured
+        after the last reset (the evaluation), which alone would miss every step but the last."""
+        if after_last_step_mb is None:
+            return None
+        return max(after_last_step_mb, self.step_peak / 2**20)
 
     def _ready(self, prof) -> None:
         self.done = True

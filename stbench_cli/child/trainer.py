@@ -277,19 +277,19 @@ class Trainer:
         return memory.held_figures(self.model, strategies.local_optimizer(self.optimizer), self.accel, step)
 
     def _figures(self, epochs: list[EpochRow], wall, steady_time, steady_steps, warmup, per_epoch) -> Figures:
-        comm, exposed = ddp.logged_comm(self.model, sum(e.steps for e in epochs))
+        comm = ddp.logged_comm(self.model, sum(e.steps for e in epochs))
         peak = self.accel.peak_bytes()
         # every phase of the slowest rank (they sum to its step time); every rank's in ranks.csv (world.py)
-        self.ranks, slowest = world.rank_rows(epochs, self.cfg.run_id, self.rank, self.global_step, wall, self.accel)
+        self.ranks, slow = world.rank_rows(epochs, self.cfg.run_id, self.rank, self.global_step, wall, self.accel, comm)
         # Times are the max over ranks: the world moves at its slowest rank's pace; so is the peak.
-        wall, steady_time, comm, exposed, peak_all = ddp.reduce(
-            [wall, steady_time, comm or 0.0, exposed or 0.0, float(peak or 0)], self.device)
-        ddp_figures = dict(ddp_comm_s=comm, ddp_exposed_comm_s=exposed) if self.world > 1 else {}
+        wall, steady_time, peak_all = ddp.reduce([wall, steady_time, float(peak or 0)], self.device)
+        ddp_figures = dict(ddp_comm_s=slow.ddp_comm_s or 0.0, ddp_exposed_comm_s=slow.ddp_exposed_comm_s or 0.0
+                           ) if self.world > 1 else {}
         sps = steady_steps * self.cfg.batch_size * self.world / steady_time if steady_time > 0 else float("nan")
         return Figures(
             wall_s=wall, epoch_s=epoch_seconds(epochs, wall, per_epoch, self.global_step), samples_per_s=sps,
             steps_per_s=steady_steps / steady_time if steady_time > 0 else float("nan"),
-            warmup_steps=warmup, **{c: getattr(slowest, c) for c in world.TOTALS},
+            warmup_steps=warmup, **{c: getattr(slow, c) for c in world.TOTALS},
             final_train_loss=epochs[-1].train_loss, val_metric=self.task.metric.name,
             val_value=epochs[-1].val_metric, naive_baseline=self.task.metric.naive,
             flops_per_sample=self.flops_per_sample, achieved_gflops=self.flops_per_sample * sps / 1e9,

@@ -15,7 +15,8 @@ never on a device).
 
 Each rank's own phase totals are gathered once, at the run's end (`rank_rows`). The row reports
 the slowest rank's (the most step time), every phase of that one rank, so they sum to its step
-time; a maximum taken phase by phase would add one rank's wait to another's compute. Every
+time; a maximum taken phase by phase would add one rank's wait to another's compute. DDP's own
+communication figures are that rank's too, so sync_s is held against its own rank's. Every
 rank's totals go to ranks.csv, where a reader sees which rank waited, and in which phase.
 """
 
@@ -70,15 +71,16 @@ def distinct_gpus(uuids) -> int | None:
     return len(seen) or None
 
 
-def rank_rows(epochs: list[EpochRow], run_id: str, rank: int, steps: int, wall: float,
-              accel: Accelerator) -> tuple[tuple[RankRow, ...], RankRow]:
+def rank_rows(epochs: list[EpochRow], run_id: str, rank: int, steps: int, wall: float, accel: Accelerator,
+              comm: tuple) -> tuple[tuple[RankRow, ...], RankRow]:
     """(every rank's row in rank order, the slowest rank's row): this rank's totals over its
-    evaluation intervals, its peak and its GPU, gathered from every rank (a collective: every
-    rank calls it once)."""
+    evaluation intervals, its peak, its GPU and DDP's (communication, exposed communication),
+    gathered from every rank (a collective: every rank calls it once)."""
     totals = {c: sum(getattr(e, c) for e in epochs) for c in TOTALS}
     peak = accel.peak_bytes()
     mine = RankRow(run_id, rank, False, int(os.environ.get("GROUP_RANK", "0")), steps, wall_s=wall,
-                   peak_gpu_mb=peak / 2**20 if peak is not None else None, gpu_uuid=accel.uuid(), **totals)
+                   peak_gpu_mb=peak / 2**20 if peak is not None else None, gpu_uuid=accel.uuid(),
+                   ddp_comm_s=comm[0], ddp_exposed_comm_s=comm[1], **totals)
     everyone = [mine]
     if dist.is_initialized():
         everyone = [None] * dist.get_world_size()

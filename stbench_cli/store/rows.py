@@ -133,6 +133,8 @@ class RankRow:
     wall_s: float
     peak_gpu_mb: float | None = None
     gpu_uuid: str | None = None  # the GPU the rank ran on (None on CPU)
+    ddp_comm_s: float | None = None  # DDP's own logger on this rank (the row's are the reported rank's, like sync_s)
+    ddp_exposed_comm_s: float | None = None
 
 
 @dataclass(frozen=True)
