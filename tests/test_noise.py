@@ -37,6 +37,8 @@ def test_the_main_measure_is_the_time_to_target_where_one_was_set():
     for r, t in zip(ttt, ("5", "9", "5.5")):
         r["time_to_target_s"] = t
     assert main_measure(ttt) == "time_to_target_s" and main_measure(rows(1.0)) == "wall_s"
+    missed = rows(10.0, 20.0, target="0.01", time_to_target_s="")  # none reached it: the wall time's spread
+    assert main_measure(missed) == "wall_s" and [f.kind for f in noise_flags(missed)] == ["spread"]
     assert [f.reason.split(" (")[0] for f in noise_flags(ttt)] == ["unstable: the standard deviation of time_to_target_s"]
     assert noise_flags(ttt, "wall_s") == []
 

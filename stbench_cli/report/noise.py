@@ -40,8 +40,10 @@ class Flag:
 
 
 def main_measure(rows: list[dict]) -> str:
-    """The measure a cell's repeats are judged on: the time to target where one was set, else wall_s."""
-    return "time_to_target_s" if any(number(r.get("target")) for r in rows) else "wall_s"
+    """The measure a cell's repeats are judged on: the time to target where two or more reached
+    it (a target none reached has no spread to judge), else wall_s."""
+    reached = [r for r in rows if number(r.get("time_to_target_s")) is not None]
+    return "time_to_target_s" if len(reached) >= 2 else "wall_s"
 
 
 def by_cell(rows: list[dict]) -> list[list[dict]]:
