@@ -42,13 +42,20 @@ def test_run_passes_the_exact_cells(captured, tmp_path):
                 warmup_steps=2, workers=0, lr_base_batch=75, target=0.0, eval_every=0, eval_every_s=0.0, time_budget=0.0,
                 stop_at_target=False)
     expected = [
-        RunSpec("cnn-strain", "cpu", "single", 32, epochs, repeat=repeat, seed=3,
+        RunSpec("cnn-strain", "cpu", "single", 32, epochs, repeat=repeat, seed=3 + repeat,  # each repeat its seed
                 params=tuple(sorted({**base, "lr": lr}.items())))
         for repeat in (0, 1) for epochs in (1, 2) for lr in (0.01, 0.02)
     ]
     assert list(plan.cells) == expected
     assert plan.manifest["cells"] == [asdict(c) for c in expected]
     assert plan.manifest["matrix"]["axes"] == (("lr", (0.01, 0.02)),)
+    assert plan.manifest["matrix"]["seed_per_repeat"] is True
+
+
+def test_same_seed_gives_every_repeat_the_seed(captured):
+    assert run_cli(["run", "cnn-strain", "--smoke", "--repeat", "3", "--seed", "5", "--same-seed"]) == 0
+    assert [c.seed for c in captured["plan"].cells] == [5, 5, 5]
+    assert captured["plan"].manifest["matrix"]["seed_per_repeat"] is False
 
 
 def test_defaults_come_from_the_preset(captured):

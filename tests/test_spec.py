@@ -22,6 +22,18 @@ def test_expand_order_and_values():
     assert expand(m) == cells  # deterministic
 
 
+def test_each_repeat_gets_its_own_seed_when_the_matrix_says_so():
+    m = MatrixSpec("w", batch_sizes=(32, 64), repeats=3, seed=7, seed_per_repeat=True)
+    cells = expand(m)
+    assert [(c.repeat, c.batch_size, c.seed) for c in cells] == [
+        (0, 32, 7), (0, 64, 7), (1, 32, 8), (1, 64, 8), (2, 32, 9), (2, 64, 9)]
+    assert len({c.run_id for c in cells}) == 6
+    # repeat 0 keeps the study's seed: its cells are the ones a study planned before had
+    before = expand(MatrixSpec("w", batch_sizes=(32, 64), repeats=3, seed=7))  # a matrix without the field
+    assert [c.seed for c in before] == [7] * 6
+    assert [c.run_id for c in cells[:2]] == [c.run_id for c in before[:2]]
+
+
 def test_nproc_applies_to_ddp_only():
     m = MatrixSpec("w", strategies=("single", "ddp"), nprocs=(1, 2, 4))
     cells = expand(m)

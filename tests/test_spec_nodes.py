@@ -25,6 +25,21 @@ def test_run_ids_of_every_committed_study_are_unchanged():
     assert RunSpec("w", "cpu", "ddp", 8, 1, world_size=2, params=(("backend", "gloo"), ("lr", 0.1))).run_id != old.run_id
 
 
+def _tuples(value):
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
+
+
+def test_every_committed_study_planned_again_from_its_matrix_has_its_run_ids():
+    """A manifest's matrix written before repeats had their own seeds lacks seed_per_repeat: its
+    late default (False) gives every repeat the study's seed again, so the cells, their ids and what
+    --resume matches are the ones the rows carry."""
+    for folder in committed_folders():
+        manifest = json.loads((folder / "manifest.json").read_text())
+        assert "seed_per_repeat" not in manifest["matrix"]
+        cells = expand(MatrixSpec(**{k: _tuples(v) for k, v in manifest["matrix"].items()}))
+        assert [c.run_id for c in cells] == [RunSpec.from_dict(c).run_id for c in manifest["cells"]], folder.name
+
+
 def test_nnodes_multiplies_the_world_of_multi_process_cells_only():
     cells = expand(MatrixSpec("w", strategies=("single", "ddp"), nprocs=(1, 2), nnodes=(1, 2)))
     assert [(c.strategy, c.nodes, c.nproc_per_node, c.world_size) for c in cells] == [
@@ -46,3 +61,17 @@ def test_nnodes_multiplies_the_world_of_multi_process_cells_only():
 ])
 def test_backend_and_node_skips(spec, gpus, backends, launcher, expected):
     assert skip_reason(spec, gpus, ("single", "ddp"), backends, launcher) == expected
+
+
+def test_a_study_with_a_seed_per_repeat_resumes_with_the_cells_it_planned(tmp_path):
+    """--resume reads the manifest's cells: the seed each repeat was given, and so its run id."""
+    from stbench.plan.planner import Request, plan_new, plan_resume
+    from stbench.runner import envinfo
+    from stbench.store.manifest import write_manifest
+
+    env = envinfo.collect()
+    plan = plan_new(Request("cnn-strain", smoke=True, repeat=3, seed=4, out=tmp_path), env)
+    assert [c.seed for c in plan.cells] == [4, 5, 6]
+    write_manifest(plan.folder, json.loads(json.dumps(plan.manifest, default=str)))
+    again = plan_resume(None, plan.folder, env)
+    assert [c.run_id for c in again.cells] == [c.run_id for c in plan.cells] and again.cells == plan.cells

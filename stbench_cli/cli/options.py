@@ -38,6 +38,10 @@ DryRun = Annotated[bool, typer.Option(help="print what each cell would run (sbat
 Expect = Annotated[Optional[list[str]], typer.Option(
     "--expect", help="statuses besides ok a study may end with and still exit 0 (e.g. oom for a batch sweep "
                      "looking for the memory edge): skipped, oom, diverged, failed, timeout")]
+Seed = Annotated[int, typer.Option(help="the first repeat's seed; repeat r trains with seed + r (see --same-seed)")]
+SameSeed = Annotated[bool, typer.Option(
+    "--same-seed", help="every repeat with --seed: the repeats then differ by the machine's noise only, not by the "
+                        "training's randomness (initial weights, data order, generated data)")]
 Resume = Annotated[Optional[Path], typer.Option(
     help="finish the study in this folder (its matrix is read from manifest.json; axes given here are ignored)")]
 

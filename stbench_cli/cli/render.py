@@ -151,6 +151,23 @@ def run_summary(rows: list[dict], folder: Path) -> None:
 
         out.print(fold_pairs(f"not shown: {', '.join(left)} (every column is in runs.csv)", out.width),
                   soft_wrap=False)
+    for line in noise_lines(rows):  # word-wrapped to the terminal, never cut
+        out.print(line, soft_wrap=False, markup=False)
+
+
+def noise_lines(rows: list[dict]) -> list[str]:
+    """One line per flag of a cell whose repeats spread widely or that ran on a busy machine
+    (report.noise), the cell named by what tells it apart from the study's other cells."""
+    from ..report.noise import by_cell, noise_flags
+
+    cells = by_cell(rows)
+    axes = [k for k in ("device", "strategy", *_AXES, "epochs") if len({str(r.get(k)) for r in rows}) > 1]
+    params = [key for _, key in _varying_params(rows)]
+    lines = []
+    for cell in cells:
+        name = " ".join(f"{k.removeprefix('p.')}={_summary_cell(cell[0], k)}" for k in (*axes, *params))
+        lines += [f"noisy{' ' + name if name else ''}: {flag.reason}" for flag in noise_flags(cell)]
+    return lines
 
 
 def workloads_table(items) -> None:

@@ -11,8 +11,8 @@ import typer
 
 from . import render
 from .app import app
-from .options import (Batches, Budgets, Devices, DryRun, Epochs, Expect, Launcher, Nnodes, Nprocs, Out, Preset, Resume, Sets,
-                      Slurm, Smoke, StopAtTarget, Strategies, StudyWorkload, Timeout, Workload)
+from .options import (Batches, Budgets, Devices, DryRun, Epochs, Expect, Launcher, Nnodes, Nprocs, Out, Preset, Resume,
+                      SameSeed, Seed, Sets, Slurm, Smoke, StopAtTarget, Strategies, StudyWorkload, Timeout, Workload)
 
 
 def accepted(expect: list[str] | None) -> tuple[str, ...]:
@@ -61,7 +61,8 @@ def run(
     workload: StudyWorkload = None, device: Devices = None, strategy: Strategies = None, nproc: Nprocs = None,
     batch_size: Batches = None, epochs: Epochs = None, set_: Sets = None,
     repeat: Annotated[int, typer.Option(help="repeats of every cell")] = 1,
-    preset: Preset = None, smoke: Smoke = False, seed: int = 0, out: Out = Path("results"),
+    preset: Preset = None, smoke: Smoke = False, seed: Seed = 0, same_seed: SameSeed = False,
+    out: Out = Path("results"),
     resume: Resume = None, timeout: Timeout = None, nnodes: Nnodes = None, launcher: Launcher = None,
     slurm: Slurm = None, dry_run: DryRun = False, expect: Expect = None, time_budget: Budgets = None,
     stop_at_target: StopAtTarget = False,
@@ -84,7 +85,8 @@ def run(
             devices=tuple(device or ()), strategies=tuple(strategy or ()), nprocs=tuple(nproc or ()),
             batch_sizes=tuple(batch_size or ()), epochs=tuple(epochs or ()),
             sets=tuple(quality_sets(list(set_ or ()), time_budget, stop_at_target)),
-            repeat=repeat, preset=preset, smoke=smoke, seed=seed, out=out, nnodes=tuple(nnodes or ()),
+            repeat=repeat, preset=preset, smoke=smoke, seed=seed, seed_per_repeat=not same_seed, out=out,
+            nnodes=tuple(nnodes or ()),
             launcher=launcher or "local", slurm=tuple(slurm or ()), timeout=timeout)
         names = [w.name for w in registry.all_workloads()] if all_ else [workload]
         plans = [planner.plan_new(planner.Request(name, **common), env, tuple(sys.argv)) for name in names]

@@ -37,7 +37,8 @@ class Request:
     repeat: int = 1
     preset: str | None = None
     smoke: bool = False
-    seed: int = 0
+    seed: int = 0  # repeat r's seed is seed + r, unless seed_per_repeat is off (MatrixSpec)
+    seed_per_repeat: bool = True
     out: Path = Path("results")
     nnodes: tuple[int, ...] = ()
     launcher: str = "local"
@@ -137,6 +138,7 @@ def matrix_of(w: Workload, req: Request) -> MatrixSpec:
         epochs=check_positive("--epochs", req.epochs or [engine.get("epochs", 1)]),
         base_params=tuple(sorted(base.items())), axes=tuple(axes.items()),
         repeats=check_positive("--repeat", [req.repeat])[0], seed=req.seed, preset=req.preset or w.default_preset,
+        seed_per_repeat=req.seed_per_repeat,
     )
 
 

@@ -121,6 +121,11 @@ class MatrixSpec:
     seed: int = 0
     preset: str = "default"
     nnodes: tuple[int, ...] = (1,)
+    # Repeat r trains with seed + r (MLPerf's runs each have their own seed), so the repeats'
+    # spread holds the training's randomness (initial weights, data order, a generated data set)
+    # and not only the machine's. A late default: a matrix without it (every study planned
+    # before) gave every repeat `seed`, and its cells keep that seed and their run ids.
+    seed_per_repeat: bool = False
 
 
 def expand(m: MatrixSpec) -> list[RunSpec]:
@@ -151,7 +156,7 @@ def expand(m: MatrixSpec) -> list[RunSpec]:
                 epochs=epochs,
                 world_size=nproc * nodes if multi else 1,
                 repeat=repeat,
-                seed=m.seed,
+                seed=m.seed + repeat if m.seed_per_repeat else m.seed,
                 preset=m.preset,
                 params=tuple(sorted(params.items())),
                 nodes=nodes if multi else 1,

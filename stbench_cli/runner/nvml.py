@@ -8,6 +8,8 @@ remembered as unavailable; sampling never stops because of one field.
 
 from __future__ import annotations
 
+import functools
+import operator
 from functools import lru_cache
 from typing import Callable
 
@@ -63,18 +65,29 @@ def _readers() -> dict[str, Callable]:
         "gpu_mem_mb": lambda h: pynvml.nvmlDeviceGetMemoryInfo(h).used / 2**20,
         "gpu_power_w": lambda h: pynvml.nvmlDeviceGetPowerUsage(h) / 1000.0,
         "gpu_energy_mj": lambda h: float(pynvml.nvmlDeviceGetTotalEnergyConsumption(h)),
+        "gpu_throttle": _clock_reasons,
     }
+
+
+def _clock_reasons(handle) -> int:
+    """Why the GPU's clocks are below their maximum now: a bit mask (store.conditions names the
+    bits). Newer NVML calls them the clocks' event reasons, older its throttle reasons."""
+    import pynvml
+
+    read = (getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+            or pynvml.nvmlDeviceGetCurrentClocksThrottleReasons)
+    return int(read(handle))
 
 
 class GpuReader:
     """The sampled fields of a cell's GPUs, each read on its own.
 
-    sample(): utilisation averaged, memory and power summed over the GPUs; a field any GPU
-    cannot give is None, and named in `unavailable`. readers: field -> (handle -> value); the
-    default reads NVML.
+    sample(): utilisation averaged, memory and power summed, slowdown reasons OR'ed over the
+    GPUs; a field any GPU cannot give is None, and named in `unavailable`. readers: field ->
+    (handle -> value); the default reads NVML; a field without a reader is not sampled.
     """
 
-    SAMPLED = ("gpu_util_pct", "gpu_mem_mb", "gpu_power_w")
+    SAMPLED = ("gpu_util_pct", "gpu_mem_mb", "gpu_power_w", "gpu_throttle")
 
     def __init__(self, handles: list, readers: dict[str, Callable] | None = None):
         self.handles = handles
@@ -89,10 +102,12 @@ class GpuReader:
 
     def sample(self) -> dict:
         out = {}
-        for field in self.SAMPLED:
+        for field in (f for f in self.SAMPLED if f in self.readers):
             values = self.read(field)
             if None in values:
                 out[field] = None
+            elif field == "gpu_throttle":
+                out[field] = functools.reduce(operator.or_, values, 0)
             else:
                 out[field] = sum(values) / len(values) if field == "gpu_util_pct" else sum(values)
         return out

@@ -15,6 +15,7 @@ from typing import Callable
 from ..device import parse
 from ..plan.planner import Plan
 from ..plan.spec import RunSpec
+from ..store.conditions import conditions
 from ..store.files import prune_orphans, write_cell, write_ranks
 from ..store.machine import EnvInfo, fingerprint, gpu_names
 from ..store.manifest import read_manifest, write_manifest
@@ -74,7 +75,7 @@ def derived(spec: RunSpec, outcome: Outcome, peaks: dict[str, dict], gpu_count: 
 def make_row(spec: RunSpec, env: EnvInfo, outcome: Outcome, peaks: dict[str, dict], launcher: str = "local") -> RunRow:
     r = outcome.result
     return RunRow(identity(spec, launcher), r.status, r.reason, machine(env), r.figures,
-                  derived(spec, outcome, peaks, env.gpu_count), r.extras)
+                  derived(spec, outcome, peaks, env.gpu_count), r.extras, conditions(outcome.system, env.cores_logical))
 
 
 def _run_one(cell: CellJob, env: EnvInfo, peaks) -> tuple:

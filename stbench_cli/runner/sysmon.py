@@ -48,7 +48,8 @@ class SystemSampler:
         self._cpu_e0 = _rapl_uj()
 
     def start(self) -> "SystemSampler":
-        psutil.cpu_percent(None)  # prime the system-wide counter
+        psutil.cpu_percent(None)  # prime the system-wide counters
+        psutil.cpu_times_percent(None)
         self._thread.start()
         return self
 
@@ -72,7 +73,10 @@ class SystemSampler:
             except psutil.Error:
                 self._procs.pop(p.pid, None)
         row = {"t_s": time.monotonic() - self._t0, "proc_cpu_pct": cpu, "proc_rss_mb": rss,
-               "sys_cpu_pct": psutil.cpu_percent(None), "sys_mem_pct": psutil.virtual_memory().percent}
+               "sys_cpu_pct": psutil.cpu_percent(None), "sys_mem_pct": psutil.virtual_memory().percent,
+               "load_1m": psutil.getloadavg()[0],
+               # steal: a hypervisor running other guests on this VM's cores (Linux reports it)
+               "cpu_steal_pct": getattr(psutil.cpu_times_percent(None), "steal", None)}
         if self.gpus:
             row.update(self.gpus.sample())
         return row

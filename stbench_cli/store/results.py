@@ -77,6 +77,8 @@ def study_of(folder: Path) -> dict:
         manifest = json.loads((folder / "manifest.json").read_text())
         matrix = {k: manifest["matrix"].get(k) for k in _STUDY_FIELDS}
         matrix["workload"] = manifest["workload"]
+        if manifest["matrix"].get("seed_per_repeat"):  # repeats that vary the seed ask another question;
+            matrix["seed_per_repeat"] = True  # named only when on, so an older study keeps its key
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return {"key": f"folder {folder.name}", "question": folder.name}
     key = hashlib.sha1(json.dumps(matrix, sort_keys=True, default=str).encode()).hexdigest()[:12]

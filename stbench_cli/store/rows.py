@@ -110,6 +110,10 @@ class SystemRow:
     gpu_util_pct: float | None = None
     gpu_mem_mb: float | None = None
     gpu_power_w: float | None = None
+    # what else the machine did while the cell ran (store.conditions sums them up per run)
+    load_1m: float | None = None  # the 1-minute load average (runnable tasks, the cell's own included)
+    cpu_steal_pct: float | None = None  # CPU time a hypervisor gave to other guests, % of all cores
+    gpu_throttle: int | None = None  # NVML's clock slowdown reasons (power cap, thermal, hardware), OR'ed over GPUs
 
 
 @dataclass(frozen=True)
@@ -212,6 +216,18 @@ class Machine:
 
 
 @dataclass(frozen=True)
+class Conditions:
+    """How busy the machine was while the cell ran, from its system.csv samples
+    (store.conditions.conditions); None where nothing was sampled or a field is not reported."""
+
+    load_max: float | None = None  # highest 1-minute load average
+    others_cpu_pct: float | None = None  # mean CPU share of the other processes, % of all cores
+    cpu_steal_pct: float | None = None  # mean steal, % of all cores
+    gpu_throttle: str | None = None  # clock slowdown reasons NVML named ("" where none)
+    gpu_throttle_share: float | None = None  # share of the samples with a slowdown
+
+
+@dataclass(frozen=True)
 class RunRow:
     """One runs.csv row: a cell x repeat with its outcome."""
 
@@ -222,12 +238,13 @@ class RunRow:
     figures: Figures = field(default_factory=Figures)
     derived: Derived = field(default_factory=Derived)
     extras: Mapping[str, float] = field(default_factory=dict)
+    conditions: Conditions = field(default_factory=Conditions)  # columns added last: a header grows at its end
 
     def record(self) -> dict[str, object]:
         """The row as columns: the engine's, then the workload's `x.` figures."""
         out: dict[str, object] = {"schema": SCHEMA, **asdict(self.identity), "status": self.status,
                                   "reason": self.reason, **asdict(self.figures), **asdict(self.derived),
-                                  **asdict(self.machine)}
+                                  **asdict(self.machine), **asdict(self.conditions)}
         out.update({f"{EXTRA_PREFIX}{k}": v for k, v in sorted(self.extras.items())})
         return out
 
@@ -236,7 +253,8 @@ def _names(cls) -> list[str]:
     return [f.name for f in fields(cls)]
 
 
-RUN_COLUMNS = ["schema", *_names(Identity), "status", "reason", *_names(Figures), *_names(Derived), *_names(Machine)]
+RUN_COLUMNS = ["schema", *_names(Identity), "status", "reason", *_names(Figures), *_names(Derived), *_names(Machine),
+               *_names(Conditions)]
 EPOCH_COLUMNS = _names(EpochRow)
 SYSTEM_COLUMNS = _names(SystemRow)
 RANK_COLUMNS = _names(RankRow)
@@ -244,7 +262,8 @@ RANK_COLUMNS = _names(RankRow)
 BOOL_COLUMNS = frozenset(f.name for f in fields(Figures) if str(f.type).startswith("bool"))
 TEXT_COLUMNS = frozenset(
     ["status", "reason"]
-    + [f.name for cls in (Identity, Figures, Derived, Machine) for f in fields(cls) if str(f.type).startswith("str")]
+    + [f.name for cls in (Identity, Figures, Derived, Machine, Conditions) for f in fields(cls)
+       if str(f.type).startswith("str")]
 )
 
 

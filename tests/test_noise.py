@@ -1,0 +1,114 @@
+"""Noise flags (report.noise), one test per kind: repeats that spread, a load above the cores,
+other processes, CPU steal, GPU clocks slowed; the machine's conditions summed up from samples
+(store.conditions); and the flags in the run's summary."""
+
+import os
+import time
+
+from stbench.cli import render
+from stbench.report.noise import Flag, by_cell, main_measure, noise_flags
+from stbench.runner.nvml import GpuReader
+from stbench.runner.sysmon import SystemSampler
+from stbench.store.conditions import conditions
+from stbench.store.results import read_results, read_series
+from tests.helpers import ROOT
+
+CELL = {"workload": "w", "device": "cpu", "strategy": "single", "world_size": "1", "nodes": "1", "batch_size": "8",
+        "epochs": "1", "params": "{}", "machine_id": "m", "status": "ok", "cores": "2"}
+
+
+def rows(*walls, **columns):
+    return [{**CELL, "run_id": f"r{i}", "repeat": str(i), "wall_s": str(w), **columns} for i, w in enumerate(walls)]
+
+
+def test_repeats_whose_spread_exceeds_10_percent_of_the_mean_are_flagged_as_pyperf_words_it():
+    assert noise_flags(rows(10.0, 13.0, 10.5)) == [Flag(
+        "spread", "unstable: the standard deviation of wall_s (1.61) is 14% of the mean (11.17) over 3 repeats "
+                  "(limit 10%)")]
+    assert noise_flags(rows(10.0, 10.4, 10.2)) == []  # 2%
+    assert noise_flags(rows(10.0)) == []  # one repeat has no spread
+    failed = rows(10.0, 30.0, 10.2)
+    failed[1]["status"] = "failed"
+    assert noise_flags(failed) == []  # only the ok repeats count
+
+
+def test_the_main_measure_is_the_time_to_target_where_one_was_set():
+    ttt = rows(10.0, 10.0, 10.0, target="0.01")
+    for r, t in zip(ttt, ("5", "9", "5.5")):
+        r["time_to_target_s"] = t
+    assert main_measure(ttt) == "time_to_target_s" and main_measure(rows(1.0)) == "wall_s"
+    missed = rows(10.0, 20.0, target="0.01", time_to_target_s="")  # none reached it: the wall time's spread
+    assert main_measure(missed) == "wall_s" and [f.kind for f in noise_flags(missed)] == ["spread"]
+    assert [f.reason.split(" (")[0] for f in noise_flags(ttt)] == ["unstable: the standard deviation of time_to_target_s"]
+    assert noise_flags(ttt, "wall_s") == []
+
+
+def test_a_load_average_above_the_cores_is_flagged():
+    assert noise_flags(rows(10.0, load_max="3.5")) == [
+        Flag("load", "busy: the load average reached 3.5 on 2 cores while it ran")]
+    two = rows(10.0, 10.1, load_max="1.9")
+    two[1]["load_max"] = "4.25"
+    assert [f.reason for f in noise_flags(two)] == ["busy: the load average reached 4.2 on 2 cores in 1 of 2 runs"]
+    assert noise_flags(rows(10.0, load_max="2.0")) == []  # the cell's own threads fill the cores: not busy
+
+
+def test_other_processes_using_the_cpus_are_flagged_from_the_row_or_an_older_studys_samples():
+    assert [f.reason for f in noise_flags(rows(10.0, others_cpu_pct="40"))] == [
+        "busy: other processes used 40% of the CPUs while it ran (limit 25%)"]
+    # an older row has no such column: its system.csv samples say it (one core of two ours, 90% in use)
+    samples = [{"run_id": "r0", "proc_cpu_pct": "100", "sys_cpu_pct": "90"}] * 3
+    assert [f.kind for f in noise_flags(rows(10.0), system=samples)] == ["busy"]
+    assert noise_flags(rows(10.0), system=[{**s, "sys_cpu_pct": "55"} for s in samples]) == []
+
+
+def test_cpu_steal_is_flagged():
+    assert [f.reason for f in noise_flags(rows(10.0, 10.0, cpu_steal_pct="12"))] == [
+        "busy: the hypervisor took 12% of the CPUs (steal) in 2 of 2 runs (limit 5%)"]
+    assert noise_flags(rows(10.0, cpu_steal_pct="1")) == []
+
+
+def test_gpu_clocks_slowed_by_heat_or_power_are_flagged_with_the_reasons_nvml_named():
+    samples = [{"gpu_throttle": m} for m in (0, 0x20, 0x20, 0x4, 0, 0, 0, 0, 0, 0x1)]  # 0x1: idle, not a slowdown
+    c = conditions(samples, 2)
+    assert (c.gpu_throttle, c.gpu_throttle_share) == ("power cap, thermal", 0.3)
+    row = rows(10.0, gpu_throttle=c.gpu_throttle, gpu_throttle_share=str(c.gpu_throttle_share))
+    assert noise_flags(row) == [Flag("throttle", "throttled: the GPU slowed its clocks (power cap, thermal) in up to "
+                                                 "30% of the samples while it ran")]
+    assert noise_flags(rows(10.0, gpu_throttle="", gpu_throttle_share="0.0")) == []
+
+
+def test_conditions_sum_up_a_runs_samples():
+    samples = [{"proc_cpu_pct": 100.0, "sys_cpu_pct": 75.0, "load_1m": 1.5, "cpu_steal_pct": 2.0},
+               {"proc_cpu_pct": 100.0, "sys_cpu_pct": 55.0, "load_1m": 2.5, "cpu_steal_pct": 4.0}]
+    c = conditions(samples, 2)
+    assert (c.load_max, c.others_cpu_pct, c.cpu_steal_pct, c.gpu_throttle) == (2.5, 15.0, 3.0, None)
+    assert conditions([], 2).load_max is None and conditions(samples, None).others_cpu_pct is None
+
+
+def test_the_sampler_records_load_steal_and_the_gpus_slowdowns_ored():
+    readers = {"gpu_mem_mb": lambda h: 1.0, "gpu_energy_mj": lambda h: 0.0, "gpu_throttle": lambda h: h}  # a mask per GPU
+    sampler = SystemSampler(os.getpid(), GpuReader([0x4, 0x20], readers), interval=0.05).start()
+    time.sleep(0.3)
+    sampler.stop()
+    assert sampler.rows and all(r["gpu_throttle"] == 0x24 and r["load_1m"] >= 0 for r in sampler.rows)
+    assert all("cpu_steal_pct" in r for r in sampler.rows)
+
+
+def test_every_committed_cell_is_judged_and_the_noisy_ones_say_why():
+    folder = ROOT / "results" / "ref-cpu2-cnn-strain-epochs"
+    cells = by_cell(read_results(folder))
+    flags = {c[0]["epochs"]: noise_flags(c, system=read_series(folder, "system.csv")) for c in cells}
+    assert [f.reason for f in flags["1"]] == [
+        "unstable: the standard deviation of wall_s (2.15) is 16% of the mean (13.29) over 3 repeats (limit 10%)"]
+    assert flags["2"] == flags["3"] == []
+
+
+def test_the_runs_summary_prints_each_flag_under_the_table(capsys):
+    study = rows(10.0, 13.0, 10.5) + [{**r, "batch_size": "16", "run_id": f"b{r['repeat']}"} for r in rows(5.0, 5.1)]
+    study[3]["load_max"] = "3.0"
+    assert render.noise_lines(study) == [
+        "noisy batch_size=8: unstable: the standard deviation of wall_s (1.61) is 14% of the mean (11.17) over 3 "
+        "repeats (limit 10%)",
+        "noisy batch_size=16: busy: the load average reached 3.0 on 2 cores in 1 of 2 runs"]
+    render.run_summary(study, ROOT / "results" / "x")
+    assert "noisy batch_size=16: busy: the load average" in capsys.readouterr().out
