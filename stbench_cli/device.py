@@ -196,6 +196,12 @@ class Accelerator:
 
         return torch.cuda.get_device_name(self.torch)
 
+    def capability(self) -> tuple[int, int] | None:
+        """The GPU's compute capability (major, minor); None on CPU."""
+        import torch
+
+        return tuple(torch.cuda.get_device_capability(self.torch)) if self.is_cuda else None
+
     def matmul_precision(self) -> str:
         """The precision fp32 matrix products run at here: "tf32" where the GPU may use
         TensorFloat-32 for them (torch's switch), else "fp32"."""

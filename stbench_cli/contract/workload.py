@@ -39,7 +39,11 @@ class Workload:
       check(params)                                  ValueError if the data is unusable
       skip(params, batch_size, device, memory)       why a cell cannot run here, or None;
                                                      memory = {"host_bytes", "device_bytes" or None}
-      predict(params, batch_size, device)            {"device_bytes", "host_bytes", ...} of a cell
+      predict(params, batch_size, device, capability=None)
+                                                     {"device_bytes", "host_bytes", ...} of a cell;
+                                                     on CUDA device_bytes include the libraries'
+                                                     allocations (memory.cuda_library_bytes) for a
+                                                     GPU of `capability` (None in the parent)
       prepare(source, out, **selection)              cache real data locally (`stbench data --prepare`)
     """
 
@@ -50,7 +54,7 @@ class Workload:
     build: Callable[[dict, BuildContext], Any]  # (params, ctx) -> contract.Task, in the cell's process
     check: Callable[[dict], None] | None = None
     skip: Callable[[dict, int, str, dict], str | None] | None = None
-    predict: Callable[[dict, int, str], dict] | None = None
+    predict: Callable[..., dict] | None = None
     prepare: Callable[..., Path] | None = None
     strategies: tuple[str, ...] = ("single", "ddp")
     data_sources: tuple[str, ...] = ()
