@@ -63,6 +63,10 @@ class Workload:
     # baseline, a value the default preset reaches within its budget (stated with its reason)
     target_ratio: float | None = None
     target_note: str = ""
+    # The library that runs most of the FLOPs on CUDA: "matmul" (cuBLAS) or "cudnn" (convolutions,
+    # RNNs). torch runs cuDNN's fp32 at TF32 by default and cuBLAS's strictly, so it decides the
+    # peak a precision=default cell's peak_fraction divides by (runner/peak_math.py).
+    flops_in: str = "matmul"
 
     @property
     def all_params(self) -> dict[str, Param]:
