@@ -15,7 +15,7 @@ torch's device-generic API (`torch.accelerator`, `torch.Event`, `torch.Stream`, 
 used where it covers the call. What stays CUDA-specific and why (DESIGN.md repeats it): the
 first selection goes through `torch.cuda.init()` so that a build without CUDA fails with its
 own "Torch not compiled with CUDA enabled" and nothing earlier; memory statistics fall back
-to `torch.cuda.*` where `torch.accelerator` lacks them (before torch 2.8); the TF32 switches,
+to `torch.cuda.*` where `torch.accelerator` lacks them (before torch 2.9); the TF32 switches,
 the device's name and properties, and the NCCL and cuDNN versions exist only under
 `torch.cuda` / `torch.backends`.
 """
@@ -160,7 +160,7 @@ class Accelerator:
 
     # -- memory ------------------------------------------------------------------------------
     def _memory(self, name: str):
-        """torch.accelerator's memory statistic `name` (torch >= 2.8), else torch.cuda's."""
+        """torch.accelerator's memory statistic `name` (torch >= 2.9), else torch.cuda's."""
         import torch
 
         generic = getattr(torch.accelerator, name, None)
