@@ -2,22 +2,15 @@
 
 Two halves, one module:
 
-- `Device` and `parse()` are pure (no torch): the planner, the launchers, the report and the
-  store ask `parse(text).is_cuda` instead of comparing strings, and an unknown device is one
-  clear error naming the valid forms.
+- `Device` and `parse()` are pure (no torch): the planner, launchers, report and store ask
+  `parse(text).is_cuda` instead of comparing strings; an unknown device is one clear error.
 - `Accelerator` is the torch side, made once per process for the device that process really
-  uses (`cuda` resolved to `cuda:N`): selecting it, synchronising, timing events, side streams,
-  memory statistics, pinned staging and the device's name. The trainer, the timing clock, the
-  profiler, the peak measurement and the workloads call it and never `torch.cuda` directly,
-  so CPU and CUDA differ only here.
+  uses (`cuda` resolved to `cuda:N`): selecting, synchronising, events, side streams, memory
+  statistics, pinned staging, the device's name and properties. Everything else calls it and
+  never `torch.cuda`, so CPU and CUDA differ only here.
 
-torch's device-generic API (`torch.accelerator`, `torch.Event`, `torch.Stream`, torch >= 2.6) is
-used where it covers the call. What stays CUDA-specific and why (DESIGN.md repeats it): the
-first selection goes through `torch.cuda.init()` so that a build without CUDA fails with its
-own "Torch not compiled with CUDA enabled" and nothing earlier; memory statistics fall back
-to `torch.cuda.*` where `torch.accelerator` lacks them (before torch 2.8); the TF32 switches,
-the device's name and properties, and the NCCL and cuDNN versions exist only under
-`torch.cuda` / `torch.backends`.
+torch's device-generic API (`torch.accelerator`, `torch.Event`, `torch.Stream`) is used where it
+covers the call; what stays CUDA-specific, and why, is in DESIGN.md ("The device layer").
 """
 
 from __future__ import annotations
@@ -160,7 +153,7 @@ class Accelerator:
 
     # -- memory ------------------------------------------------------------------------------
     def _memory(self, name: str):
-        """torch.accelerator's memory statistic `name` (torch >= 2.8), else torch.cuda's."""
+        """torch.accelerator's memory statistic `name` (torch >= 2.9), else torch.cuda's."""
         import torch
 
         generic = getattr(torch.accelerator, name, None)
@@ -198,9 +191,16 @@ class Accelerator:
 
     def uuid(self) -> str | None:
         """The GPU's UUID, what tells GPUs apart (None on CPU)."""
+        return str(self._properties().uuid) if self.is_cuda else None
+
+    def capability(self) -> tuple[int, int] | None:
+        """The GPU's compute capability (major, minor); None on CPU."""
+        return (self._properties().major, self._properties().minor) if self.is_cuda else None
+
+    def _properties(self):
         import torch
 
-        return str(torch.cuda.get_device_properties(self.device.index).uuid) if self.is_cuda else None
+        return torch.cuda.get_device_properties(self.torch)
 
     def matmul_precision(self) -> str:
         """The precision fp32 matrix products run at here: "tf32" where the GPU may use

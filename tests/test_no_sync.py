@@ -147,3 +147,54 @@ def test_steps_are_the_hosts_ranges_not_their_gpu_copies(tmp_path):
     path = tmp_path / "trace.json"
     path.write_text(json.dumps({"traceEvents": events}))
     assert syncs_per_step(path) == {1: [], 2: ["cudaStreamSynchronize"]}
+
+
+def _step_trace(tmp_path, *calls):
+    """A trace of one profiled step (ProfilerStep#1, 0-1000 µs) holding `calls`."""
+    import json
+
+    events = [{"name": "ProfilerStep#1", "ph": "X", "ts": 0, "dur": 1000, "cat": "user_annotation", "pid": 1, "tid": 1},
+              *calls]
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+def _call(name, ts, cat="cuda_runtime", dur=5, correlation=None, tid=1):
+    return {"name": name, "ph": "X", "ts": ts, "dur": dur, "cat": cat, "pid": 1, "tid": tid,
+            "args": {} if correlation is None else {"correlation": correlation}}
+
+
+def test_driver_calls_frees_and_sync_copies_are_syncs(tmp_path):
+    """Issue 24: a fixed list of runtime calls missed the driver API (code that calls the driver
+    directly), cudaFree/cudaFreeHost (they wait for the whole device) and suffixed names."""
+    from stbench.report.syncs import syncs_per_step
+
+    path = _step_trace(tmp_path, _call("cuStreamSynchronize", 10, "cuda_driver"), _call("cuCtxSynchronize", 20, "cuda_driver"),
+                       _call("cuEventSynchronize", 30, "cuda_driver"), _call("cuMemcpyDtoH_v2", 40, "cuda_driver"),
+                       _call("cuMemFree_v2", 50, "cuda_driver"), _call("cudaFree", 60), _call("cudaFreeHost", 70),
+                       _call("cudaMemcpy", 80), _call("cudaStreamSynchronize_ptsz", 90),
+                       _call("cuLaunchKernel", 100, "cuda_driver"), _call("cudaMalloc", 110),
+                       _call("cudaStreamWaitEvent", 120), _call("cudaEventQuery", 130))
+    assert syncs_per_step(path) == {1: ["cuStreamSynchronize", "cuCtxSynchronize", "cuEventSynchronize", "cuMemcpyDtoH",
+                                        "cuMemFree", "cudaFree", "cudaFreeHost", "cudaMemcpy", "cudaStreamSynchronize"]}
+
+
+def test_an_async_copy_of_pageable_memory_is_a_sync_and_of_pinned_memory_is_not(tmp_path):
+    """The GPU side of a copy names its memory kinds and carries the call's correlation id."""
+    from stbench.report.syncs import syncs_per_step
+
+    gpu = [{"name": f"Memcpy {kind}", "ph": "X", "ts": 500 + k, "dur": 3, "cat": "gpu_memcpy", "pid": 0, "tid": 7,
+            "args": {"correlation": k}}
+           for k, kind in enumerate(["DtoH (Device -> Pageable)", "HtoD (Pinned -> Device)", "HtoD (Pageable -> Device)"])]
+    path = _step_trace(tmp_path, *gpu, _call("cudaMemcpyAsync", 10, correlation=0), _call("cudaMemcpyAsync", 20, correlation=1),
+                       _call("cuMemcpyHtoDAsync_v2", 30, "cuda_driver", correlation=2))
+    assert syncs_per_step(path) == {1: ["cudaMemcpyAsync (pageable)", "cuMemcpyHtoDAsync (pageable)"]}
+
+
+def test_a_driver_call_inside_a_runtime_sync_is_that_sync_not_a_second(tmp_path):
+    from stbench.report.syncs import syncs_per_step
+
+    path = _step_trace(tmp_path, _call("cudaStreamSynchronize", 10, dur=50), _call("cuStreamSynchronize", 12, "cuda_driver"),
+                       _call("cuStreamSynchronize", 30, "cuda_driver", tid=2))  # another thread's own call
+    assert syncs_per_step(path) == {1: ["cudaStreamSynchronize", "cuStreamSynchronize"]}

@@ -124,3 +124,55 @@ def test_warm_up_runs_both_passes_before_the_first_timed_step(backend):
     epochs = sum(isinstance(entry, int) for entry in timed) // len(epoch)
     assert epochs >= 1 and "dynamics_loss" in epoch
     assert timed == [entry for k, name in enumerate(epoch * epochs) for entry in (name, k + 1)]
+
+
+MiB = 2**20
+
+
+def test_cublas_workspace_is_torchs_default_for_the_gpu_or_what_the_environment_says(monkeypatch):
+    from stbench.contract import cublas_workspace_bytes
+
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    assert cublas_workspace_bytes((9, 0)) == 32 * MiB  # H100, H200: ":4096:8"
+    assert cublas_workspace_bytes((8, 0)) == 4096 * 1024 * 2 + 16 * 1024 * 8  # A100: ":4096:2:16:8"
+    assert cublas_workspace_bytes(None) == 32 * MiB  # GPU not known yet: the larger
+    assert cublas_workspace_bytes((9, 0), ":16:8") == 128 * 1024
+    assert cublas_workspace_bytes((9, 0), "not a config") == 32 * MiB  # torch ignores it too
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:2:16:8")
+    assert cublas_workspace_bytes((9, 0)) == 8 * MiB + 128 * 1024
+
+
+def test_cuda_predictions_hold_cublas_workspaces_and_cpu_ones_do_not(monkeypatch):
+    """The smoke predictions are 1-5 MiB; on an H100 torch's caching allocator also holds a
+    32 MiB cuBLAS workspace for the forward thread's handle and one for autograd's."""
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    p = preset_params("stnn", relations="sparse")
+    cpu, h100 = sizing.predict_bytes(p, 200, "cpu"), sizing.predict_bytes(p, 200, "cuda", capability=(9, 0))
+    assert "cuBLAS workspaces" not in cpu["device"]
+    assert h100["device"]["cuBLAS workspaces"] == 2 * 32 * MiB
+    assert h100["device_bytes"] - cpu["device_bytes"] == 2 * 32 * MiB
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:2")
+    assert sizing.predict_bytes(p, 200, "cuda", capability=(9, 0))["device"]["cuBLAS workspaces"] == 2 * 8 * MiB
+
+
+class _Stub:
+    """An Accelerator as _predicted_mb sees it."""
+
+    def __init__(self, capability):
+        self.is_cuda, self._capability = capability is not None, capability
+
+    def capability(self):
+        return self._capability
+
+
+def test_the_rows_prediction_is_for_the_gpu_the_cell_ran_on(monkeypatch):
+    from stbench.child.cell import _predicted_mb
+    from stbench.plan.registry import get
+
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    p = preset_params("stnn", relations="sparse")
+    on = {device: RunSpec("stnn", device, "single", 200, 1, params=tuple(sorted(p.items()))) for device in ("cpu", "cuda")}
+    h100, a100 = (_predicted_mb(get("stnn"), on["cuda"], _Stub(c)) for c in ((9, 0), (8, 0)))
+    assert h100 - a100 == pytest.approx(2 * (32 - 8.125))
+    cpu = sizing.predict_bytes(p, 200, "cpu")
+    assert _predicted_mb(get("stnn"), on["cpu"], _Stub(None)) == (cpu["device_bytes"] + cpu["host_bytes"]) / MiB

@@ -54,12 +54,16 @@ def _rss_mb() -> float:
     return psutil.Process().memory_info().rss / 2**20
 
 
-def _predicted_mb(workload, spec: RunSpec, cuda: bool) -> float | None:
-    predicted = workload.predict(spec.param_dict, spec.batch_size, spec.device) if workload.predict else None
+def _predicted_mb(workload, spec: RunSpec, accel: Accelerator) -> float | None:
+    """The workload's prediction for the GPU this cell ran on (its capability sizes cuBLAS's
+    workspaces), to set beside the measured peak."""
+    if not workload.predict:
+        return None
+    predicted = workload.predict(spec.param_dict, spec.batch_size, spec.device, capability=accel.capability())
     if not predicted:
         return None
     # On CPU the device is the host: everything counts against one peak.
-    return (predicted["device_bytes"] + (0 if cuda else predicted["host_bytes"])) / 2**20
+    return (predicted["device_bytes"] + (0 if accel.is_cuda else predicted["host_bytes"])) / 2**20
 
 
 def open_device(spec: RunSpec) -> tuple[Accelerator, tuple[int, int, int]]:
@@ -105,7 +109,7 @@ def run(spec: RunSpec, profile_dir: Path | None = None) -> CellResult:
     figures = replace(
         result.figures, peak_gpu_mb=peak_gpu, peak_rss_mb=rss, base_rss_mb=base_rss, data_mb=task.data.mb, data_source=task.data.source,
         node_hosts=ddp.node_hosts(), threads=torch.get_num_threads(),
-        predicted_mb=_predicted_mb(workload, spec, accel.is_cuda), device_name=accel.name(),
+        predicted_mb=_predicted_mb(workload, spec, accel), device_name=accel.name(),
     )
     return replace(result, figures=figures, unavailable={**result.unavailable, **unavailable})
 

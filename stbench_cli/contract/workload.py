@@ -39,7 +39,11 @@ class Workload:
       check(params)                                  ValueError if the data is unusable
       skip(params, batch_size, device, memory)       why a cell cannot run here, or None;
                                                      memory = {"host_bytes", "device_bytes" or None}
-      predict(params, batch_size, device)            {"device_bytes", "host_bytes", ...} of a cell
+      predict(params, batch_size, device, capability=None)
+                                                     {"device_bytes", "host_bytes", ...} of a cell;
+                                                     on CUDA device_bytes include the libraries'
+                                                     allocations (memory.cuda_library_bytes) for a
+                                                     GPU of `capability` (None in the parent)
       prepare(source, out, **selection)              cache real data locally (`stbench data --prepare`)
     """
 
@@ -50,7 +54,7 @@ class Workload:
     build: Callable[[dict, BuildContext], Any]  # (params, ctx) -> contract.Task, in the cell's process
     check: Callable[[dict], None] | None = None
     skip: Callable[[dict, int, str, dict], str | None] | None = None
-    predict: Callable[[dict, int, str], dict] | None = None
+    predict: Callable[..., dict] | None = None
     prepare: Callable[..., Path] | None = None
     strategies: tuple[str, ...] = ("single", "ddp")
     data_sources: tuple[str, ...] = ()
@@ -59,6 +63,10 @@ class Workload:
     # baseline, a value the default preset reaches within its budget (stated with its reason)
     target_ratio: float | None = None
     target_note: str = ""
+    # The library that runs most of the FLOPs on CUDA: "matmul" (cuBLAS) or "cudnn" (convolutions,
+    # RNNs). torch runs cuDNN's fp32 at TF32 by default and cuBLAS's strictly, so it decides the
+    # peak a precision=default cell's peak_fraction divides by (runner/peak_math.py).
+    flops_in: str = "matmul"
 
     @property
     def all_params(self) -> dict[str, Param]:

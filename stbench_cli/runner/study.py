@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Callable
 
 from ..device import parse
+from ..errors import StbenchError
+from ..plan import registry
 from ..plan.planner import Plan
 from ..plan.spec import RunSpec
 from ..store.conditions import conditions
@@ -21,6 +23,7 @@ from ..store.machine import EnvInfo, fingerprint, gpu_names
 from ..store.manifest import read_manifest, write_manifest
 from ..store.rows import Derived, Identity, Machine, RunRow, SystemRow
 from . import envinfo, launchers
+from .peak_math import math_ran, peak_key
 from .processes import CellJob, Outcome, gpu_indices
 from .lock import FolderLock
 
@@ -42,9 +45,6 @@ def machine(env: EnvInfo) -> Machine:
                    machine_id=fingerprint(env.host, env.cpu_model, env.cores_logical, gpus, env.gpu_count, env.torch))
 
 
-PEAK_AT = {"bf16": "bf16_matmul_gflops", "tf32": "tf32_matmul_gflops"}  # else the fp32 matmul peak
-
-
 def devices_used(spec: RunSpec, gpu_count: int) -> int:
     """How many distinct devices a cell's ranks run on (device.resolve's rule, per node): the
     plan's count, for rows whose ranks did not report their GPUs (`gpus_used`)."""
@@ -59,9 +59,9 @@ def derived(spec: RunSpec, outcome: Outcome, peaks: dict[str, dict], gpu_count: 
     setup = max(outcome.cell_s - figures.wall_s, 0.0) if figures.wall_s is not None else None
     peak_gflops = fraction = None
     peak = peaks.get(spec.device) or {}
-    # the peak at the precision the cell ran at (TF32 exists on NVIDIA GPUs only: on CPU it is fp32)
-    at = PEAK_AT.get(spec.param_dict.get("precision", "default"), "matmul_gflops")
-    at = at if at in peak or at != "tf32_matmul_gflops" else "matmul_gflops"
+    # the peak of the math the cell's FLOPs ran at (peak_math.py)
+    math = math_ran(spec.param_dict.get("precision", "default"), figures.precision, _flops_in(spec.workload))
+    at, math = peak_key(math, peak)
     if peak.get(at) and figures.achieved_gflops is not None:
         # A world has the peak of the distinct devices it runs on: the GPUs its ranks reported
         # (by UUID: emulated nodes' gloo ranks may share one), else the plan's count (a row
@@ -69,7 +69,15 @@ def derived(spec: RunSpec, outcome: Outcome, peaks: dict[str, dict], gpu_count: 
         peak_gflops = peak[at] * (figures.gpus_used or devices_used(spec, gpu_count))
         fraction = figures.achieved_gflops / peak_gflops
     return Derived(setup_s=setup, peak_gflops=peak_gflops, peak_fraction=fraction, job_id=outcome.job_id,
-                   **outcome.energy)
+                   peak_math=math if fraction is not None else None, **outcome.energy)
+
+
+def _flops_in(workload: str) -> str:
+    """The library that runs most of a workload's FLOPs (its Workload.flops_in)."""
+    try:
+        return registry.get(workload).flops_in
+    except StbenchError:  # a row of a workload no longer installed
+        return "matmul"
 
 
 def make_row(spec: RunSpec, env: EnvInfo, outcome: Outcome, peaks: dict[str, dict], launcher: str = "local") -> RunRow:

@@ -196,6 +196,7 @@ class Derived:
     gpu_energy_j: float | None = None
     cpu_energy_j: float | None = None
     job_id: str | None = None  # the Slurm job (or job.step) that ran the cell
+    peak_math: str | None = None  # the math peak_gflops was measured at: fp32, tf32 or bf16 (runner/peak_math.py)
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,7 @@ WORKLOAD = Workload(
     # points (0.686 K vs persistence 0.756 K), so a run that trains well crosses it before it ends.
     target_ratio=0.92,
     target_note="val RMSE 8% under persistence's",
+    flops_in="cudnn",  # nn.LSTM: cuDNN's RNN, TF32 on CUDA under precision=default
     check=split.check,
     prepare=split.prepare,
     strategies=("single", "ddp", "zero1", "fsdp"),

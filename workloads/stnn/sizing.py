@@ -8,7 +8,7 @@ from functools import lru_cache
 import numpy as np
 import psutil
 
-from stbench.contract import is_cuda
+from stbench.contract import cuda_library_bytes, is_cuda
 
 from . import data, grid
 
@@ -100,14 +100,17 @@ def _data_bytes(s: dict) -> tuple[dict, dict]:
     return train, build
 
 
-def predict_bytes(params: dict, batch_size: int, device: str = "cpu", seed: int = 0) -> dict:
+def predict_bytes(params: dict, batch_size: int, device: str = "cpu", seed: int = 0,
+                  capability: tuple[int, int] | None = None) -> dict:
     """Predicted peak bytes of a training cell by where they live: "device" (the model, its
     optimizer state and a step's temporaries, on the training device) and "host" (the data and
     the pair order, and what offload keeps in host memory; on CPU both are the same RAM). The
     data is built before the model exists ("build", host): host_bytes is the larger of the two
     host peaks. The terms are the tensors the code allocates; interpreter and library overhead
     is not included (the cell records its RSS before building, so the two can be compared).
-    state=auto is predicted as the layout it resolves to on this host (the row's predicted_mb)."""
+    state=auto is predicted as the layout it resolves to on this host (the row's predicted_mb).
+    On CUDA the device terms include cuBLAS's workspaces for a GPU of `capability`: the caching
+    allocator holds them, so they are in the peak a cell measures (contract.memory)."""
     if params.get("state") == "auto":
         params = {**params, "state": resolve_state(params, device, psutil.virtual_memory().total)}
     s = sizes(params, seed)
@@ -140,6 +143,8 @@ def predict_bytes(params: dict, batch_size: int, device: str = "cpu", seed: int 
         host["relations W (host)"] = w_bytes
         staging = params["chunk"] * r * n * F32  # two of them, pinned on CUDA
         host["staging buffers"] = 2 * (_pinned(staging) if is_cuda(device) else staging)
+    if is_cuda(device):
+        dev["cuBLAS workspaces"] = cuda_library_bytes(capability)
     device_bytes = sum(dev.values())
     # on CPU the build's peak shares the RAM with nothing of the model yet
     host_bytes = max(sum(host.values()), sum(build.values()) - (0 if is_cuda(device) else device_bytes))
