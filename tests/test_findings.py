@@ -50,7 +50,7 @@ def test_scaling_states_speedup_efficiency_sync_and_the_50_percent_line():
     assert f.text == ("At 4 processes: 1.90x the samples/s of 1 process (95% intervals apart: 190.0 ± 4.72 vs "
                       "100.0 ± 2.48 samples/s), efficiency 48%, gradient sync 40.0% of training time. "
                       "Efficiency first drops below 50% at 4 processes.")
-    assert {"speedup", "efficiency", "sync_share"} <= set(f.table.columns)
+    assert {"speedup", "efficiency", "sync"} <= set(f.table.columns)
     assert "ms_per_sync" not in f.table.columns  # the full view's
 
 
@@ -137,8 +137,9 @@ def test_memory_against_throughput_for_a_strategy_or_checkpointing():
 def test_a_setting_that_changes_neither_memory_nor_speed_beyond_noise():
     rows = [row(r, sps=s, params={"loader": ld}) for ld, spread in (("a", (90.0, 110.0, 100.0)), ("b", (95.0, 115.0, 105.0)))
             for r, s in enumerate(spread)]
-    assert find(rows).text == ("Fastest: loader=b (105.0 ± 24.84 samples/s); slowest: loader=a (100.0 ± 24.84 "
-                               "samples/s): no significant difference; peak RSS within 10% across cells.")
+    assert find(rows).text == ("No significant difference in samples/s between the fastest, loader=b (105.0 ± "
+                               "24.84 samples/s), and the slowest, loader=a (100.0 ± 24.84 samples/s); peak RSS "
+                               "within 10% across cells.")
 
 
 def test_a_single_cell_and_the_flag_hook():

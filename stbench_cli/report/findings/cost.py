@@ -31,9 +31,13 @@ def tradeoff(s: pd.DataFrame) -> str:
     if len(memory) < 2 or not max(c.median for c in memory) > 1.1 * min(c.median for c in memory):
         slowest = min(speed.values(), key=lambda c: c.median)
         same = f"; {measure} within 10% across cells" if memory else ""
-        return (f"Fastest: {fastest.name} ({fastest.amount(SPS)}); slowest: {slowest.name} "
-                f"({slowest.amount(SPS)}): {contrast(slowest, fastest, amounts=False, note=False)}{same}"
-                f"{_once(fastest, slowest)}.") + _data_note(s, keys)
+        said = contrast(slowest, fastest, amounts=False, note=False)
+        pair = (f"the fastest, {fastest.name} ({fastest.amount(SPS)}), and the slowest, {slowest.name} "
+                f"({slowest.amount(SPS)})")
+        lead = (f"No significant difference in samples/s between {pair}" if said.startswith("no significant")
+                else f"Fastest: {fastest.name} ({fastest.amount(SPS)}), {said} than the slowest, {slowest.name} "
+                     f"({slowest.amount(SPS)})")
+        return f"{lead}{same}{_once(fastest, slowest)}." + _data_note(s, keys)
     least = min(memory, key=lambda c: c.median)
     ref = (next(c for c in memory if c.key == fastest.key) if least.key != fastest.key
            else max(memory, key=lambda c: c.median))

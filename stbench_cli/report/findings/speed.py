@@ -32,8 +32,9 @@ def device(s: pd.DataFrame) -> str:
             text = f"{label} against {base}: {contrast(*pairs[0], unit=SPS)}"
         else:
             rs = [ratio(a, b) for a, b in pairs]
-            text = (f"{label} against {base}: from {min(rs):.2f}x to {max(rs):.2f}x the samples/s over {len(pairs)} "
-                    f"cells ({sum(differs(a, b) for a, b in pairs)} significant)")
+            span = f"{min(rs):.2f}x" if f"{min(rs):.2f}" == f"{max(rs):.2f}" else f"from {min(rs):.2f}x to {max(rs):.2f}x"
+            text = (f"{label} against {base}: {span} the samples/s over {len(pairs)} cells (significant in "
+                    f"{sum(differs(a, b) for a, b in pairs)} of {len(pairs)})")
         parts.append(text + _device_extras(s, base, label, others))
     return ". ".join(parts) + "." if parts else f"No cell ran on both {base} and another machine."
 

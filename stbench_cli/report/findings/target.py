@@ -38,7 +38,8 @@ def _scored(runs: pd.DataFrame, keys: list[str]) -> list[Scored]:
 
 def _goal(runs: pd.DataFrame) -> str:
     """'val_mse ≤ 0.000831' and, under a time budget, the budget."""
-    goal = f"{runs['val_metric'].iloc[0]} ≤ {format_number(float(runs['target'].median()))}"
+    metric = runs["val_metric"].iloc[0] if "val_metric" in runs.columns else "the metric"
+    goal = f"{metric} ≤ {format_number(float(runs['target'].median()))}"
     params = runs["params"].iloc[0] if "params" in runs.columns else ""
     budget = (json.loads(params) if isinstance(params, str) and params else {}).get("time_budget")
     return goal + (f", within a {float(budget):g} s training budget" if budget else "")

@@ -9,7 +9,7 @@ import pandas as pd
 
 from .. import tables
 from ..order import sort_natural
-from ..stats import show
+from ..stats import format_number, show
 from ..ttt import TITLE as TTT_TITLE, ttt_tables
 from .cells import Cell, axes, cells, contrast, peak_memory, rank_memory, short
 from .cost import size_axis
@@ -62,9 +62,13 @@ def scaling(s: pd.DataFrame, workload: str) -> tuple[str, pd.DataFrame] | None:
     if table is None:
         return None
     lead = list(table.columns[: list(table.columns).index("nodes")])
-    kept = table[lead + [c for c in SCALING_COLUMNS if c in table.columns]]
-    return ("data-parallel scaling: speedup, efficiency and sync share against the smallest world",
-            _keyed(kept.copy(), lead + ["nodes", "nproc", "world"]))
+    layout = ["nodes", "nproc", "world"]
+    if (table["nproc"] == table["world"]).all():  # every world on one node: nproc says it again
+        layout.remove("nproc")
+    kept = table[lead + layout + [c for c in SCALING_COLUMNS if c in table.columns and c not in ("nodes", "nproc", "world")]]
+    kept = kept.rename(columns={"samples_per_s": "samples/s", "sync_share": "sync"})
+    return ("data-parallel scaling against the smallest world: speedup, efficiency, and sync (the share of "
+            "training time spent waiting for gradient synchronisation)", _keyed(kept, lead + layout))
 
 
 def batch(s: pd.DataFrame, workload: str) -> tuple[str, pd.DataFrame]:
@@ -92,14 +96,21 @@ def _gain(before: tuple[Cell, float], c: Cell, b: float) -> str:
 
 def precision(s: pd.DataFrame, workload: str) -> tuple[str, pd.DataFrame]:
     keys = _keys(s, "p.precision", "p.compile")
-    table = cells_table(s, keys, [("samples_per_s", "samples/s"), ("compile_s", "compile s")])
+    table = cells_table(s, keys, [("samples_per_s", "samples/s")])
     sweep = cells(s, "samples_per_s", keys)
     base = next((c for c in sweep if is_eager_fp32(dict(zip(keys, c.key)))), None)
-    words = {tuple(show(v) for v in c.key): ("baseline" if c is base else contrast(base, c, amounts=False))
-             for c in sweep} if base else {}
+    words = {tuple(show(v) for v in c.key): ("baseline" if c is base else _against(base, c)) for c in sweep} if base else {}
+    compiled = {tuple(show(v) for v in c.key): format_number(c.median) for c in cells(s, "compile_s", keys)}
     names = list(table.attrs["keys"])
     table["vs fp32 eager"] = [words.get(tuple(r), "-") for r in table[names].itertuples(index=False)]
-    return f"samples/s and compile seconds ({SPREAD}) against fp32 eager", table
+    table["compile s"] = [compiled.get(tuple(r), "-") for r in table[names].itertuples(index=False)]
+    return (f"samples/s ({SPREAD}) against fp32 eager, and the median seconds spent compiling", table)
+
+
+def _against(base: Cell, c: Cell) -> str:
+    """pyperf's table wording: the ratio, or "not significant"."""
+    text = contrast(base, c, amounts=False, note=False)
+    return "not significant" if text.startswith("no significant") else text
 
 
 def epochs(s: pd.DataFrame, workload: str) -> tuple[str, pd.DataFrame]:
