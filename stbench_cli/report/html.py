@@ -76,7 +76,7 @@ def _headline(report: Report) -> str:
     data = base64.b64encode(pic.png).decode("ascii")
     return (f'<figure class="headline"><img src="data:image/png;base64,{data}" alt="{html.escape(pic.title)}">'
             f'<figcaption><b>{html.escape(pic.title)}</b>, from <a href="#{s.anchor}">{html.escape(s.name)}</a>: '
-            f"{html.escape(s.finding.text if s.finding else pic.caption)}</figcaption></figure>")
+            f"{html.escape(pic.caption.split('; ')[0].rstrip('.'))}.</figcaption></figure>")
 
 
 def _section(s) -> list[str]:
