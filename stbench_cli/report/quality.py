@@ -102,12 +102,15 @@ def time_to_quality(w: pd.DataFrame, epochs: pd.DataFrame, workload: str) -> Pic
         [], [], color="grey", marker="*", markersize=11, linestyle="")
     unnamed = shown[0].unnamed
     legend_below(fig, handles, f"unless named: {unnamed}" if unnamed else "")
+    return Picture(f"{workload}-time-to-quality", "Time to quality", _ttq_caption(workload, scale, targets, ep), png(fig))
+
+
+def _ttq_caption(workload: str, scale: str, targets: bool, ep: pd.DataFrame) -> str:
     log = ", on a logarithmic axis" if scale == "log" else ""
-    text = caption(f"{workload}: validation metric at each evaluation of the longest run of each setting (medians "
+    return caption(f"{workload}: validation metric at each evaluation of the longest run of each setting (medians "
                    f"over repeats){log}", "the dashed line is the naive baseline it must beat (persistence or the mean)",
                    "the dotted line is the target; wall time counts evaluation, as MLPerf's clock does"
                    if targets else "", differ(ep, "evaluation"))
-    return Picture(f"{workload}-time-to-quality", "Time to quality", text, png(fig))
 
 
 def _levels(ax, x, c: pd.DataFrame, colour: str, line_colours: dict[str, str]) -> None:
