@@ -91,7 +91,7 @@ def _gain(before: tuple[Cell, float], c: Cell, b: float) -> str:
     doublings = math.log2(b / size)
     if not (doublings > 0 and cell.median > 0):
         return ""
-    return f"{100 * ((c.median / cell.median) ** (1 / doublings) - 1):+.0f}%"
+    return f"{100 * ((c.median / cell.median) ** (1 / doublings) - 1):+.1f}%"  # as the finding says it
 
 
 def precision(s: pd.DataFrame, workload: str) -> tuple[str, pd.DataFrame]:
