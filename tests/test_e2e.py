@@ -43,13 +43,16 @@ def test_run_writes_all_four_files(study):
 
 def test_compare_reads_the_study(study, tmp_path):
     proc = stbench("compare", study.parent, "--out", tmp_path, "--plot", check=True)
-    # one section per study, headed by its command; the terminal gets the headline table only
-    assert proc.stdout.startswith("## cnn-strain: stbench run cnn-strain")
-    assert "\n### wall_s (median ± 95% CI half-width over repeats)\n" in proc.stdout
-    assert "| batch_size   | epochs   | " in proc.stdout and " cores) " in proc.stdout  # the CPU by name
-    headline = proc.stdout.split("\n(--full adds")[0]
+    # the hint to --full first; one section per study, headed by its folder and command, its
+    # finding first and then the one table behind it (a batch sweep: samples/s)
+    hint, headline = proc.stdout.split("\n\n", 1)
+    assert "--full" in hint and headline.startswith(f"## {study.name}\nstbench run cnn-strain --smoke")
+    assert headline.split("\n\n")[1].startswith("Finding: Samples/s goes from ")
+    assert "\n### samples/s per batch size (median ± 95% CI" in headline and "### wall_s" not in headline
+    assert "| epochs   | batch_size   | samples/s " in headline
     full = (tmp_path / "compare.md").read_text()
-    assert full.startswith(headline) and "### where the time went" in full and "where the time went" not in proc.stdout
+    assert full.startswith(headline) and "### where the time went" in full and "where the time went" not in headline
+    assert " cores) " in full  # the CPU by name
     assert (tmp_path / "compare.csv").read_text().startswith("workload,device,")
     assert sorted(p.name for p in tmp_path.glob("*.png")) == ["cnn-strain-memory.png", "cnn-strain-phases.png",
                                                                 "cnn-strain-time-vs-epochs.png"]

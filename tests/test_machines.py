@@ -99,10 +99,14 @@ def test_two_machines_with_one_host_name_are_two_columns(tmp_path):
     host `vm`, once pooled as repeats of one cell."""
     shutil.copytree(REF, tmp_path / "epyc")
     copy_with_cpu(REF, tmp_path / "xeon", XEON)
-    text = stbench("compare", tmp_path, check=True).stdout
+    text = stbench("compare", tmp_path, "--full", check=True).stdout
     assert "| epochs   | EPYC (2 cores)   | Xeon 8480+ (2 cores)   |" in text
+    assert "Finding: Xeon 8480+ (2 cores) against EPYC (2 cores): " in text  # a study of hardware now
     one = stbench("compare", tmp_path / "epyc", check=True).stdout
-    cells = lambda text: [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines()[6:9]]  # noqa: E731
+
+    def cells(text):  # the wall-time table's lines
+        table = text.split("### wall_s")[1].split("\n\n")[1]
+        return [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()[2:]]
     # each column holds its own folder's 3 repeats (the copy's are the same numbers), not 6 pooled
     assert [[e, v, v] for e, v in cells(one)] == cells(text)
     assert all("±" in v for _, v in cells(one))

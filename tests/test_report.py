@@ -47,7 +47,8 @@ PROBE = """<script>window.addEventListener("load", () => {
 @pytest.fixture(scope="module")
 def committed_report(tmp_path_factory, committed_results):
     out = tmp_path_factory.mktemp("report")
-    stbench("report", committed_results, "--out", out, check=True)
+    proc = stbench("report", committed_results, "--out", out, check=True)
+    (out / "progress.txt").write_text(proc.stderr)  # what it printed while it built
     return out
 
 
@@ -55,17 +56,36 @@ def test_report_files_are_self_contained(committed_report):
     page = (committed_report / "report.html").read_text()
     md = (committed_report / "report.md").read_text()
     pngs = sorted(p.name for p in committed_report.glob("*.png"))
-    assert re.findall(r"!\[[^]]*\]\(([^)]+)\)", md) and sorted(re.findall(r"!\[[^]]*\]\(([^)]+)\)", md)) == pngs
+    assert re.findall(r"!\[[^]]*\]\(([^)]+)\)", md) and sorted(set(re.findall(r"!\[[^]]*\]\(([^)]+)\)", md))) == pngs
     body = re.sub(r"data:image/png;base64,[A-Za-z0-9+/=]+", "", page.split("<body>")[1])  # base64 may spell "http"
-    assert page.count('src="data:image/png;base64,') == len(pngs) and "http" not in body
+    # every figure embedded, the headline's twice (at the top and in its study)
+    assert page.count('src="data:image/png;base64,') == len(pngs) + 1 and "http" not in body
     for name in ("cnn-strain-time-vs-epochs.png", "cnn-strain-scaling.png", "lstm-era5-time-to-quality.png",
                  "stnn-phases.png", "dcrnn-pems-system-1.png"):  # each named by its study: study-N-<name>
         assert any(re.fullmatch(rf"study-\d+-{name}", p) for p in pngs), name
     assert "| EPYC (2 cores)" in md and "400000.0" not in md
-    # one section per study, headed by its question; a parameter older rows lack shows its default
+    # one section per study, headed by its folder and command; a parameter older rows lack shows its default
     for workload in ("cnn-strain", "stnn"):  # every committed reference folder is a study of its own
         folders = [f for f in COMMITTED if json.loads((f / "manifest.json").read_text())["workload"] == workload]
-        assert md.count(f"\n## {workload}: `stbench ") == len(folders) > 4
+        headed = re.findall(rf"\n## (ref-[^\n]+)\n\n`stbench \w+ {workload} ", md)
+        assert sorted(headed) == sorted(f.name for f in folders) and len(folders) > 4
+
+
+def test_report_opens_with_findings_the_hardware_and_a_figure(committed_report):
+    """The first screen answers: every study's finding (one line, linking to its section), the
+    hardware, a headline figure; captions name only what varies; no path of the machine that ran it."""
+    md = (committed_report / "report.md").read_text()
+    head = md.split("\n## Hardware")[0]
+    assert re.match(r"# stbench report\n\n\d+ studies, measured on EPYC \(2 cores\) \(AMD EPYC, 2 cores, torch ", head)
+    listed = re.findall(r"^- \[(ref-[^]]+)\]\(#study-\d+\): \S", head, flags=re.M)
+    assert sorted(listed) == sorted(p.name for p in COMMITTED)
+    assert re.search(r"!\[Time to quality\]\(study-\d+-cnn-strain-time-to-quality\.png\)", head)
+    assert "all cells:" not in md and "on a logarithmic axis" in md
+    page = re.sub(r"data:image/png;base64,[A-Za-z0-9+/=]+", "", (committed_report / "report.html").read_text())
+    assert not re.search(r"/(tmp|work|home)/|\.venv|--out", md + page)
+    progress = (committed_report / "progress.txt").read_text().splitlines()
+    assert progress[0].startswith("reading ") and re.fullmatch(r"\[1/\d+\] ref-\S+", progress[1])
+    assert progress[-1].startswith("writing ")
 
 
 def test_a_parameter_older_rows_lack_takes_its_default():
@@ -100,9 +120,9 @@ def test_report_opens_in_a_headless_browser(committed_report, tmp_path):
     studies = len(COMMITTED)  # each committed folder is a study of its own
     for width in (1280, 390):  # a laptop's browser window and a phone
         seen = browser_check(committed_report / "report.html", tmp_path, width)
-        assert seen["images"] == len(list(committed_report.glob("*.png"))) > 0
+        assert seen["images"] == len(list(committed_report.glob("*.png"))) + 1 > 1  # the headline twice
         assert seen["loaded"] == seen["images"] and seen["external"] == 0
-        assert seen["sections"] == ["hardware", "folders", *(f"study-{i}" for i in range(1, studies + 1))]
+        assert seen["sections"] == ["findings", "hardware", *(f"study-{i}" for i in range(1, studies + 1)), "folders"]
         assert seen["tables"] == md.count("\n|:") and seen["cut"] == 0 and not seen["page_overflow"], seen
         shot = tmp_path / f"report{width}.png"
         subprocess.run([CHROMIUM, *BROWSER_FLAGS, f"--user-data-dir={tmp_path / f'shot{width}'}",

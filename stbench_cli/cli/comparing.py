@@ -20,9 +20,9 @@ def compare(
     baseline: Annotated[Optional[str], typer.Option(help="key=value of the column to compare against")] = None,
     out: Annotated[Optional[Path], typer.Option(help="also write compare.md and compare.csv here")] = None,
     plot: Annotated[bool, typer.Option(help="write PNG plots (into --out, or the current folder)")] = False,
-    full: Annotated[bool, typer.Option(help="every table of each study (time and memory shares, scaling)")] = False,
+    full: Annotated[bool, typer.Option(help="every table of each study (wall time, time and memory shares, scaling)")] = False,
 ) -> None:
-    """Tables from any number of result folders, one section per study: medians, intervals, speedups."""
+    """Per study, headed by its folder and command: its finding (the answer, with 95% intervals) and the table behind it."""
     from ..plan.registry import param_defaults
     from ..report.compare import compare as build
     from ..store.files import find_folders

@@ -16,7 +16,7 @@ def report(
     paths: Annotated[list[Path], typer.Argument(help="result folders, or folders holding them")],
     out: Annotated[Path, typer.Option(help="folder for report.html, report.md and the PNGs")] = Path("report"),
 ) -> None:
-    """A report to publish: study tables by hardware, phases, scaling, time to quality, system timelines."""
+    """A report to publish: every study's finding and a headline figure first, then per study its tables and figures."""
     import pandas as pd
 
     from ..plan.registry import param_defaults
@@ -24,13 +24,19 @@ def report(
     from ..store.files import find_folders
     from ..store.results import read_results, read_series, study_info, tag
 
+    def progress(line: str) -> None:  # drawing the figures takes a while: say where it is
+        render.err.print(line, markup=False, highlight=False)
+
     runs, epochs, system, studies = [], [], [], []
-    for folder in find_folders(paths):
+    found = find_folders(paths)
+    progress(f"reading {len(found)} result folder{'s' if len(found) != 1 else ''}")
+    for folder in found:
         rows, tagged = read_results(folder), tag(folder)
         runs += [{**r, **tagged} for r in rows]
         epochs += [{**r, **tagged} for r in read_series(folder, "epochs.csv")]
         system += [{**r, **tagged} for r in read_series(folder, "system.csv")]
         studies.append(study_info(folder, rows))
-    report = document.build(runs, epochs, system, pd.DataFrame(studies), param_defaults())
+    report = document.build(runs, epochs, system, pd.DataFrame(studies), param_defaults(), progress=progress)
+    progress(f"writing {out / 'report.html'}")
     path = html.write(report, out)
     render.out.print(f"wrote {path} and {path.with_suffix('.md')} (figures beside it)", soft_wrap=False)

@@ -10,6 +10,7 @@ import pandas as pd
 
 from ..errors import StbenchError
 from . import studies
+from .findings import Flagger
 from .frame import numeric, runs_frame, summarize
 
 
@@ -24,14 +25,15 @@ def parse_baseline(text: str | None) -> tuple[str, str] | None:
 
 def compare(rows: list[dict], *, row_axis: str, cols: str, metric: str, baseline: str | None, out: Path | None,
             plot: bool, width: int | None = None, epochs: list[dict] = (), full: bool = False,
-            defaults: Mapping[str, Mapping[str, object]] | None = None) -> str:
-    """The Markdown text, fitted to `width` for a terminal; compare.md keeps every table whole
-    and every detail. Rows (and epochs, for the plots) carry their result folder as `study`,
-    their study as `study_key` and its command as `question`; `defaults` fill parameters older
-    rows lack."""
+            defaults: Mapping[str, Mapping[str, object]] | None = None, flagger: Flagger | None = None) -> str:
+    """The Markdown text, fitted to `width` for a terminal: per study its finding and the table
+    that supports it (with `full`, every table); compare.md keeps every table whole and every
+    detail. Rows (and epochs, for the plots) carry their result folder as `study`, their study
+    as `study_key` and its command as `question`; `defaults` fill parameters older rows lack;
+    `flagger` names what makes a study's numbers doubtful (noisy repeats, a busy machine)."""
     df = runs_frame(rows, numeric(list(epochs)), defaults)
     def tables(whole: bool):
-        return studies.tables_of(df, metric, row_axis, cols, parse_baseline(baseline), full=whole)
+        return studies.tables_of(df, metric, row_axis, cols, parse_baseline(baseline), full=whole, flagger=flagger)
 
     parts = tables(True) if full or out else None  # every table: for --full and compare.md
     if out:

@@ -14,7 +14,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
 from ..store.rows import PHASE_COLUMNS
-from .series import cell_keys, common, medians, names, panels, spread
+from .series import cell_keys, differ, medians, names, panels, spread
 from .stats import show
 from .style import PHASE_COLOURS, from_zero, grid, legend_below, look, png
 
@@ -57,7 +57,7 @@ def time_vs_epochs(w: pd.DataFrame, workload: str) -> Picture | None:
         from_zero(ax)
     legend_below(fig, handles, f"unless named: {shown[0].unnamed}" if shown[0].unnamed else "")
     text = caption(f"{workload}: wall time of each cell against its epoch count", REPEAT_NOTE,
-                   f"all cells: {common(ok)}" if common(ok) else "",
+                   differ(ok, "epochs"),
                    *(f"unless named: {u}" for u in dict.fromkeys(p.unnamed for p in shown if p.unnamed)))
     return Picture(f"{workload}-time-vs-epochs", "Time vs epochs", text, png(fig))
 
@@ -88,7 +88,7 @@ def phase_bars(w: pd.DataFrame, workload: str) -> Picture | None:
         fig.suptitle(textwrap.fill(f"unless named: {unnamed}", 140), fontsize=8)
     legend_below(fig, handles)
     text = caption(f"{workload}: where each cell's time went (medians over repeats); the number is train + eval "
-                   "seconds", f"all cells: {common(ok)}" if common(ok) else "", f"unless named: {unnamed}" if unnamed else "")
+                   "seconds", differ(ok), f"unless named: {unnamed}" if unnamed else "")
     return Picture(f"{workload}-phases", "Where the time went", text, png(fig))
 
 
@@ -171,5 +171,5 @@ def scaling(w: pd.DataFrame, workload: str) -> Picture | None:
     legend_below(fig, handles, f"unless named: {shown[0].unnamed}" if shown[0].unnamed else "")
     text = caption(f"{workload}: data-parallel scaling; speedup and efficiency from median samples/s against "
                    "the smallest world of the same cell settings, ideal dashed", "sync: gradient communication a training "
-                   "step waited for, per step; " + REPEAT_NOTE, f"all cells: {common(ddp)}" if common(ddp) else "")
+                   "step waited for, per step; " + REPEAT_NOTE, differ(ddp, "world_size"))
     return Picture(f"{workload}-scaling", "Data-parallel scaling", text, png(fig))

@@ -1,5 +1,7 @@
 """The report as files: one self-contained report.html (every figure embedded as a data URI,
-so it opens offline and travels as one file) and report.md with the PNGs beside it."""
+so it opens offline and travels as one file) and report.md with the PNGs beside it. Both open
+with every study's finding (one line each, linking to its section), the hardware and a
+headline figure; the result folders come last."""
 
 from __future__ import annotations
 
@@ -23,7 +25,14 @@ th { background: #f1f3f5; } tr:nth-child(even) td { background: #fafafa; }
 h2 code, nav code { font-size: 0.85em; white-space: normal; overflow-wrap: anywhere; }
 figure { margin: 1rem 0 2rem; } figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
 figcaption { font-size: 0.85rem; color: #444; max-width: 60rem; }
-nav ul { padding-left: 1.2rem; } nav li { margin: 0.15rem 0; } .note { color: #666; font-style: italic; }
+.note { color: #666; font-style: italic; } .lede { color: #333; margin-top: 0.2rem; }
+.top { display: grid; grid-template-columns: minmax(0, 1fr); gap: 0 1.5rem; align-items: start; }
+@media (min-width: 1000px) { .top { grid-template-columns: minmax(0, 11fr) minmax(0, 9fr); } }
+figure.headline { margin: 0.5rem 0 1rem; } h2#findings { margin-top: 0.3rem; }
+ul.findings { padding-left: 1.1rem; font-size: 0.88rem; margin: 0; } ul.findings li { margin: 0.3rem 0; }
+.command code { font-size: 0.82rem; white-space: normal; overflow-wrap: anywhere; color: #333; }
+.finding { background: #f4f8fb; border-left: 3px solid #0072B2; padding: 0.4rem 0.7rem; }
+.flag { color: #8a4b00; }
 """
 
 
@@ -41,40 +50,76 @@ def _figure(pic) -> str:
             f"<figcaption><b>{html.escape(pic.title)}.</b> {html.escape(pic.caption)}</figcaption></figure>")
 
 
-def _contents(report: Report) -> str:
-    """The table of contents: each workload, and under it its studies by their question."""
-    items = []
-    for workload in dict.fromkeys(s.workload for s in report.sections):
-        studies = "".join(f'<li><a href="#{s.anchor}"><code>{html.escape(s.question)}</code></a></li>'
-                          for s in report.sections if s.workload == workload)
-        items.append(f"<li>{html.escape(workload)}<ul>{studies}</ul></li>")
-    return ('<nav><h2>Contents</h2><ul><li><a href="#hardware">Hardware</a></li>'
-            '<li><a href="#folders">Result folders</a></li>' + "".join(items) + "</ul></nav>")
+def hardware_line(report: Report) -> str:
+    """The hardware in one sentence: 'Measured on EPYC (2 cores): AMD EPYC, 2 cores, torch 2.13.0+cpu.'"""
+    parts = []
+    for m in report.machines.to_dict("records"):
+        said = [m.get("cpu_model", ""), f"{m['cores']} cores" if m.get("cores") else "", m.get("gpu_names", ""),
+                f"torch {m['torch']}" if m.get("torch") else ""]
+        parts.append(f"{m['hardware']} ({', '.join(p for p in said if p)})")
+    n = len(report.sections)
+    return f"{n} stud{'ies' if n != 1 else 'y'}, measured on " + "; ".join(parts) + "."
+
+
+def _findings(report: Report) -> str:
+    """Every study's finding, one line each, linking to its section."""
+    items = "".join(f'<li><a href="#{s.anchor}">{html.escape(s.name)}</a>: {html.escape(s.finding.text)}'
+                    + "".join(f' <span class="flag">{html.escape(f)}</span>' for f in s.finding.flags) + "</li>"
+                    for s in report.sections if s.finding)
+    return f'<section class="findings"><h2 id="findings">Findings</h2><ul class="findings">{items}</ul></section>'
+
+
+def _headline(report: Report) -> str:
+    if report.headline is None:
+        return ""
+    s, pic = report.headline
+    data = base64.b64encode(pic.png).decode("ascii")
+    return (f'<figure class="headline"><img src="data:image/png;base64,{data}" alt="{html.escape(pic.title)}">'
+            f'<figcaption><b>{html.escape(pic.title)}</b>, from <a href="#{s.anchor}">{html.escape(s.name)}</a>: '
+            f"{html.escape(pic.caption.split('; ')[0].rstrip('.'))}.</figcaption></figure>")
+
+
+def _section(s) -> list[str]:
+    parts = [f'<h2 id="{s.anchor}">{html.escape(s.name or s.workload)}</h2>',
+             f'<p class="command"><code>{html.escape(s.question)}</code></p>']
+    if s.finding:
+        parts.append(f'<p class="finding"><b>Finding:</b> {html.escape(s.finding.text)}</p>')
+        parts += [f'<p class="flag">{html.escape(f)}</p>' for f in s.finding.flags]
+    for b in s.blocks:
+        parts.append(f"<h3>{html.escape(b.title)}</h3>")
+        if b.table is not None:
+            parts.append(_table(b.table))
+        if b.picture is not None:
+            parts.append(_figure(b.picture))
+    return parts + [f'<p class="note">{html.escape(n)}</p>' for n in s.notes]
 
 
 def to_html(report: Report) -> str:
+    """The findings and a headline figure first (the first screen), the hardware, one section per
+    study, and the result folders last."""
     parts = ["<!doctype html>", '<html lang="en"><head><meta charset="utf-8">',
              '<meta name="viewport" content="width=device-width, initial-scale=1">',
              f"<title>stbench report</title><style>{STYLE}</style></head><body>", "<h1>stbench report</h1>",
-             _contents(report), '<h2 id="hardware">Hardware</h2>', _table(report.machines),
-             '<h2 id="folders">Result folders</h2>', _table(report.studies, wrap=True)]
+             f'<p class="lede">{html.escape(hardware_line(report))} Each finding links to the tables and figures '
+             'behind it.</p>', f'<div class="top">{_headline(report)}{_findings(report)}</div>',
+             '<h2 id="hardware">Hardware</h2>', _table(report.machines)]
     for s in report.sections:
-        parts.append(f'<h2 id="{s.anchor}">{html.escape(s.workload)}: <code>{html.escape(s.question)}</code></h2>')
-        for b in s.blocks:
-            parts.append(f"<h3>{html.escape(b.title)}</h3>")
-            if b.table is not None:
-                parts.append(_table(b.table))
-            if b.picture is not None:
-                parts.append(_figure(b.picture))
-        parts += [f'<p class="note">{html.escape(n)}</p>' for n in s.notes]
-    parts.append("</body></html>")
+        parts += _section(s)
+    parts += ['<h2 id="folders">Result folders</h2>', _table(report.studies, wrap=True), "</body></html>"]
     return "\n".join(parts) + "\n"
 
 
 def to_markdown(report: Report) -> str:
-    parts = ["# stbench report", "## Hardware", markdown(report.machines), "## Result folders", markdown(report.studies)]
+    parts = ["# stbench report", hardware_line(report), "## Findings",
+             "\n".join(f"- [{s.name}](#{s.anchor}): {s.finding.text}" for s in report.sections if s.finding)]
+    if report.headline:
+        s, pic = report.headline
+        parts.append(f"![{pic.title}]({pic.name}.png)\n\n*{pic.title}, from [{s.name}](#{s.anchor}).*")
+    parts += ["## Hardware", markdown(report.machines)]
     for s in report.sections:
-        parts.append(f"## {s.workload}: `{s.question}`")
+        parts += [f'<a id="{s.anchor}"></a>\n\n## {s.name or s.workload}', f"`{s.question}`"]
+        if s.finding:
+            parts.append(f"**Finding:** {s.finding.text}" + "".join(f"\n\n> {f}" for f in s.finding.flags))
         for b in s.blocks:
             parts.append(f"### {b.title}")
             if b.table is not None:
@@ -82,6 +127,7 @@ def to_markdown(report: Report) -> str:
             if b.picture is not None:
                 parts.append(f"![{b.picture.title}]({b.picture.name}.png)\n\n*{b.picture.title}.* {b.picture.caption}")
         parts += [f"_{n}_" for n in s.notes]
+    parts += ["## Result folders", markdown(report.studies)]
     return "\n\n".join(parts) + "\n"
 
 

@@ -52,10 +52,8 @@ def memory_picture(w: pd.DataFrame, workload: str):
 
     import matplotlib.pyplot as plt
 
-    # name a cell by what varies among the cells drawn (the workload's other studies left out);
-    # what they share goes into the caption
+    # name a cell by what varies among the cells drawn (the workload's other studies left out)
     named = [k for k in keys if cells[k].astype(str).nunique() > 1] or keys[:1]
-    shared = [f"{k.removeprefix('p.')}={cells[k].iloc[0]}" for k in keys if k not in named and k != "label"]
     names = ["\n".join(textwrap.wrap(", ".join(str(v) if k == "label" else f"{k.removeprefix('p.')}={v}"
                                                  for k, v in zip(named, row)), 40))
              for row in cells[named].itertuples(index=False)]
@@ -74,5 +72,6 @@ def memory_picture(w: pd.DataFrame, workload: str):
     fig.legend(*mem.get_legend_handles_labels(), loc="outside lower center", ncol=4, fontsize=8, frameon=False)
     text = caption("per rank, the maximum over ranks: parameters, gradients and optimizer state counted from "
                    "the tensors the rank holds; activations: one step's peak above its start less its gradients",
-                   "medians over repeats", f"all cells: {', '.join(shared)}" if shared else "")
+                   "medians over repeats", f"cells differ in {', '.join('device' if k == 'label' else k.removeprefix('p.') for k in named)}"
+                   if len(cells) > 1 else "")
     return Picture(f"{workload}-memory", f"{workload}: where the memory went", text, png(fig))

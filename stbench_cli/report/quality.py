@@ -9,7 +9,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from .figures import Picture, caption
-from .series import cell_keys, common, names, panels, spread
+from .series import cell_keys, differ, names, panels, spread
 from .style import from_zero, grid, legend_below, look, png
 
 SYSTEM_METRICS = (("proc_cpu_pct", "process CPU (%)"), ("proc_rss_mb", "process RSS (MiB)"),
@@ -69,11 +69,13 @@ def time_to_quality(w: pd.DataFrame, epochs: pd.DataFrame, workload: str) -> Pic
     or more times; the naive baseline dashed and the target dotted (grey where the panel's
     cells share one, else in the line's colour), the first evaluation that reaches the target
     starred (without a target: the first that beats the baseline)."""
+    if "val_metric" not in epochs.columns:  # no epochs.csv rows (a copied runs.csv alone)
+        return None
     ep = joined(w[w["status"] == "ok"], epochs).dropna(subset=["val_metric"])
     ep = spread(_longest(_evaluations(ep)), "evaluation") if not ep.empty else ep
     if ep.empty:
         return None
-    shown = panels(ep, "evaluation")
+    shown, scale = panels(ep, "evaluation"), y_scale(ep["val_metric"])
     fig, axes = grid(2 * len(shown), per_row=2)
     colours: dict[str, int] = {}
     handles = {}
@@ -91,7 +93,7 @@ def time_to_quality(w: pd.DataFrame, epochs: pd.DataFrame, workload: str) -> Pic
         metric = str(panel.lines[0].rows["val_metric_name"].iloc[0])
         for ax, xlabel in zip(pair, ("wall time since training began (s)", "epochs")):
             ax.set(xlabel=xlabel, ylabel=f"{metric} (lower is better)", title=panel.title)
-            _log_if_wide(ax, ep["val_metric"])
+            ax.set_yscale(scale)
     handles["naive baseline"] = Line2D([], [], color="grey", linestyle="--")
     targets = "target" in ep and ep["target"].notna().any()
     if targets:
@@ -100,11 +102,15 @@ def time_to_quality(w: pd.DataFrame, epochs: pd.DataFrame, workload: str) -> Pic
         [], [], color="grey", marker="*", markersize=11, linestyle="")
     unnamed = shown[0].unnamed
     legend_below(fig, handles, f"unless named: {unnamed}" if unnamed else "")
-    text = caption(f"{workload}: validation metric at each evaluation of the longest run of each setting (medians "
-                   "over repeats)", "the dashed line is the naive baseline it must beat (persistence or the mean)",
+    return Picture(f"{workload}-time-to-quality", "Time to quality", _ttq_caption(workload, scale, targets, ep), png(fig))
+
+
+def _ttq_caption(workload: str, scale: str, targets: bool, ep: pd.DataFrame) -> str:
+    log = ", on a logarithmic axis" if scale == "log" else ""
+    return caption(f"{workload}: validation metric at each evaluation of the longest run of each setting (medians "
+                   f"over repeats){log}", "the dashed line is the naive baseline it must beat (persistence or the mean)",
                    "the dotted line is the target; wall time counts evaluation, as MLPerf's clock does"
-                   if targets else "", f"all cells: {common(ep)}" if common(ep) else "")
-    return Picture(f"{workload}-time-to-quality", "Time to quality", text, png(fig))
+                   if targets else "", differ(ep, "evaluation"))
 
 
 def _levels(ax, x, c: pd.DataFrame, colour: str, line_colours: dict[str, str]) -> None:
@@ -124,10 +130,12 @@ def _levels(ax, x, c: pd.DataFrame, colour: str, line_colours: dict[str, str]) -
                 markeredgecolor="black", linestyle="")
 
 
-def _log_if_wide(ax, values: pd.Series) -> None:
-    v = values[values > 0]
-    if len(v) and v.max() / v.min() > 30:
-        ax.set_yscale("log")
+def y_scale(values: pd.Series) -> str:
+    """A validation metric's axis: logarithmic wherever every value is positive, so that a curve
+    that falls by orders of magnitude is not laid flat on zero, and the late gains near the
+    target stay visible."""
+    v = pd.to_numeric(values, errors="coerce").dropna()
+    return "log" if len(v) and (v > 0).all() else "linear"
 
 
 def system_timelines(w: pd.DataFrame, system: pd.DataFrame, workload: str) -> list[Picture]:
@@ -144,7 +152,7 @@ def system_timelines(w: pd.DataFrame, system: pd.DataFrame, workload: str) -> li
     for start in range(0, len(cells), CELLS_PER_FIGURE):
         chunk = list(zip(cell_names, cells))[start: start + CELLS_PER_FIGURE]
         out.append(_timeline(chunk, metrics, workload, start // CELLS_PER_FIGURE + 1,
-                             -(-len(cells) // CELLS_PER_FIGURE), unnamed, common(sy)))
+                             -(-len(cells) // CELLS_PER_FIGURE), unnamed, differ(sy)))
     return out
 
 
@@ -164,5 +172,5 @@ def _timeline(chunk, metrics, workload: str, part: int, parts: int, unnamed: str
     suffix = f" ({part} of {parts})" if parts > 1 else ""
     text = caption(f"{workload}: system samples of each run, one line per run (repeats of a cell share its colour); "
                    "process CPU is psutil's percent of one core (200% = two cores busy), RSS of the whole process tree",
-                   f"all cells: {shared}" if shared else "", f"unless named: {unnamed}" if unnamed else "")
+                   shared, f"unless named: {unnamed}" if unnamed else "")
     return Picture(f"{workload}-system-{part}", f"System timelines{suffix}", text, png(fig))

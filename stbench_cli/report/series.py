@@ -43,6 +43,13 @@ def common(df: pd.DataFrame) -> str:
     return ", ".join(f"{k.removeprefix('p.')}={v}" for k, v in values.items() if v != "-")
 
 
+def differ(df: pd.DataFrame, x: str | None = None) -> str:
+    """What a caption names: only what varies between the cells drawn ('cells differ in
+    batch_size, lr_scaling'); the settings they share are the study's command, said once above."""
+    keys = ["device" if k == "label" else k.removeprefix("p.") for k in cell_keys(df, x)]
+    return f"cells differ in {', '.join(keys)}" if keys else ""
+
+
 def names(cells: pd.DataFrame, keys: list[str], spell_out: int = 3) -> tuple[list[str], str]:
     """Short unique names of cells (one row each), and what the names leave out.
 

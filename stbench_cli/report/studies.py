@@ -1,5 +1,7 @@
-"""`compare`'s text, one section per study: the study's question (its command), its headline
-table first, and with `full` where the time and memory went and data-parallel scaling (pure).
+"""`compare`'s text, one section per study: headed by its folder and command, its finding
+(report.findings) and the table that supports it first, and with `full` every other table:
+the metric by epochs and hardware, time to target, where the time and memory went and
+data-parallel scaling (pure).
 
 A study is the folders that ran the same matrix (store.results.study_of), on one machine or
 several; the machines become columns. Rows of two studies are never pooled: rows without a
@@ -9,13 +11,19 @@ study (a frame built by hand) are one study.
 from __future__ import annotations
 
 import textwrap
+from dataclasses import dataclass
+from pathlib import PurePath
 
 import pandas as pd
 
+from .findings import Finding, Flagger, finding_of
 from .fit import fit_table
 from .memory import memory_tables
 from .tables import check_baseline, markdown, phase_shares, pivot, scaling
+from .order import sort_natural
 from .ttt import TITLE as TTT_TITLE, asked, budgeted, reached_any, ttt_tables
+
+DEFAULT_VIEW = ("wall_s", "epochs", "device", None)  # compare's own options: the finding's table
 
 DETAILS = (("where the time went (share of train + eval)", phase_shares),
            ("data-parallel scaling against the smallest world", scaling),
@@ -52,43 +60,79 @@ def studies(df: pd.DataFrame) -> list[tuple[str, str, pd.DataFrame]]:
     return sorted(out, key=lambda s: (s[0], s[1]))
 
 
+def folders(s: pd.DataFrame, workload: str) -> str:
+    """A study's name: its result folders ("a + b" where machines ran it into several), or the
+    workload for rows that do not say where they came from."""
+    if "study" not in s.columns:
+        return workload
+    return " + ".join(sorted(dict.fromkeys(PurePath(str(f)).name for f in s["study"])))
+
+
+@dataclass(frozen=True)
+class Part:
+    """One study in compare: its name, its command, its finding and the tables after it."""
+
+    name: str
+    command: str
+    finding: Finding
+    tables: tuple[tuple[str, pd.DataFrame], ...]
+
+
 def tables_of(df: pd.DataFrame, metric: str = "wall_s", rows: str = "epochs", cols: str = "device",
-              baseline: tuple[str, str] | None = None, full: bool = True) -> list[tuple[str, list]]:
-    """Per study: its heading and its (title, table) pairs, the headline table first (with
-    `full` False, only the headline: the metric, or under a time budget the time to target)."""
+              baseline: tuple[str, str] | None = None, full: bool = True, flagger: Flagger | None = None) -> list[Part]:
+    """Per study: its finding and the table that supports it; with `full`, every other table too.
+    A table asked for by name (--metric, --rows, --cols, --baseline) follows the finding in place
+    of the finding's own."""
     if baseline:
         check_baseline(df, cols, baseline)
+    asked_for = (metric, rows, cols, baseline) != DEFAULT_VIEW
     out = []
     for workload, question, s in studies(df):
-        found = []
-        ttt = ttt_tables(s).get(workload)
-        # under a time budget the wall time is the budget plus evaluation: the summary leaves it
-        # to the full view, and the time to target is the headline
-        if full or metric != "wall_s" or ttt is None or not budgeted(s):
-            found.append((f"{metric} (median ± 95% CI half-width over repeats)",
-                          pivot(s, metric, rows, cols, baseline, missing_baseline_ok=True)[workload]))
-        # a study of time to quality has its score in the headline, reached or not; a throughput
-        # study's column of "0/2" only in the full view
-        if ttt is not None and (full or asked(s) or reached_any(s)):
-            found.append((TTT_TITLE, ttt))
-        for title, build in DETAILS if full else ():
-            table = build(s).get(workload)
-            if table is not None:
-                found.append((title, table))
-        out.append((f"## {workload}: {question}" if question else f"## {workload}", found))
+        finding = finding_of(s, flagger)
+        found = [] if asked_for or finding.table is None else [(finding.title, finding.table)]
+        if full or asked_for:
+            found += [t for t in _tables(s, workload, metric, rows, cols, baseline, full) if t[0] not in dict(found)]
+        out.append(Part(folders(s, workload), question, finding, tuple(found)))
     return out
 
 
-def to_markdown(parts: list[tuple[str, list]], width: int | None = None, full: bool = True) -> str:
-    """The sections as Markdown; `width` fits a terminal (see report.fit)."""
-    text = []
-    for heading, found in parts:
-        # a long command folds between words in a terminal (a file keeps it on one line)
-        text.append(textwrap.fill(heading, width, subsequent_indent="   ", break_long_words=False,
-                                  break_on_hyphens=False) if width else heading)
-        text += [section(f"### {title}", table, width) for title, table in found]
-    if not full:
-        text.append("(--full adds every other table per study: where time and memory went, scaling)")
+def _tables(s: pd.DataFrame, workload: str, metric: str, rows: str, cols: str, baseline, full: bool) -> list:
+    """The tables compare printed before findings: the metric's pivot (under a time budget only in
+    the full view: the wall time is the budget), time to target, and with `full` the details."""
+    found = []
+    ttt = ttt_tables(s).get(workload)
+    if full or metric != "wall_s" or ttt is None or not budgeted(s):
+        found.append((f"{metric} (median ± 95% CI half-width over repeats)",
+                      pivot(s, metric, rows, cols, baseline, missing_baseline_ok=True)[workload]))
+    if ttt is not None and (full or asked(s) or reached_any(s)):
+        found.append((TTT_TITLE, sort_natural(ttt, ttt.attrs["keys"])))
+    for title, build in DETAILS if full else ():
+        table = build(s).get(workload)
+        if table is not None:
+            found.append((title, table))
+    return found
+
+
+HINT = ("Each study: its finding, then the table behind it. --full adds every other table (wall time, where the "
+        "time and memory went, scaling); --rows/--cols/--metric pick the table.")
+
+
+def _wrap(text: str, width: int | None, indent: str = "") -> str:
+    if not width:
+        return text
+    return textwrap.fill(text, width, subsequent_indent=indent, break_on_hyphens=False)
+
+
+def to_markdown(parts: list[Part], width: int | None = None, full: bool = True) -> str:
+    """The sections as Markdown, each headed by its folder and command and opened by its finding;
+    `width` fits a terminal (see report.fit); the hint to --full first."""
+    text = [] if full else [_wrap(HINT, width)]
+    for part in parts:
+        text.append(_wrap(f"## {part.name}", width, "   ") + (f"\n{_wrap(part.command, width, '    ')}"
+                                                                  if part.command else ""))
+        text.append(_wrap(f"Finding: {part.finding.text}", width))
+        text += [_wrap(f"! {flag}", width, "  ") for flag in part.finding.flags]
+        text += [section(f"### {title}", table, width) for title, table in part.tables]
     return "\n\n".join(text) + "\n"
 
 

@@ -10,6 +10,7 @@ from tabulate import tabulate
 from ..errors import StbenchError
 from ..store.rows import PHASE_COLUMNS
 from .frame import column, hardware_order, keys_of, summarize, varying
+from .order import sort_natural
 from .scaling import scaling as scaling_of
 from .stats import format_cell, format_number, ratio_text, show
 
@@ -79,7 +80,8 @@ def _table(w: pd.DataFrame, index: list[str], cols: str, values: list, base, met
                 if v != base:
                     line[f"{show(v)} vs {show(base)}"] = ratio_text(metric, by_col.get(base), by_col.get(v))
         lines.append(line)
-    return keyed(pd.DataFrame(lines).rename(columns={"label": "device"}), len(index))
+    table = pd.DataFrame(lines).rename(columns={"label": "device"})
+    return keyed(sort_natural(table, list(table.columns[: len(index)])), len(index))
 
 
 def phase_shares(df: pd.DataFrame) -> dict[str, pd.DataFrame]:

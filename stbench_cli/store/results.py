@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from .files import read_csv, read_runs
 from .machine import fill_machine
@@ -37,16 +37,14 @@ def read_series(folder: Path, name: str) -> list[dict]:
 
 def study_info(folder: Path, rows: list[dict]) -> dict:
     """One line about a result folder: its name, workload, rows and the command that made it
-    (the program's own path left out: it is where stbench was installed, not what ran)."""
+    (as `_question` has it: no program path, no --out, paths by file name)."""
     try:
         manifest = json.loads((folder / "manifest.json").read_text())
     except (OSError, ValueError):
         manifest = {}
     command = manifest.get("command") or []
-    if command:
-        command = ["stbench", *command[1:]]
     return {"folder": folder.name, "workload": manifest.get("workload", rows[0]["workload"] if rows else ""),
-            "rows": len(rows), "command": " ".join(map(str, command))}
+            "rows": len(rows), "command": _question(command) if command else ""}
 
 
 # The matrix fields that make two folders one study; the devices are left out: folders of one
@@ -57,7 +55,8 @@ _STUDY_FIELDS = ("workload", "strategies", "nprocs", "nnodes", "batch_sizes", "e
 
 def _question(command: list) -> str:
     """The command that asked the study's question, as a user types it: `stbench` for the
-    installed program's path, and --out (where it was written) left out."""
+    installed program's path, --out (where it was written) left out, and every other path by
+    its file name (a machine's folders are not part of what ran)."""
     words = ["stbench", *map(str, command[1:])]
     out, skip = [], False
     for w in words:
@@ -66,8 +65,18 @@ def _question(command: list) -> str:
         elif w == "--out":
             skip = True
         elif not w.startswith("--out="):
-            out.append(w)
+            out.append(_portable(w))
     return " ".join(out)
+
+
+def _portable(word: str) -> str:
+    """A word of a command with each path in it by its file name: `data=/a/b/x.nc` -> `data=x.nc`,
+    `/a/b/x.nc,/c/y.nc` -> `x.nc,y.nc`; a word without a slash stays as it is."""
+    key, sep, value = word.partition("=") if not word.startswith("/") else ("", "", word)
+    if "/" not in value and "\\" not in value:
+        return word
+    names = [PurePath(v.replace("\\", "/")).name if ("/" in v or "\\" in v) else v for v in value.split(",")]
+    return f"{key}{sep}{','.join(names)}"
 
 
 def study_of(folder: Path) -> dict:
