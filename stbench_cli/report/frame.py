@@ -47,7 +47,7 @@ def frame(rows: list[dict], defaults: Mapping[str, Mapping[str, object]] | None 
         column_values = param_column([p.get(name) for p in params], df.index)
         if column_values.astype(str).nunique(dropna=False) > 1:
             df[f"p.{name}"] = column_values
-    return df
+    return df.copy()  # one block again: columns added one at a time leave pandas a fragmented frame
 
 
 def param_column(values: list, index) -> pd.Series:
