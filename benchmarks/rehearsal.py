@@ -56,6 +56,13 @@ def _doctor_failures(folder: Path) -> list[str]:
     return [f"doctor {c['name']}: {c['detail']}" for c in checks if c["status"] == "FAIL"]
 
 
+def _agent_echo(exception: str, text: str) -> bool:
+    """torchrun's agent ends its own traceback in ChildFailedError when a rank fails: an echo, not
+    a cause, where the same log holds the rank's traceback (itself judged)."""
+    return exception.startswith("torch.distributed.elastic.multiprocessing.errors.ChildFailedError") and \
+        any(NOT_COMPILED in e for e in exceptions(text))
+
+
 def judge(rc: int, text: str, folder: Path | None = None) -> tuple[bool, str]:
     """(passed, why) for one rehearsed step."""
     if rc in TIMED_OUT:
@@ -66,7 +73,7 @@ def judge(rc: int, text: str, folder: Path | None = None) -> tuple[bool, str]:
     rows = _rows(folder) if folder else []
     if folder and (folder / "logs").is_dir():
         texts += [p.read_text(errors="replace") for p in sorted((folder / "logs").glob("*.log"))]
-    failures = [e for t in texts for e in exceptions(t)] + pytest_failures(text)
+    failures = [e for t in texts for e in exceptions(t) if not _agent_echo(e, t)] + pytest_failures(text)
     failures += [f"{r['run_id']} {r['status']}: {r['reason']}" for r in rows if r["status"] not in ("ok", "skipped")]
     failures += _doctor_failures(folder) if folder else []
     other = [f for f in failures if NOT_COMPILED not in f]

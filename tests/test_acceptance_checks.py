@@ -125,6 +125,13 @@ def test_a_step_that_fails_another_way_or_never_reaches_cuda_fails(tmp_path):
     assert rehearsal.judge(1, pytest_out)[1] == "failed before CUDA: ERROR tests/test_gpu.py - ModuleNotFoundError: x"
 
 
+def test_torchruns_echo_of_a_rank_that_reached_cuda_is_not_another_failure():
+    echo = TRACEBACK.format("torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ")
+    assert rehearsal.judge(1, TRACEBACK.format(NOT_COMPILED) + echo) == (True, "reached CUDA")
+    # the echo alone (no rank's traceback reached CUDA in that log) is still a failure
+    assert rehearsal.judge(1, NOT_COMPILED + "\n" + echo)[1].startswith("failed before CUDA: torch.distributed")
+
+
 def test_a_doctor_check_failing_another_way_fails_the_rehearsal(tmp_path):
     (tmp_path / "doctor.json").write_text(json.dumps({"checks": [
         {"name": "peaks", "status": "FAIL", "detail": NOT_COMPILED},
