@@ -112,3 +112,18 @@ def test_the_runs_summary_prints_each_flag_under_the_table(capsys):
         "noisy batch_size=16: busy: the load average reached 3.0 on 2 cores in 1 of 2 runs"]
     render.run_summary(study, ROOT / "results" / "x")
     assert "noisy batch_size=16: busy: the load average" in capsys.readouterr().out
+
+
+def test_a_studys_flags_name_the_first_cell_hit_and_count_the_others():
+    import pandas as pd
+
+    from stbench.report.noise import study_flags
+
+    spread = rows(10.0, 13.0, 10.5)
+    other = [{**r, "batch_size": "16", "run_id": f"b{i}"} for i, r in enumerate(rows(5.0, 7.0))]
+    quiet = [{**r, "batch_size": "32", "run_id": f"c{i}"} for i, r in enumerate(rows(3.0, 3.01))]
+    s = pd.DataFrame(spread + other + quiet).assign(batch_size=lambda d: d["batch_size"].astype(int),
+                                                     wall_s=lambda d: d["wall_s"].astype(float))
+    assert study_flags(s) == ["batch_size=8: unstable: the standard deviation of wall_s (1.61) is 14% of the mean "
+                              "(11.17) over 3 repeats (limit 10%) (and 1 other cells)"]
+    assert study_flags(s[s["batch_size"] == 32]) == []

@@ -24,6 +24,7 @@ def compare(
 ) -> None:
     """Per study, headed by its folder and command: its finding (the answer, with 95% intervals) and the table behind it."""
     from ..plan.registry import param_defaults
+    from ..report.noise import study_flags
     from ..report.compare import compare as build
     from ..store.files import find_folders
     from ..store.results import read_results, read_series, tag
@@ -32,7 +33,7 @@ def compare(
     records = [{**r, **tag(f)} for f in folders for r in read_results(f)]
     epochs = [{**r, **tag(f)} for f in folders for r in read_series(f, "epochs.csv")] if plot else []
     text = build(records, row_axis=rows, cols=cols, metric=metric, baseline=baseline, out=out, plot=plot,
-                 width=render.table_width(), epochs=epochs, full=full, defaults=param_defaults())
+                 width=render.table_width(), epochs=epochs, full=full, defaults=param_defaults(), flagger=study_flags)
     render.out.print(text, markup=False, end="")
 
 

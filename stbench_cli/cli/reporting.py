@@ -20,6 +20,7 @@ def report(
     import pandas as pd
 
     from ..plan.registry import param_defaults
+    from ..report.noise import study_flags
     from ..report import document, html
     from ..store.files import find_folders
     from ..store.results import read_results, read_series, study_info, tag
@@ -36,7 +37,7 @@ def report(
         epochs += [{**r, **tagged} for r in read_series(folder, "epochs.csv")]
         system += [{**r, **tagged} for r in read_series(folder, "system.csv")]
         studies.append(study_info(folder, rows))
-    report = document.build(runs, epochs, system, pd.DataFrame(studies), param_defaults(), progress=progress)
+    report = document.build(runs, epochs, system, pd.DataFrame(studies), param_defaults(), progress=progress, flagger=study_flags)
     progress(f"writing {out / 'report.html'}")
     path = html.write(report, out)
     render.out.print(f"wrote {path} and {path.with_suffix('.md')} (figures beside it)", soft_wrap=False)

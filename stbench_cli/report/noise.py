@@ -105,3 +105,30 @@ def _busy(rows: list[dict], runs: list[Conditions]) -> list[Flag | None]:
 def _reasons(runs: list[Conditions]) -> str:
     names = [n.strip() for c in runs for n in str(c.gpu_throttle or "").split(",") if n.strip()]
     return ", ".join(dict.fromkeys(names)) or "reason not named"
+
+
+def study_flags(s) -> list[str]:
+    """A study's flags for compare and the report (`findings.Flagger`): one line per kind, naming
+    the first cell it hit and how many others; `s` is the study's report frame."""
+    rows = s.astype(object).where(s.notna(), None).to_dict("records")  # NaN read as missing
+    cells = by_cell(rows)
+    varied = [k for k in ("label", "strategy", "world_size", "nodes", "batch_size", "epochs",
+                          *sorted(c for c in s.columns if c.startswith("p.")))
+              if k in s.columns and s[k].astype(str).nunique() > 1]
+    hits: dict[str, list[tuple[str, str]]] = {}
+    for cell in cells:
+        name = ", ".join(f"{k.removeprefix('p.')}={_show(cell[0][k])}" for k in varied)
+        for flag in noise_flags(cell):
+            hits.setdefault(flag.kind, []).append((name, flag.reason))
+    lines = []
+    for found in hits.values():
+        (name, reason), others = found[0], len(found) - 1
+        lines.append((f"{name}: " if name else "") + reason + (f" (and {others} other cells)" if others else ""))
+    return lines
+
+
+def _show(value) -> str:
+    """A cell's key as compare prints it: 1024, not 1024.0; text as it is."""
+    if isinstance(value, int) or isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return format_number(value) if isinstance(value, (int, float)) else str(value)
