@@ -9,7 +9,8 @@ from stbench.contract import BuildContext
 from stbench.plan.registry import get
 from stbench.plan.spec import RunSpec
 from stbench.workloads.lstm_era5 import data
-from stbench.workloads.lstm_era5.split import load_split, prepare
+from stbench.workloads.lstm_era5.prepare import prepare
+from stbench.workloads.lstm_era5.split import load_split
 from stbench.workloads.lstm_era5.task import Windows, make_task
 from tests.conftest import SHARED_DATA
 from tests.helpers import preset_params, stbench, train

@@ -40,7 +40,7 @@ class Workload:
       skip(params, batch_size, device, memory)       why a cell cannot run here, or None;
                                                      memory = {"host_bytes", "device_bytes" or None}
       predict(params, batch_size, device)            {"device_bytes", "host_bytes", ...} of a cell
-      prepare(source, out, **selection)              cache real data locally (`stbench data --prepare`)
+      prepare(source, out, **selection, yes, max_gb, progress)  cache real data locally (`stbench data --prepare`)
     """
 
     name: str

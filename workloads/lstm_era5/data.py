@@ -22,6 +22,8 @@ VAR = "2m_temperature"
 ARCO_URL = "gs://gcp-public-data-arco-era5/ar/full_37-1h-0p25deg-chunk-1.zarr-v3"
 CSV_COLUMNS = ["time", "latitude", "longitude", VAR]
 REMOTE = ("gs://", "gcs://", "https://", "http://", "s3://")
+READ_HOURS = 24 * 7  # hours read at a time: a box's dask chunk, a prepare's block
+PREPARING = "prepare.json"  # in a store that `stbench data --prepare` has not finished
 
 
 def _embedded():
@@ -87,6 +89,9 @@ def open_dataset(source: str, time_chunk: int = 24 * 31, check_network: bool = T
     if source.startswith(REMOTE) and check_network and (why := reachable(source)):
         raise ValueError(f"{why}; with no network use the embedded default (data=embedded), a local copy "
                          f"(stbench data lstm-era5 --prepare on a networked machine), or data=generated")
+    if (path / PREPARING).exists():
+        raise ValueError(f"data source {source} is a prepare that has not finished; run the same "
+                         f"`stbench data --prepare` again to resume it")
     try:
         if source.startswith(REMOTE) or path.suffix == ".zarr" or path.is_dir():
             ds = _zarr(source, meter)
@@ -150,7 +155,7 @@ def selection(ds, points: str, grid: str, start: str, end: str):
             raise ValueError(f"grid {grid} holds no grid point of the data ({extent})")
         da = da.sel(time=slice(start, end))
         if da.chunks is None:  # a lazily read store: stacking would read it; dask defers that
-            da = da.chunk({"time": 24 * 31})
+            da = da.chunk({"time": READ_HOURS})
         da = da.stack(series=("latitude", "longitude"))
         coords = [(float(a), float(b)) for a, b in da["series"].values]
     else:

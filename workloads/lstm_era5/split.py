@@ -117,20 +117,3 @@ def check(params: dict) -> None:
     ds, p, _ = _open(params)
     for start, end in ((p["train_start"], p["train_end"]), (p["test_start"], p["test_end"])):
         data.selection(ds, p["points"], p["grid"], start, end)
-
-
-def prepare(source: str, out: Path, points: str, grid: str, start: str, end: str) -> Path:
-    """Cache a selection of any source as a local ERA5-schema zarr store."""
-    import xarray as xr
-
-    ds = data.open_dataset(source)
-    times, values, coords = data.select(ds, points, grid, start, end)
-    lats = sorted({a for a, _ in coords}, reverse=True)
-    lons = sorted({b for _, b in coords})
-    cube = np.full((len(times), len(lats), len(lons)), np.nan, np.float32)
-    for j, (a, b) in enumerate(coords):
-        cube[:, lats.index(a), lons.index(b)] = values[:, j]
-    xr.Dataset({data.VAR: (("time", "latitude", "longitude"), cube, {"units": "K"})},
-               coords={"time": times, "latitude": np.float32(lats), "longitude": np.float32(lons)}
-               ).chunk({"time": 24 * 31}).to_zarr(out, mode="w", consolidated=True, zarr_format=2)
-    return out
