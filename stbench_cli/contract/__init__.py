@@ -6,8 +6,8 @@ from ..device import Accelerator, Device, is_cuda
 from .checkpoint import CHECKPOINT, run_blocks, segments
 from .memory import cublas_workspace_bytes, cuda_library_bytes
 from .params import COMMON_PARAMS, Param, TrainerParams
-from .task import Data, Metric, Model, Optim, Supervised, Task, tensor_mb
+from .task import Data, Metric, Model, Optim, ReadCost, Supervised, Task, tensor_mb
 from .workload import BuildContext, Workload
 
-__all__ = ["Accelerator", "Device", "is_cuda", "cublas_workspace_bytes", "cuda_library_bytes", "CHECKPOINT", "COMMON_PARAMS", "BuildContext", "run_blocks", "segments", "Data", "Metric", "Model", "Optim", "Param", "Supervised", "Task",
+__all__ = ["Accelerator", "Device", "is_cuda", "cublas_workspace_bytes", "cuda_library_bytes", "CHECKPOINT", "COMMON_PARAMS", "BuildContext", "run_blocks", "segments", "Data", "Metric", "Model", "Optim", "Param", "ReadCost", "Supervised", "Task",
            "TrainerParams", "Workload", "tensor_mb"]

@@ -21,6 +21,27 @@ def tensor_mb(*tensors) -> float:
 
 
 @dataclass(frozen=True)
+class ReadCost:
+    """What reading a chunked or remote source cost the build, counted by the filesystem that
+    fetched it: bytes fetched (as stored: compressed, metadata included), bytes of values the
+    task kept, object reads (one request each), seconds spent reading, and seconds from
+    opening the source until the first training batch could be cut."""
+
+    bytes_read: int
+    bytes_used: int
+    requests: int
+    read_s: float
+    first_batch_s: float
+
+    def figures(self) -> dict:
+        """The row's read-cost columns (store.rows.Figures)."""
+        return dict(bytes_read=self.bytes_read, bytes_used=self.bytes_used,
+                    read_amplification=self.bytes_read / self.bytes_used if self.bytes_used else None,
+                    read_requests=self.requests, first_batch_s=self.first_batch_s,
+                    read_mb_per_s=self.bytes_read / 1e6 / self.read_s if self.read_s > 0 else None)
+
+
+@dataclass(frozen=True)
 class Data:
     """train/val are Datasets indexable by an int (one item) or a list of ints (a batch).
 
@@ -32,6 +53,7 @@ class Data:
     transfer: (x, y, device) -> (x, y) as the model receives them; None: both moved with
     `.to(device, non_blocking=True)`. A model that needs a host copy of its batch (indices it
     reads host memory by) keeps it here, instead of copying it back from the device in the step.
+    read: what reading a chunked or remote source cost (None: in-memory or generated data).
     """
 
     train: Any
@@ -41,6 +63,7 @@ class Data:
     placement: str = "host"
     batch_sampler: Callable | None = None
     transfer: Callable | None = None
+    read: ReadCost | None = None
 
     def __post_init__(self):
         if self.placement not in PLACEMENTS:

@@ -15,6 +15,9 @@ from .scaling import scaling as scaling_of
 from .stats import format_cell, format_number, ratio_text, show
 
 PHASES = list(PHASE_COLUMNS)
+# What reading a chunked or remote source cost, beside the data phase's share (late columns:
+# shown only where rows have them)
+READ_COST = {"bytes_read": "MB read", "read_amplification": "read amplification", "first_batch_s": "first batch s"}
 
 
 def pivot(df: pd.DataFrame, metric: str = "wall_s", rows: str = "epochs", cols: str = "device",
@@ -85,7 +88,8 @@ def _table(w: pd.DataFrame, index: list[str], cols: str, values: list, base, met
 
 
 def phase_shares(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """Where the time went: median share of each phase in train + eval time, per cell."""
+    """Where the time went: median share of each phase in train + eval time, per cell, and for
+    a zarr or remote source what its read cost (MB fetched, amplification, time to first batch)."""
     ok = df[df["status"] == "ok"].copy()
     if ok.empty:
         return {}
@@ -95,13 +99,16 @@ def phase_shares(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
     out = {}
     for workload, w in ok.groupby("workload", sort=True):
         keys = varying(w, keys_of(df)) or ["label"]
-        agg = w.groupby(keys, sort=True, dropna=False)[[*PHASES, "samples_per_s"]].median().reset_index()
+        read = [c for c in READ_COST if c in w and w[c].notna().any()]  # rows of a zarr or remote source
+        agg = w.groupby(keys, sort=True, dropna=False)[[*PHASES, "samples_per_s", *read]].median().reset_index()
         for k in keys:
             agg[k] = [show(v) for v in agg[k]]
         for p in PHASES:
             agg[p] = [f"{100 * v:.1f}%" for v in agg[p]]
-        agg["samples_per_s"] = [format_number(v) for v in agg["samples_per_s"]]
-        out[workload] = keyed(agg.rename(columns={"label": "device", **{p: p[:-2] for p in PHASES}}), len(keys))
+        for c in ["samples_per_s", *read]:
+            agg[c] = [format_number(v / 1e6 if c == "bytes_read" else v) for v in agg[c]]
+        out[workload] = keyed(agg.rename(columns={"label": "device", **{p: p[:-2] for p in PHASES}, **READ_COST}),
+                              len(keys))
     return out
 
 

@@ -70,6 +70,13 @@ class Figures:
     steps_done: int | None = None
     stopped_by: str | None = None  # epochs | time budget | target
     gpus_used: int | None = None  # distinct GPUs the ranks ran on, by the UUIDs they reported (None on CPU)
+    # What reading a chunked or remote source cost (contract.ReadCost; None for in-memory data)
+    bytes_read: int | None = None  # fetched by the filesystem, as stored (compressed), metadata included
+    bytes_used: int | None = None  # of values the task kept
+    read_amplification: float | None = None  # bytes_read / bytes_used
+    read_requests: int | None = None  # object reads (one request each)
+    read_mb_per_s: float | None = None  # bytes_read over the seconds spent reading
+    first_batch_s: float | None = None  # opening the source to the first training batch's values
 
 
 @dataclass(frozen=True)

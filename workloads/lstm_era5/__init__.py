@@ -7,7 +7,7 @@ epochs and could not explain its table. The embedded default is the real 2-point
 
 from stbench.contract import CHECKPOINT, BuildContext, Param, Workload
 
-from . import split
+from . import prepare, split
 
 
 def build(params: dict, ctx: BuildContext):
@@ -52,7 +52,7 @@ WORKLOAD = Workload(
     target_note="val RMSE 8% under persistence's",
     flops_in="cudnn",  # nn.LSTM: cuDNN's RNN, TF32 on CUDA under precision=default
     check=split.check,
-    prepare=split.prepare,
+    prepare=prepare.prepare,
     strategies=("single", "ddp", "zero1", "fsdp"),
     data_sources=("embedded: real ERA5 at (40N,280E), (20N,280E), 2020-2021 hourly", "ARCO ERA5 zarr on gs:// via gcsfs",
                   "local zarr / netCDF / CSV (time, latitude, longitude, 2m_temperature)", "generated ERA5-schema zarr"),

@@ -13,10 +13,17 @@ from pathlib import Path
 
 import numpy as np
 
+from . import remote
+
 VAR = "2m_temperature"
-ARCO_URL = "gs://gcp-public-data-arco-era5/ar/1959-2022-full_37-1h-0p25deg-chunk-1.zarr-v2"
+# The 0.25° hourly store the ARCO README names (1940 on, updated monthly). Its "-v3" is the
+# data set's version: the store is zarr format 2 (.zmetadata, .zarray), as was the older
+# 1959-2022-full_37-1h-0p25deg-chunk-1.zarr-v2 the study read. Chunks: 1 hour x the globe.
+ARCO_URL = "gs://gcp-public-data-arco-era5/ar/full_37-1h-0p25deg-chunk-1.zarr-v3"
 CSV_COLUMNS = ["time", "latitude", "longitude", VAR]
 REMOTE = ("gs://", "gcs://", "https://", "http://", "s3://")
+READ_HOURS = 24 * 7  # hours read at a time: a box's dask chunk, a prepare's block
+PREPARING = "prepare.json"  # in a store that `stbench data --prepare` has not finished
 
 
 def _embedded():
@@ -49,49 +56,66 @@ def _csv(path: Path):
 
 def reachable(url: str, timeout: float = 5.0) -> str | None:
     """None if the URL's host answers, else why not (checked before gcsfs retries for minutes)."""
-    host = "storage.googleapis.com" if url.startswith(("gs://", "gcs://")) else url.split("/")[2]
+    host, port = remote.endpoint_host(url)
     try:
-        socket.create_connection((host, 443), timeout=timeout).close()
+        socket.create_connection((host, port), timeout=timeout).close()
         return None
     except OSError as exc:
-        return f"cannot reach {host} ({exc})"
+        return f"cannot reach {host}:{port} ({exc})"
 
 
-def open_dataset(source: str, time_chunk: int = 24 * 31, check_network: bool = True):
+def _zarr(source: str, meter):
+    """A zarr store, local or remote, read through a metered filesystem, lazily: a selection
+    reads the chunks it touches and no other (zarr fetches them concurrently)."""
+    import xarray as xr
+
+    return xr.open_zarr(remote.open_store(source, meter or remote.Meter()), chunks=None)
+
+
+def open_dataset(source: str, time_chunk: int = 24 * 31, check_network: bool = True, meter=None):
     """An ERA5-schema Dataset for `source`: embedded, a CSV, a zarr store, a netCDF file, or
-    a remote zarr URL (gs:// read anonymously through gcsfs)."""
+    a remote zarr URL (gs:// read anonymously through gcsfs). A zarr store's reads count into
+    `meter` (remote.Meter)."""
     import xarray as xr
 
     if source == "embedded":
         return _embedded()
     if source == "arco":
         source = ARCO_URL
-    if source.startswith(REMOTE):
-        if check_network and (why := reachable(source)):
-            raise ValueError(f"{why}; with no network use the embedded default (data=embedded), a local copy "
-                             f"(stbench data lstm-era5 --prepare on a networked machine), or data=generated")
-        options = {"token": "anon"} if source.startswith(("gs://", "gcs://")) else {}  # public bucket
-        return xr.open_zarr(source, storage_options=options, chunks={"time": time_chunk})
     path = Path(source)
-    if not path.exists():
+    if not source.startswith(REMOTE) and not path.exists():
         raise ValueError(f"data source {source} does not exist; valid: embedded, generated, arco, a .csv, "
                          f".zarr or .nc path, or a gs:// zarr URL")
+    if source.startswith(REMOTE) and check_network and (why := reachable(source)):
+        raise ValueError(f"{why}; with no network use the embedded default (data=embedded), a local copy "
+                         f"(stbench data lstm-era5 --prepare on a networked machine), or data=generated")
+    if (path / PREPARING).exists():
+        raise ValueError(f"data source {source} is a prepare that has not finished; run the same "
+                         f"`stbench data --prepare` again to resume it")
     try:
-        if path.suffix == ".csv":
+        if source.startswith(REMOTE) or path.suffix == ".zarr" or path.is_dir():
+            ds = _zarr(source, meter)
+        elif path.suffix == ".csv":
             ds = _csv(path)
-        elif path.suffix == ".zarr" or path.is_dir():
-            ds = xr.open_zarr(path, chunks={})  # the store's own chunks
         elif path.suffix in (".nc", ".nc4", ".h5"):
             ds = xr.open_dataset(path, chunks={"time": time_chunk})
         else:
             raise ValueError(f"data source {source}: unknown format; valid: .csv, .zarr, .nc")
     except ValueError:
         raise
-    except Exception as exc:  # zarr/netCDF/HDF5 parse errors come in many types; name the file
-        raise ValueError(f"data source {source} is corrupt or unreadable ({type(exc).__name__}: {exc})") from None
+    except Exception as exc:  # zarr/netCDF/HDF5/HTTP errors come in many types; name the source
+        raise ValueError(unreadable(source, exc)) from None
     if VAR not in ds or set(ds[VAR].dims) != {"time", "latitude", "longitude"}:
         raise ValueError(f"data source {source} has no {VAR}(time, latitude, longitude) variable")
     return ds
+
+
+def unreadable(source: str, exc: BaseException) -> str:
+    """One line for a source that cannot be opened or read: a missing store or bucket, a corrupt file."""
+    text = " ".join(str(exc).split())[:300]
+    if isinstance(exc, FileNotFoundError) or "not found" in text.lower() or "No such" in text:
+        return f"data source {source} does not exist or holds no zarr store ({type(exc).__name__}: {text})"
+    return f"data source {source} is corrupt or unreadable ({type(exc).__name__}: {text})"
 
 
 def parse_points(text: str) -> list[tuple[float, float]]:
@@ -115,7 +139,9 @@ def parse_box(text: str) -> tuple[float, float, float, float]:
 def selection(ds, points: str, grid: str, start: str, end: str):
     """The validated, still lazy (time, series) selection and its [(lat, lon)…]; nothing is read.
 
-    ERA5 stores latitude north to south; a box is selected by value whatever the order.
+    ERA5 stores latitude north to south; a box is selected by value whatever the order. A zarr
+    store is opened without dask (data._zarr): points are read by zarr itself, exactly the
+    chunks the selection touches (dask's chunks along time would read whole blocks of them).
     """
     import xarray as xr
 
@@ -127,6 +153,9 @@ def selection(ds, points: str, grid: str, start: str, end: str):
         da = da.sel(latitude=lat[(lat >= lat0) & (lat <= lat1)], longitude=lon[(lon >= lon0) & (lon <= lon1)])
         if da.sizes["latitude"] * da.sizes["longitude"] == 0:
             raise ValueError(f"grid {grid} holds no grid point of the data ({extent})")
+        da = da.sel(time=slice(start, end))
+        if da.chunks is None:  # a lazily read store: stacking would read it; dask defers that
+            da = da.chunk({"time": READ_HOURS})
         da = da.stack(series=("latitude", "longitude"))
         coords = [(float(a), float(b)) for a, b in da["series"].values]
     else:

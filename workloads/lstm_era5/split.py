@@ -4,13 +4,14 @@ parent-side check, and `stbench data --prepare` (numpy and xarray; no torch)."""
 from __future__ import annotations
 
 import hashlib
+import time
 from pathlib import Path
 
 import numpy as np
 
-from stbench.contract import BuildContext
+from stbench.contract import BuildContext, ReadCost
 
-from . import data
+from . import data, remote
 
 
 def _generated_store(params: dict, ctx: BuildContext) -> str:
@@ -73,27 +74,39 @@ def resolve(params: dict, ds=None) -> tuple[dict, str]:
     return p, how
 
 
-def _open(params: dict, ctx: BuildContext | None = None):
+def _open(params: dict, ctx: BuildContext | None = None, meter=None):
     """The dataset a cell reads and its concrete selection (see resolve)."""
     p, how = resolve(params) if is_study_source(params["data"]) else (params, "")
     source = _generated_store(p, ctx) if p["data"] == "generated" else p["data"]
-    ds = data.open_dataset(source)
+    ds = data.open_dataset(source, meter=meter)
     if not how:
         p, how = resolve(params, ds)
     return ds, p, how
 
 
-def load_split(params: dict, ctx: BuildContext) -> tuple[np.ndarray, np.ndarray, list, str]:
-    """(train values, test values, coords, what was selected), values (time, series) in kelvin."""
-    ds, p, how = _open(params, ctx)
+def is_zarr(source: str) -> bool:
+    """A source read chunk by chunk through the metered filesystem (remote, a .zarr, generated)."""
+    return (source in ("arco", "generated") or source.startswith(data.REMOTE) or source.endswith(".zarr")
+            or Path(source).is_dir())
+
+
+def load_split(params: dict, ctx: BuildContext) -> tuple[np.ndarray, np.ndarray, list, str, ReadCost | None]:
+    """(train values, test values, coords, what was selected, what reading cost), values
+    (time, series) in kelvin; the cost for a zarr source (remote or local), else None."""
+    meter = remote.Meter()
+    ds, p, how = _open(params, ctx, meter)
     _, train, coords = data.select(ds, p["points"], p["grid"], p["train_start"], p["train_end"])
+    first = time.perf_counter()  # the training values are in memory: the first batch can be cut
     _, test, _ = data.select(ds, p["points"], p["grid"], p["test_start"], p["test_end"])
+    done = time.perf_counter()
     name = Path(p["data"]).name if not is_study_source(p["data"]) else p["data"]
     series = ("the grid box" if p["grid"] else "all series in the file" if p["points"] == "all"
               else "the study's points" if params["points"] == AUTO else "the given points")
     note = (f"{name}: {len(coords)} series ({series}); train {p['train_start']}..{p['train_end']}, "
             f"test {p['test_start']}..{p['test_end']} ({how})")
-    return train, test, coords, note
+    cost = ReadCost(meter.bytes, train.nbytes + test.nbytes, meter.reads, done - meter.opened,
+                    first - meter.opened) if is_zarr(p["data"]) else None
+    return train, test, coords, note, cost
 
 
 def check(params: dict) -> None:
@@ -104,20 +117,3 @@ def check(params: dict) -> None:
     ds, p, _ = _open(params)
     for start, end in ((p["train_start"], p["train_end"]), (p["test_start"], p["test_end"])):
         data.selection(ds, p["points"], p["grid"], start, end)
-
-
-def prepare(source: str, out: Path, points: str, grid: str, start: str, end: str) -> Path:
-    """Cache a selection of any source as a local ERA5-schema zarr store."""
-    import xarray as xr
-
-    ds = data.open_dataset(source)
-    times, values, coords = data.select(ds, points, grid, start, end)
-    lats = sorted({a for a, _ in coords}, reverse=True)
-    lons = sorted({b for _, b in coords})
-    cube = np.full((len(times), len(lats), len(lons)), np.nan, np.float32)
-    for j, (a, b) in enumerate(coords):
-        cube[:, lats.index(a), lons.index(b)] = values[:, j]
-    xr.Dataset({data.VAR: (("time", "latitude", "longitude"), cube, {"units": "K"})},
-               coords={"time": times, "latitude": np.float32(lats), "longitude": np.float32(lons)}
-               ).chunk({"time": 24 * 31}).to_zarr(out, mode="w", consolidated=True, zarr_format=2)
-    return out

@@ -72,7 +72,7 @@ def lstm_flops(window: int, hidden: int, layers: int) -> float:
 
 
 def make_task(params: dict, ctx: BuildContext) -> Task:
-    train_k, test_k, coords, selected = load_split(params, ctx)
+    train_k, test_k, coords, selected, cost = load_split(params, ctx)
     mean, std = float(train_k.mean()), float(train_k.std())  # z-score with training statistics only
     train = Windows(torch.from_numpy((train_k - mean) / std), params["window"])
     test = Windows(torch.from_numpy((test_k - mean) / std), params["window"])
@@ -80,7 +80,7 @@ def make_task(params: dict, ctx: BuildContext) -> Task:
     persistence = float(((x_last[:, -1] - y) ** 2).mean().sqrt()) * std  # the last hour, repeated
     torch.manual_seed(ctx.seed)
     return Task(
-        data=Data(train, test, source=selected, mb=tensor_mb(train.series, test.series)),
+        data=Data(train, test, source=selected, mb=tensor_mb(train.series, test.series), read=cost),
         model=Model(LSTMRegressor(params["hidden"], params["layers"], params["checkpoint"]),
                     Supervised(nn.functional.mse_loss)),
         metric=Metric("test_rmse_k", sum=lambda pred, target: ((pred - target) ** 2).sum(), naive=persistence,
