@@ -58,6 +58,7 @@ def test_bf16_and_compile_as_axes_give_ok_rows_with_compile_time_apart(tmp_path)
     assert float(rows["none"]["peak_fraction"]) == pytest.approx(fraction, rel=1e-6)
 
 
+@pytest.mark.slow  # compiling two custom-autograd workloads takes two minutes on 2 cores: STBENCH_SLOW=1 runs it
 @pytest.mark.parametrize("workload, axes", [
     ("stnn", ["--set", "relations=offload,sparse", "--set", "mode=stnn-r"]),  # custom autograd functions, sparse grads
     ("dcrnn-pems", ["--set", "model=tiny", "--set", "max_eval_batches=1"]),  # CSR products with no bf16 kernel

@@ -155,6 +155,7 @@ def test_stop_at_target_ends_the_run_at_the_first_evaluation_that_reaches_it(tmp
     assert row["epochs_done"] < 20
 
 
+@pytest.mark.slow  # a minute of 12 budgeted cells on 2 cores: STBENCH_SLOW=1 runs it
 def test_the_thesis_question_is_one_command(tmp_path):
     """Batch 75 vs 700 x lr scaling, the same training time each, scored MLPerf's way."""
     proc = stbench("run", "cnn-strain", "--smoke", "--batch-size", "75", "700", "--set", "lr_scaling=none,linear",
