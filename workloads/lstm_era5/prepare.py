@@ -100,11 +100,21 @@ def prepare(source: str, out: Path, points: str, grid: str, start: str, end: str
     c = cost(source, ds, sel, coords, meter)
     if c is not None and c.fetch_bytes > max_gb * 1e9 and not yes:
         raise ValueError(c.refusal(max_gb))
+    try:  # the first hour decodes: a store whose chunks are garbage is one line, before anything is written
+        sel.isel(time=0).values
+    except Exception as exc:
+        raise ValueError(data.unreadable(source, exc) + f" (reading its hour {start})") from None
     if c is not None:
         say(f"{source}: the selection reads {c.text()}")
     job = {"source": source, "points": points, "grid": grid, "start": start, "end": end}
     work, state = _work(Path(out), job, sel, coords, ds[data.VAR].attrs, say)
-    _copy(sel, coords, work, state, meter, say, c)
+    try:
+        _copy(sel, coords, work, state, meter, say, c)
+    except Exception as exc:  # a chunk that cannot be read or decoded: one line; a resume keeps what is done
+        if not state["done"]:
+            shutil.rmtree(work)  # nothing copied: nothing left behind
+        kept = f"; {len(state['done'])} of {state['blocks']} blocks are kept for a resume" if state["done"] else ""
+        raise ValueError(data.unreadable(source, exc) + kept) from None
     return _finish(work, Path(out))
 
 
