@@ -181,3 +181,19 @@ def test_bad_remote_input_is_one_line_and_writes_nothing(bad_stores, monkeypatch
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert message in proc.stderr
     assert not out.exists() or not list(out.rglob("*"))
+
+
+def test_streamed_windows_are_read_by_the_loaders_workers_and_counted(emulated, tmp_path):
+    """read=stream: the training windows come from the store while training, through two
+    DataLoader workers that each open their own gcsfs session; their reads reach the row."""
+    before = len(emulated.requests())
+    proc = stbench("run", "lstm-era5", "--set", f"data={STORE}", "--set", "read=stream", "--set", "workers=2",
+                   "--set", "prefetch=4", "--epochs", "1", "--batch-size", "32", "--set", "max_steps=6",
+                   "--set", "max_eval_batches=2", "--set", "train_start=2020-01-01", "--set", "train_end=2020-01-07T23",
+                   "--set", "test_start=2020-01-08", "--set", "test_end=2020-01-09T23", "--out", tmp_path / "r")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    row = runs_row(tmp_path / "r")
+    assert row["status"] == "ok", row["reason"]
+    # built: the training week's statistics (168 h) and 48 test hours; streamed: each batch's hours again
+    assert int(row["read_requests"]) > 2 * (168 + 48) and chunk_gets(emulated, before) >= int(row["read_requests"]) - 10
+    assert float(row["read_amplification"]) > 10 and float(row["first_batch_s"]) > 0

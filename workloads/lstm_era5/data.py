@@ -181,6 +181,15 @@ def selection(ds, points: str, grid: str, start: str, end: str):
     return da.transpose("time", "series"), coords
 
 
+def indices(ds, sel, coords: list) -> tuple[int, int, list[int], list[int]]:
+    """Where a selection (see selection) lies in the store: its first and past-last hour on the
+    time axis, and each series' latitude and longitude index."""
+    lat, lon = ds["latitude"].values, ds["longitude"].values
+    i0 = int(ds.indexes["time"].get_loc(sel["time"].values[0]))
+    return (i0, i0 + sel.sizes["time"], [int(np.argmin(np.abs(lat - a))) for a, _ in coords],
+            [int(np.argmin(np.abs(lon - b))) for _, b in coords])
+
+
 def select(ds, points: str, grid: str, start: str, end: str):
     """(times, values (time, series) float32, [(lat, lon)…]) for the points or the box.
 

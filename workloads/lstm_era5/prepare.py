@@ -72,10 +72,8 @@ def cost(source: str, ds, sel, coords: list, meter: remote.Meter) -> Cost | None
     if "chunks" not in enc or not source.startswith(data.REMOTE) and not Path(source).is_dir():
         return None
     ct, cy, cx = enc["chunks"]
-    lat, lon = ds["latitude"].values, ds["longitude"].values
-    i0 = int(ds.indexes["time"].get_loc(sel["time"].values[0]))
-    i1 = i0 + sel.sizes["time"]
-    cells = {(int(np.argmin(np.abs(lat - a))) // cy, int(np.argmin(np.abs(lon - b))) // cx) for a, b in coords}
+    i0, i1, ilat, ilon = data.indices(ds, sel, coords)
+    cells = {(a // cy, b // cx) for a, b in zip(ilat, ilon)}
     times = range(i0 // ct, (i1 - 1) // ct + 1)
     itemsize = ds[data.VAR].dtype.itemsize
     array = zarr.open_array(remote.open_store(source, meter), path=data.VAR, mode="r")

@@ -114,6 +114,8 @@ def check(params: dict) -> None:
     only each range's first hour (a corrupt or missing chunk there is one line before any
     cell starts; the cell reads the rest once: for a remote store, reading twice would fetch
     twice)."""
+    if params.get("read") == "stream" and not is_zarr(params["data"]):
+        raise ValueError(f"read=stream reads a zarr store; data={params['data']} is not one (use read=memory)")
     if params["data"] == "generated":
         return
     ds, p, _ = _open(params)
