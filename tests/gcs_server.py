@@ -103,8 +103,9 @@ def write_arco_store(path, ds):
     default (the ARCO stores were written so), consolidated metadata."""
     from numcodecs import Blosc
 
-    grid = (1, ds.sizes["latitude"], ds.sizes["longitude"])
-    encoding = {"2m_temperature": {"chunks": grid, "compressors": (Blosc(cname="lz4", clevel=5, shuffle=Blosc.SHUFFLE),)}}
+    whole = (1, ds.sizes["latitude"], ds.sizes["longitude"])
+    blosc = Blosc(cname="lz4", clevel=5, shuffle=Blosc.SHUFFLE)
+    encoding = {name: {"chunks": whole, "compressors": (blosc,)} for name in ds.data_vars}
     ds.to_zarr(path, mode="w", consolidated=True, zarr_format=2, encoding=encoding)
     return path
 
@@ -145,6 +146,9 @@ def _serve(log: str, seeds: dict, threads: bool) -> None:
     # In memory the emulator's JSON dump of every object's metadata after each write only
     # persists what the process holds anyway, and costs O(objects) per upload: off.
     storage.Storage._write_config_to_file = lambda self: None
+    # socketserver listens with a backlog of 5: gcsfs and zarr open more connections at once, and
+    # the ones beyond it wait for a SYN retransmit (1 s, then 3 s): a loopback server at dial-up speed
+    http_server.HTTPServer.request_queue_size = 256
     if threads:  # concurrent reads for the loader study; writes stay the fixture's, before reads
         emulator.server.HTTPServer = http_server.ThreadingHTTPServer
     srv = emulator.create_server("127.0.0.1", 0, in_memory=True)

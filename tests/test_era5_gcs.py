@@ -66,6 +66,8 @@ def test_smoke_run_reads_the_store_over_gcsfs_http(emulated, tmp_path):
     assert int(row["read_requests"]) >= SMOKE_HOURS and bytes_read > 20 * bytes_used
     assert float(row["read_amplification"]) == pytest.approx(bytes_read / bytes_used)
     assert 0 < float(row["first_batch_s"]) and float(row["read_mb_per_s"]) > 0
+    shown = stbench("compare", tmp_path / "r", "--full", check=True).stdout  # beside the data phase's share
+    assert "read amplification" in shown and "first batch s" in shown
 
 
 CSV = SHARED_DATA / "era5" / "t2m_2020-2021_2pts.csv"
@@ -127,8 +129,71 @@ def test_prepare_killed_midway_resumes_to_the_same_store(emulated, tmp_path):
     before = len(emulated.requests())
     again = stbench(*prepare_args(tmp_path / "resumed.zarr"), check=True)
     assert "resuming" in again.stderr and "blocks already copied" in again.stderr
-    assert chunk_gets(emulated, before) <= 1440 - 2 * 168  # the finished blocks are not read again
+    # the finished blocks are not read again (the first hour is: every prepare checks that it decodes)
+    assert chunk_gets(emulated, before) <= 1440 - 2 * 168 + 1
     whole, resumed = tmp_path / "whole.zarr", tmp_path / "resumed.zarr"
     files = sorted(p.relative_to(whole) for p in whole.rglob("*") if p.is_file())
     assert files == sorted(p.relative_to(resumed) for p in resumed.rglob("*") if p.is_file())
     assert all((whole / f).read_bytes() == (resumed / f).read_bytes() for f in files)
+
+
+def small_store(tmp_path, name="t.zarr", rename=None):
+    """A local ARCO-layout store of the first two days (the hours a bad-input test reads)."""
+    ds = arco_like(*grid(10.0), "2020-01-01", "2020-01-02T23")
+    return write_arco_store(tmp_path / name, ds.rename(rename) if rename else ds)
+
+
+@pytest.fixture
+def bad_stores(emulated, tmp_path_factory):
+    """gs:// URLs of a store without 2m_temperature and of one whose first chunk is garbage."""
+    tmp = tmp_path_factory.mktemp("bad")
+    no_var = upload(emulated, small_store(tmp, "n.zarr", {"2m_temperature": "t2m"}), "gs://era5-bad/no-var.zarr")
+    corrupt = upload(emulated, small_store(tmp, "c.zarr"), "gs://era5-bad/corrupt.zarr")
+    emulated.filesystem().pipe_file("era5-bad/corrupt.zarr/2m_temperature/0.0.0", b"not a blosc frame" * 40)
+    return {"no-var": no_var, "corrupt": corrupt}
+
+
+DAY = ("--set", "train_start=2020-01-01", "--set", "train_end=2020-01-01T23", "--set", "test_start=2020-01-02",
+       "--set", "test_end=2020-01-02T23")
+
+
+@pytest.mark.parametrize("case,message", [
+    ("unreachable", "cannot reach 127.0.0.1:"),
+    ("no-bucket", "data source gs://no-such-bucket/era5.zarr does not exist or holds no zarr store"),
+    ("no-var", "data source gs://era5-bad/no-var.zarr has no 2m_temperature(time, latitude, longitude) variable"),
+    ("corrupt", "data source gs://era5-bad/corrupt.zarr is corrupt or unreadable ("),
+])
+@pytest.mark.parametrize("command", ["run", "prepare"])
+def test_bad_remote_input_is_one_line_and_writes_nothing(bad_stores, monkeypatch, tmp_path, case, message, command):
+    import socket
+
+    url = {"unreachable": STORE, "no-bucket": "gs://no-such-bucket/era5.zarr"}.get(case) or bad_stores[case]
+    if case == "unreachable":
+        with socket.socket() as s:  # a loopback port nothing listens on
+            s.bind(("127.0.0.1", 0))
+            monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{s.getsockname()[1]}")
+    out = tmp_path / "out"
+    if command == "run":
+        proc = stbench("run", "lstm-era5", "--set", f"data={url}", *DAY, "--epochs", "1", "--out", out)
+    else:
+        proc = stbench("data", "lstm-era5", "--prepare", "--source", url, "--start", "2020-01-01",
+                       "--end", "2020-01-02T23", "--out", out / "era5.zarr")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert message in proc.stderr
+    assert not out.exists() or not list(out.rglob("*"))
+
+
+def test_streamed_windows_are_read_by_the_loaders_workers_and_counted(emulated, tmp_path):
+    """read=stream: the training windows come from the store while training, through two
+    DataLoader workers that each open their own gcsfs session; their reads reach the row."""
+    before = len(emulated.requests())
+    proc = stbench("run", "lstm-era5", "--set", f"data={STORE}", "--set", "read=stream", "--set", "workers=2",
+                   "--set", "prefetch=4", "--epochs", "1", "--batch-size", "32", "--set", "max_steps=6",
+                   "--set", "max_eval_batches=2", "--set", "train_start=2020-01-01", "--set", "train_end=2020-01-07T23",
+                   "--set", "test_start=2020-01-08", "--set", "test_end=2020-01-09T23", "--out", tmp_path / "r")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    row = runs_row(tmp_path / "r")
+    assert row["status"] == "ok", row["reason"]
+    # built: the training week's statistics (168 h) and 48 test hours; streamed: each batch's hours again
+    assert int(row["read_requests"]) > 2 * (168 + 48) and chunk_gets(emulated, before) >= int(row["read_requests"]) - 10
+    assert float(row["read_amplification"]) > 10 and float(row["first_batch_s"]) > 0

@@ -110,7 +110,7 @@ def run(spec: RunSpec, profile_dir: Path | None = None) -> CellResult:
         result.figures, peak_gpu_mb=peak_gpu, peak_rss_mb=rss, base_rss_mb=base_rss, data_mb=task.data.mb, data_source=task.data.source,
         node_hosts=ddp.node_hosts(), threads=torch.get_num_threads(),
         predicted_mb=_predicted_mb(workload, spec, accel), device_name=accel.name(),
-        **(task.data.read.figures() if task.data.read else {}),
+        **(task.data.read().figures() if task.data.read else {}),
     )
     return replace(result, figures=figures, unavailable={**result.unavailable, **unavailable})
 

@@ -14,7 +14,8 @@ def make_loader(dataset, knobs: TrainerParams, sampler, pin: bool, batch_size: i
     `per-item` indexes sample by sample and collates in Python, as most hand-written loops do.
     `batched`: the sampler already yields whole batches (a workload's own epoch order)."""
     drop_last = isinstance(sampler, DistributedSampler)  # constant train batches: honest throughput
-    common = dict(num_workers=knobs.workers, pin_memory=pin, persistent_workers=knobs.workers > 0)
+    common = dict(num_workers=knobs.workers, pin_memory=pin, persistent_workers=knobs.workers > 0,
+                  prefetch_factor=knobs.prefetch if knobs.workers > 0 else None)
     if batched:
         return DataLoader(dataset, sampler=sampler, batch_size=None, **common)
     if knobs.loader == "vectorized":

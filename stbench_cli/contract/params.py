@@ -102,6 +102,8 @@ class TrainerParams:
     allocator: str = _knob("keep", "host memory a step frees: keep (reused by the next step: glibc's heap thresholds "
                            "fixed, no page faults to get it back) or system (glibc's adaptive defaults, as in a plain "
                            "script)", ("keep", "system"), late=True)
+    prefetch: int = _knob(2, "batches each DataLoader worker loads ahead (prefetch_factor; torch's default: 2; "
+                          "with workers > 0 only)", minimum=1, late=True)
     ddp_log_every: int = _knob(100, "DDP's own logger samples its first 10 steps, then every Nth (torch's default: "
                                "100; 1 samples every step: a host sync per step on CUDA, for checking sync_s)",
                                minimum=1, late=True)

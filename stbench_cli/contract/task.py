@@ -53,7 +53,8 @@ class Data:
     transfer: (x, y, device) -> (x, y) as the model receives them; None: both moved with
     `.to(device, non_blocking=True)`. A model that needs a host copy of its batch (indices it
     reads host memory by) keeps it here, instead of copying it back from the device in the step.
-    read: what reading a chunked or remote source cost (None: in-memory or generated data).
+    read: () -> what reading a chunked or remote source cost over the run (called after
+    training, so that a source read while training counts); None for in-memory data.
     """
 
     train: Any
@@ -63,7 +64,7 @@ class Data:
     placement: str = "host"
     batch_sampler: Callable | None = None
     transfer: Callable | None = None
-    read: ReadCost | None = None
+    read: Callable[[], ReadCost] | None = None
 
     def __post_init__(self):
         if self.placement not in PLACEMENTS:

@@ -35,6 +35,8 @@ WORKLOAD = Workload(
         Param("layers", int, 2, "LSTM layers", minimum=1),
         Param("lr", float, 1e-3, "Adam learning rate", minimum=0.0),
         Param("workers", int, 2, "DataLoader workers (the study used 2)", minimum=0),
+        Param("read", str, "memory", "memory: the selection read before training; stream: the training windows "
+              "read from a zarr store batch by batch (the data-loading study)", ("memory", "stream"), late=True),
         CHECKPOINT,
     ),
     presets={

@@ -76,8 +76,6 @@ def open_dataset(source: str, time_chunk: int = 24 * 31, check_network: bool = T
     """An ERA5-schema Dataset for `source`: embedded, a CSV, a zarr store, a netCDF file, or
     a remote zarr URL (gs:// read anonymously through gcsfs). A zarr store's reads count into
     `meter` (remote.Meter)."""
-    import xarray as xr
-
     if source == "embedded":
         return _embedded()
     if source == "arco":
@@ -92,28 +90,38 @@ def open_dataset(source: str, time_chunk: int = 24 * 31, check_network: bool = T
     if (path / PREPARING).exists():
         raise ValueError(f"data source {source} is a prepare that has not finished; run the same "
                          f"`stbench data --prepare` again to resume it")
-    try:
-        if source.startswith(REMOTE) or path.suffix == ".zarr" or path.is_dir():
+    if source.startswith(REMOTE) or path.suffix == ".zarr" or path.is_dir():
+        try:
             ds = _zarr(source, meter)
-        elif path.suffix == ".csv":
-            ds = _csv(path)
-        elif path.suffix in (".nc", ".nc4", ".h5"):
-            ds = xr.open_dataset(path, chunks={"time": time_chunk})
-        else:
-            raise ValueError(f"data source {source}: unknown format; valid: .csv, .zarr, .nc")
-    except ValueError:
-        raise
-    except Exception as exc:  # zarr/netCDF/HDF5/HTTP errors come in many types; name the source
-        raise ValueError(unreadable(source, exc)) from None
+        except Exception as exc:  # zarr, HTTP and codec errors come in many types (zarr's are ValueErrors)
+            raise ValueError(unreadable(source, exc)) from None
+    else:
+        ds = _file(source, path, time_chunk)
     if VAR not in ds or set(ds[VAR].dims) != {"time", "latitude", "longitude"}:
         raise ValueError(f"data source {source} has no {VAR}(time, latitude, longitude) variable")
     return ds
 
 
+def _file(source: str, path: Path, time_chunk: int):
+    """A CSV or netCDF file as an ERA5-schema Dataset."""
+    import xarray as xr
+
+    try:
+        if path.suffix == ".csv":
+            return _csv(path)
+        if path.suffix in (".nc", ".nc4", ".h5"):
+            return xr.open_dataset(path, chunks={"time": time_chunk})
+        raise ValueError(f"data source {source}: unknown format; valid: .csv, .zarr, .nc")
+    except ValueError:
+        raise
+    except Exception as exc:  # netCDF/HDF5 parse errors come in many types; name the file
+        raise ValueError(unreadable(source, exc)) from None
+
+
 def unreadable(source: str, exc: BaseException) -> str:
     """One line for a source that cannot be opened or read: a missing store or bucket, a corrupt file."""
     text = " ".join(str(exc).split())[:300]
-    if isinstance(exc, FileNotFoundError) or "not found" in text.lower() or "No such" in text:
+    if isinstance(exc, FileNotFoundError) or any(m in text.lower() for m in ("not found", "no group found", "no such")):
         return f"data source {source} does not exist or holds no zarr store ({type(exc).__name__}: {text})"
     return f"data source {source} is corrupt or unreadable ({type(exc).__name__}: {text})"
 
@@ -171,6 +179,15 @@ def selection(ds, points: str, grid: str, start: str, end: str):
         t = ds["time"].values
         raise ValueError(f"time range {start}..{end} is not in the data ({str(t[0])[:13]}..{str(t[-1])[:13]})")
     return da.transpose("time", "series"), coords
+
+
+def indices(ds, sel, coords: list) -> tuple[int, int, list[int], list[int]]:
+    """Where a selection (see selection) lies in the store: its first and past-last hour on the
+    time axis, and each series' latitude and longitude index."""
+    lat, lon = ds["latitude"].values, ds["longitude"].values
+    i0 = int(ds.indexes["time"].get_loc(sel["time"].values[0]))
+    return (i0, i0 + sel.sizes["time"], [int(np.argmin(np.abs(lat - a))) for a, _ in coords],
+            [int(np.argmin(np.abs(lon - b))) for _, b in coords])
 
 
 def select(ds, points: str, grid: str, start: str, end: str):

@@ -72,10 +72,8 @@ def cost(source: str, ds, sel, coords: list, meter: remote.Meter) -> Cost | None
     if "chunks" not in enc or not source.startswith(data.REMOTE) and not Path(source).is_dir():
         return None
     ct, cy, cx = enc["chunks"]
-    lat, lon = ds["latitude"].values, ds["longitude"].values
-    i0 = int(ds.indexes["time"].get_loc(sel["time"].values[0]))
-    i1 = i0 + sel.sizes["time"]
-    cells = {(int(np.argmin(np.abs(lat - a))) // cy, int(np.argmin(np.abs(lon - b))) // cx) for a, b in coords}
+    i0, i1, ilat, ilon = data.indices(ds, sel, coords)
+    cells = {(a // cy, b // cx) for a, b in zip(ilat, ilon)}
     times = range(i0 // ct, (i1 - 1) // ct + 1)
     itemsize = ds[data.VAR].dtype.itemsize
     array = zarr.open_array(remote.open_store(source, meter), path=data.VAR, mode="r")
@@ -100,11 +98,21 @@ def prepare(source: str, out: Path, points: str, grid: str, start: str, end: str
     c = cost(source, ds, sel, coords, meter)
     if c is not None and c.fetch_bytes > max_gb * 1e9 and not yes:
         raise ValueError(c.refusal(max_gb))
+    try:  # the first hour decodes: a store whose chunks are garbage is one line, before anything is written
+        sel.isel(time=0).values
+    except Exception as exc:
+        raise ValueError(data.unreadable(source, exc) + f" (reading its hour {start})") from None
     if c is not None:
         say(f"{source}: the selection reads {c.text()}")
     job = {"source": source, "points": points, "grid": grid, "start": start, "end": end}
     work, state = _work(Path(out), job, sel, coords, ds[data.VAR].attrs, say)
-    _copy(sel, coords, work, state, meter, say, c)
+    try:
+        _copy(sel, coords, work, state, meter, say, c)
+    except Exception as exc:  # a chunk that cannot be read or decoded: one line; a resume keeps what is done
+        if not state["done"]:
+            shutil.rmtree(work)  # nothing copied: nothing left behind
+        kept = f"; {len(state['done'])} of {state['blocks']} blocks are kept for a resume" if state["done"] else ""
+        raise ValueError(data.unreadable(source, exc) + kept) from None
     return _finish(work, Path(out))
 
 

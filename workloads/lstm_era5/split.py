@@ -110,10 +110,19 @@ def load_split(params: dict, ctx: BuildContext) -> tuple[np.ndarray, np.ndarray,
 
 
 def check(params: dict) -> None:
-    """Parent-side check: open the source and validate the selection without reading values
-    (the cell reads them once; for a remote store, reading twice would fetch twice)."""
+    """Parent-side check: open the source and validate the selection, reading of a zarr store
+    only each range's first hour (a corrupt or missing chunk there is one line before any
+    cell starts; the cell reads the rest once: for a remote store, reading twice would fetch
+    twice)."""
+    if params.get("read") == "stream" and not is_zarr(params["data"]):
+        raise ValueError(f"read=stream reads a zarr store; data={params['data']} is not one (use read=memory)")
     if params["data"] == "generated":
         return
     ds, p, _ = _open(params)
     for start, end in ((p["train_start"], p["train_end"]), (p["test_start"], p["test_end"])):
-        data.selection(ds, p["points"], p["grid"], start, end)
+        sel, _ = data.selection(ds, p["points"], p["grid"], start, end)
+        if is_zarr(p["data"]):
+            try:
+                sel.isel(time=0).values
+            except Exception as exc:  # zarr, codec and HTTP errors come in many types
+                raise ValueError(data.unreadable(p["data"], exc) + f" (reading its hour {start})") from None

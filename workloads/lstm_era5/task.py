@@ -72,15 +72,23 @@ def lstm_flops(window: int, hidden: int, layers: int) -> float:
 
 
 def make_task(params: dict, ctx: BuildContext) -> Task:
-    train_k, test_k, coords, selected, cost = load_split(params, ctx)
-    mean, std = float(train_k.mean()), float(train_k.std())  # z-score with training statistics only
-    train = Windows(torch.from_numpy((train_k - mean) / std), params["window"])
-    test = Windows(torch.from_numpy((test_k - mean) / std), params["window"])
+    if params.get("read", "memory") == "stream":  # a late parameter: older cells lack it
+        from .stream import stream_split
+
+        train, test_k, mean, std, selected, read = stream_split(params, ctx)
+        test = Windows(torch.from_numpy((test_k - mean) / std), params["window"])
+        mb = tensor_mb(test.series)  # the training windows stay in the store
+    else:
+        train_k, test_k, coords, selected, cost = load_split(params, ctx)
+        mean, std = float(train_k.mean()), float(train_k.std())  # z-score with training statistics only
+        train = Windows(torch.from_numpy((train_k - mean) / std), params["window"])
+        test = Windows(torch.from_numpy((test_k - mean) / std), params["window"])
+        mb, read = tensor_mb(train.series, test.series), (lambda: cost) if cost else None
     x_last, y = test[list(range(len(test)))]
     persistence = float(((x_last[:, -1] - y) ** 2).mean().sqrt()) * std  # the last hour, repeated
     torch.manual_seed(ctx.seed)
     return Task(
-        data=Data(train, test, source=selected, mb=tensor_mb(train.series, test.series), read=cost),
+        data=Data(train, test, source=selected, mb=mb, read=read),
         model=Model(LSTMRegressor(params["hidden"], params["layers"], params["checkpoint"]),
                     Supervised(nn.functional.mse_loss)),
         metric=Metric("test_rmse_k", sum=lambda pred, target: ((pred - target) ** 2).sum(), naive=persistence,
