@@ -39,10 +39,12 @@ SPAN = ("2020-01-01", "2021-01-31T23")  # the smoke preset's train (2020-01..03)
 REMOTE = "gs://era5-loading/ar/full_37-1h-{step}deg-chunk-1.zarr"
 
 
-def stbench(*args: str, env: dict) -> None:
+def stbench(*args: str, env: dict, cwd: Path) -> None:
+    # run in the work folder with the stores named relative to it: the rows record data paths as
+    # typed, and a committed study must not carry this machine's temporary folders
     exe = Path(sys.executable).parent / "stbench"
     print("$ stbench", " ".join(args), flush=True)
-    subprocess.run([str(exe), *args], check=True, env=env)
+    subprocess.run([str(exe), *args], check=True, env=env, cwd=cwd)
 
 
 def main() -> None:
@@ -58,14 +60,15 @@ def main() -> None:
     server = GCSServer(work / "requests.log", {remote: [*SPAN, args.step]}, threads=True)
     try:
         env = {**os.environ, "STORAGE_EMULATOR_HOST": server.endpoint}
-        local = write_arco_store(work / "arco-layout.zarr", arco_like(*grid(args.step), *SPAN))
-        copy = work / "time-major.zarr"
-        stbench("data", "lstm-era5", "--prepare", "--source", str(local), "--points", "40:280+20:280",
-                "--start", SPAN[0], "--end", SPAN[1], "--out", str(copy), env=env)
+        write_arco_store(work / "arco-layout.zarr", arco_like(*grid(args.step), *SPAN))
+        local, copy = "arco-layout.zarr", "time-major.zarr"
+        stbench("data", "lstm-era5", "--prepare", "--source", local, "--points", "40:280+20:280",
+                "--start", SPAN[0], "--end", SPAN[1], "--out", copy, env=env, cwd=work)
         stbench("run", "lstm-era5", "--smoke", "--epochs", "1", "--set", f"data={remote},{local},{copy}",
                 "--set", "points=40:280+20:280",  # a local file's default is every series it holds
                 "--set", "read=memory,stream", "--set", f"workers={args.workers}", "--set", f"prefetch={args.prefetch}",
-                "--set", f"max_steps={args.steps}", "--set", "max_eval_batches=5", "--out", str(args.out), env=env)
+                "--set", f"max_steps={args.steps}", "--set", "max_eval_batches=5", "--out", str(args.out.resolve()),
+                env=env, cwd=work)
         print(f"requests the loopback server answered: {len(server.requests()):,}")
     finally:
         server.stop()

@@ -43,11 +43,13 @@ def frame(rows: list[dict], defaults: Mapping[str, Mapping[str, object]] | None 
     known = defaults or {}
     params = [{**known.get(w, {}), **(json.loads(p) if isinstance(p, str) and p else {})}
               for w, p in zip(df["workload"], df["params"])]
+    varied = {}
     for name in dict.fromkeys(k for p in params for k in p):
         column_values = param_column([p.get(name) for p in params], df.index)
         if column_values.astype(str).nunique(dropna=False) > 1:
-            df[f"p.{name}"] = column_values
-    return df.copy()  # one block again: columns added one at a time leave pandas a fragmented frame
+            varied[f"p.{name}"] = column_values
+    # joined at once: columns added one at a time leave pandas a fragmented frame (and a warning)
+    return pd.concat([df, pd.DataFrame(varied, index=df.index)], axis=1) if varied else df.copy()
 
 
 def param_column(values: list, index) -> pd.Series:
