@@ -106,6 +106,19 @@ def test_prepare_states_the_cost_and_refuses_above_the_limit(emulated, tmp_path)
     assert chunk_gets(emulated, before) == 0 and not list(tmp_path.iterdir()), proc.stderr  # nothing read or written
 
 
+def test_a_run_over_its_read_limit_is_refused_before_any_chunk_is_read(emulated, tmp_path):
+    """A run on a remote store is costed from its metadata before any cell starts (ARCO's layout
+    makes a small selection read tens of GB); over max_read_gb it is one line, exit 2."""
+    before = len(emulated.requests())
+    proc = stbench("run", "lstm-era5", "--smoke", "--set", f"data={STORE}", "--set", "max_read_gb=0.0001",
+                   "--out", tmp_path / "out")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert f"data={STORE}: train and test read ~" in proc.stderr
+    assert "; the training range alone reads 2,184 chunks of 1 x 19 x 36 (~" in proc.stderr
+    assert "(--set max_read_gb; 0: no limit)" in proc.stderr and "a time-chunked copy" in proc.stderr
+    assert chunk_gets(emulated, before) == 0 and not (tmp_path / "out").exists()
+
+
 def test_prepare_killed_midway_resumes_to_the_same_store(emulated, tmp_path):
     import signal
     import subprocess

@@ -119,6 +119,7 @@ def check(params: dict) -> None:
     if params["data"] == "generated":
         return
     ds, p, _ = _open(params)
+    _within_read_limit(ds, p, params.get("max_read_gb", 1.0))
     for start, end in ((p["train_start"], p["train_end"]), (p["test_start"], p["test_end"])):
         sel, _ = data.selection(ds, p["points"], p["grid"], start, end)
         if is_zarr(p["data"]):
@@ -126,3 +127,24 @@ def check(params: dict) -> None:
                 sel.isel(time=0).values
             except Exception as exc:  # zarr, codec and HTTP errors come in many types
                 raise ValueError(data.unreadable(p["data"], exc) + f" (reading its hour {start})") from None
+
+
+def _within_read_limit(ds, p: dict, limit_gb: float) -> None:
+    """A remote store's selection costed from its metadata alone (prepare.cost): above the limit
+    the study is refused before any cell starts, in one line naming what it would read and the
+    better layouts (ARCO's whole-globe hourly chunks make two points of two years tens of GB)."""
+    from .prepare import cost, size
+
+    source = data.ARCO_URL if p["data"] == "arco" else p["data"]
+    if limit_gb <= 0 or not source.startswith(data.REMOTE):
+        return
+    costs = []
+    for start, end in ((p["train_start"], p["train_end"]), (p["test_start"], p["test_end"])):
+        sel, coords = data.selection(ds, p["points"], p["grid"], start, end)
+        costs.append(cost(source, ds, sel, coords, remote.Meter()))
+    fetch = sum(c.fetch_bytes for c in costs if c is not None)
+    if fetch > limit_gb * 1e9:
+        train = next(c for c in costs if c is not None)
+        raise ValueError(f"data={p['data']}: train and test read ~{size(fetch)}; the training range alone "
+                         + train.refusal(limit_gb).removeprefix("the selection ").replace(
+                             "(--max-gb); add --yes to read it", "(--set max_read_gb; 0: no limit)"))
