@@ -78,7 +78,7 @@ def panels(df: pd.DataFrame, x: str | None, max_lines: int = 6, max_panels: int 
     facet: list[str] = []
     while _widest(df, facet, keys) > max_lines:
         options = [k for k in keys if k != "label" and k not in facet]
-        options = [k for k in options if len(_groups(df, facet + [k])) <= max_panels]
+        options = [k for k in options if _count(df, facet + [k]) <= max_panels]
         if not options:
             break
         facet.append(min(options, key=lambda k: (_widest(df, facet + [k], keys), df[k].astype(str).nunique())))
@@ -94,9 +94,18 @@ def panels(df: pd.DataFrame, x: str | None, max_lines: int = 6, max_panels: int 
 
 
 def _widest(df: pd.DataFrame, facet: list[str], keys: list[str]) -> int:
-    """The most lines one panel holds when df is split by the facet keys."""
+    """The most lines one panel holds when df is split by the facet keys (counted on the keys'
+    distinct values: splitting the frame into every group took a minute for a 24-cell study)."""
     inner = [k for k in keys if k not in facet]
-    return max(len(_groups(g, inner)) for _, g in _groups(df, facet))
+    if not facet or not inner:
+        return _count(df, inner)
+    distinct = df[facet + inner].astype(str).drop_duplicates()
+    return int(distinct.groupby(facet).size().max())
+
+
+def _count(df: pd.DataFrame, keys: list[str]) -> int:
+    """How many groups `keys` split df into (missing values a group of their own, as _groups has it)."""
+    return len(df[keys].astype(str).drop_duplicates()) if keys else 1
 
 
 def _groups(df: pd.DataFrame, keys: list[str]) -> list[tuple[tuple, pd.DataFrame]]:
