@@ -20,7 +20,8 @@ from dataclasses import asdict, dataclass
 
 from ..store.conditions import conditions, number
 from ..store.rows import Conditions
-from .stats import format_number
+from .frame import keys_of, varying
+from .stats import format_number, show
 
 CV_LIMIT = 0.10  # pyperf's: a standard deviation above 10% of the mean
 OTHERS_LIMIT = 25.0  # % of all cores used by other processes
@@ -112,12 +113,10 @@ def study_flags(s) -> list[str]:
     the first cell it hit and how many others; `s` is the study's report frame."""
     rows = s.astype(object).where(s.notna(), None).to_dict("records")  # NaN read as missing
     cells = by_cell(rows)
-    varied = [k for k in ("label", "strategy", "world_size", "nodes", "batch_size", "epochs",
-                          *sorted(c for c in s.columns if c.startswith("p.")))
-              if k in s.columns and s[k].astype(str).nunique() > 1]
+    varied = varying(s, keys_of(s))
     hits: dict[str, list[tuple[str, str]]] = {}
     for cell in cells:
-        name = ", ".join(f"{k.removeprefix('p.')}={_show(cell[0][k])}" for k in varied)
+        name = ", ".join(f"{k.removeprefix('p.')}={show(cell[0][k])}" for k in varied)
         for flag in noise_flags(cell):
             hits.setdefault(flag.kind, []).append((name, flag.reason))
     lines = []
@@ -126,9 +125,3 @@ def study_flags(s) -> list[str]:
         lines.append((f"{name}: " if name else "") + reason + (f" (and {others} other cells)" if others else ""))
     return lines
 
-
-def _show(value) -> str:
-    """A cell's key as compare prints it: 1024, not 1024.0; text as it is."""
-    if isinstance(value, int) or isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return format_number(value) if isinstance(value, (int, float)) else str(value)
