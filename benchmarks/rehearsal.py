@@ -56,11 +56,13 @@ def _doctor_failures(folder: Path) -> list[str]:
     return [f"doctor {c['name']}: {c['detail']}" for c in checks if c["status"] == "FAIL"]
 
 
-def _agent_echo(exception: str, text: str) -> bool:
-    """torchrun's agent ends its own traceback in ChildFailedError when a rank fails: an echo, not
-    a cause, where the same log holds the rank's traceback (itself judged)."""
-    return exception.startswith("torch.distributed.elastic.multiprocessing.errors.ChildFailedError") and \
-        any(NOT_COMPILED in e for e in exceptions(text))
+def _causes(ends: list[str]) -> list[str]:
+    """One log's traceback ends, less torchrun's agent's ChildFailedError where the log also holds
+    a rank's traceback that reached CUDA: the agent echoes its rank's failure, which is judged itself."""
+    echo = "torch.distributed.elastic.multiprocessing.errors.ChildFailedError"
+    if any(NOT_COMPILED in e for e in ends):
+        return [e for e in ends if not e.startswith(echo)]
+    return ends
 
 
 def judge(rc: int, text: str, folder: Path | None = None) -> tuple[bool, str]:
@@ -73,7 +75,7 @@ def judge(rc: int, text: str, folder: Path | None = None) -> tuple[bool, str]:
     rows = _rows(folder) if folder else []
     if folder and (folder / "logs").is_dir():
         texts += [p.read_text(errors="replace") for p in sorted((folder / "logs").glob("*.log"))]
-    failures = [e for t in texts for e in exceptions(t) if not _agent_echo(e, t)] + pytest_failures(text)
+    failures = [e for t in texts for e in _causes(exceptions(t))] + pytest_failures(text)
     failures += [f"{r['run_id']} {r['status']}: {r['reason']}" for r in rows if r["status"] not in ("ok", "skipped")]
     failures += _doctor_failures(folder) if folder else []
     other = [f for f in failures if NOT_COMPILED not in f]
