@@ -2,7 +2,7 @@
 it out and from a time-major copy, before training or batch by batch while training, by a
 DataLoader with and without workers and prefetch.
 
-    python benchmarks/era5_loading.py --out results/ref-cpu2-lstm-era5-loading [--step 5] [--steps 40]
+    python benchmarks/era5_loading.py --out results/reference/ref-cpu2-lstm-era5-loading [--step 5] [--steps 40]
 
 It starts the loopback GCS server of the tests (tests/gcs_server.py, gcp-storage-emulator) holding
 a store with ARCO ERA5's layout on a coarser grid (`--step` degrees: 2m_temperature, one chunk per

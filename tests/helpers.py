@@ -36,23 +36,17 @@ def train(task, spec, device="cpu", step_hook=None):
 
 
 def committed_folders(root: Path = ROOT) -> list[Path]:
-    """The result folders committed under root/results, as git's index lists them, and never a
-    run a user made beside them (`stbench run` writes results/<stamp>-… there, as the README has
-    a new user do before the tests). Outside a git checkout (an unpacked sdist), the folders
-    named `ref-`, as a committed reference folder is named (results/README.md)."""
-    try:
-        listed = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--", "results"], capture_output=True,
-                                text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return sorted(p.parent for p in (root / "results").glob("ref-*/runs.csv"))
-    names = {Path(f).parts[1] for f in listed.split("\0") if len(Path(f).parts) > 2}
-    return sorted(root / "results" / name for name in names if (root / "results" / name / "runs.csv").exists())
+    """The committed reference folders, root/results/reference/*: never a study a user made
+    (`stbench run` writes results/<stamp>-… beside that folder, as the README has a new user do
+    before the tests)."""
+    return sorted(p.parent for p in (root / "results" / "reference").glob("*/runs.csv"))
 
 
 def committed_copy(dest: Path, root: Path = ROOT) -> Path:
     """dest/results holding copies of the committed result folders only: what a command that
     takes the parent of result folders (`stbench report results/`) is given in a test."""
     out = dest / "results"
+    out.mkdir(parents=True, exist_ok=True)
     for folder in committed_folders(root):
         shutil.copytree(folder, out / folder.name)
     return out

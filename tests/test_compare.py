@@ -16,7 +16,7 @@ ROOT = Path(__file__).parent.parent
 @pytest.fixture(scope="module")
 def committed():
     """The committed reference studies only: what a user ran into results/ is no part of a test."""
-    return narrow("compare", *sorted(p.relative_to(ROOT) for p in ROOT.glob("results/ref-*")), cwd=ROOT)
+    return narrow("compare", *sorted(p.relative_to(ROOT) for p in ROOT.glob("results/reference/ref-*")), cwd=ROOT)
 
 
 def sections(text: str) -> dict[str, str]:
@@ -33,7 +33,7 @@ def test_every_line_fits_80_columns_and_the_hint_comes_first(committed):
 
 def test_each_study_is_headed_by_its_folder_and_command_and_opens_with_its_finding(committed):
     studies = sections(committed)
-    assert len(studies) == len(list((ROOT / "results").glob("ref-*"))) and all(s.startswith("ref-") for s in studies)
+    assert len(studies) == len(list((ROOT / "results" / "reference").glob("ref-*"))) and all(s.startswith("ref-") for s in studies)
     for folder, text in studies.items():
         heading, finding = text.split("\n\n")[:2]
         assert heading.split("\n")[1].startswith("stbench "), folder  # the command under the folder
@@ -76,7 +76,7 @@ def test_labels_sort_as_numbers(committed):
 
 
 def test_full_keeps_every_table_after_the_finding():
-    full = narrow("compare", "results/ref-cpu2-cnn-strain-ddp", "--full", cwd=ROOT, columns=None)
+    full = narrow("compare", "results/reference/ref-cpu2-cnn-strain-ddp", "--full", cwd=ROOT, columns=None)
     assert full.startswith("## ref-cpu2-cnn-strain-ddp\nstbench run cnn-strain")
     titles = re.findall(r"^### (.*)$", full, flags=re.M)
     assert titles[0].startswith("data-parallel scaling against the smallest world: speedup")

@@ -60,13 +60,13 @@ def test_the_readme_is_short_and_opens_with_a_result():
     text = (ROOT / "README.md").read_text()
     first_screen = "\n".join(text.splitlines()[:25])
     assert len(text.splitlines()) <= 150
-    assert "![" in first_screen and "results/ref-" in first_screen
+    assert "![" in first_screen and "results/reference/ref-" in first_screen
 
 
 def test_the_readmes_quoted_finding_is_what_compare_prints(capsys, monkeypatch):
     """The result on the README's first screen is stbench's own words for the committed study."""
     text = (ROOT / "README.md").read_text()
-    command = re.search(r"as `(stbench compare results/ref-[^`]+)` states it", text).group(1)
+    command = re.search(r"as `(stbench compare results/reference/ref-[^`]+)` states it", text).group(1)
     quoted = " ".join(ln.removeprefix(">").strip() for ln in text.splitlines() if ln.startswith("> "))
     monkeypatch.chdir(ROOT)
     monkeypatch.setenv("COLUMNS", "200")

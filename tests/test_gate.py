@@ -11,7 +11,7 @@ from stbench.report.stats import repeats_needed, significant
 from stbench.store.results import read_results
 from tests.helpers import stbench
 
-REF = Path(__file__).parent.parent / "results" / "ref-cpu2-cnn-strain-epochs"  # 3 repeats per cell
+REF = Path(__file__).parent.parent / "results" / "reference" / "ref-cpu2-cnn-strain-epochs"  # 3 repeats per cell
 
 
 def _slower(folder: Path, factor: float, repeats: int = 3, times: int = 1) -> None:

@@ -14,7 +14,7 @@ from stbench.report.studies import report
 from stbench.store.results import read_results
 from tests.helpers import stbench
 
-REF = Path(__file__).parent.parent / "results" / "ref-cpu2-cnn-strain-epochs"
+REF = Path(__file__).parent.parent / "results" / "reference" / "ref-cpu2-cnn-strain-epochs"
 XEON = "Intel(R) Xeon(R) Platinum 8480+"
 
 

@@ -95,7 +95,7 @@ def test_the_sampler_records_load_steal_and_the_gpus_slowdowns_ored():
 
 
 def test_every_committed_cell_is_judged_and_the_noisy_ones_say_why():
-    folder = ROOT / "results" / "ref-cpu2-cnn-strain-epochs"
+    folder = ROOT / "results" / "reference" / "ref-cpu2-cnn-strain-epochs"
     cells = by_cell(read_results(folder))
     flags = {c[0]["epochs"]: noise_flags(c, system=read_series(folder, "system.csv")) for c in cells}
     assert [f.reason for f in flags["1"]] == [

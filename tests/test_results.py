@@ -83,24 +83,17 @@ def _study(folder, workload="cnn-strain"):
 
 def test_a_run_a_user_made_beside_the_committed_folders_changes_nothing_the_tests_read(tmp_path):
     """The README has a new user run `stbench run cnn-strain` (results/<stamp>-…) before the tests;
-    the tests read the committed folders only, however many runs sit beside them."""
+    the tests read the reference folders only, however many runs sit beside them."""
     repo = tmp_path / "repo"
-    _study(repo / "results" / "ref-cpu2-a")
-    (repo / "results" / "README.md").write_text("references\n")
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    subprocess.run(["git", "-C", str(repo), "add", "results"], check=True)
+    _study(repo / "results" / "reference" / "ref-cpu2-a")
     before = committed_folders(repo)
     _study(repo / "results" / "20260101-120000-host-cnn-strain")  # what `stbench run cnn-strain` writes
-    (repo / "results" / "ref-cpu2-a" / "notes.txt").write_text("untracked, in a committed folder")
-    assert committed_folders(repo) == before == [repo / "results" / "ref-cpu2-a"]
+    assert committed_folders(repo) == before == [repo / "results" / "reference" / "ref-cpu2-a"]
     copy = committed_copy(tmp_path / "copy", repo)
     assert sorted(p.name for p in copy.iterdir()) == ["ref-cpu2-a"]
-    plain = tmp_path / "unpacked"  # no git here (an unpacked sdist): the ref- folders
-    shutil.copytree(repo / "results", plain / "results")
-    assert committed_folders(plain) == [plain / "results" / "ref-cpu2-a"]
 
 
 def test_the_tests_read_every_committed_folder():
     listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "results"], capture_output=True, text=True).stdout
-    assert {f.split("/")[1] for f in listed.split() if f.count("/") > 1} == {f.name for f in REFERENCE}
+    assert {f.split("/")[2] for f in listed.split() if f.count("/") > 2} == {f.name for f in REFERENCE}
     assert len(REFERENCE) > 20

@@ -60,16 +60,16 @@ def test_list_fits_80_columns(args):
 
 
 def test_compare_fits_when_asked_and_stays_whole_in_a_pipe():
-    fits(narrow("compare", "results/ref-cpu2-stnn-relations", cwd=ROOT), 80)
-    piped = narrow("compare", "results/ref-cpu2-stnn-relations", cwd=ROOT, columns=None)
+    fits(narrow("compare", "results/reference/ref-cpu2-stnn-relations", cwd=ROOT), 80)
+    piped = narrow("compare", "results/reference/ref-cpu2-stnn-relations", cwd=ROOT, columns=None)
     assert max(map(len, piped.splitlines())) > 80  # not a terminal, no COLUMNS: every table whole
 
 
 def test_compare_shows_time_to_target_where_a_run_reached_it():
     """A throughput study whose runs never reached the target keeps its column of 0/2 for --full."""
-    reached = narrow("compare", "results/ref-cpu2-cnn-strain-ttt", cwd=ROOT)
-    missed = narrow("compare", "results/ref-cpu2-cnn-strain-precision-compile", cwd=ROOT)
-    full = narrow("compare", "results/ref-cpu2-cnn-strain-precision-compile", "--full", cwd=ROOT)
+    reached = narrow("compare", "results/reference/ref-cpu2-cnn-strain-ttt", cwd=ROOT)
+    missed = narrow("compare", "results/reference/ref-cpu2-cnn-strain-precision-compile", cwd=ROOT)
+    full = narrow("compare", "results/reference/ref-cpu2-cnn-strain-precision-compile", "--full", cwd=ROOT)
     assert "### time to target" in reached and "3/3" in reached
     assert "### time to target" not in missed and "0/2" in full
 
