@@ -21,7 +21,7 @@ from ..contract import BuildContext
 from ..device import Accelerator, device_count, is_cuda, resolve
 from ..plan.spec import RunSpec
 from ..store.rows import CellResult
-from . import allocator
+from . import allocator, cpu
 
 _OOM_MARKERS = ("out of memory", "can't allocate memory", "cannot allocate memory")
 
@@ -90,13 +90,13 @@ def run(spec: RunSpec, profile_dir: Path | None = None) -> CellResult:
 
     workload = registry.get(spec.workload)
     cfg = LoopConfig.from_spec(spec, workload.target_ratio)
-    if cfg.knobs.threads:
-        torch.set_num_threads(cfg.knobs.threads)
+    chosen = cpu.apply(cfg.knobs)  # threads, inter-op threads, binding (issue 32)
     # before the workload allocates: the heap it builds is the one the steps reuse (allocator.py)
     kept = allocator.keep_freed_memory() if cfg.knobs.allocator == "keep" else None
+    ran, why = cpu.allocator_ran(cfg.knobs.allocator, kept)
     accel, (rank, _, world) = open_device(spec)
     profiler, unavailable = _profiler(spec, profile_dir, accel) if profile_dir else (None, {})
-    unavailable.update({"allocator": kept} if kept else {})
+    unavailable.update({"allocator": why} if why else {})
     torch.manual_seed(spec.seed)
     base_rss = _rss_mb()  # interpreter + torch, before the workload allocates anything
     task = workload.build(spec.param_dict, BuildContext(spec.seed, rank, world, str(accel.device)))
@@ -110,7 +110,7 @@ def run(spec: RunSpec, profile_dir: Path | None = None) -> CellResult:
         result.figures, peak_gpu_mb=peak_gpu, peak_rss_mb=rss, base_rss_mb=base_rss, data_mb=task.data.mb, data_source=task.data.source,
         node_hosts=ddp.node_hosts(), threads=torch.get_num_threads(),
         predicted_mb=_predicted_mb(workload, spec, accel), device_name=accel.name(),
-        **(task.data.read().figures() if task.data.read else {}),
+        **(task.data.read().figures() if task.data.read else {}), **chosen, host_allocator=ran,
     )
     return replace(result, figures=figures, unavailable={**result.unavailable, **unavailable})
 

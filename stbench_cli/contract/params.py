@@ -53,6 +53,8 @@ class Param:
 
 
 PRECISIONS = ("default", "fp32", "tf32", "bf16")  # the device layer's Accelerator.use_precision
+# issue 32: jemalloc and tcmalloc are preloaded (LD_PRELOAD) by the launcher where installed
+ALLOCATORS = ("keep", "system", "jemalloc", "tcmalloc")
 
 
 def _knob(default: Any, help: str, choices: tuple | None = None, minimum: float | None = None, late: bool = False):
@@ -74,7 +76,11 @@ class TrainerParams:
     workers: int = _knob(0, "DataLoader worker processes", minimum=0)
     loader: str = _knob("vectorized", "vectorized: one indexed slice per batch; per-item: default collate",
                         ("vectorized", "per-item"))
-    threads: int = _knob(0, "torch intra-op threads per process (0: torch's default)", minimum=0)
+    # issue 32: 0 is no longer torch's default (whatever the process inherited) but a choice
+    # recorded in the row (threads_why): plan/threads.py
+    threads: int = _knob(0, "torch intra-op threads per process: N exactly; 0 (auto): the physical "
+                         "cores not busy with other processes at the cell's start, shared by its "
+                         "ranks, at least 1", minimum=0)
     max_steps: int = _knob(0, "cap on training steps per epoch (0: the whole epoch), for scale studies", minimum=0)
     max_eval_batches: int = _knob(0, "cap on validation batches per epoch (0: all), for scale studies", minimum=0)
     backend: str = _knob("auto", "torch.distributed backend of a multi-process cell (auto: nccl on CUDA, gloo on CPU)",
@@ -99,14 +105,23 @@ class TrainerParams:
                                "whatever the epochs (0: train the epochs); `--time-budget`", minimum=0.0, late=True)
     stop_at_target: bool = _knob(False, "end the run at the first evaluation that reaches the target "
                                  "(`--stop-at-target`)", late=True)
-    allocator: str = _knob("keep", "host memory a step frees: keep (reused by the next step: glibc's heap thresholds "
-                           "fixed, no page faults to get it back) or system (glibc's adaptive defaults, as in a plain "
-                           "script)", ("keep", "system"), late=True)
+    allocator: str = _knob("keep", "host memory a step frees: keep (reused by the next step: "
+                           "glibc's heap thresholds fixed, no page faults to get it back), "
+                           "system (glibc's adaptive defaults, as in a plain script), jemalloc "
+                           "or tcmalloc (preloaded where installed; issue 32)", ALLOCATORS,
+                           late=True)
     prefetch: int = _knob(2, "batches each DataLoader worker loads ahead (prefetch_factor; torch's default: 2; "
                           "with workers > 0 only)", minimum=1, late=True)
     ddp_log_every: int = _knob(100, "DDP's own logger samples its first 10 steps, then every Nth (torch's default: "
                                "100; 1 samples every step: a host sync per step on CUDA, for checking sync_s)",
                                minimum=1, late=True)
+    # issue 32: levers a fair CPU baseline needs (`stbench tune`)
+    interop_threads: int = _knob(0, "torch inter-op threads (0: torch's default)", minimum=0,
+                                 late=True)
+    bind: str = _knob("none", "pin the cell's threads: none; cores (one logical CPU of each of the "
+                      "first `threads` physical cores, as taskset -C); numa (numactl: CPUs and "
+                      "memory of NUMA node 0; needs numactl)", ("none", "cores", "numa"), late=True)
+
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> "TrainerParams":

@@ -7,6 +7,7 @@ machine was busy. Pure: rows in, flags out (compare, the report and the run's su
     busy      other processes used > 25% of all cores on average while a run ran
     steal     a hypervisor took > 5% of the cores for other guests (CPU steal)
     throttle  NVML reported the GPU's clocks slowed (power cap, thermal, hardware) in > 5% of samples
+    contended other processes used more cores than the cell's threads left free (store.conditions)
 
 The machine's figures are the runs.csv row's `Conditions` columns; a row of an older stbench
 lacks them, and then its system.csv samples (`system=`) give what they can (the other
@@ -33,7 +34,7 @@ CELL = ("workload", "device", "strategy", "world_size", "nodes", "batch_size", "
 
 @dataclass(frozen=True)
 class Flag:
-    kind: str  # spread | load | busy | steal | throttle
+    kind: str  # spread | load | busy | steal | throttle | contended
     reason: str  # one line: what was seen, against which limit
 
     def __str__(self) -> str:
@@ -68,8 +69,17 @@ def run_conditions(row: dict, system: list[dict] | None = None) -> Conditions:
     """The row's own Conditions columns, or, where it has none, its system.csv samples'."""
     names = asdict(Conditions())
     if any(row.get(k) not in (None, "") for k in names):
-        return Conditions(**{k: row.get(k) if k == "gpu_throttle" else number(row.get(k)) for k in names})
+        return Conditions(**{k: _value(k, row.get(k)) for k in names})
     return conditions([s for s in system or () if s.get("run_id") == row.get("run_id")], row.get("cores"))
+
+
+def _value(name: str, value):
+    """A Conditions column as read back: text as is, true/false as a bool, numbers as floats."""
+    if name in ("gpu_throttle", "contention"):
+        return value if value not in ("", None) else None
+    if name == "contended":  # "True" as read from runs.csv, 1.0 from a report frame
+        return None if value in ("", None) or value != value else str(value) in ("True", "1", "1.0")
+    return number(value)
 
 
 def _spread(rows: list[dict], metric: str) -> Flag | None:
@@ -90,7 +100,10 @@ def _busy(rows: list[dict], runs: list[Conditions]) -> list[Flag | None]:
     steal = [c.cpu_steal_pct for c in runs if c.cpu_steal_pct is not None and c.cpu_steal_pct > STEAL_LIMIT]
     slowed = [c for c in runs if number(c.gpu_throttle_share) is not None and c.gpu_throttle_share > THROTTLE_LIMIT]
     when = lambda k: "while it ran" if len(runs) == 1 else f"in {k} of {len(runs)} runs"  # noqa: E731
+    contended = [c.contention or "contended" for c in runs if c.contended]  # issue 32
     return [
+        Flag("contended", contended[0] + ("" if len(runs) == 1 else f" ({when(len(contended))})"))
+        if contended else None,
         Flag("load", f"busy: the load average reached {max(load)[0]:.1f} on {max(load)[1]:.0f} cores {when(len(load))}")
         if load else None,
         Flag("busy", f"busy: other processes used {max(others):.0f}% of the CPUs {when(len(others))} "

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import psutil
 
-from ..device import parse
+from ..device import is_cuda, parse
 from ..plan.launcher_config import Launch
 from ..plan.spec import RunSpec
 from ..store.rows import CellResult
@@ -36,6 +36,7 @@ class Outcome:
     unavailable: frozenset = frozenset()  # sampled fields that could not be read
     cell_s: float = 0.0  # process start to exit, as the parent (or Slurm's accounting) saw it
     job_id: str | None = None  # the Slurm job (or job.step) that ran it
+    others_before: float | None = None  # other processes' CPU use (cores) before it (issue 32)
 
 
 @dataclass(frozen=True)
@@ -196,7 +197,8 @@ def run_processes(cell: CellJob, commands: list[list[str]], envs: list[dict], gr
         procs = _start(commands, envs, out)
     pids = [p.pid for p in procs]
     (cell.work / "group.json").write_text(json.dumps({"host": socket.gethostname(), "pids": pids}))
-    sampler = SystemSampler(pids, GpuReader(handles(list(cell.gpu_uuids))), cell.interval).start()
+    sampler = SystemSampler(pids, GpuReader(handles(list(cell.gpu_uuids))), cell.interval,
+                            gpu_cell=is_cuda(cell.spec.device)).start()
     try:
         finished = _wait_all(procs, cell.timeout)
         if not finished:

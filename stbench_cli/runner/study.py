@@ -69,7 +69,13 @@ def derived(spec: RunSpec, outcome: Outcome, peaks: dict[str, dict], gpu_count: 
         peak_gflops = peak[at] * (figures.gpus_used or devices_used(spec, gpu_count))
         fraction = figures.achieved_gflops / peak_gflops
     return Derived(setup_s=setup, peak_gflops=peak_gflops, peak_fraction=fraction, job_id=outcome.job_id,
-                   peak_math=math if fraction is not None else None, **outcome.energy)
+                   peak_math=math if fraction is not None else None,
+                   **{**UNMEASURED, **outcome.energy})
+
+
+# a launcher whose parent does not sample the cell's node (Slurm) measures no energy (issue 32)
+UNMEASURED = {f"{d}_energy_method": "none: not sampled (the launcher's parent is not on the "
+                                    "cell's node)" for d in ("gpu", "cpu")}
 
 
 def _flops_in(workload: str) -> str:
@@ -82,8 +88,12 @@ def _flops_in(workload: str) -> str:
 
 def make_row(spec: RunSpec, env: EnvInfo, outcome: Outcome, peaks: dict[str, dict], launcher: str = "local") -> RunRow:
     r = outcome.result
+    # the threads of every rank on this machine: a local cell's whole world, a node's elsewhere
+    ranks = spec.world_size if launcher == "local" else spec.nproc_per_node
+    threads = r.figures.threads * ranks if r.figures.threads else None
+    state = conditions(outcome.system, env.cores_logical, threads, outcome.others_before)
     return RunRow(identity(spec, launcher), r.status, r.reason, machine(env), r.figures,
-                  derived(spec, outcome, peaks, env.gpu_count), r.extras, conditions(outcome.system, env.cores_logical))
+                  derived(spec, outcome, peaks, env.gpu_count), r.extras, state)
 
 
 def _run_one(cell: CellJob, env: EnvInfo, peaks) -> tuple:

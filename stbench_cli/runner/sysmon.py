@@ -7,34 +7,20 @@ counted in `errors` while the next sample goes on."""
 
 from __future__ import annotations
 
-import glob
 import threading
 import time
 
 import psutil
 
+from . import energy
 from .nvml import GpuReader
-
-_RAPL = "/sys/class/powercap/intel-rapl:[0-9]*"
-
-
-def _rapl_uj() -> tuple[float, float] | None:
-    """(energy, wrap range) summed over CPU packages in µJ, or None where unreadable."""
-    total = span = 0.0
-    zones = [z for z in glob.glob(_RAPL) if z.count(":") == 1]
-    try:
-        for z in zones:
-            total += float(open(f"{z}/energy_uj").read())
-            span += float(open(f"{z}/max_energy_range_uj").read())
-    except OSError:
-        return None
-    return (total, span) if zones else None
 
 
 class SystemSampler:
     """Samples every `interval` s in a daemon thread until `stop()`; rows are plain dicts."""
 
-    def __init__(self, pids: int | list[int], gpus: GpuReader | None = None, interval: float = 1.0):
+    def __init__(self, pids: int | list[int], gpus: GpuReader | None = None, interval: float = 1.0,
+                 gpu_cell: bool = False, rapl_root: str = energy.ROOT):
         # several roots: the torchrun agents of a multi-node cell run on this machine side by side
         self.pids = [pids] if isinstance(pids, int) else list(pids)
         self.gpus, self.interval = gpus if gpus and gpus.handles else None, interval
@@ -44,8 +30,10 @@ class SystemSampler:
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._t0 = time.monotonic()
         self._procs: dict[int, psutil.Process] = {}
+        # issue 32: each device's energy with its method; gpu_cell: the cell meant to use GPUs
+        self.gpu_cell, self.rapl_root = gpu_cell or bool(self.gpus), rapl_root
         self._gpu_e0 = self.gpus.energy_mj() if self.gpus else None
-        self._cpu_e0 = _rapl_uj()
+        self._cpu_e0 = energy.read_rapl(rapl_root)
 
     def start(self) -> "SystemSampler":
         psutil.cpu_percent(None)  # prime the system-wide counters
@@ -94,15 +82,14 @@ class SystemSampler:
         return set(self.gpus.unavailable) if self.gpus else set()
 
     def stop(self) -> dict:
-        """Stop sampling; returns energy used since start (None where no counter is readable)."""
+        """Stop sampling; returns the energy used since start with each device's method
+        (runner/energy.py), None where no counter is readable."""
         self._stop.set()
         self._thread.join(timeout=5)
         gpu_j = None
         end = self.gpus.energy_mj() if self.gpus else None
         if end is not None and self._gpu_e0 is not None:
             gpu_j = (end - self._gpu_e0) / 1000.0
-        cpu_j, rapl = None, _rapl_uj()
-        if self._cpu_e0 and rapl:
-            delta = rapl[0] - self._cpu_e0[0]
-            cpu_j = (delta if delta >= 0 else delta + rapl[1]) / 1e6  # the counter wraps
-        return {"gpu_energy_j": gpu_j, "cpu_energy_j": cpu_j}
+        cpu_j, cpu_how = energy.cpu_energy(self._cpu_e0, energy.read_rapl(self.rapl_root))
+        gpu_how = energy.gpu_method(self.gpu_cell, bool(self.gpus), gpu_j)
+        return energy.summary(gpu_j, gpu_how, cpu_j, cpu_how, time.monotonic() - self._t0)

@@ -77,6 +77,11 @@ class Figures:
     read_requests: int | None = None  # object reads (one request each)
     read_mb_per_s: float | None = None  # bytes_read over the seconds spent reading
     first_batch_s: float | None = None  # opening the source to the first training batch's values
+    # the CPU levers the process ran with (issue 32; child/cpu.py)
+    threads_why: str | None = None  # why `threads`: given, or auto and what the load check saw
+    interop_threads: int | None = None  # torch's inter-op threads
+    bound_cpus: str | None = None  # the logical CPUs the process was pinned to (bind), or empty
+    host_allocator: str | None = None  # glibc | glibc, thresholds fixed | jemalloc | tcmalloc
 
 
 @dataclass(frozen=True)
@@ -204,6 +209,11 @@ class Derived:
     cpu_energy_j: float | None = None
     job_id: str | None = None  # the Slurm job (or job.step) that ran the cell
     peak_math: str | None = None  # the math peak_gflops was measured at: fp32, tf32 or bf16 (runner/peak_math.py)
+    # issue 32: how each device's joules were measured, or "none: <why>" (runner/energy.py)
+    gpu_energy_method: str | None = None  # "nvml counter" | "none: ..."
+    cpu_energy_method: str | None = None  # "rapl (N packages)" | "none: ..."
+    energy_window_s: float | None = None  # the seconds between the counters' two reads
+    energy_short: bool | None = None  # the window is under 60 s (MLPerf: 60 samples at 1 Hz)
 
 
 @dataclass(frozen=True)
@@ -233,6 +243,10 @@ class Conditions:
     cpu_steal_pct: float | None = None  # mean steal, % of all cores
     gpu_throttle: str | None = None  # clock slowdown reasons NVML named ("" where none)
     gpu_throttle_share: float | None = None  # share of the samples with a slowdown
+    # issue 32: the load check before the cell, and whether others competed for its cores
+    others_cpu_before_pct: float | None = None  # other processes' CPU use, % of all cores
+    contended: bool | None = None  # others used more cores than the cell's threads left free
+    contention: str | None = None  # why it is contended: what was seen against what was free
 
 
 @dataclass(frozen=True)
@@ -267,7 +281,8 @@ EPOCH_COLUMNS = _names(EpochRow)
 SYSTEM_COLUMNS = _names(SystemRow)
 RANK_COLUMNS = _names(RankRow)
 # true/false columns, written as True/False: read back as 1.0/0.0 (store.rows is their one list)
-BOOL_COLUMNS = frozenset(f.name for f in fields(Figures) if str(f.type).startswith("bool"))
+BOOL_COLUMNS = frozenset(f.name for cls in (Figures, Derived, Conditions) for f in fields(cls)
+                         if str(f.type).startswith("bool"))
 TEXT_COLUMNS = frozenset(
     ["status", "reason"]
     + [f.name for cls in (Identity, Figures, Derived, Machine, Conditions) for f in fields(cls)

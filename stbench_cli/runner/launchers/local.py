@@ -12,10 +12,13 @@ import os
 import shlex
 import socket
 import sys
+from dataclasses import replace
 
 from ...device import is_cuda, visible_devices
 from ...plan.planner import Plan
 from ...plan.spec import RunSpec
+from ...store.rows import CellResult
+from .. import hostprep
 from ..processes import CellJob, Outcome, label, run_processes
 from . import torchrun
 
@@ -59,7 +62,13 @@ def run_cell(cell: CellJob) -> Outcome:
     cell.prepare()
     args = torchrun.cell_args(cell.spec_path, cell.result_path, cell.extra)
     started = commands(cell.spec, args, port=free_port())
-    return run_processes(cell, [argv for argv, _ in started], [env for _, env in started])
+    # the load check, threads, preloaded allocator and numactl (issue 32)
+    prep = hostprep.prepare(cell.spec)
+    if prep.failure:
+        return Outcome(CellResult("skipped", prep.failure), others_before=prep.others_cores)
+    outcome = run_processes(cell, [[*prep.prefix, *argv] for argv, _ in started],
+                            [{**env, **prep.env} for _, env in started])
+    return replace(outcome, others_before=prep.others_cores)
 
 
 def describe(plan: Plan, timeout: float | None) -> str:

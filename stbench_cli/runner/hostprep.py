@@ -1,0 +1,71 @@
+"""What the parent prepares on this machine before a cell's processes start (issue 32): the
+machine's load over a short window, the thread count that follows from it (plan/threads.py),
+the allocator library to preload and the numactl prefix of `bind=numa`. The child reads its
+thread count and the reason from the environment (`THREADS_ENV`), so the row says both.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+import psutil
+
+from ..plan.spec import RunSpec
+from ..plan.threads import THREADS_ENV, WHY_ENV, choose
+from ..store import host
+
+CHECK_S = 0.5  # the window the load is measured over before each cell
+IDLE = ("idle", "iowait")  # every other field of cpu_times is a core busy (steal too: lost to us)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A cell's additions: environment, a command prefix, and what the load check saw."""
+
+    env: dict = field(default_factory=dict)
+    prefix: tuple[str, ...] = ()
+    others_cores: float | None = None  # other processes' CPU use before the cell, in cores
+    failure: str | None = None  # a lever asked for that this machine lacks: the cell cannot run
+
+
+def others_cores(before, after, own_before: float, own_after: float, window_s: float) -> float:
+    """Other processes' CPU use in cores over a window, from two psutil.cpu_times() snapshots
+    of the machine and this process's own CPU seconds at both ends. Pure."""
+    busy = sum(getattr(after, f) - getattr(before, f) for f in after._fields if f not in IDLE
+               and f not in ("guest", "guest_nice"))  # guest time is inside user already
+    return max(busy - (own_after - own_before), 0.0) / window_s if window_s > 0 else 0.0
+
+
+def measure_others(window_s: float = CHECK_S) -> float:
+    """Other processes' CPU use in cores over the next `window_s` seconds (this one sleeps)."""
+    me = psutil.Process()
+    own0, t0 = sum(me.cpu_times()[:2]), psutil.cpu_times()
+    start = time.monotonic()
+    time.sleep(window_s)
+    own1, t1 = sum(me.cpu_times()[:2]), psutil.cpu_times()
+    return others_cores(t0, t1, own0, own1, time.monotonic() - start)
+
+
+def prepare(spec: RunSpec, window_s: float = CHECK_S) -> Prepared:
+    """The load check, the threads and the allocator and binding levers of one local cell."""
+    params = spec.param_dict
+    others = measure_others(window_s)
+    choice = choose(int(params.get("threads", 0)), host.physical_cores(), others,
+                    spec.world_size, window_s)
+    env = {THREADS_ENV: str(choice.threads), WHY_ENV: choice.why}
+    allocator = params.get("allocator", "keep")
+    if allocator in host.LIBRARIES:
+        library = host.allocator_library(allocator)
+        if library is None:
+            return Prepared(failure=f"allocator={allocator}: no {allocator} library found "
+                                    f"(looked for {', '.join(host.LIBRARIES[allocator])})")
+        env["LD_PRELOAD"] = " ".join(filter(None, [library, os.environ.get("LD_PRELOAD")]))
+    prefix: tuple[str, ...] = ()
+    if params.get("bind") == "numa":
+        tool = host.numactl()
+        if tool is None:
+            return Prepared(failure=f"bind=numa: {host.binding()['numa']}")
+        prefix = (tool, "--cpunodebind=0", "--membind=0")
+    return Prepared(env, prefix, others)
