@@ -42,6 +42,12 @@ Seed = Annotated[int, typer.Option(help="the first repeat's seed; repeat r train
 SameSeed = Annotated[bool, typer.Option(
     "--same-seed", help="every repeat with --seed: the repeats then differ by the machine's noise only, not by the "
                         "training's randomness (initial weights, data order, generated data)")]
+# issue 32: what a device-hour costs, for cost per million samples and cost to target
+Price = Annotated[Optional[list[str]], typer.Option(
+    "--price", help="USD per device-hour: DEVICE=PRICE (repeat, or a comma list: cpu=0.68,cuda=2.99;"
+                    " cuda prices every GPU, cuda:1 one); stored in the manifest")]
+PricesFile = Annotated[Optional[Path], typer.Option(
+    "--prices", help="a .toml, .json (device = USD per hour) or .csv (device,usd_per_hour) file")]
 Resume = Annotated[Optional[Path], typer.Option(
     help="finish the study in this folder (its matrix is read from manifest.json; axes given here are ignored)")]
 
@@ -61,4 +67,18 @@ def spread_lists(argv: list[str]) -> list[str]:
             out.extend([current, tok])
         else:
             out.append(tok)
+    return out
+
+
+def prices_given(price: list[str] | None, prices_file: Path | None) -> dict[str, float]:
+    """--prices FILE, then each --price over it; a bad one is one StbenchError line (exit 2)."""
+    from ..errors import StbenchError
+    from ..store.prices import parse_price, read_prices
+
+    try:
+        out = read_prices(prices_file) if prices_file else {}
+        for text in price or ():
+            out.update(parse_price(text))
+    except ValueError as exc:
+        raise StbenchError(str(exc)) from None
     return out

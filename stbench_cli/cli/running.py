@@ -13,6 +13,7 @@ from . import render
 from .app import app
 from .options import (Batches, Budgets, Devices, DryRun, Epochs, Expect, Launcher, Nnodes, Nprocs, Out, Preset, Resume,
                       SameSeed, Seed, Sets, Slurm, Smoke, StopAtTarget, Strategies, StudyWorkload, Timeout, Workload)
+from .options import Price, PricesFile, prices_given
 
 
 def accepted(expect: list[str] | None) -> tuple[str, ...]:
@@ -67,6 +68,7 @@ def run(
     slurm: Slurm = None, dry_run: DryRun = False, expect: Expect = None, time_budget: Budgets = None,
     stop_at_target: StopAtTarget = False,
     all_: Annotated[bool, typer.Option("--all", help="one study per registered workload (CI: --all --smoke)")] = False,
+    price: Price = None, prices: PricesFile = None,
 ) -> None:
     """Run a matrix of devices x strategies x nproc x nnodes x batch sizes x epochs x --set axes."""
     from ..errors import StbenchError
@@ -87,7 +89,8 @@ def run(
             sets=tuple(quality_sets(list(set_ or ()), time_budget, stop_at_target)),
             repeat=repeat, preset=preset, smoke=smoke, seed=seed, seed_per_repeat=not same_seed, out=out,
             nnodes=tuple(nnodes or ()),
-            launcher=launcher or "local", slurm=tuple(slurm or ()), timeout=timeout)
+            launcher=launcher or "local", slurm=tuple(slurm or ()), timeout=timeout,
+            prices=tuple(prices_given(price, prices).items()))
         names = [w.name for w in registry.all_workloads()] if all_ else [workload]
         plans = [planner.plan_new(planner.Request(name, **common), env, tuple(sys.argv)) for name in names]
     if dry_run:

@@ -44,6 +44,7 @@ class Request:
     launcher: str = "local"
     slurm: tuple[str, ...] = ()  # --slurm key=value
     timeout: float | None = None  # seconds per cell (a Slurm job's time limit)
+    prices: tuple[tuple[str, float], ...] = ()  # USD per device-hour (--price; issue 32)
 
 
 @dataclass(frozen=True)
@@ -155,7 +156,7 @@ def plan_new(req: Request, env: EnvInfo, command: tuple[str, ...] = ()) -> Plan:
         "stbench_version": __version__, "git_sha": git_sha(), "command": list(command),
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "workload": w.name,
         "matrix": asdict(matrix), "cells": [asdict(c) for c in cells], "env": env.to_dict(),
-        "launcher": launch.to_dict(),
+        "launcher": launch.to_dict(), **({"prices": dict(req.prices)} if req.prices else {}),
     }
     return Plan(w, tuple(cells), new_folder(req.out, w.name), manifest, skips, launch=launch)
 

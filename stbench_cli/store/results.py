@@ -11,6 +11,7 @@ from pathlib import Path, PurePath
 
 from .files import read_csv, read_runs
 from .machine import fill_machine
+from .prices import cost_per_million_samples, cost_to_target, usd_per_second
 
 
 def manifest_env(folder: Path) -> dict | None:
@@ -24,9 +25,31 @@ def manifest_env(folder: Path) -> dict | None:
 
 
 def read_results(folder: Path) -> list[dict]:
-    """The rows of folder/runs.csv with cores, gpu_names and machine_id filled in."""
-    env = manifest_env(folder)
-    return [fill_machine(row, env) for row in read_runs(folder)]
+    """The rows of folder/runs.csv with cores, gpu_names and machine_id filled in, and where
+    the study was given prices (issue 32), what each row cost at them (`costs`)."""
+    env, prices = manifest_env(folder), manifest_prices(folder)
+    return [costs(fill_machine(row, env), prices) for row in read_runs(folder)]
+
+
+def manifest_prices(folder: Path) -> dict:
+    """The USD per device-hour the study was given (--price), {} where none."""
+    try:
+        prices = json.loads((folder / "manifest.json").read_text()).get("prices")
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return prices if isinstance(prices, dict) else {}
+
+
+def costs(row: dict, prices: dict) -> dict:
+    """The row with its cost columns at the prices (empty where a figure or a price is missing):
+    `usd_per_hour` of the devices it held, `usd_per_million_samples`, `usd_to_target`."""
+    if not prices:
+        return row
+    rate = usd_per_second(row, prices)
+    found = {"usd_per_hour": rate * 3600 if rate is not None else None,
+             "usd_per_million_samples": cost_per_million_samples(row, prices),
+             "usd_to_target": cost_to_target(row, prices)}
+    return {**row, **{k: "" if v is None else v for k, v in found.items()}}
 
 
 def read_series(folder: Path, name: str) -> list[dict]:
