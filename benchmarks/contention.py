@@ -76,10 +76,11 @@ def summary(runs: list[dict], settings: list[int]) -> list[dict]:
     out = []
     for threads in settings:
         def of(cond, key="steps_per_s"):
-            return [r[key] for r in runs if r["threads_asked"] == threads and r["condition"] == cond]
+            return [r[key] for r in runs
+                    if r["threads_asked"] == threads and r["condition"] == cond]
         idle, busy = statistics.median(of("idle")), statistics.median(of("busy"))
-        out.append({"threads": "auto (0)" if threads == 0 else str(threads), "idle_steps_per_s": idle,
-                    "busy_steps_per_s": busy, "kept": busy / idle,
+        out.append({"threads": "auto (0)" if threads == 0 else str(threads),
+                    "idle_steps_per_s": idle, "busy_steps_per_s": busy, "kept": busy / idle,
                     "threads_idle": sorted(set(of("idle", "threads"))),
                     "threads_busy": sorted(set(of("busy", "threads"))),
                     "contended_busy": sorted(set(of("busy", "contended")))})

@@ -44,8 +44,9 @@ SameSeed = Annotated[bool, typer.Option(
                         "training's randomness (initial weights, data order, generated data)")]
 # issue 32: what a device-hour costs, for cost per million samples and cost to target
 Price = Annotated[Optional[list[str]], typer.Option(
-    "--price", help="USD per device-hour: DEVICE=PRICE (repeat, or a comma list: cpu=0.68,cuda=2.99;"
-                    " cuda prices every GPU, cuda:1 one); stored in the manifest")]
+    "--price", help="USD per device-hour: DEVICE=PRICE (repeat, or a comma list: "
+                    "cpu=0.68,cuda=2.99; cuda prices every GPU, cuda:1 one); stored in the "
+                    "manifest")]
 PricesFile = Annotated[Optional[Path], typer.Option(
     "--prices", help="a .toml, .json (device = USD per hour) or .csv (device,usd_per_hour) file")]
 Resume = Annotated[Optional[Path], typer.Option(

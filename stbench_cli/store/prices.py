@@ -39,7 +39,8 @@ def _usd(device: str, value) -> float:
     except (TypeError, ValueError):
         raise ValueError(f"price of {device} {value!r} is not a number (USD per hour)") from None
     if not math.isfinite(price) or price < 0:
-        raise ValueError(f"price of {device} {value!r} must be a non-negative number (USD per hour)")
+        raise ValueError(f"price of {device} {value!r} must be a non-negative number (USD per "
+                         "hour)")
     return price
 
 
