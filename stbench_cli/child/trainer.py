@@ -27,7 +27,7 @@ from ..contract import Task, TrainerParams
 from ..device import Accelerator
 from ..store.rows import STEP_PHASES, CellResult, EpochRow, Figures
 from . import ddp, memory, strategies, world
-from .loader import build_loaders, compile_batches
+from .loader import build_loaders, compile_batches, eval_limit
 from .target import Evaluation, epoch_seconds, reached, resolve_target, target_figures
 from .timing import Clock, StepMarks, resolve
 
@@ -134,7 +134,7 @@ class Trainer:
 
     @torch.no_grad()
     def evaluate(self) -> float:
-        metric, limit = self.task.metric, self.cfg.knobs.max_eval_batches
+        metric, limit = self.task.metric, eval_limit(self.cfg.knobs, self.cfg.batch_size)
         self.model.eval()
         sums = torch.zeros(2, dtype=torch.float64, device=self.device)  # error, count: read once, at the end
         last = getattr(self, "last_batch", None)  # an empty shard repeats the last training batch

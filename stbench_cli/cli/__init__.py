@@ -22,7 +22,8 @@ def _main(argv: list[str] | None) -> None:
 
     from ..errors import StbenchError
     # Each command module registers its commands on `app`; `--help` lists them in this order.
-    from . import inventory, running, comparing, reporting, doctoring, datasets  # noqa: F401, I001
+    from . import inventory, running, tuning, comparing  # noqa: F401, I001
+    from . import reporting, doctoring, datasets  # noqa: F401, I001
     from . import render
     from .app import app
     from .options import spread_lists

@@ -121,6 +121,9 @@ class TrainerParams:
     bind: str = _knob("none", "pin the cell's threads: none; cores (one logical CPU of each of the "
                       "first `threads` physical cores, as taskset -C); numa (numactl: CPUs and "
                       "memory of NUMA node 0; needs numactl)", ("none", "cores", "numa"), late=True)
+    max_eval_samples: int = _knob(0, "cap on validation samples per evaluation (0: all), so cells "
+                                  "of different batch sizes are judged on the same samples",
+                                  minimum=0, late=True)
 
 
     @classmethod

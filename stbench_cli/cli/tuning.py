@@ -1,0 +1,71 @@
+"""`stbench tune`: the CPU at its best within a time budget (issue 32; runner/tune.py)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from . import render
+from .app import app
+from .options import Out, Preset, Resume, Seed, Sets, Smoke, StudyWorkload
+
+
+@app.command()
+def tune(
+    workload: StudyWorkload = None, set_: Sets = None, preset: Preset = None, smoke: Smoke = False,
+    batch_size: Annotated[Optional[int], typer.Option(
+        "--batch-size", help="the reference batch (default: the preset's); the search tries "
+                             "half and twice it, judged by time to target or quality")] = None,
+    budget: Annotated[Optional[float], typer.Option(
+        help="wall seconds for the whole search, the confirming step included (default 600; "
+             "with --resume: the stored one)")] = None,
+    repeat: Annotated[int, typer.Option(help="rounds per step (a paired interval: >= 2)")] = 3,
+    cell_seconds: Annotated[float, typer.Option(help="seconds of training per cell")] = 8.0,
+    eval_samples: Annotated[int, typer.Option(help="validation samples per evaluation")] = 1024,
+    seed: Seed = 0, out: Out = Path("results"), resume: Resume = None,
+) -> None:
+    """Search the levers a fair CPU baseline needs (threads, binding, precision, compile, the
+    allocator, workers, batch size), one at a time from torch's defaults, each step a study
+    in one folder; print the best configuration, its gain and the options that reproduce it."""
+    from ..plan.tuning import TuneSpec
+    from ..report.tuning import finding
+    from ..runner import envinfo
+    from ..runner.tune import Tuner
+    from .running import run_with_progress
+
+    spec, root = _request(workload, resume, budget, TuneSpec(
+        workload or "", preset, tuple(set_ or ()), batch_size, repeat, cell_seconds,
+        budget or 600.0, eval_samples, seed, smoke), out)
+    env = envinfo.collect()
+    run = lambda plan: run_with_progress(plan, env, None)  # noqa: E731
+    Tuner(spec, root, env, run, tuple(sys.argv)).search()
+    render.out.print(finding(json.loads((root / "tune.json").read_text())), markup=False)
+    render.out.print(f"tune in {root} (tune.json, tune.csv; a study per step)", markup=False)
+
+
+def _request(workload: str | None, resume: Path | None, budget: float | None, asked, out: Path):
+    """(the tune's request, its folder): asked anew, or read back from --resume DIR with a new
+    --budget if one is given."""
+    from ..errors import StbenchError
+    from ..plan import registry
+    from ..plan.planner import new_folder
+    from ..plan.tuning import TUNE_FILE, TuneSpec
+
+    if resume is None:
+        if not workload:
+            raise StbenchError("stbench tune needs a WORKLOAD (see `stbench list`), or "
+                               "--resume DIR")
+        registry.get(workload)
+        return asked.check(), new_folder(out, f"{workload}-tune")
+    try:
+        stored = TuneSpec.from_dict(json.loads((resume / TUNE_FILE).read_text())["spec"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise StbenchError(f"--resume {resume}: not a tune folder ({TUNE_FILE}: {exc})") from None
+    if workload and workload != stored.workload:
+        raise StbenchError(f"--resume {resume} holds a {stored.workload} tune, not {workload}")
+    return (TuneSpec.from_dict({**stored.to_dict(), "budget_s": budget}) if budget else stored
+            ).check(), resume

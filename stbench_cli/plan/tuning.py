@@ -1,0 +1,132 @@
+"""`stbench tune`'s plan (issue 32): what a tune asked for, and each step as a normal study.
+
+A step tries one lever's values with every other lever at its best so far: one `--set` axis (or
+the batch sizes), the reference value first, `repeats` rounds. Every cell trains for `cell_s`
+seconds (`time_budget`), evaluates every quarter of it on at most `eval_samples` validation
+samples (the same samples whatever the batch: `max_eval_samples`), so throughput, time to target
+and quality come from one protocol. The last step, `confirm`, runs torch's defaults and the best
+configuration side by side, round by round: the gain and its interval come from there. Pure.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from ..errors import StbenchError
+from .levers import BATCH, NAMES
+from .planner import Plan, Request, plan_new
+from .spec import parse_set
+
+TUNE_FILE = "tune.json"  # the request and the search's state, in the tune's folder
+CONFIRM = "confirm"
+
+
+@dataclass(frozen=True)
+class TuneSpec:
+    """What `stbench tune` was asked (stored in tune.json; --resume reads it back)."""
+
+    workload: str
+    preset: str | None = None
+    sets: tuple[str, ...] = ()  # the user's --set: fixed in every cell; a lever named is not tuned
+    batch_size: int | None = None  # the reference batch (None: the preset's)
+    repeats: int = 3  # rounds per step: a paired interval needs at least two
+    cell_s: float = 8.0  # seconds of training per cell
+    budget_s: float = 600.0  # wall seconds for the whole search, the confirming step included
+    eval_samples: int = 1024  # validation samples per evaluation
+    seed: int = 0
+    smoke: bool = False
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TuneSpec":
+        return cls(**{**d, "sets": tuple(d.get("sets", ()))})
+
+    def check(self) -> "TuneSpec":
+        if self.repeats < 2:
+            raise StbenchError(f"--repeat {self.repeats}: a step's paired interval needs at "
+                               "least 2 rounds")
+        for name, value in (("--cell-seconds", self.cell_s), ("--budget", self.budget_s)):
+            if not value > 0:
+                raise StbenchError(f"{name} {value:g} must be a positive number of seconds")
+        return self
+
+    @property
+    def fixed(self) -> dict[str, str]:
+        """The user's --set values, one each (an axis makes no sense in a tune)."""
+        out = {}
+        for key, values in parse_set(list(self.sets)):
+            if len(values) != 1:
+                raise StbenchError(f"--set {key}={','.join(values)}: a tune fixes one value per "
+                                   "parameter; it searches the levers itself")
+            out[key] = values[0]
+        return out
+
+
+def protocol(spec: TuneSpec) -> list[str]:
+    """The --set values every tune cell measures under."""
+    return [f"time_budget={spec.cell_s:g}", f"eval_every_s={spec.cell_s / 4:g}",
+            f"max_eval_samples={spec.eval_samples}"]
+
+
+def config_sets(config: dict[str, object], fixed: dict | None = None) -> list[str]:
+    """A configuration's levers as --set values (the batch is an engine option), but for those
+    the user's --set fixes (given as the user gave them)."""
+    return [f"{k}={v}" for k, v in config.items() if k != BATCH and k not in (fixed or {})]
+
+
+def request(spec: TuneSpec, config: dict[str, object], lever: str | None = None,
+            values: tuple = ()) -> Request:
+    """The study of one step: `config` with `lever` taking `values` (or one configuration)."""
+    sets = [*spec.sets, *protocol(spec),
+            *(s for s in config_sets(config, spec.fixed) if s.partition("=")[0] != lever)]
+    batches = (int(config[BATCH]),)
+    if lever == BATCH:
+        batches = tuple(int(v) for v in values)
+    elif lever:
+        sets.append(f"{lever}={','.join(map(str, values))}")
+    return Request(spec.workload, sets=tuple(sets), batch_sizes=batches, epochs=(1,),
+                   repeat=spec.repeats, preset=spec.preset, smoke=spec.smoke, seed=spec.seed)
+
+
+def step_folder(root: Path, index: int, name: str) -> Path:
+    return root / f"{index:02d}-{name}"
+
+
+def plan_step(spec: TuneSpec, env, folder: Path, config: dict, lever: str | None,
+              values: tuple, command: tuple[str, ...]) -> Plan:
+    """A lever's step as a normal study written into `folder`."""
+    return replace(plan_new(request(spec, config, lever, values), env, command), folder=folder)
+
+
+def plan_confirm(spec: TuneSpec, env, folder: Path, configs: list[dict],
+                 command: tuple[str, ...]) -> Plan:
+    """Torch's defaults and the best configuration, round by round: each configuration is a
+    one-cell matrix, and the cells of the two are interleaved by repeat so that a round's two
+    cells see the same machine. The manifest keeps both matrices (`configs`)."""
+    plans = [plan_new(request(spec, c), env, command) for c in configs]
+    cells = tuple(c for r in range(spec.repeats) for p in plans for c in p.cells if c.repeat == r)
+    skips = {k: v for p in plans for k, v in p.skips.items()}
+    manifest = {**plans[0].manifest, "cells": [asdict(c) for c in cells],
+                "configs": [p.manifest["matrix"] for p in plans]}
+    return replace(plans[0], cells=cells, skips=skips, manifest=manifest, folder=folder)
+
+
+def reproduce(spec: TuneSpec, config: dict[str, object]) -> str:
+    """The `stbench run` options that run a configuration again as any later study's cell."""
+    words = ["stbench", "run", spec.workload]
+    if spec.preset:
+        words += ["--preset", spec.preset]
+    words += ["--device", "cpu", "--batch-size", str(config[BATCH])]
+    for s in [*spec.sets, *config_sets(config, spec.fixed)]:
+        words += ["--set", s]
+    return shlex.join(words)
+
+
+def searched(spec: TuneSpec) -> tuple[str, ...]:
+    """The levers this tune searches: every one the user's --set left open."""
+    fixed = spec.fixed
+    return tuple(n for n in NAMES if n not in fixed)

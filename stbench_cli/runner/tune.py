@@ -1,0 +1,187 @@
+"""`stbench tune`: the CPU at its best (issue 32). Coordinate descent over the levers
+(plan/levers.py), one normal study per step in one folder, each judged round by round
+(plan/judge.py); then torch's defaults against the best configuration, side by side.
+
+Everything is derived from the step folders' rows: running the search again over the same
+folder (`--resume`) replays every decision and runs only what is missing, so an interrupted
+tune continues where it stopped, and a larger --budget searches the levers it left out.
+tune.json holds the request and the result (the best configuration, its gain over torch's
+defaults with a 95% interval, the options that reproduce it); tune.csv one line per value tried.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+from pathlib import Path
+from typing import Callable
+
+from ..errors import StbenchError
+from ..plan import levers, registry
+from ..plan.judge import SPS, TTT, judge, paired, value_of
+from ..plan.levers import BATCH, HostOffer
+from ..plan.planner import plan_resume, resolve_params
+from ..plan.tuning import CONFIRM, TUNE_FILE, TuneSpec, plan_confirm, plan_step, reproduce
+from ..plan.tuning import searched, step_folder
+from ..store import host
+from ..store.files import atomic_write, read_runs
+from ..store.machine import EnvInfo
+from .tune_files import result_csv, step_record
+
+CELL_OVERHEAD_S = 1.5  # a cell's cost beyond its rows' wall and set-up: load check, writes
+
+
+def offer(env: EnvInfo) -> HostOffer:
+    return HostOffer(host.physical_cores(), env.cores_logical or 1, env.threads or 1,
+                     tuple(host.allocators()), host.binding(), host.numa_nodes())
+
+
+def starting_point(spec: TuneSpec, hosted: HostOffer) -> dict[str, object]:
+    """torch's defaults for every lever, the user's --set values for the levers it fixes."""
+    w = registry.get(spec.workload)
+    _, _, engine = resolve_params(w, spec.preset or w.default_preset, spec.smoke, ())
+    batch = spec.batch_size or int(engine.get("batch_size", 64))
+    start = levers.baseline(hosted, batch)
+    for key, text in spec.fixed.items():
+        if key in start:
+            try:
+                start[key] = w.all_params[key].parse(text)
+            except ValueError as exc:
+                raise StbenchError(f"--set {exc}") from None
+    return start
+
+
+def _rows(folder: Path) -> list[dict] | None:
+    """The step's rows when every cell of its manifest has one, else None."""
+    try:
+        rows, cells = read_runs(folder), json.loads((folder / "manifest.json").read_text())["cells"]
+    except (StbenchError, OSError, ValueError, KeyError):
+        return None
+    return rows if len(rows) >= len(cells) else None
+
+
+def spent_s(root: Path) -> tuple[float, list[float]]:
+    """Seconds the tune's cells have cost so far, and each cell's cost."""
+    costs = []
+    for runs in sorted(root.glob("*/runs.csv")):
+        for r in read_runs(runs.parent):
+            costs.append(sum(float(r.get(k) or 0) for k in ("wall_s", "setup_s")) + CELL_OVERHEAD_S)
+    return sum(costs), costs
+
+
+def estimate_s(spec: TuneSpec, cells: int, costs: list[float]) -> float:
+    per = statistics.median(costs) if costs else 2 * spec.cell_s + 10
+    return cells * per
+
+
+class Tuner:
+    """One tune's search over its folder; `run` runs a plan (the CLI's progress bar)."""
+
+    def __init__(self, spec: TuneSpec, root: Path, env: EnvInfo, run: Callable,
+                 command: tuple[str, ...] = ()):
+        self.spec, self.root, self.env, self.run, self.command = spec, root, env, run, command
+        self.host = offer(env)
+        self.start = starting_point(spec, self.host)
+        self.best = dict(self.start)
+        self.steps: list[dict] = []
+        self.stopped: str | None = None
+
+    def search(self) -> dict:
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._save(None)
+        todo = searched(self.spec)
+        for index, name in enumerate(levers.NAMES, 1):
+            self.steps.append(self._step(index, name, name in todo))
+            self._save(None)
+        result = self._confirm(len(levers.NAMES) + 1)
+        self._save(result)
+        return result
+
+    def _step(self, index: int, name: str, open_: bool) -> dict:
+        lever = levers.get(name)
+        reference = self.best[name]
+        base = {"index": index, "lever": name, "reference": reference,
+                "missing": list(lever.missing(self.host))}
+        if not open_:
+            return {**base, "note": f"fixed by --set {name}={reference}"}
+        values = levers.tried(lever, self.host, int(self.start[BATCH]), reference)
+        if len(values) < 2:
+            return {**base, "note": "nothing else to try on this machine"}
+        folder = step_folder(self.root, index, name)
+        rows = self._study(folder, lambda: plan_step(self.spec, self.env, folder, self.best,
+                                                     name, values, self.command), len(values))
+        if rows is None:
+            return {**base, "values": list(values), "note": "not searched: the budget was spent"}
+        measure, verdicts, kept = judge(lever, rows, reference)
+        self.best[name] = kept
+        return step_record(base, folder, values, measure, verdicts, kept, rows)
+
+    def _study(self, folder: Path, make, configs: int, force: bool = False) -> list[dict] | None:
+        """The step's rows: read back, resumed, or run anew while the budget allows, keeping
+        enough for the confirming step (which runs whatever is left: `force`)."""
+        rows = _rows(folder)
+        if rows is not None:
+            return rows
+        if self.stopped and not force:
+            return None
+        spent, costs = spent_s(self.root)
+        done = len(read_runs(folder)) if (folder / "runs.csv").exists() else 0
+        need = estimate_s(self.spec, configs * self.spec.repeats - done, costs)
+        reserve = 0 if force else estimate_s(self.spec, 2 * self.spec.repeats, costs)
+        if not force and spent + need + reserve > self.spec.budget_s:
+            self.stopped = (f"the budget of {self.spec.budget_s:g} s would be spent ({spent:.0f} s "
+                            f"so far, about {need + reserve:.0f} s more needed with the "
+                            "confirming step): resume with a larger --budget")
+            return None
+        plan = (plan_resume(self.spec.workload, folder, self.env)
+                if (folder / "manifest.json").exists() else make())
+        load = os.getloadavg()
+        self.run(plan)
+        (folder / "load.json").write_text(json.dumps({"load_before": load,
+                                                      "load_after": os.getloadavg()}))
+        return _rows(folder)
+
+    def _confirm(self, index: int) -> dict:
+        best, start = self.best, self.start
+        out = {"best": best, "baseline": start, "command": reproduce(self.spec, best),
+               "baseline_command": reproduce(self.spec, start), "stopped": self.stopped}
+        if best == start:
+            return {**out, "gain": None, "note": "No lever searched was significantly better than "
+                                                 "torch's defaults."}
+        folder = step_folder(self.root, index, CONFIRM)
+        # the budget was reserved for this step: it runs whatever is left
+        rows = self._study(folder, lambda: plan_confirm(self.spec, self.env, folder, [start, best],
+                                                        self.command), 2, force=True)
+        return {**out, "gain": gain(rows or [], start, best), "confirm_folder": folder.name}
+
+    def _save(self, result: dict | None) -> None:
+        state = {"spec": self.spec.to_dict(), "host": self.host.__dict__ | {
+            "binding": dict(self.host.binding)}, "steps": self.steps, "result": result}
+        atomic_write(self.root / TUNE_FILE, json.dumps(state, indent=1, default=str))
+        if result is not None:
+            atomic_write(self.root / "tune.csv", result_csv(self.steps))
+
+
+def gain(rows: list[dict], start: dict, best: dict) -> dict | None:
+    """The best configuration over torch's defaults, round by round: samples/s, and the time to
+    target where every row reached it; the validation metric of each beside them."""
+    def config(r):
+        return {n: value_of(r, n) for n in levers.NAMES}
+
+    sides = {k: [r for r in rows if config(r) == c] for k, c in (("base", start), ("best", best))}
+    out = {}
+    for measure, lower in ((SPS, False), (TTT, True)):
+        by = {k: {int(r["repeat"]): float(r[measure]) for r in v if r["status"] == "ok"
+                  and r.get(measure) not in ("", None)} for k, v in sides.items()}
+        ratio, low, high, n = paired(by["base"], by["best"], lower)
+        if ratio is not None:
+            out[measure] = {"ratio": ratio, "low": low, "high": high, "rounds": n,
+                            "baseline": statistics.median(by["base"].values()),
+                            "best": statistics.median(by["best"].values())}
+    quality = {k: [float(r["val_value"]) for r in v if r["status"] == "ok" and r.get("val_value")]
+               for k, v in sides.items()}
+    out["quality"] = {k: statistics.median(v) if v else None for k, v in quality.items()}
+    contended = [r for v in sides.values() for r in v if str(r.get("contended")) == "True"]
+    out["contended"] = f"{len(contended)} of {sum(map(len, sides.values()))}"
+    return out if SPS in out else None

@@ -1,0 +1,164 @@
+"""`stbench tune` (issue 32): the levers and their order, the paired judgement of a step, the
+request of each step as a normal study, the finding, and a tune that stops at its budget and
+continues with --resume."""
+
+import json
+import math
+
+import pytest
+
+from stbench.errors import StbenchError
+from stbench.plan import levers
+from stbench.plan.judge import QUALITY, SPS, TTT, judge, paired
+from stbench.plan.levers import BATCH, HostOffer
+from stbench.plan.tuning import TuneSpec, reproduce, request
+from stbench.report.tuning import finding
+from stbench.runner.tune import gain
+from stbench.store.files import read_runs
+from tests.helpers import stbench
+
+HOST = HostOffer(physical=4, logical=8, torch_threads=8, allocators=("jemalloc",),
+                 binding={"none": None, "cores": None, "numa": "numactl is not installed"})
+
+
+def test_levers_in_their_order_with_what_this_machine_offers():
+    assert levers.NAMES == ("threads", "interop_threads", "bind", "precision", "compile",
+                            "allocator", "workers", BATCH)
+    assert levers.baseline(HOST, 75) == {"threads": 8, "interop_threads": 0, "bind": "none",
+                                         "precision": "default", "compile": "none",
+                                         "allocator": "system", "workers": 0, BATCH: 75}
+    assert levers.tried(levers.get("threads"), HOST, 75, 8) == (8, 4, 2, 1)  # logical, physical
+    allocators = levers.tried(levers.get("allocator"), HOST, 75, "system")
+    assert allocators == ("system", "keep", "jemalloc")
+    assert levers.tried(levers.get(BATCH), HOST, 75, 75) == (75, 37, 150)
+    assert levers.tried(levers.get("bind"), HOST, 75, "none") == ("none", "cores")
+    assert levers.get("bind").missing(HOST) == (
+        "bind=numa: numactl is not installed", )
+    assert levers.get("allocator").missing(HOST) == (
+        "allocator=tcmalloc: not installed (e.g. apt install libtcmalloc-minimal4)",)
+
+
+def _row(value, repeat, sps, val=0.5, ttt="", lever="threads", status="ok"):
+    params = {"threads": 2, lever: value} if lever != BATCH else {"threads": 2}
+    return {"params": json.dumps(params), "batch_size": str(value if lever == BATCH else 64),
+            "repeat": str(repeat), "status": status, "reason": "" if status == "ok" else "boom",
+            SPS: str(sps), QUALITY: str(val), TTT: str(ttt)}
+
+
+def test_paired_ratios_round_by_round():
+    ratio, low, high, n = paired({0: 100, 1: 200, 2: 50}, {0: 150, 1: 300, 2: 75}, False)
+    assert (ratio, low, high, n) == (pytest.approx(1.5), pytest.approx(1.5), pytest.approx(1.5), 3)
+    assert paired({0: 10}, {0: 5}, True)[:2] == (2.0, None)  # lower is better; one round
+    assert paired({0: 1}, {1: 1}, False) == (None, None, None, 0)  # no round in common
+
+
+def test_a_value_is_kept_only_when_significantly_better_and_no_worse_at_learning():
+    lever = levers.get("threads")
+    rows = [_row(2, r, s) for r, s in enumerate((100, 120, 90))]
+    rows += [_row(1, r, s) for r, s in enumerate((150, 170, 140))]
+    measure, verdicts, kept = judge(lever, rows, 2)
+    assert measure == SPS and kept == 1
+    one = next(v for v in verdicts if v.value == 1)
+    assert one.significant and one.rounds == 3 and one.samples_per_s == 150
+    worse = [_row(2, r, s) for r, s in enumerate((100, 120, 90))]
+    worse += [_row(1, r, s, val=0.6) for r, s in enumerate((150, 170, 140))]
+    measure, verdicts, kept = judge(lever, worse, 2)
+    assert kept == 2 and "more than 5% worse than 0.5" in verdicts[1].note
+    noisy = [_row(2, r, s) for r, s in enumerate((100, 100, 100))]
+    noisy += [_row(1, r, s) for r, s in enumerate((300, 80, 110))]
+    assert judge(lever, noisy, 2)[2] == 2  # faster on average, not significantly
+    failed = rows[:3] + [_row(1, 0, 150), _row(1, 1, 170), _row(1, 2, "", status="failed")]
+    measure, verdicts, kept = judge(lever, failed, 2)
+    assert kept == 2 and verdicts[1].note == "1 of 3 runs not ok (failed: boom)"
+
+
+def test_the_batch_is_judged_by_time_to_target_or_else_quality_after_the_same_seconds():
+    lever = levers.get(BATCH)
+    reached = [_row(64, r, 100, ttt=t, lever=BATCH) for r, t in enumerate((10, 11, 9))]
+    reached += [_row(128, r, 180, ttt=t, lever=BATCH) for r, t in enumerate((12, 13, 11))]
+    measure, verdicts, kept = judge(lever, reached, 64)
+    assert measure == TTT and kept == 64  # more samples/s, later to the target
+    short = [_row(64, r, 100, val=v, lever=BATCH) for r, v in enumerate((0.50, 0.52, 0.49))]
+    short += [_row(32, r, 60, val=v, lever=BATCH) for r, v in enumerate((0.40, 0.41, 0.39))]
+    measure, verdicts, kept = judge(lever, short, 64)
+    assert measure == QUALITY and kept == 32  # fewer samples/s, it learned more in the time
+
+
+def test_each_step_is_a_normal_study_and_the_best_is_reproduced_by_run_options():
+    spec = TuneSpec("stnn", sets=("grid=60x168", "relations=sparse", "threads=1"), cell_s=8)
+    config = {**levers.baseline(HOST, 1000), "threads": 1, "precision": "bf16"}
+    req = request(spec, config, "allocator", ("system", "keep"))
+    assert req.sets[:6] == ("grid=60x168", "relations=sparse", "threads=1", "time_budget=8",
+                            "eval_every_s=2", "max_eval_samples=1024")
+    assert "allocator=system,keep" in req.sets and "precision=bf16" in req.sets
+    assert sum(s.startswith("threads=") for s in req.sets) == 1  # the user's, once
+    assert req.batch_sizes == (1000,) and req.epochs == (1,) and req.repeat == 3
+    assert request(spec, config, BATCH, (1000, 500)).batch_sizes == (1000, 500)
+    assert reproduce(spec, config) == (
+        "stbench run stnn --device cpu --batch-size 1000 --set grid=60x168 --set relations=sparse "
+        "--set threads=1 --set interop_threads=0 --set bind=none --set precision=bf16 "
+        "--set compile=none --set allocator=system --set workers=0")
+    with pytest.raises(StbenchError, match="at least 2 rounds"):
+        TuneSpec("stnn", repeats=1).check()
+    with pytest.raises(StbenchError, match="a tune fixes one value per parameter"):
+        TuneSpec("stnn", sets=("threads=1,2",)).fixed
+
+
+def test_the_gain_over_torchs_defaults_and_the_finding_sentences():
+    start, best = levers.baseline(HOST, 64), {**levers.baseline(HOST, 64), "threads": 1}
+
+    def row(config, r, sps, val):
+        params = {k: v for k, v in config.items() if k != BATCH}
+        return {"params": json.dumps(params), "batch_size": "64", "repeat": str(r),
+                "status": "ok", SPS: str(sps), QUALITY: str(val), TTT: "", "contended": "False"}
+
+    rows = [row(c, r, s, v) for r in range(3)
+            for c, s, v in ((start, 100 + r, 0.5), (best, 200, 0.45))]
+    g = gain(rows, start, best)
+    mean_log = sum(math.log(200 / (100 + r)) for r in range(3)) / 3
+    assert g[SPS]["ratio"] == pytest.approx(math.exp(mean_log))
+    assert g[SPS]["baseline"] == 101 and g[SPS]["best"] == 200 and TTT not in g
+    assert g["quality"] == {"base": 0.5, "best": 0.45} and g["contended"] == "0 of 6"
+    state = {"spec": {"workload": "cnn-strain", "cell_s": 8, "repeats": 3}, "host": {"physical": 4},
+             "steps": [{"index": 1, "lever": "threads", "reference": 8, "kept": 1,
+                        "measure": SPS, "contended": "0 of 6", "missing": [],
+                        "verdicts": [
+                            {"value": 8, "ratio": 1.0, "low": None, "high": None, "note": ""},
+                            {"value": 1, "ratio": 1.98, "low": 1.9, "high": 2.1, "note": ""}]}],
+             "result": {"best": best, "baseline": start, "gain": {**g, "quality": {}},
+                        "command": "stbench run cnn-strain ...", "confirm_folder": "09-confirm"}}
+    text = finding(state)
+    assert text.startswith("cnn-strain on this CPU (4 physical cores, 8 s of training per cell, 3 "
+                           "rounds per step): the best configuration found changes threads=1 "
+                           "(torch's default: 8). In the confirming step (3 rounds side by side) "
+                           "it was significantly faster than torch's defaults: 1.98x, 95% interval")
+    assert "their samples/s (200 vs 101)." in text
+    assert "  threads 8 -> 1 kept [samples/s: threads=1: 1.98x, 95% interval 1.90-2.10x]" in text
+    assert "Reproduce: stbench run cnn-strain ..." in text
+
+
+def test_a_tune_stops_at_its_budget_and_resume_continues_it(tmp_path):
+    fixed = ["--set", "interop_threads=0", "--set", "bind=none", "--set", "precision=default",
+             "--set", "compile=none", "--set", "allocator=keep", "--set", "workers=0"]
+    args = ["tune", "cnn-strain", "--smoke", *fixed, "--cell-seconds", "0.5", "--repeat", "2",
+            "--out", tmp_path]
+    first = stbench(*args, "--budget", "60", timeout=600)  # less than one step and the confirming
+    assert first.returncode == 0, first.stderr[-2000:]
+    (root,) = tmp_path.iterdir()
+    state = json.loads((root / "tune.json").read_text())
+    assert [s["note"] for s in state["steps"]][:2] == ["not searched: the budget was spent",
+                                                      "fixed by --set interop_threads=0"]
+    assert "Not every lever was searched: the budget of 60 s" in first.stdout
+    again = stbench("tune", "--resume", root, "--budget", "3000", timeout=1200)
+    assert again.returncode == 0, again.stderr[-2000:]
+    state = json.loads((root / "tune.json").read_text())
+    steps = {s["lever"]: s for s in state["steps"]}
+    assert steps["threads"]["folder"] == "01-threads" and steps[BATCH]["folder"] == "08-batch_size"
+    assert len(read_runs(root / "01-threads")) == 2 * len(steps["threads"]["values"])
+    assert state["result"]["command"].startswith("stbench run cnn-strain --device cpu --batch-size")
+    assert "Reproduce: stbench run cnn-strain" in again.stdout
+    assert (root / "tune.csv").read_text().startswith("step,lever,value,reference,kept,measure")
+    before = sorted(p.name for p in root.iterdir())
+    replay = stbench("tune", "--resume", root, timeout=600)  # every step done: nothing runs again
+    assert replay.returncode == 0 and "cpu single" not in replay.stderr
+    assert sorted(p.name for p in root.iterdir()) == before
