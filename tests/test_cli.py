@@ -40,7 +40,7 @@ def test_run_passes_the_exact_cells(captured, tmp_path):
                 ddp_log_every=100, prefetch=2, precision="default", loader="vectorized", lr_scaling="none", lr_warmup_steps=0,
                 max_eval_batches=0, max_steps=0, n_samples=4096, noise=0.01, threads=0, val_fraction=0.25,
                 warmup_steps=2, workers=0, lr_base_batch=75, target=0.0, eval_every=0, eval_every_s=0.0, time_budget=0.0,
-                stop_at_target=False)
+                stop_at_target=False, interop_threads=0, bind="none", max_eval_samples=0)  # issue 32
     expected = [
         RunSpec("cnn-strain", "cpu", "single", 32, epochs, repeat=repeat, seed=3 + repeat,  # each repeat its seed
                 params=tuple(sorted({**base, "lr": lr}.items())))
@@ -75,7 +75,9 @@ def test_ddp_axes(captured):
 
 @pytest.mark.parametrize("argv,message", [
     (["run", "nope"], "unknown workload 'nope'; valid: cnn-strain, dcrnn-pems, faulty, lstm-era5"),
-    (["run", "cnn-strain", "--set", "colour=red"], "unknown parameter 'colour' for cnn-strain; valid: allocator, backend, bucket_cap_mb, checkpoint, compile, data, ddp_log_every, eval_every, eval_every_s, loader"),
+    (["run", "cnn-strain", "--set", "colour=red"],
+     "unknown parameter 'colour' for cnn-strain; valid: allocator, backend, bind, bucket_cap_mb, "
+     "checkpoint, compile, data, ddp_log_every, eval_every, eval_every_s"),
     (["run", "cnn-strain", "--set", "lr=fast"], "--set lr='fast' is not a valid float"),
     (["run", "cnn-strain", "--set", "loader=magic"], "--set loader='magic' is not allowed; valid: vectorized, per-item"),
     (["run", "cnn-strain", "--device", "tpu"], "--device 'tpu' is not a device; valid: cpu, cuda, cuda:N"),
