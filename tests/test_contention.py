@@ -117,3 +117,27 @@ def test_a_cell_beside_a_busy_core_gets_fewer_threads_and_says_why(tmp_path):
     assert float(row["others_cpu_before_pct"]) >= 100 / int(row["cores"]) * 0.5
     assert row["contended"] in ("True", "False") and row["interop_threads"]
     assert json.loads(row["params"])["threads"] == 0  # the knob stays auto; the row says what ran
+
+
+def test_the_parent_preloads_an_installed_allocator_and_skips_one_that_is_not(monkeypatch):
+    from stbench.plan.spec import RunSpec
+    from stbench.runner import hostprep
+
+    def spec(**params):
+        return RunSpec("cnn-strain", "cpu", "single", 8, 1, params=tuple(sorted(params.items())))
+
+    monkeypatch.setattr(host, "allocator_library", lambda name: f"/opt/lib{name}.so")
+    monkeypatch.delenv("LD_PRELOAD", raising=False)
+    prep = hostprep.prepare(spec(allocator="jemalloc", threads=3), window_s=0.01)
+    assert prep.env["LD_PRELOAD"] == "/opt/libjemalloc.so" and prep.failure is None
+    assert prep.env[THREADS_ENV] == "3" and prep.env[WHY_ENV] == "threads=3 given"
+    assert prep.others_cores is not None and prep.prefix == ()
+    monkeypatch.setattr(host, "allocator_library", lambda name: None)
+    assert hostprep.prepare(spec(allocator="tcmalloc"), window_s=0.01).failure.startswith(
+        "allocator=tcmalloc: no tcmalloc library found (looked for libtcmalloc.so")
+    monkeypatch.setattr(host, "numactl", lambda: None)
+    assert hostprep.prepare(spec(bind="numa"), window_s=0.01).failure == (
+        "bind=numa: numactl is not installed (apt install numactl)")
+    monkeypatch.setattr(host, "numactl", lambda: "/usr/bin/numactl")
+    assert hostprep.prepare(spec(bind="numa"), window_s=0.01).prefix == (
+        "/usr/bin/numactl", "--cpunodebind=0", "--membind=0")
