@@ -125,14 +125,14 @@ def test_the_gain_over_torchs_defaults_and_the_finding_sentences():
                         "verdicts": [
                             {"value": 8, "ratio": 1.0, "low": None, "high": None, "note": ""},
                             {"value": 1, "ratio": 1.98, "low": 1.9, "high": 2.1, "note": ""}]}],
-             "result": {"best": best, "baseline": start, "gain": {**g, "quality": {}},
+             "result": {"best": best, "baseline": start, "gain": g,
                         "command": "stbench run cnn-strain ...", "confirm_folder": "09-confirm"}}
     text = finding(state)
     assert text.startswith("cnn-strain on this CPU (4 physical cores, 8 s of training per cell, 3 "
                            "rounds per step): the best configuration found changes threads=1 "
                            "(torch's default: 8). In the confirming step (3 rounds side by side) "
                            "it was significantly faster than torch's defaults: 1.98x, 95% interval")
-    assert "their samples/s (200 vs 101)." in text
+    assert "their samples/s (200 vs 101); validation metric 0.45 vs 0.5." in text
     assert "  threads 8 -> 1 kept [samples/s: threads=1: 1.98x, 95% interval 1.90-2.10x]" in text
     assert "Reproduce: stbench run cnn-strain ..." in text
 

@@ -38,8 +38,10 @@ def _gain(result: dict) -> str:
     if ttt:
         text += f"; it reached the target {_interval(ttt)} sooner"
     quality = gain.get("quality") or {}
-    if quality.get("best") is not None and quality.get("baseline") is not None:
-        text += f"; validation metric {quality['best']:.4g} vs {quality['baseline']:.4g}"
+    if quality.get("best") is not None and quality.get("base") is not None:
+        text += f"; validation metric {quality['best']:.4g} vs {quality['base']:.4g}"
+    if gain.get("contended", "0 of").split(" of ")[0] != "0":
+        text += f"; {gain['contended']} of its cells ran contended"
     return text + "."
 
 
