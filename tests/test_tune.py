@@ -72,6 +72,15 @@ def test_a_value_is_kept_only_when_significantly_better_and_no_worse_at_learning
     assert kept == 2 and verdicts[1].note == "1 of 3 runs not ok (failed: boom)"
 
 
+def test_a_cell_that_ended_inside_its_warm_up_is_judged_over_all_steps():
+    lever = levers.get("threads")
+    rows = [{**_row(2, r, "nan"), "steps_done": "4", "train_s": "5.0"} for r in range(3)]
+    rows += [{**_row(1, r, 9000), "steps_done": str(400 + r), "train_s": "5.0"} for r in range(3)]
+    measure, verdicts, kept = judge(lever, rows, 2)  # 4 steps of 64 in 5 s: no steady steps
+    assert measure == "samples_per_s_all_steps" and kept == 1
+    assert verdicts[1].ratio == pytest.approx(401 / 4, rel=1e-3) and verdicts[0].median == 4 * 64 / 5
+
+
 def test_the_batch_is_judged_by_time_to_target_or_else_quality_after_the_same_seconds():
     lever = levers.get(BATCH)
     reached = [_row(64, r, 100, ttt=t, lever=BATCH) for r, t in enumerate((10, 11, 9))]

@@ -17,6 +17,9 @@ from scipy import stats
 from .levers import BATCH, Lever
 
 SPS, TTT, QUALITY = "samples_per_s", "time_to_target_s", "val_value"
+# samples/s over every step, warm-up included: the measure of a step where a cell ended inside
+# its warm-up (a contended cell may take seconds a step), so that no round loses its pair
+ALL_STEPS = "samples_per_s_all_steps"
 QUALITY_TOLERANCE = 0.05  # a faster value that learns more than 5% worse is not kept
 LOWER_IS_BETTER = {TTT, QUALITY}
 
@@ -68,22 +71,32 @@ def paired(reference: dict[int, float], other: dict[int, float], lower_better: b
     return math.exp(mean), math.exp(mean - half), math.exp(mean + half), len(logs)
 
 
-def measure_of(lever: Lever, rows: list[dict]) -> str:
-    """Throughput, or for a lever that changes what is learned the time to target where every
-    ok row reached it, else the validation metric after the same training seconds."""
-    if not lever.quality_judged:
-        return SPS
+def measure_of(lever: Lever | None, rows: list[dict]) -> str:
+    """Throughput (steady, or over all steps where a cell had no steady steps), or for a lever
+    that changes what is learned the time to target where every ok row reached it, else the
+    validation metric after the same training seconds."""
     ok = [r for r in rows if r["status"] == "ok"]
+    if lever is None or not lever.quality_judged:
+        return SPS if all(number(r.get(SPS)) is not None for r in ok) else ALL_STEPS
     return TTT if ok and all(number(r.get(TTT)) is not None for r in ok) else QUALITY
 
 
-def _by_round(rows: list[dict], measure: str) -> dict[int, float]:
+def measured(row: dict, measure: str) -> float | None:
+    """A row's value of a measure (ALL_STEPS computed from its steps and training seconds)."""
+    if measure != ALL_STEPS:
+        return number(row.get(measure))
+    steps, seconds = number(row.get("steps_done")), number(row.get("train_s"))
+    world = number(row.get("world_size")) or 1
+    return steps * float(row["batch_size"]) * world / seconds if steps and seconds else None
+
+
+def by_round(rows: list[dict], measure: str) -> dict[int, float]:
     return {int(r["repeat"]): v for r in rows if r["status"] == "ok"
-            and (v := number(r.get(measure))) is not None}
+            and (v := measured(r, measure)) is not None}
 
 
 def _median(rows: list[dict], column: str) -> float | None:
-    values = [v for r in rows if r["status"] == "ok" and (v := number(r.get(column))) is not None]
+    values = [v for r in rows if r["status"] == "ok" and (v := measured(r, column)) is not None]
     return statistics.median(values) if values else None
 
 
@@ -94,11 +107,11 @@ def judge(lever: Lever, rows: list[dict], reference: object) -> tuple[str, list[
     for r in rows:
         groups.setdefault(value_of(r, lever.name), []).append(r)
     ref_rows = groups.get(reference, [])
-    ref = _by_round(ref_rows, measure)
+    ref = by_round(ref_rows, measure)
     ref_quality = _median(ref_rows, QUALITY)
     verdicts = []
     for value, group in groups.items():
-        ratio, low, high, n = paired(ref, _by_round(group, measure), measure in LOWER_IS_BETTER)
+        ratio, low, high, n = paired(ref, by_round(group, measure), measure in LOWER_IS_BETTER)
         failed = [f"{r['status']}: {r['reason']}" for r in group if r["status"] != "ok"]
         quality = _median(group, QUALITY)
         note = f"{len(failed)} of {len(group)} runs not ok ({failed[0]})" if failed else ""

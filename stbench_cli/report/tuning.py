@@ -6,7 +6,9 @@ options that reproduce it. Pure."""
 from __future__ import annotations
 
 MEASURES = {"samples_per_s": "samples/s", "time_to_target_s": "time to target",
-            "val_value": "validation metric after the same training seconds"}
+            "val_value": "validation metric after the same training seconds",
+            "samples_per_s_all_steps": "samples/s over all steps (a cell ended inside its "
+                                       "warm-up)"}
 
 
 def _x(ratio: float | None) -> str:
@@ -31,8 +33,9 @@ def _gain(result: dict) -> str:
     sps = gain["samples_per_s"]
     verdict = ("significantly faster than" if sps.get("low") and sps["low"] > 1 else
                "not significantly different from" if sps.get("low") else "measured once against")
+    what = MEASURES.get(sps.get("measure", "samples_per_s"), "samples/s")
     text = (f"In the confirming step ({sps['rounds']} rounds side by side) it was {verdict} "
-            f"torch's defaults: {_interval(sps)} their samples/s ({sps['best']:,.0f} vs "
+            f"torch's defaults: {_interval(sps)} their {what} ({sps['best']:,.0f} vs "
             f"{sps['baseline']:,.0f})")
     ttt = gain.get("time_to_target_s")
     if ttt:

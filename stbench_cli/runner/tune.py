@@ -19,7 +19,7 @@ from typing import Callable
 
 from ..errors import StbenchError
 from ..plan import levers, registry
-from ..plan.judge import SPS, TTT, judge, paired, value_of
+from ..plan.judge import ALL_STEPS, SPS, TTT, by_round, judge, measure_of, paired, value_of
 from ..plan.levers import BATCH, HostOffer
 from ..plan.planner import plan_resume, resolve_params
 from ..plan.tuning import CONFIRM, TUNE_FILE, TuneSpec, plan_confirm, plan_step, reproduce
@@ -171,14 +171,14 @@ def gain(rows: list[dict], start: dict, best: dict) -> dict | None:
 
     sides = {k: [r for r in rows if config(r) == c] for k, c in (("base", start), ("best", best))}
     out = {}
-    for measure, lower in ((SPS, False), (TTT, True)):
-        by = {k: {int(r["repeat"]): float(r[measure]) for r in v if r["status"] == "ok"
-                  and r.get(measure) not in ("", None)} for k, v in sides.items()}
+    for measure, lower in ((measure_of(None, rows), False), (TTT, True)):
+        by = {k: by_round(v, measure) for k, v in sides.items()}
         ratio, low, high, n = paired(by["base"], by["best"], lower)
         if ratio is not None:
-            out[measure] = {"ratio": ratio, "low": low, "high": high, "rounds": n,
-                            "baseline": statistics.median(by["base"].values()),
-                            "best": statistics.median(by["best"].values())}
+            out[SPS if measure == ALL_STEPS else measure] = {
+                "ratio": ratio, "low": low, "high": high, "rounds": n, "measure": measure,
+                "baseline": statistics.median(by["base"].values()),
+                "best": statistics.median(by["best"].values())}
     quality = {k: [float(r["val_value"]) for r in v if r["status"] == "ok" and r.get("val_value")]
                for k, v in sides.items()}
     out["quality"] = {k: statistics.median(v) if v else None for k, v in quality.items()}
