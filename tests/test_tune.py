@@ -78,7 +78,8 @@ def test_a_cell_that_ended_inside_its_warm_up_is_judged_over_all_steps():
     rows += [{**_row(1, r, 9000), "steps_done": str(400 + r), "train_s": "5.0"} for r in range(3)]
     measure, verdicts, kept = judge(lever, rows, 2)  # 4 steps of 64 in 5 s: no steady steps
     assert measure == "samples_per_s_all_steps" and kept == 1
-    assert verdicts[1].ratio == pytest.approx(401 / 4, rel=1e-3) and verdicts[0].median == 4 * 64 / 5
+    assert verdicts[1].ratio == pytest.approx(401 / 4, rel=1e-3)
+    assert verdicts[0].median == 4 * 64 / 5
 
 
 def test_the_batch_is_judged_by_time_to_target_or_else_quality_after_the_same_seconds():
