@@ -22,6 +22,7 @@ from ..plan import levers, registry
 from ..plan.judge import ALL_STEPS, SPS, TTT, by_round, judge, measure_of, paired, value_of
 from ..plan.levers import BATCH, HostOffer
 from ..plan.planner import plan_resume, resolve_params
+from ..plan.spec import RunSpec
 from ..plan.tuning import CONFIRM, TUNE_FILE, TuneSpec, plan_confirm, plan_step, reproduce
 from ..plan.tuning import searched, step_folder
 from ..store import host
@@ -59,6 +60,22 @@ def _rows(folder: Path) -> list[dict] | None:
     except (StbenchError, OSError, ValueError, KeyError):
         return None
     return rows if len(rows) >= len(cells) else None
+
+
+def _same_step(folder: Path, make) -> None:
+    """A step folder must hold the step the search reaches now: its cells planned from the best
+    configuration so far. Rows judged by other rules (an older stbench) or a folder edited by
+    hand may lead elsewhere; then this one line says so instead of judging the wrong cells."""
+    try:
+        stored = {RunSpec.from_dict(c).run_id for c in
+                  json.loads((folder / "manifest.json").read_text())["cells"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return  # no study there yet
+    planned = {c.run_id for c in make().cells}
+    if stored != planned:
+        raise StbenchError(f"{folder} holds a step planned from another configuration than the "
+                           "search reaches now (its rows were judged differently before); move "
+                           "it away and resume to run that step again")
 
 
 def spent_s(root: Path) -> tuple[float, list[float]]:
@@ -120,6 +137,7 @@ class Tuner:
     def _study(self, folder: Path, make, configs: int, force: bool = False) -> list[dict] | None:
         """The step's rows: read back, resumed, or run anew while the budget allows, keeping
         enough for the confirming step (which runs whatever is left: `force`)."""
+        _same_step(folder, make)
         rows = _rows(folder)
         if rows is not None:
             return rows
