@@ -43,8 +43,9 @@ def _gain(result: dict) -> str:
     quality = gain.get("quality") or {}
     if quality.get("best") is not None and quality.get("base") is not None:
         text += f"; validation metric {quality['best']:.4g} vs {quality['base']:.4g}"
-    if gain.get("contended", "0 of").split(" of ")[0] != "0":
-        text += f"; {gain['contended']} of its cells ran contended"
+    hit, _, total = gain.get("contended", "0 of 0").partition(" of ")
+    if hit != "0":
+        text += f"; {hit} of its {total} cells ran contended"
     return text + "."
 
 
