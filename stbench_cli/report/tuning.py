@@ -38,8 +38,10 @@ def _gain(result: dict) -> str:
             f"torch's defaults: {_interval(sps)} their {what} ({sps['best']:,.0f} vs "
             f"{sps['baseline']:,.0f})")
     ttt = gain.get("time_to_target_s")
-    if ttt:
+    if ttt and ttt.get("low") and ttt["low"] > 1:
         text += f"; it reached the target {_interval(ttt)} sooner"
+    elif ttt:  # the rounds where both reached it
+        text += f"; time to target: no significant difference ({_interval(ttt)})"
     quality = gain.get("quality") or {}
     if quality.get("best") is not None and quality.get("base") is not None:
         text += f"; validation metric {quality['best']:.4g} vs {quality['base']:.4g}"
