@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from stbench.cli import main
-from stbench.plan.spec import RunSpec
+from stbench.plan.spec import RunSpec, identify
 from stbench.runner import study
 
 
@@ -42,8 +42,8 @@ def test_run_passes_the_exact_cells(captured, tmp_path):
                 warmup_steps=2, workers=0, lr_base_batch=75, target=0.0, eval_every=0, eval_every_s=0.0, time_budget=0.0,
                 stop_at_target=False)
     expected = [
-        RunSpec("cnn-strain", "cpu", "single", 32, epochs, repeat=repeat, seed=3 + repeat,  # each repeat its seed
-                params=tuple(sorted({**base, "lr": lr}.items())))
+        identify(RunSpec("cnn-strain", "cpu", "single", 32, epochs, repeat=repeat, seed=3 + repeat,
+                         params=tuple(sorted({**base, "lr": lr}.items()))))  # each repeat its seed
         for repeat in (0, 1) for epochs in (1, 2) for lr in (0.01, 0.02)
     ]
     assert list(plan.cells) == expected

@@ -47,7 +47,7 @@ def machine(env: EnvInfo) -> Machine:
 
 def devices_used(spec: RunSpec, gpu_count: int) -> int:
     """How many distinct devices a cell's ranks run on (device.resolve's rule, per node): the
-    plan's count, for rows whose ranks did not report their GPUs (`gpus_used`)."""
+    plan's count, for cells whose ranks reported no GPU (`gpus_used`)."""
     d = parse(spec.device)
     if not d.is_cuda or d.index is not None:
         return spec.nodes if d.is_cuda else 1
@@ -60,12 +60,12 @@ def derived(spec: RunSpec, outcome: Outcome, peaks: dict[str, dict], gpu_count: 
     peak_gflops = fraction = None
     peak = peaks.get(spec.device) or {}
     # the peak of the math the cell's FLOPs ran at (peak_math.py)
-    math = math_ran(spec.param_dict.get("precision", "default"), figures.precision, _flops_in(spec.workload))
+    math = math_ran(spec.param_dict["precision"], figures.precision, _flops_in(spec.workload))
     at, math = peak_key(math, peak)
     if peak.get(at) and figures.achieved_gflops is not None:
         # A world has the peak of the distinct devices it runs on: the GPUs its ranks reported
-        # (by UUID: emulated nodes' gloo ranks may share one), else the plan's count (a row
-        # from before the ranks reported theirs); one machine for CPU ranks.
+        # (by UUID: emulated nodes' gloo ranks may share one), else the plan's count (GPUs
+        # that named no UUID); one machine for CPU ranks.
         peak_gflops = peak[at] * (figures.gpus_used or devices_used(spec, gpu_count))
         fraction = figures.achieved_gflops / peak_gflops
     return Derived(setup_s=setup, peak_gflops=peak_gflops, peak_fraction=fraction, job_id=outcome.job_id,
@@ -127,7 +127,7 @@ def _run_cells(plan: Plan, env: EnvInfo, timeout, interval, extra_args, on_start
     devices = sorted({c.device for c in plan.cells if c.run_id not in plan.skips})
     # Slurm jobs run on other machines than this one (a login node, maybe without a GPU): this
     # machine's peaks would say nothing about them.
-    bf16 = tuple(sorted({c.device for c in plan.cells if c.param_dict.get("precision") == "bf16"}))
+    bf16 = tuple(sorted({c.device for c in plan.cells if c.param_dict["precision"] == "bf16"}))
     peaks = envinfo.peaks(env, devices, bf16=bf16) if plan.launch.kind != "slurm" else {}
     manifest = read_manifest(folder) if (folder / "manifest.json").exists() else None
     if manifest is None:

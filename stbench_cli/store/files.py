@@ -6,8 +6,9 @@ either the old or the new file, never a torn one. runs.csv is written last: a ce
 done exactly when its row is there, and epoch/system rows of a cell without one (a kill
 between two writes) are dropped before a resume re-runs it.
 
-A row with a column the file lacks (a newer stbench, a workload's `x.` figure) extends the
-header at the end; earlier rows read back with that column empty. Nothing is ever dropped.
+A row with a column the file lacks (a workload's `x.` figure) extends the header at the end;
+earlier rows read back with that column empty. Nothing is ever dropped. A folder of an older
+schema is read by no reader: `stbench migrate` rewrites it once (plan/migrate.py).
 """
 
 from __future__ import annotations
@@ -43,12 +44,17 @@ def _csv_text(rows: list[dict], columns: list[str]) -> str:
 
 
 def append(path: Path, rows: list[dict], columns: list[str]) -> None:
-    """Append rows by rewriting the file atomically. The file's own header comes first (a
-    study written by an older stbench stays aligned), then any column new to it."""
+    """Append rows by rewriting the file atomically. The file's own header comes first, then
+    any column new to it."""
     old = read_csv(path, []) if path.exists() else []
     header = _header(path) if path.exists() else []
     new = [c for c in [*columns, *(k for r in rows for k in r)] if c not in header]
     atomic_write(path, _csv_text(old + rows, header + list(dict.fromkeys(new))))
+
+
+def rewrite(path: Path, rows: list[dict], columns: list[str]) -> None:
+    """Replace a results CSV with these rows under these columns, atomically."""
+    atomic_write(path, _csv_text(rows, columns))
 
 
 def _header(path: Path) -> list[str]:
@@ -94,9 +100,20 @@ def read_runs(folder: Path) -> list[dict]:
         raise StbenchError(f"{folder} is not a result folder: it has no runs.csv")
     rows = read_csv(path, REQUIRED)
     for row in rows:
-        if row["schema"] != str(SCHEMA):
-            raise StbenchError(f"{path}: schema {row['schema']!r} is not one this stbench reads (schema {SCHEMA})")
+        check_schema(folder, row["schema"])
     return rows
+
+
+def check_schema(folder: Path, schema: object) -> None:
+    """A folder of another schema than this stbench's is one line: an older one names the
+    command that rewrites it (readers carry no branch for older folders)."""
+    if str(schema) == str(SCHEMA):
+        return
+    if str(schema).isdigit() and int(str(schema)) < SCHEMA:
+        raise StbenchError(f"{folder} holds results of schema {schema}; this stbench reads schema "
+                           f"{SCHEMA}: run `stbench migrate {folder}` once to rewrite it")
+    raise StbenchError(f"{folder}: schema {schema!r} is not one this stbench reads (schema "
+                       f"{SCHEMA}); a newer stbench wrote it")
 
 
 def prune_orphans(folder: Path, done: set[str]) -> None:
@@ -107,7 +124,7 @@ def prune_orphans(folder: Path, done: set[str]) -> None:
             rows = read_csv(path, ["run_id"])
             kept = [r for r in rows if r["run_id"] in done]
             if len(kept) != len(rows):
-                atomic_write(path, _csv_text(kept, _header(path)))
+                rewrite(path, kept, _header(path))
 
 
 def find_folders(paths: list[Path]) -> list[Path]:

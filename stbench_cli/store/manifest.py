@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from ..errors import StbenchError
-from .files import atomic_write
+from .files import atomic_write, check_schema
 
 
 def write_manifest(folder: Path, manifest: dict) -> None:
@@ -15,6 +15,14 @@ def write_manifest(folder: Path, manifest: dict) -> None:
 
 
 def read_manifest(folder: Path) -> dict:
+    """The manifest of a folder of this stbench's schema (another: one line, check_schema)."""
+    manifest = load_manifest(folder)
+    check_schema(folder, manifest.get("schema", 1))  # a manifest without one is schema 1
+    return manifest
+
+
+def load_manifest(folder: Path) -> dict:
+    """The manifest as stored, of any schema (what a migration reads)."""
     path = folder / "manifest.json"
     try:
         manifest = json.loads(path.read_text())

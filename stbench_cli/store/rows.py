@@ -11,7 +11,9 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from typing import Mapping
 
-SCHEMA = 1
+# The result folder's layout: runs.csv's `schema` column and the manifest's `schema`. A folder of
+# an older one is rewritten once by `stbench migrate` (plan/migrate.py); readers take only this.
+SCHEMA = 2
 STEP_PHASES = ("data", "h2d", "compute", "sync")  # one training step, in order
 PHASE_COLUMNS = ("data_s", "h2d_s", "compute_s", "sync_s", "eval_s")  # where a run's time went
 EXTRA_PREFIX = "x."

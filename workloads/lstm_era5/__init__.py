@@ -35,10 +35,12 @@ WORKLOAD = Workload(
         Param("layers", int, 2, "LSTM layers", minimum=1),
         Param("lr", float, 1e-3, "Adam learning rate", minimum=0.0),
         Param("workers", int, 2, "DataLoader workers (the study used 2)", minimum=0),
-        Param("read", str, "memory", "memory: the selection read before training; stream: the training windows "
-              "read from a zarr store batch by batch (the data-loading study)", ("memory", "stream"), late=True),
-        Param("max_read_gb", float, 1.0, "a remote store's selection reading more GB (costed from its metadata "
-              "before any cell starts) is refused; 0: no limit", minimum=0.0, late=True),
+        Param("read", str, "memory",
+              "memory: the selection read before training; stream: the training windows read "
+              "from a zarr store batch by batch (the data-loading study)", ("memory", "stream")),
+        Param("max_read_gb", float, 1.0,
+              "a remote store's selection reading more GB (costed from its metadata before any "
+              "cell starts) is refused; 0: no limit", minimum=0.0),
         CHECKPOINT,
     ),
     presets={
