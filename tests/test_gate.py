@@ -8,7 +8,7 @@ import numpy as np
 
 from stbench.report.gate import Verdict, exit_code, gate, line
 from stbench.report.stats import repeats_needed, significant
-from stbench.store.results import read_results
+from stbench.store.files import read_runs
 from tests.helpers import stbench
 
 REF = Path(__file__).parent.parent / "results" / "reference" / "ref-cpu2-cnn-strain-epochs"  # 3 repeats per cell
@@ -75,7 +75,7 @@ def test_with_the_repeats_an_inconclusive_line_names_the_slowdown_is_a_regressio
 
 
 def test_a_worse_median_that_is_not_significant_is_inconclusive_never_ok():
-    base = read_results(REF)
+    base = read_runs(REF)
     new = [dict(r) for r in base]
     for r in new:  # one repeat per cell 30% slower: the median moves, the intervals overlap
         if r["repeat"] == "0":
@@ -119,7 +119,7 @@ def test_each_verdict_is_worded_as_pyperf_words_it():
 
 
 def test_a_cell_that_no_longer_ends_ok_is_a_regression():
-    base = read_results(REF)
+    base = read_runs(REF)
     new = [{**r, "status": "failed", "wall_s": ""} if r["epochs"] == "1" else r for r in base]
     bad = [v for v in gate(base, new) if v.regression]
     assert len(bad) == 1 and "ended failed" in bad[0].note

@@ -1,5 +1,5 @@
-"""Machine identity: hardware labels, rows of two machines never pooled, old rows completed
-from their manifest; integer and path parameters as researchers expect them. No torch."""
+"""Machine identity: hardware labels, rows of two machines never pooled, rows that name their
+machine; integer and path parameters as researchers expect them. No torch."""
 
 import csv
 import json
@@ -11,11 +11,13 @@ import pytest
 from stbench.report.machines import short_cpu, short_gpu
 from stbench.report.frame import frame
 from stbench.report.studies import report
-from stbench.store.results import read_results
+from stbench.store.files import read_runs
+from stbench.store.machine import fingerprint
 from tests.helpers import stbench
 
 REF = Path(__file__).parent.parent / "results" / "reference" / "ref-cpu2-cnn-strain-epochs"
 XEON = "Intel(R) Xeon(R) Platinum 8480+"
+MACHINE = ("host", "cpu_model", "cores", "gpu_names", "gpu_count", "torch")
 
 
 @pytest.mark.parametrize("model,short", [
@@ -76,8 +78,9 @@ def copy_with_cpu(src: Path, dst: Path, cpu: str) -> Path:
     shutil.copytree(src, dst)
     with open(dst / "runs.csv", newline="") as f:
         rows = list(csv.DictReader(f))
-    for r in rows:
+    for r in rows:  # that machine's rows, with its fingerprint
         r["cpu_model"] = cpu
+        r["machine_id"] = fingerprint(*(r[k] for k in MACHINE))
     with open(dst / "runs.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
         writer.writeheader()
@@ -88,10 +91,12 @@ def copy_with_cpu(src: Path, dst: Path, cpu: str) -> Path:
     return dst
 
 
-def test_old_rows_get_their_machine_from_the_manifest():
-    rows = read_results(REF)
-    assert "cores" not in csv.DictReader(open(REF / "runs.csv")).fieldnames  # written before the field existed
+def test_rows_carry_their_machine_and_its_fingerprint():
+    """A row names its machine (a folder of schema 1, written before these fields existed, got
+    them from its manifest's inventory when it was migrated)."""
+    rows = read_runs(REF)
     assert {r["cores"] for r in rows} == {"2"} and len({r["machine_id"] for r in rows}) == 1
+    assert rows[0]["machine_id"] == fingerprint(*(rows[0][k] for k in MACHINE))
 
 
 def test_two_machines_with_one_host_name_are_two_columns(tmp_path):

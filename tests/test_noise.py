@@ -10,7 +10,8 @@ from stbench.report.noise import Flag, by_cell, main_measure, noise_flags
 from stbench.runner.nvml import GpuReader
 from stbench.runner.sysmon import SystemSampler
 from stbench.store.conditions import conditions
-from stbench.store.results import read_results, read_series
+from stbench.store.files import read_runs
+from stbench.store.results import read_series
 from tests.helpers import ROOT
 
 CELL = {"workload": "w", "device": "cpu", "strategy": "single", "world_size": "1", "nodes": "1", "batch_size": "8",
@@ -96,7 +97,7 @@ def test_the_sampler_records_load_steal_and_the_gpus_slowdowns_ored():
 
 def test_every_committed_cell_is_judged_and_the_noisy_ones_say_why():
     folder = ROOT / "results" / "reference" / "ref-cpu2-cnn-strain-epochs"
-    cells = by_cell(read_results(folder))
+    cells = by_cell(read_runs(folder))
     flags = {c[0]["epochs"]: noise_flags(c, system=read_series(folder, "system.csv")) for c in cells}
     assert [f.reason for f in flags["1"]] == [
         "unstable: the standard deviation of wall_s (2.15) is 16% of the mean (13.29) over 3 repeats (limit 10%)"]

@@ -17,7 +17,7 @@ from stbench.report.series import panels
 from stbench.report.frame import frame, keys_of
 from stbench.report.studies import report
 from stbench.report.tables import markdown
-from stbench.store.results import read_results
+from stbench.store.files import read_runs
 from tests.helpers import committed_folders, stbench
 
 # The committed result folders only, never a run a user made beside them (tests.helpers); the
@@ -64,7 +64,7 @@ def test_report_files_are_self_contained(committed_report):
                  "stnn-phases.png", "dcrnn-pems-system-1.png"):  # each named by its study: study-N-<name>
         assert any(re.fullmatch(rf"study-\d+-{name}", p) for p in pngs), name
     assert "| EPYC (2 cores)" in md and "400000.0" not in md
-    # one section per study, headed by its folder and command; a parameter older rows lack shows its default
+    # one section per study, headed by its folder and command
     for workload in ("cnn-strain", "stnn"):  # every committed reference folder is a study of its own
         folders = [f for f in COMMITTED if json.loads((f / "manifest.json").read_text())["workload"] == workload]
         headed = re.findall(rf"\n## (ref-[^\n]+)\n\n`stbench \w+ {workload} ", md)
@@ -88,18 +88,15 @@ def test_report_opens_with_findings_the_hardware_and_a_figure(committed_report):
     assert progress[-1].startswith("writing ")
 
 
-def test_a_parameter_older_rows_lack_takes_its_default():
-    """bucket_cap_mb and checkpoint came after the first studies: with the defaults their rows
-    show 25.0 and none, so one cell is never split into a '-' row and a valued row."""
-    from stbench.plan.registry import param_defaults
-
-    rows = [{**r, "study": str(f)} for f in COMMITTED for r in read_results(f)]
-    bare, filled = frame(rows), frame(rows, param_defaults())
-    assert bare["p.bucket_cap_mb"].isna().any()  # what the old rows lack
-    params = [c for c in filled.columns if c.startswith("p.")]
-    cnn = filled[filled["workload"] == "cnn-strain"]
+def test_a_parameter_added_after_a_study_shows_its_value_in_every_row():
+    """bucket_cap_mb and checkpoint came after the first studies; those were migrated with the
+    defaults they ran at written out (25.0, none), so one cell is never split into a '-' row and
+    a valued row."""
+    rows = [{**r, "study": str(f)} for f in COMMITTED for r in read_runs(f)]
+    df = frame(rows)
+    cnn = df[df["workload"] == "cnn-strain"]
     assert not cnn[["p.bucket_cap_mb", "p.checkpoint"]].isna().any().any()
-    assert set(cnn["p.checkpoint"]) == {"none", "full"} and params
+    assert set(cnn["p.checkpoint"]) == {"none", "full"}
 
 
 def browser_check(page: Path, tmp_path: Path, width: int = 1280) -> dict:
@@ -132,7 +129,7 @@ def test_report_opens_in_a_headless_browser(committed_report, tmp_path):
 
 
 def committed_frame() -> pd.DataFrame:
-    return frame([{**r, "study": str(f)} for f in COMMITTED for r in read_results(f)])
+    return frame([{**r, "study": str(f)} for f in COMMITTED for r in read_runs(f)])
 
 
 def test_every_plot_line_is_one_cell():

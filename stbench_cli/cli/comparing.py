@@ -23,17 +23,17 @@ def compare(
     full: Annotated[bool, typer.Option(help="every table of each study (wall time, time and memory shares, scaling)")] = False,
 ) -> None:
     """Per study, headed by its folder and command: its finding (the answer, with 95% intervals) and the table behind it."""
-    from ..plan.registry import param_defaults
     from ..report.noise import study_flags
     from ..report.compare import compare as build
-    from ..store.files import find_folders
-    from ..store.results import read_results, read_series, tag
+    from ..store.files import find_folders, read_runs
+    from ..store.results import read_series, tag
 
     folders = find_folders(paths)
-    records = [{**r, **tag(f)} for f in folders for r in read_results(f)]
+    records = [{**r, **tag(f)} for f in folders for r in read_runs(f)]
     epochs = [{**r, **tag(f)} for f in folders for r in read_series(f, "epochs.csv")] if plot else []
-    text = build(records, row_axis=rows, cols=cols, metric=metric, baseline=baseline, out=out, plot=plot,
-                 width=render.table_width(), epochs=epochs, full=full, defaults=param_defaults(), flagger=study_flags)
+    text = build(records, row_axis=rows, cols=cols, metric=metric, baseline=baseline, out=out,
+                 plot=plot, width=render.table_width(), epochs=epochs, full=full,
+                 flagger=study_flags)
     render.out.print(text, markup=False, end="")
 
 
@@ -50,11 +50,10 @@ def gate(
     could settle it; exit 0 otherwise."""
     from ..report.gate import exit_code, lines
     from ..report.gate import gate as judge
-    from ..store.files import find_folders
-    from ..store.results import read_results
+    from ..store.files import find_folders, read_runs
 
     def rows(path: Path) -> list[dict]:
-        return [r for f in find_folders([path]) for r in read_results(f)]
+        return [r for f in find_folders([path]) for r in read_runs(f)]
 
     verdicts = judge(rows(baseline), rows(new), tuple(metric or ("wall_s",)), margin)
     for line in lines(verdicts, margin):

@@ -112,8 +112,6 @@ def _varying_params(rows: list[dict]) -> tuple[tuple[str, str], ...]:
 def _summary_cell(row: dict, key: str) -> str:
     if key.startswith("p."):
         return str(json.loads(row.get("params") or "{}").get(key[2:], ""))
-    if key == "epochs_done" and row.get(key) in (None, ""):  # a row of an older stbench: its whole epochs
-        key = "epochs"
     if key == "time_to_target_s" and row.get(key) in (None, ""):
         return "not reached" if str(row.get("target_reached")) == "False" else "-"
     if key not in _FORMATS:

@@ -19,11 +19,10 @@ def report(
     """A report to publish: every study's finding and a headline figure first, then per study its tables and figures."""
     import pandas as pd
 
-    from ..plan.registry import param_defaults
     from ..report.noise import study_flags
     from ..report import document, html
-    from ..store.files import find_folders
-    from ..store.results import read_results, read_series, study_info, tag
+    from ..store.files import find_folders, read_runs
+    from ..store.results import read_series, study_info, tag
 
     def progress(line: str) -> None:  # drawing the figures takes a while: say where it is
         render.err.print(line, markup=False, highlight=False)
@@ -32,12 +31,13 @@ def report(
     found = find_folders(paths)
     progress(f"reading {len(found)} result folder{'s' if len(found) != 1 else ''}")
     for folder in found:
-        rows, tagged = read_results(folder), tag(folder)
+        rows, tagged = read_runs(folder), tag(folder)
         runs += [{**r, **tagged} for r in rows]
         epochs += [{**r, **tagged} for r in read_series(folder, "epochs.csv")]
         system += [{**r, **tagged} for r in read_series(folder, "system.csv")]
         studies.append(study_info(folder, rows))
-    report = document.build(runs, epochs, system, pd.DataFrame(studies), param_defaults(), progress=progress, flagger=study_flags)
+    report = document.build(runs, epochs, system, pd.DataFrame(studies), progress=progress,
+                            flagger=study_flags)
     progress(f"writing {out / 'report.html'}")
     path = html.write(report, out)
     render.out.print(f"wrote {path} and {path.with_suffix('.md')} (figures beside it)", soft_wrap=False)

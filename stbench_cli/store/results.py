@@ -1,7 +1,5 @@
-"""Reading result folders for reports: runs.csv rows with their machine identity complete.
-
-Rows written before a machine field existed get it from the study's manifest inventory
-(store.machine.fill_machine), so old and new rows are told apart the same way."""
+"""Reading result folders for reports: the series beside runs.csv, what makes folders one study
+and the command that asked its question."""
 
 from __future__ import annotations
 
@@ -9,24 +7,7 @@ import hashlib
 import json
 from pathlib import Path, PurePath
 
-from .files import read_csv, read_runs
-from .machine import fill_machine
-
-
-def manifest_env(folder: Path) -> dict | None:
-    """The manifest's inventory, or None where the folder has no readable manifest (compare
-    never needed one; a copied runs.csv alone still compares)."""
-    try:
-        env = json.loads((folder / "manifest.json").read_text()).get("env")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return env if isinstance(env, dict) else None
-
-
-def read_results(folder: Path) -> list[dict]:
-    """The rows of folder/runs.csv with cores, gpu_names and machine_id filled in."""
-    env = manifest_env(folder)
-    return [fill_machine(row, env) for row in read_runs(folder)]
+from .files import read_csv
 
 
 def read_series(folder: Path, name: str) -> list[dict]:
@@ -49,8 +30,8 @@ def study_info(folder: Path, rows: list[dict]) -> dict:
 
 # The matrix fields that make two folders one study; the devices are left out: folders of one
 # study from different machines merge, and the machines become columns.
-_STUDY_FIELDS = ("workload", "strategies", "nprocs", "nnodes", "batch_sizes", "epochs", "base_params", "axes",
-                 "repeats", "seed", "preset")
+_STUDY_FIELDS = ("workload", "strategies", "nprocs", "nnodes", "batch_sizes", "epochs",
+                 "base_params", "axes", "repeats", "seed", "preset", "seed_per_repeat")
 
 
 def _question(command: list) -> str:
@@ -86,8 +67,6 @@ def study_of(folder: Path) -> dict:
         manifest = json.loads((folder / "manifest.json").read_text())
         matrix = {k: manifest["matrix"].get(k) for k in _STUDY_FIELDS}
         matrix["workload"] = manifest["workload"]
-        if manifest["matrix"].get("seed_per_repeat"):  # repeats that vary the seed ask another question;
-            matrix["seed_per_repeat"] = True  # named only when on, so an older study keeps its key
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return {"key": f"folder {folder.name}", "question": folder.name}
     key = hashlib.sha1(json.dumps(matrix, sort_keys=True, default=str).encode()).hexdigest()[:12]
