@@ -132,7 +132,7 @@ def _columns(path: Path, rows: list[dict]) -> list[str]:
 
 def _key(values: dict, params: dict) -> str:
     """What a cell is, the same text from its manifest entry and from its row's columns."""
-    return json.dumps([str(values[k]) for k in _CELL] + [params], sort_keys=True)
+    return json.dumps([str(values.get(k)) for k in _CELL] + [params], sort_keys=True)
 
 
 def _cells(folder: Path, manifest: dict, rows: list[dict]) -> list[RunSpec]:
@@ -142,8 +142,8 @@ def _cells(folder: Path, manifest: dict, rows: list[dict]) -> list[RunSpec]:
     cells = []
     for c in manifest["cells"]:
         try:
-            spec = RunSpec.from_dict({**c, "params": written_out(c["workload"], dict(c["params"]))
-                                     .items()})
+            params = written_out(c["workload"], dict(c["params"]))
+            spec = RunSpec.from_dict({**c, "params": params.items()})
         except (TypeError, ValueError, KeyError) as exc:
             raise StbenchError(f"{folder}/manifest.json is corrupt: bad cell ({exc})") from None
         run_id = spec.run_id or ids.get(_key(asdict(spec), dict(spec.params)))
