@@ -17,6 +17,7 @@ from ..errors import StbenchError
 from ..store.files import read_runs
 from ..store.machine import EnvInfo
 from ..store.manifest import read_manifest
+from ..store.rows import RETRIED
 from . import registry
 from .launcher_config import Launch, make_launch
 from .skips import cell_skip
@@ -57,10 +58,15 @@ class Plan:
     launch: Launch = Launch()  # how the cells' processes are started
 
     @property
+    def finished(self) -> set[str]:
+        """The run ids whose rows stand: a resume runs every other cell (a failed or hung one
+        again, store.rows.RETRIED)."""
+        return {r["run_id"] for r in self.done if r["status"] not in RETRIED}
+
+    @property
     def remaining(self) -> "Plan":
-        """This plan without the cells whose rows are already in the folder (what a resume runs)."""
-        done = {r["run_id"] for r in self.done}
-        return replace(self, cells=tuple(c for c in self.cells if c.run_id not in done))
+        """This plan without the cells whose rows stand (what a resume runs)."""
+        return replace(self, cells=tuple(c for c in self.cells if c.run_id not in self.finished))
 
 
 def resolve_params(w: Workload, preset: str, smoke: bool, sets) -> tuple[dict, dict, dict]:
