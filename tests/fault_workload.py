@@ -8,12 +8,13 @@ does not come back with the cell's next run (a resume then completes the study):
     exit    the rank calls os._exit(1) mid-step
     stuck   the rank blocks in a collective no other rank joins (a recv from rank 0), so rank 0
             blocks in the step's gradient all-reduce
-    abort   the rank aborts (SIGABRT) at exit, after its training ended and it left the world
+    abort   the rank aborts (SIGABRT) at exit, after its training ended and it left the world (its
+            process ends by os._exit, child/cell.py: here that call aborts, as a native thread
+            crashing the interpreter's exit did)
     lost    the rank's node loses its torchrun agent (SIGKILL) mid-training; the rank, orphaned,
             trains on (2 s a step, so that its world is still training when it is ended)
 """
 
-import atexit
 import os
 import signal
 import time
@@ -51,7 +52,7 @@ def _loss(fault: str, ctx: BuildContext):
 
     faulty = fault in ONCE and ctx.rank == ctx.world_size - 1 and _once(fault, ctx)
     if faulty and fault == "abort":
-        atexit.register(os.abort)  # runs in the interpreter's finalization, after everything
+        os._exit = lambda code: os.abort()  # noqa: ARG005 (the cell's very last call)
     act = {"exit": lambda: os._exit(1), "stuck": _stuck, "lost": _lose_node}.get(fault)
 
     def loss(module, x, y, step: int):

@@ -11,10 +11,14 @@
 Rank 0 writes RESULT.json. A rank that fails writes RESULT.rankR.json with its status and
 last error line, then exits non-zero so that torchrun tears the rest of the world down.
 
-Leaving: a rank that ended well waits for no collective of its own and destroys every process
-group while Python is whole (the trainer, DDP's reducer and the stop vote's group freed first,
-so the groups' worker threads are joined here, not in the interpreter's finalization), and only
-then writes its result and exits.
+Leaving: a rank that ended well has no collective of its own pending (the stop vote read), destroys
+every process group, writes its result, and ends its process with os._exit, without the
+interpreter's finalization. A process group's native threads outlive destroy_process_group (a DDP
+model leaves Python references to its group, so gloo's worker and socket threads, and kineto's
+config thread once the profiler ran, stay alive until the process ends); one that completes a
+collective or frees a tensor while the interpreter finalizes needs the GIL, is made to exit, and
+aborts the rank: `terminate called without an active exception`, SIGABRT. Ended without
+finalization, no thread of torch runs after this process's last line.
 """
 
 from __future__ import annotations
@@ -183,12 +187,10 @@ def main(argv: list[str]) -> int:
 
 
 def _leave_world(progress: Heartbeat) -> None:
-    """Destroy every process group after a cell that ended, none of their work pending: the
-    trainer, DDP's reducer and the vote's group (which hold the groups) are collected first,
-    so the groups' worker threads end here, while Python is whole, and never run (or free a
-    tensor that needs the interpreter) during its finalization, which aborted a rank at exit
-    (`terminate called without an active exception`). A failed rank does not come here: it
-    waits for no one, and torchrun tears its world down."""
+    """Destroy every process group after a cell that ended, none of their work pending (the
+    trainer, DDP's reducer and the vote's group collected first: NCCL frees its communicators
+    here). A failed rank does not come here: it waits for no one, and torchrun tears its world
+    down."""
     import torch.distributed as dist
 
     progress.phase("leaving the world (destroy_process_group)")
@@ -198,5 +200,13 @@ def _leave_world(progress: Heartbeat) -> None:
     gc.collect()
 
 
+def leave(code: int) -> None:
+    """End this process without the interpreter's finalization (see the module's docstring):
+    every file it wrote is closed, its output flushed here."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    leave(main(sys.argv[1:]))

@@ -22,7 +22,8 @@ import signal
 from dataclasses import replace
 
 from ..plan.spec import RunSpec
-from ..store.progress import STALL_FLOOR_S, STALL_RUN_S, STALL_STEPS, Beat
+from ..store import progress
+from ..store.progress import Beat
 from ..store.rows import CellResult
 
 _SUMMARY = re.compile(
@@ -152,10 +153,13 @@ def cause(spec: RunSpec, first: tuple[int, int, str], log: str, results: dict[in
     tasks = srun_tasks(log)
     task = f"node {tasks[0][1]} ({tasks[0][0]}): Slurm's task {tasks[0][2]}" if tasks else ""
     abrupt = _abrupt(exits, results)
-    if abrupt:
-        rank, fatal = abrupt[0], fatal_line(log)
-        said = f"{rank_words(spec, rank, beats)} {how(exits[rank])} {when(rank, beats)}"
-        return "failed", _join(task, said, f"its last words: {fatal}" if fatal else "")
+    if abrupt:  # a world's shared log: only a fatal signal's words are surely the rank's
+        rank, world = abrupt[0], spec.world_size > 1
+        said = f"{how(exits[rank])} {when(rank, beats)}"
+        words = fatal_line(log) if world else last_words(log)
+        last = f"{'its last words' if world else 'last log line'}: {words}" if words else ""
+        who = f"{rank_words(spec, rank, beats)} " if world else ""
+        return "failed", _join(task, f"{who}{said}", last)
     own = _own_failure(spec, results, beats)
     if own is not None:
         return own[0], _join(task, own[1])
@@ -188,12 +192,15 @@ def hung(spec: RunSpec, idle_s: float, limit_s: float, user: float | None,
     else:
         slowest = max((b.slowest_s for b in beats.values()), default=0.0)
         familiar = len(beats) >= spec.world_size and all(b.familiar for b in beats.values())
-        least = (f"{STALL_RUN_S:g} s in phases the ranks were in before" if familiar else
-                 f"{STALL_FLOOR_S:g} s while a rank is in a phase new to it")
-        rule = f"{STALL_STEPS} x the slowest step ({slowest:.3g} s), at least {least}"
+        least = (f"{progress.STALL_RUN_S:g} s in phases the ranks were in before" if familiar else
+                 f"{progress.STALL_FLOOR_S:g} s while a rank is in a phase new to it")
+        steps = f"{progress.STALL_STEPS} x the slowest step ({slowest:.3g} s), " if slowest else ""
+        rule = f"{steps}at least {least}"
     where = []
     for rank in range(spec.world_size):
         said = when(rank, beats) if rank in beats else "never reported: it never started or joined"
         where.append(f"{rank_words(spec, rank, beats)} {said}")
+    if not beats and spec.nodes > 1:  # torchrun's agents wait in their rendezvous for every node
+        where = ["no rank started: a node's torchrun agent never joined the rendezvous"]
     return CellResult("hung", f"no progress for {idle_s:.0f} s (limit {limit_s:.0f} s: {rule}); "
                               f"killed; {'; '.join(where)}")
