@@ -11,6 +11,7 @@ import pytest
 
 from stbench.plan.spec import RunSpec
 from stbench.store.files import append, read_csv, read_runs, write_cell
+from stbench.store.manifest import cells as manifest_cells
 from stbench.store.rows import RUN_COLUMNS, Figures, Identity, Machine, RunRow
 from tests.helpers import ROOT, committed_copy, committed_folders
 
@@ -65,7 +66,7 @@ def test_committed_results_resume_and_travel(folder):
     matches), its epoch and system rows belong to a row, and no parameter names a path that
     only existed on the machine that ran it."""
     manifest = json.loads((folder / "manifest.json").read_text())
-    cells = {RunSpec.from_dict(c).run_id: c for c in manifest["cells"]}
+    cells = {RunSpec.from_dict(c).run_id: c for c in manifest_cells(manifest)}
     rows = read_runs(folder)
     assert {r["run_id"] for r in rows} <= set(cells)
     for r in rows:

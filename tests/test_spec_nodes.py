@@ -7,6 +7,7 @@ import pytest
 
 from stbench.plan.skips import skip_reason
 from stbench.plan.spec import MatrixSpec, RunSpec, expand
+from stbench.store.manifest import cells as manifest_cells
 from tests.helpers import committed_folders
 
 
@@ -14,7 +15,7 @@ def test_run_ids_of_every_committed_study_are_unchanged():
     """The committed reference studies were planned before nodes, backend and bucket_cap_mb
     existed; their cells must keep the ids their rows carry (resume matches rows by run_id)."""
     for manifest in (folder / "manifest.json" for folder in committed_folders()):
-        cells = [RunSpec.from_dict(c) for c in json.loads(manifest.read_text())["cells"]]
+        cells = [RunSpec.from_dict(c) for c in manifest_cells(json.loads(manifest.read_text()))]
         with open(manifest.parent / "runs.csv") as f:
             assert sorted(c.run_id for c in cells) == sorted(r["run_id"] for r in csv.DictReader(f)), manifest
     old = RunSpec("w", "cpu", "ddp", 8, 1, world_size=2, params=(("lr", 0.1),))
@@ -38,7 +39,8 @@ def test_every_committed_study_planned_again_from_its_matrix_has_its_run_ids():
         manifest = json.loads((folder / "manifest.json").read_text())
         older += "seed_per_repeat" not in manifest["matrix"]
         cells = expand(MatrixSpec(**{k: _tuples(v) for k, v in manifest["matrix"].items()}))
-        assert [c.run_id for c in cells] == [RunSpec.from_dict(c).run_id for c in manifest["cells"]], folder.name
+        ids = [RunSpec.from_dict(c).run_id for c in manifest_cells(manifest)]
+        assert [c.run_id for c in cells] == ids, folder.name
     assert older > 20  # the studies committed before per-repeat seeds are among them
 
 

@@ -16,7 +16,8 @@ from ..contract import Workload
 from ..errors import StbenchError
 from ..store.files import read_runs
 from ..store.machine import EnvInfo
-from ..store.manifest import read_manifest
+from ..store.manifest import cells as manifest_cells
+from ..store.manifest import own_cell, read_manifest
 from ..store.rows import RETRIED
 from . import registry
 from .launcher_config import Launch, make_launch
@@ -157,11 +158,13 @@ def plan_new(req: Request, env: EnvInfo, command: tuple[str, ...] = ()) -> Plan:
     if len(skips) == len(cells):  # before check_data, which may open a remote store
         raise StbenchError(f"nothing to run: {skips[cells[0].run_id]}")
     check_data(w, cells)
+    base = dict(matrix.base_params)
     manifest = {
         "stbench_version": __version__, "git_sha": git_sha(), "command": list(command),
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "workload": w.name,
-        "matrix": asdict(matrix), "cells": [asdict(c) for c in cells], "env": env.to_dict(),
-        "launcher": launch.to_dict(),
+        "matrix": asdict(matrix),
+        "cells": [own_cell(asdict(c), w.name, matrix.preset, base) for c in cells],
+        "env": env.to_dict(), "launcher": launch.to_dict(),
     }
     return Plan(w, tuple(cells), new_folder(req.out, w.name), manifest, skips, launch=launch)
 
@@ -194,7 +197,7 @@ def plan_resume(workload: str | None, folder: Path, env: EnvInfo) -> Plan:
     workload = manifest["workload"]
     done = tuple(read_runs(folder)) if (folder / "runs.csv").exists() else ()  # a corrupt runs.csv stops us here
     try:
-        cells = tuple(RunSpec.from_dict(c) for c in manifest["cells"])
+        cells = tuple(RunSpec.from_dict(c) for c in manifest_cells(manifest))
     except (TypeError, ValueError) as exc:
         raise StbenchError(f"{folder}/manifest.json is corrupt: bad cell ({exc})") from None
     w = registry.get(workload)
