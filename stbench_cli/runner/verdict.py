@@ -29,6 +29,7 @@ from ..store.rows import CellResult
 _SUMMARY = re.compile(
     r"rank\s*: (\d+) \(local_rank: \d+\)\s*\n\s*exitcode\s*: (-?\d+) \(pid: \d+\)")
 _SRUN = re.compile(r"^srun: error: (\S+): tasks? (\d+): (.+)$", re.MULTILINE)
+_TORCHRUN_EXIT = re.compile(r"torchrun on node (\d+) exited with code (-?\d+)")  # slurm.run_node
 # a line of torchrun's agent (its logger, its summary, its own traceback), not of a rank
 _AGENT = re.compile(
     r"^([IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ .*torch/distributed/|USDT:|\[[IWE]\d{4} )")
@@ -110,11 +111,16 @@ def lost_peer(result: CellResult) -> bool:
     return any(m in result.reason.lower() for m in _PEER_LOST)
 
 
-def _node_lost(spec: RunSpec, node: int, code: int, beats: dict[int, Beat]) -> str:
-    ranks = [r for r in range(spec.world_size) if node_of(spec, r, beats) == node]
+def _on_node(spec: RunSpec, node: int, beats: dict[int, Beat]) -> str:
+    """Where the ranks of a node were, from their beats: " (rank 1 in …)"."""
+    ranks = [r for r in range(spec.world_size) if node_of(spec, r, beats) == node and r in beats]
     where = "; ".join(f"rank {r} {when(r, beats)}" for r in ranks)
-    lost = f"node {node} lost: its torchrun agent was {how(code, rank=False)}"
-    return f"{lost} ({where})" if where else lost
+    return f" ({where})" if where else ""
+
+
+def _node_lost(spec: RunSpec, node: int, code: int, beats: dict[int, Beat]) -> str:
+    return f"node {node} lost: its torchrun agent was {how(code, rank=False)}" + _on_node(
+        spec, node, beats)
 
 
 def _abrupt(exits: dict[int, int], results: dict[int, CellResult]) -> list[int]:
@@ -124,11 +130,13 @@ def _abrupt(exits: dict[int, int], results: dict[int, CellResult]) -> list[int]:
             if code != 0 and (r not in results or results[r].status == "ok")]
 
 
-def _own_failure(spec: RunSpec, results: dict[int, CellResult], beats) -> tuple[str, str] | None:
+def _own_failure(spec: RunSpec, results: dict[int, CellResult], beats,
+                 peers: bool = True) -> tuple[str, str] | None:
     """The status and reason of the rank that failed first of its own accord: one whose error
-    is not a lost peer, rank 0 first; a reason not rank 0's names its rank."""
+    is not a lost peer, rank 0 first (`peers`: else one that lost its peer); a reason not rank
+    0's names its rank."""
     own = [r for r in sorted(results) if results[r].status != "ok"]
-    first = ([r for r in own if not lost_peer(results[r])] or own or [None])[0]
+    first = ([r for r in own if not lost_peer(results[r])] or (own if peers else []) or [None])[0]
     if first is None:
         return None
     reason = results[first].reason
@@ -141,6 +149,18 @@ def _join(*parts: str) -> str:
     return "; ".join(p for p in parts if p)
 
 
+def slurm_task(log: str) -> str:
+    """The task (node) whose end ended a Slurm step, as srun said it, and how its torchrun
+    agent ended where the task's own wrapper said (slurm.run_node)."""
+    tasks = srun_tasks(log)
+    if not tasks:
+        return ""
+    host, task, what = tasks[0]
+    agents = {int(n): int(c) for n, c in _TORCHRUN_EXIT.findall(log)}
+    agent = f" (its torchrun agent {how(agents[task], rank=False)})" if agents.get(task) else ""
+    return f"node {task} ({host}): Slurm's task {what}{agent}"
+
+
 def cause(spec: RunSpec, first: tuple[int, int, str], log: str, results: dict[int, CellResult],
           beats: dict[int, Beat]) -> tuple[str, str]:
     """(status, reason) of a cell whose process `first` = (index, code, role) ended non-zero
@@ -150,8 +170,7 @@ def cause(spec: RunSpec, first: tuple[int, int, str], log: str, results: dict[in
     if role == "agent" and code < 0:
         return "failed", _node_lost(spec, index, code, beats)
     exits = rank_exits(log) or ({0: code} if role == "cell" else {})
-    tasks = srun_tasks(log)
-    task = f"node {tasks[0][1]} ({tasks[0][0]}): Slurm's task {tasks[0][2]}" if tasks else ""
+    task = slurm_task(log)
     abrupt = _abrupt(exits, results)
     if abrupt:  # a world's shared log: only a fatal signal's words are surely the rank's
         rank, world = abrupt[0], spec.world_size > 1
@@ -160,9 +179,12 @@ def cause(spec: RunSpec, first: tuple[int, int, str], log: str, results: dict[in
         last = f"{'its last words' if world else 'last log line'}: {words}" if words else ""
         who = f"{rank_words(spec, rank, beats)} " if world else ""
         return "failed", _join(task, f"{who}{said}", last)
-    own = _own_failure(spec, results, beats)
+    own = _own_failure(spec, results, beats, peers=not task)  # a task's end cut them off
     if own is not None:
         return own[0], _join(task, own[1])
+    if task:
+        node = srun_tasks(log)[0][1]
+        return "failed", task + _on_node(spec, node, beats)
     by = {"agent": f"node {index}'s torchrun agent ", "step": "the srun step "}.get(role, "")
     return "failed", _join(task, f"{by}{how(code, rank=role == 'cell')}" if code else "",
                            last_words(log))
