@@ -24,6 +24,7 @@ import argparse
 import csv
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -41,7 +42,7 @@ def load() -> float:
 
 
 def smoke(runs: int, out: Path) -> None:
-    exe = Path(sys.executable).parent / "stbench"
+    exe = shutil.which("stbench") or Path(sys.executable).parent / "stbench"
     seconds, aborted = [], 0
     print("| study | s | status | rank aborted | load before, after |\n|---|---|---|---|---|")
     for i in range(1, runs + 1):

@@ -57,7 +57,7 @@ def _loss(fault: str, ctx: BuildContext):
 
     def loss(module, x, y, step: int):
         if faulty and act and step == FAULT_STEP:
-            time.sleep(0.5)  # a real step's length: its beat (within 0.1 s) says where it is
+            time.sleep(1.0)  # a real step's length: its beat (within 0.5 s) says where it is
             act()
         if faulty and fault == "lost" and step > FAULT_STEP:
             time.sleep(2.0)  # the orphan trains on, slowly: the parent ends its world mid-training

@@ -2,11 +2,12 @@
 
 The trainer names its phase and counts its steps on a `Heartbeat` in memory (an attribute set,
 no file, no device synchronisation per step); a thread of its own writes the beat file when
-something changed, at most every `period` seconds (0.1: a small file replaced at most ten times
-a second while the rank trains). A rank blocked in a collective or on the device stops
-changing, which is what the parent watches for, and its last beat says where it is. `close()`
-stops and joins the thread before the process leaves: nothing of it is alive at exit. Without
-a folder (a cell run in a test's process) nothing is written.
+something changed, at most every `period` seconds (0.5: a small file replaced at most twice a
+second while the rank trains, which a shared file system of many ranks bears; the watchdog
+reads once a second and its limits are tens of seconds). A rank blocked in a collective or on
+the device stops changing, which is what the parent watches for, and its last beat says where
+it is. `close()` stops and joins the thread before the process leaves: nothing of it is alive
+at exit. Without a folder (a cell run in a test's process) nothing is written.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from ..store.progress import Beat, write_beat
 
 class Heartbeat:
     def __init__(self, folder: Path | None = None, rank: int = 0, node: int = 0,
-                 period: float = 0.1):
+                 period: float = 0.5):
         self.folder, self.rank, self.node, self.period = folder, rank, node, period
         self.name = "starting"
         self.familiar = False  # in a phase it was in before

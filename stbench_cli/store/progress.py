@@ -2,7 +2,7 @@
 
 Each rank of a cell writes `beat.rank<R>.json` into the cell's work folder (`.cells/<run_id>/`,
 on the shared file system under Slurm) from a thread of its own (child/heartbeat.py), whenever
-something changed, at most ten times a second: how many units of work it finished (training
+something changed, at most twice a second: how many units of work it finished (training
 steps, evaluation batches, phases of its set-up), its slowest training step so far (host
 seconds: no device synchronisation), and the phase it is in, named for what it waits on (a
 collective, the data, the device). The parent (runner/watch.py) kills a cell whose ranks finish
