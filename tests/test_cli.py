@@ -1,6 +1,5 @@
 """CLI parsing with the engine patched: the exact cells a command line asks for."""
 
-from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -8,6 +7,7 @@ import pytest
 from stbench.cli import main
 from stbench.plan.spec import RunSpec, identify
 from stbench.runner import study
+
 
 
 @pytest.fixture
@@ -47,7 +47,7 @@ def test_run_passes_the_exact_cells(captured, tmp_path):
         for repeat in (0, 1) for epochs in (1, 2) for lr in (0.01, 0.02)
     ]
     assert list(plan.cells) == expected
-    assert plan.manifest["cells"] == [asdict(c) for c in expected]
+    assert [RunSpec.from_dict(c) for c in plan.manifest["cells"]] == expected  # each kept whole
     assert plan.manifest["matrix"]["axes"] == (("lr", (0.01, 0.02)),)
     assert plan.manifest["matrix"]["seed_per_repeat"] is True
 

@@ -17,7 +17,7 @@ from ..errors import StbenchError
 from ..store.files import read_runs
 from ..store.machine import EnvInfo
 from ..store.manifest import read_manifest
-from ..store.rows import SCHEMA
+from ..store.rows import RETRIED, SCHEMA
 from . import registry
 from .launcher_config import Launch, make_launch
 from .skips import cell_skip
@@ -58,10 +58,15 @@ class Plan:
     launch: Launch = Launch()  # how the cells' processes are started
 
     @property
+    def finished(self) -> set[str]:
+        """The run ids whose rows stand: a resume runs every other cell (a failed or hung one
+        again, store.rows.RETRIED)."""
+        return {r["run_id"] for r in self.done if r["status"] not in RETRIED}
+
+    @property
     def remaining(self) -> "Plan":
-        """This plan without the cells whose rows are already in the folder (what a resume runs)."""
-        done = {r["run_id"] for r in self.done}
-        return replace(self, cells=tuple(c for c in self.cells if c.run_id not in done))
+        """This plan without the cells whose rows stand (what a resume runs)."""
+        return replace(self, cells=tuple(c for c in self.cells if c.run_id not in self.finished))
 
 
 def resolve_params(w: Workload, preset: str, smoke: bool, sets) -> tuple[dict, dict, dict]:
@@ -156,8 +161,9 @@ def plan_new(req: Request, env: EnvInfo, command: tuple[str, ...] = ()) -> Plan:
         "schema": SCHEMA, "stbench_version": __version__, "git_sha": git_sha(),
         "command": list(command),
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "workload": w.name,
-        "matrix": asdict(matrix), "cells": [asdict(c) for c in cells], "env": env.to_dict(),
-        "launcher": launch.to_dict(),
+        "matrix": asdict(matrix),
+        "cells": [asdict(c) for c in cells],
+        "env": env.to_dict(), "launcher": launch.to_dict(),
     }
     return Plan(w, tuple(cells), new_folder(req.out, w.name), manifest, skips, launch=launch)
 

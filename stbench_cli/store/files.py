@@ -26,12 +26,18 @@ REQUIRED = ["schema", "run_id", "workload", "device", "status"]
 
 
 def atomic_write(path: Path, text: str) -> None:
+    """Replace `path` by `text` at once; a write that fails (a full disk) leaves the old file
+    as it was and no temporary file behind."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", newline="") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _csv_text(rows: list[dict], columns: list[str]) -> str:
@@ -43,10 +49,12 @@ def _csv_text(rows: list[dict], columns: list[str]) -> str:
     return buf.getvalue()
 
 
-def append(path: Path, rows: list[dict], columns: list[str]) -> None:
+def append(path: Path, rows: list[dict], columns: list[str], replacing: str | None = None) -> None:
     """Append rows by rewriting the file atomically. The file's own header comes first, then
-    any column new to it."""
+    any column new to it. replacing: a run_id whose earlier rows go (a failed or hung cell run
+    again)."""
     old = read_csv(path, []) if path.exists() else []
+    old = [r for r in old if replacing is None or r.get("run_id") != replacing]
     header = _header(path) if path.exists() else []
     new = [c for c in [*columns, *(k for r in rows for k in r)] if c not in header]
     atomic_write(path, _csv_text(old + rows, header + list(dict.fromkeys(new))))
@@ -63,15 +71,18 @@ def _header(path: Path) -> list[str]:
 
 
 def write_cell(folder: Path, row: RunRow, epochs: list[EpochRow], system: list[SystemRow]) -> None:
-    """Record one finished cell; runs.csv last, so the row marks the cell as done."""
-    append(folder / "epochs.csv", [asdict(e) for e in epochs], EPOCH_COLUMNS)
-    append(folder / "system.csv", [asdict(s) for s in system], SYSTEM_COLUMNS)
-    append(folder / "runs.csv", [row.record()], RUN_COLUMNS)
+    """Record one finished cell; runs.csv last, so the row marks the cell as done. Rows an
+    earlier run of the same cell left (it failed or hung, and a resume ran it again) go."""
+    run_id = row.identity.run_id
+    append(folder / "epochs.csv", [asdict(e) for e in epochs], EPOCH_COLUMNS, run_id)
+    append(folder / "system.csv", [asdict(s) for s in system], SYSTEM_COLUMNS, run_id)
+    append(folder / "runs.csv", [row.record()], RUN_COLUMNS, run_id)
 
 
-def write_ranks(folder: Path, ranks: list[RankRow]) -> None:
-    """Every rank's own totals of one cell, written before its runs.csv row (write_cell)."""
-    append(folder / "ranks.csv", [asdict(r) for r in ranks], RANK_COLUMNS)
+def write_ranks(folder: Path, ranks: list[RankRow], run_id: str | None = None) -> None:
+    """Every rank's own totals of one cell, written before its runs.csv row (write_cell), in
+    place of any an earlier run of the cell (`run_id`) left."""
+    append(folder / "ranks.csv", [asdict(r) for r in ranks], RANK_COLUMNS, run_id)
 
 
 def read_csv(path: Path, required: list[str]) -> list[dict]:
