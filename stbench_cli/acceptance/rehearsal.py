@@ -1,15 +1,10 @@
-"""The rehearsal's verdict on one step of `gpu_acceptance.sh --rehearse`: on a CPU build of
-torch with CUDA's availability faked (tests/fakecuda), a step must reach the first operation
-that truly needs CUDA, the build's own "Torch not compiled with CUDA enabled", and fail in no
-other way first.
-
-    python benchmarks/rehearsal.py RC OUTPUT [FOLDER]
-
-RC is the step's exit code, OUTPUT the file holding its stdout and stderr, FOLDER the study it
-wrote (its rows and cell logs are read too). Prints `PASS reached CUDA: ...` or `FAIL ...` and
-exits 0 or 1. Every traceback must end in the CUDA error, every row that did not end ok must
-give it as its reason (or be skipped), and the error must appear at least once: a step that
-never met CUDA proves nothing about the GPU run.
+"""The rehearsal's verdicts: the acceptance run on a CPU build of torch with CUDA's availability
+faked (tests/fakecuda). A step passes when it reached the first operation that truly needs
+CUDA, the build's own "Torch not compiled with CUDA enabled", and failed in no other way first:
+every traceback in its output and its cells' logs ends in that error, every row that did not
+end ok gives it as its reason (or is skipped), every failed doctor check names it, and it
+appears at least once (a step that never met CUDA proves nothing about the GPU run). A check
+passes when it failed for that reason alone, or judged a CPU figure (the doctor's cpu checks).
 """
 
 from __future__ import annotations
@@ -17,11 +12,13 @@ from __future__ import annotations
 import csv
 import json
 import re
-import sys
 from pathlib import Path
 
+from ..runner.doctor import Check
+from .verdicts import FAIL, PASS
+
 NOT_COMPILED = "Torch not compiled with CUDA enabled"
-TIMED_OUT = (124, 137)  # coreutils' timeout: the step ran past its limit
+TIMED_OUT = (124, 137)  # the step ran past its limit
 
 
 def exceptions(text: str) -> list[str]:
@@ -30,7 +27,8 @@ def exceptions(text: str) -> list[str]:
     for block in text.split("Traceback (most recent call last):")[1:]:
         lines = block.splitlines()
         end = next((ln for ln in lines[1:] if ln and not ln.startswith((" ", "\t"))), "")
-        out.append(end.strip())
+        if end.strip():  # two ranks' headers interleaved in one log leave one block empty
+            out.append(end.strip())
     return out
 
 
@@ -39,12 +37,26 @@ def pytest_failures(text: str) -> list[str]:
     return [ln for ln in text.splitlines() if re.match(r"^(FAILED|ERROR) ", ln)]
 
 
+def _studies(folder: Path) -> list[Path]:
+    """The step's folder and the study folders in it."""
+    return [folder, *sorted(p for p in folder.iterdir() if p.is_dir())] if folder.is_dir() else []
+
+
 def _rows(folder: Path) -> list[dict]:
-    path = folder / "runs.csv"
-    if not path.is_file():
-        return []
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
+    out = []
+    for study in _studies(folder):
+        if (study / "runs.csv").is_file():
+            with open(study / "runs.csv", newline="") as f:
+                out += list(csv.DictReader(f))
+    return out
+
+
+def _logs(folder: Path) -> list[str]:
+    return [
+        p.read_text(errors="replace")
+        for s in _studies(folder)
+        for p in sorted((s / "logs").glob("*.log"))
+    ]
 
 
 def _doctor_failures(folder: Path) -> list[str]:
@@ -58,7 +70,7 @@ def _doctor_failures(folder: Path) -> list[str]:
 
 def _causes(ends: list[str]) -> list[str]:
     """One log's traceback ends, less torchrun's agent's ChildFailedError where the log also holds
-    a rank's traceback that reached CUDA: the agent echoes its rank's failure, which is judged itself."""
+    a rank's traceback that reached CUDA: the agent echoes its rank's failure, judged itself."""
     echo = "torch.distributed.elastic.multiprocessing.errors.ChildFailedError"
     if any(NOT_COMPILED in e for e in ends):
         return [e for e in ends if not e.startswith(echo)]
@@ -66,17 +78,19 @@ def _causes(ends: list[str]) -> list[str]:
 
 
 def judge(rc: int, text: str, folder: Path | None = None) -> tuple[bool, str]:
-    """(passed, why) for one rehearsed step."""
+    """(passed, why) for one rehearsed step: its exit code, its output, the folder it wrote."""
     if rc in TIMED_OUT:
         return False, "ran past its time limit"
     if rc == 2 and NOT_COMPILED not in text:
         return False, "usage error: " + (text.strip().splitlines() or ["(no output)"])[-1][:200]
-    texts = [text]
+    texts = [text, *(_logs(folder) if folder else [])]
     rows = _rows(folder) if folder else []
-    if folder and (folder / "logs").is_dir():
-        texts += [p.read_text(errors="replace") for p in sorted((folder / "logs").glob("*.log"))]
     failures = [e for t in texts for e in _causes(exceptions(t))] + pytest_failures(text)
-    failures += [f"{r['run_id']} {r['status']}: {r['reason']}" for r in rows if r["status"] not in ("ok", "skipped")]
+    failures += [
+        f"{r['run_id']} {r['status']}: {r['reason']}"
+        for r in rows
+        if r["status"] not in ("ok", "skipped")
+    ]
     failures += _doctor_failures(folder) if folder else []
     other = [f for f in failures if NOT_COMPILED not in f]
     if other:
@@ -87,10 +101,25 @@ def judge(rc: int, text: str, folder: Path | None = None) -> tuple[bool, str]:
     return True, "reached CUDA" + (f" in {cells} cell(s)" if cells else "")
 
 
-if __name__ == "__main__":
-    if len(sys.argv) not in (3, 4):
-        raise SystemExit("usage: rehearsal.py RC OUTPUT [FOLDER]")
-    folder = Path(sys.argv[3]) if len(sys.argv) == 4 and sys.argv[3] else None
-    passed, why = judge(int(sys.argv[1]), Path(sys.argv[2]).read_text(errors="replace"), folder)
-    print(("PASS " if passed else "FAIL ") + why)
-    sys.exit(0 if passed else 1)
+def judge_check(check: Check) -> Check:
+    """A check in a rehearsal: a cpu figure stands as judged; a cuda check must have failed for
+    the build's CUDA error alone, in every cell it names (it has nothing else to look at)."""
+    if check.device == "cpu":
+        return check
+    other = [part for part in check.detail.split("; ") if NOT_COMPILED not in part]
+    if check.status == PASS:
+        passed, why = False, "passed without a GPU: it judged nothing of a GPU run"
+    elif NOT_COMPILED not in check.detail:
+        passed, why = False, "never reached CUDA"
+    else:
+        passed, why = (
+            not other,
+            "reached CUDA" if not other else f"failed before CUDA: {other[0][:200]}",
+        )
+    return Check(
+        check.name,
+        check.device,
+        PASS if passed else FAIL,
+        f"{why} ({check.detail})"[:400],
+        check.figures,
+    )
