@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from stbench.acceptance import engine, execute
-from stbench.acceptance.__main__ import DEFAULT, listing
+from stbench.acceptance.__main__ import DEFAULT, gpu_tag, listing
 from stbench.acceptance.state import State
 from stbench.acceptance.steps import CORRECTNESS, EXTRAS, REFERENCE, Step
 
@@ -85,6 +85,11 @@ def test_every_study_plans_as_written_on_one_gpu(step, tmp_path, monkeypatch, ca
         with pytest.raises(SystemExit) as done:
             main([*argv, "--out", str(tmp_path), "--dry-run"])
         assert done.value.code == 0, capsys.readouterr().err
+
+
+def test_reference_folders_are_named_by_the_gpu():
+    assert gpu_tag("NVIDIA H100 80GB HBM3") == "h100" and gpu_tag("NVIDIA H200") == "h200"
+    assert gpu_tag("2x Tesla T4") == "t4" and gpu_tag("no GPU named") == "gpu"
 
 
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path):

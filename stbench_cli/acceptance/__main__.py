@@ -64,7 +64,7 @@ def select(names: list[str], extras: list[str]) -> list:
 
 def gpu_tag(names: str) -> str:
     """The GPU's short name for a result folder: 'NVIDIA H100 80GB HBM3' -> 'h100'."""
-    found = re.search(r"\b([A-Z]{1,2}\d{2,4}[A-Za-z]?)\b", names)
+    found = re.search(r"\b([A-Z]{1,2}\d{1,4}[A-Za-z]?)\b", names)
     return found.group(1).lower() if found else "gpu"
 
 

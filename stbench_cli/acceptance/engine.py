@@ -72,6 +72,8 @@ def run(steps: list[Step], s: Settings, state: State, names: list[str]) -> int:
         write_summary(s.out, names, state)
     state.save(s.out)
     write_summary(s.out, names, state)
+    if any(archive.iterdir()):  # the folders of steps run again left it, whatever ran since
+        _pack(archive, s.out / "results.tar.gz")
     mine = [state.records.get(st.name) for st in steps]
     return 0 if all(r is not None and r.passed for r in mine) else 1
 

@@ -20,10 +20,12 @@ def study(result: str, cap_s: int, what: str, line: str, rehearse: str = "") -> 
 
 
 LSTM = "run lstm-era5 --preset paper --device cuda cpu --epochs 5 10 15"
+# a rehearsal's cells get 120 s each: on the 2-core CI machine, busy, a cell's setup alone
+# (torch, the data) can take 30 s
 STNN = ("run stnn --device cuda cpu --epochs 1 --set grid=30x84,60x168 "
-        "--set relations=dense,offload,sparse --set max_eval_batches=2 --timeout 30")
+        "--set relations=dense,offload,sparse --set max_eval_batches=2")
 DCRNN = ("run dcrnn-pems --preset pgt-i --device cuda cpu --set batching=index,gpu-index "
-         "--set max_eval_batches=2 --timeout 30")
+         "--set max_eval_batches=2")
 
 STUDIES = (
     # The ERA5 LSTM study's table (the paper preset: 2 points, 2020 to train, 2021 to test,
@@ -38,13 +40,14 @@ STUDIES = (
     # ref-cpu2-stnn-relations), 0.05 s at 30x84, sparse 2 ms: 40 steps (5 of them warm-up) make
     # the CPU's 6 cells ~35 s with 16 cores (18 s a cell on 2), the GPU's ~36 s of setup.
     study("stnn-relations", 80, "stnn: 30x84, 60x168 x dense, offload, sparse",
-          f"{STNN} --set max_steps=40", f"{STNN} --set max_steps=6"),
+          f"{STNN} --set max_steps=40 --timeout 40", f"{STNN} --set max_steps=6 --timeout 120"),
     # The index-batching table (the Scalable PGT study's tiny DCRNN, pgt-i, on PeMS-BAY's graph,
     # 52,116 generated steps): data memory, peak GPU memory, steps/s of index and gpu-index.
     # 2 cores: 5-10 s of setup (the series, the windows' index), 11 steps/s
     # (ref-cpu2-dcrnn-pems-bay-memory): 60 steps make the 2 CPU cells ~12 s, 4 cells ~40 s.
     study("dcrnn-pems-index", 45, "dcrnn: index vs gpu-index, cpu and cuda",
-          f"{DCRNN} --set max_steps=60", f"{DCRNN} --smoke --set max_steps=5"),
+          f"{DCRNN} --set max_steps=60 --timeout 30",
+          f"{DCRNN} --smoke --set max_steps=5 --timeout 120"),
     # The thesis' batch knee on the GPU: batch sizes doubling to 16,384 (where a 1-D CNN of 150k
     # parameters fills an H100 at last), each 2 s of training steps whatever the epochs, on
     # 100,000 curves (generated in ~2.4 s on 2 cores): ~8 s a cell, 6 cells. The CPU's knee
