@@ -58,6 +58,7 @@ def test_the_default_run_fits_a_ten_minute_command_correctness_first():
         and max(map(len, text.splitlines())) <= 100
     )
     assert acceptance("--list").stdout.strip() == text
+    assert text in (ROOT / "docs" / "gpu-acceptance.md").read_text()  # the page shows what runs
 
 
 def test_every_step_and_check_has_one_name_and_every_check_can_see_a_folder():
