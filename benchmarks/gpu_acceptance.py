@@ -61,18 +61,11 @@ def fail(message: str) -> None:
     sys.exit(2)
 
 
-def pip(*args: str, log: Path | None = None) -> bool:
-    out = open(log, "ab") if log else subprocess.DEVNULL
-    try:
-        return (
-            subprocess.run(
-                [sys.executable, "-m", "pip", "-q", *args], stdout=out, stderr=out
-            ).returncode
-            == 0
-        )
-    finally:
-        if log:
-            out.close()
+def pip(*args: str) -> bool:
+    """pip, quietly, in this Python; whether it succeeded."""
+    argv = [sys.executable, "-m", "pip", "-q", *args]
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    return subprocess.run(argv, **quiet).returncode == 0
 
 
 def install(wheels: Path | None) -> None:
@@ -122,109 +115,62 @@ if bad:
 
 def verify() -> None:
     """Every .py (and the carried CPU rows) of the tree is the installed one, byte for byte."""
-    differ = subprocess.run(
-        [sys.executable, "-c", VERIFY, str(ROOT)],
-        capture_output=True,
-        text=True,
-        cwd=tempfile.gettempdir(),
-    ).stdout.strip()
+    argv = [sys.executable, "-c", VERIFY, str(ROOT)]
+    found = subprocess.run(argv, capture_output=True, text=True, cwd=tempfile.gettempdir())
+    differ = found.stdout.strip()
     if differ:
         fail(f"{differ}: rebuild the wheel from this tree")
 
 
+def build_venv(env_dir: Path) -> tuple[Path, Path]:
+    """A venv holding what the GPU machine has (gpu_machine.txt, this machine's CPU torch) and
+    stbench's wheel built beside it, the one step that uses the package index: (python, wheels)."""
+    vpy, wheels = env_dir / "venv" / "bin" / "python", env_dir / "wheels"
+    log = env_dir / "build.log"
+    listed = (ROOT / "benchmarks" / "gpu_machine.txt").read_text().splitlines()
+    packages = [ln.strip() for ln in listed if ln.strip() and not ln.lstrip().startswith("#")]
+    torch = f"torch=={os.environ.get('REHEARSE_TORCH', '2.13.0')}"
+    steps = [[sys.executable, "-m", "venv", str(env_dir / "venv")],
+             [str(vpy), "-m", "pip", "install", "-q", "--upgrade", "pip"],
+             [str(vpy), "-m", "pip", "install", "-q", torch],
+             [str(vpy), "-m", "pip", "install", "-q", *packages],
+             [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels),
+              str(ROOT)]]
+    for argv in steps:
+        with open(log, "ab") as f:
+            if subprocess.run(argv, stdout=f, stderr=f).returncode != 0:
+                last = log.read_text().strip().splitlines()[-1:]
+                fail(f"building the rehearsal's venv failed at {' '.join(argv[:4])}: {last}")
+    for gone in ABSENT:
+        if subprocess.run([str(vpy), "-c", f"import {gone}"], capture_output=True).returncode == 0:
+            fail(f"the rehearsal venv has {gone}, which the GPU machine lacks")
+    return vpy, wheels
+
+
 def rehearse(out: Path, rest: list[str]) -> int:
-    """The whole run on this CPU machine, in a venv built like the GPU machine, CUDA faked."""
+    """The whole run on this CPU machine, in a venv built like the GPU machine, pip without an
+    index, CUDA faked in every process; the venv is removed after."""
     with tempfile.TemporaryDirectory(prefix="stbench-rehearsal-") as tmp:
-        env_dir, log = Path(tmp), Path(tmp) / "build.log"
-        vpy = env_dir / "venv" / "bin" / "python"
-        packages = [
-            ln.strip()
-            for ln in (ROOT / "benchmarks" / "gpu_machine.txt").read_text().splitlines()
-            if ln.strip() and not ln.lstrip().startswith("#")
-        ]
-        print(f"rehearsal: building the GPU machine's environment in {env_dir}", flush=True)
-        steps = [
-            [sys.executable, "-m", "venv", str(env_dir / "venv")],
-            [str(vpy), "-m", "pip", "install", "-q", "--upgrade", "pip"],
-            [
-                str(vpy),
-                "-m",
-                "pip",
-                "install",
-                "-q",
-                f"torch=={os.environ.get('REHEARSE_TORCH', '2.13.0')}",
-            ],
-            [str(vpy), "-m", "pip", "install", "-q", *packages],
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "wheel",
-                "-q",
-                "--no-deps",
-                "-w",
-                str(env_dir / "wheels"),
-                str(ROOT),
-            ],
-        ]
-        for argv in steps:
-            with open(log, "ab") as f:
-                if subprocess.run(argv, stdout=f, stderr=f).returncode != 0:
-                    fail(
-                        f"building the rehearsal's venv failed at {' '.join(argv[:4])}: "
-                        f"{log.read_text().strip().splitlines()[-1:]}"
-                    )
-        for gone in ABSENT:
-            if (
-                subprocess.run([str(vpy), "-c", f"import {gone}"], capture_output=True).returncode
-                == 0
-            ):
-                fail(f"the rehearsal venv has {gone}, which the GPU machine lacks")
+        print(f"rehearsal: building the GPU machine's environment in {tmp}", flush=True)
+        vpy, wheels = build_venv(Path(tmp))
         fake = str(ROOT / "tests" / "fakecuda")
-        env = {
-            **os.environ,
-            "PATH": f"{vpy.parent}{os.pathsep}{os.environ['PATH']}",
-            "PIP_NO_INDEX": "1",
-            "STBENCH_FAKE_CUDA": "1",
-            "VIRTUAL_ENV": str(vpy.parent.parent),
-            "PYTHONPATH": os.pathsep.join(filter(None, [fake, os.environ.get("PYTHONPATH")])),
-        }
+        env = {**os.environ, "PATH": f"{vpy.parent}{os.pathsep}{os.environ['PATH']}",
+               "PIP_NO_INDEX": "1", "STBENCH_FAKE_CUDA": "1", "VIRTUAL_ENV": str(vpy.parent.parent),
+               "PYTHONPATH": os.pathsep.join(filter(None, [fake, os.environ.get("PYTHONPATH")]))}
         print("rehearsal: the acceptance, CUDA faked, pip without an index", flush=True)
-        argv = [
-            str(vpy),
-            str(Path(__file__).resolve()),
-            "--wheels",
-            str(env_dir / "wheels"),
-            "--out",
-            str(out),
-            "--started-at",
-            str(STARTED),
-            "--rehearsal",
-            *rest,
-        ]
+        argv = [str(vpy), str(Path(__file__).resolve()), "--wheels", str(wheels), "--out", str(out),
+                "--rehearsal", *rest]
         return subprocess.run(argv, env=env, cwd=ROOT).returncode
 
 
 def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
-    p = argparse.ArgumentParser(
-        prog="gpu_acceptance.py",
-        description=__doc__.split("\n\n")[0],
-        epilog="Other arguments go to `python -m stbench.acceptance` (its --help).",
-    )
+    p = argparse.ArgumentParser(prog="gpu_acceptance.py", description=__doc__.split("\n\n")[0],
+                                epilog="Other arguments go to `python -m stbench.acceptance`.")
     p.add_argument("--list", action="store_true", help="the steps, their caps and the total")
-    p.add_argument(
-        "--out", type=Path, help="receives summary.md, state.json, run.log, results.tar.gz"
-    )
-    p.add_argument(
-        "--wheels", type=Path, help="a folder with stbench's wheel (and any missing module's)"
-    )
-    p.add_argument(
-        "--skip-install", action="store_true", help="trust the installed stbench (still compared)"
-    )
-    p.add_argument(
-        "--rehearse", action="store_true", help="the whole run on this CPU machine, CUDA faked"
-    )
-    p.add_argument("--started-at", type=float, default=STARTED, help=argparse.SUPPRESS)
+    p.add_argument("--out", type=Path, help="gets summary.md, state.json, run.log, results.tar.gz")
+    p.add_argument("--wheels", type=Path, help="a folder with stbench's wheel (and missing ones)")
+    p.add_argument("--skip-install", action="store_true", help="trust the installed stbench")
+    p.add_argument("--rehearse", action="store_true", help="the whole run on this CPU, CUDA faked")
     return p.parse_known_args(argv)
 
 
@@ -234,9 +180,7 @@ def main(argv: list[str]) -> int:
     if args.list:
         os.execv(sys.executable, [*inner, "--list"])
     if args.out is None:
-        fail(
-            "--out OUT is needed (the folder for summary.md, state.json, run.log, results.tar.gz)"
-        )
+        fail("--out OUT is needed (the folder for summary.md, state.json, run.log, results.tar.gz)")
     if args.wheels is not None and not args.wheels.is_dir():
         fail(f"--wheels {args.wheels} is not a folder")
     if args.rehearse:
@@ -245,10 +189,8 @@ def main(argv: list[str]) -> int:
         install(args.wheels)
     verify()
     os.chdir(ROOT)  # the extras' pytest runs from the tree
-    os.execv(
-        sys.executable,
-        [*inner, "--out", str(args.out.resolve()), "--started-at", str(args.started_at), *rest],
-    )
+    out = str(args.out.resolve())
+    os.execv(sys.executable, [*inner, "--out", out, "--started-at", str(STARTED), *rest])
     return 0
 
 

@@ -114,27 +114,25 @@ def test_cpu_gpu_agree_compares_each_cuda_cell_with_its_carried_cpu_twin(tmp_pat
     )
 
 
-def test_the_carried_cpu_reference_has_a_twin_for_every_smoke_cell_planned_now(tmp_path):
+def test_the_carried_cpu_reference_has_a_twin_for_every_cuda_smoke_cell_planned_now(tmp_path,
+                                                                                  monkeypatch):
     """A smoke preset that changed makes the GPU run's cells differ from the carried CPU rows:
-    rewrite them (`python -m stbench.acceptance --cpu-reference`)."""
-    from stbench.acceptance.steps import STEPS
+    rewrite them (`python -m stbench.acceptance --cpu-reference`). Planned as on one GPU."""
+    import torch
+
+    from stbench.acceptance.steps import SMOKE_SETS
     from stbench.plan.planner import Request, plan_new
     from stbench.runner import envinfo
     from stbench.runner.study import identity
 
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     ref, env = reference.load(), envinfo.collect()
-    for step in (s for s in STEPS if s.cpu_argv):
-        workload, sets = step.cpu_argv[1], step.cpu_argv[step.cpu_argv.index("cpu") + 1 :]
-        req = Request(
-            workload,
-            smoke=True,
-            sets=tuple(v for k, v in zip(sets, sets[1:]) if k == "--set"),
-            out=tmp_path,
-        )
-        for spec in plan_new(req, env).cells:
-            assert reference.key(vars(identity(spec))) in ref, (
-                f"{step.name}: no CPU twin for {spec}"
-            )
+    for workload, sets in SMOKE_SETS.items():
+        req = Request(workload, devices=("cuda",), smoke=True, sets=tuple(sets.split()[1::2]),
+                      out=tmp_path)
+        cells = plan_new(req, env).cells
+        assert cells and all(reference.key(vars(identity(c))) in ref for c in cells), workload
 
 
 def _world(run_id, strategy, backend, world, loss, sync, status="ok", reason=""):

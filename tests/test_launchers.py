@@ -81,7 +81,7 @@ def test_dry_run_prints_scripts_and_writes_nothing(tmp_path):
                    "--epochs", "1", "--launcher", "slurm", "--timeout", "600", "--slurm", "partition=gpu",
                    "--dry-run", "--out", tmp_path / "results", check=True)
     assert not (tmp_path / "results").exists()
-    run_id = "59be298898c1"
+    run_id = "3e1c5c82b047"
     spec = json.loads(proc.stdout.split("<<'SPEC'\n")[1].split("\nSPEC")[0])
     assert RunSpec.from_dict(spec).run_id == run_id and spec["nodes"] == 2 and spec["world_size"] == 4
     assert proc.stdout.startswith(f"""\
@@ -173,17 +173,17 @@ def test_dry_run_of_local_and_srun_prints_each_nodes_command(tmp_path, capsys):
         return capsys.readouterr().out
 
     text = dry()
-    assert text.startswith("# cell 1/1: cnn-strain cpu ddp 2x2 batch=64 epochs=1 repeat=0 (run_id 59be298898c1)\n"
-                           "cat > 59be298898c1.spec.json <<'SPEC'\n")
+    assert text.startswith("# cell 1/1: cnn-strain cpu ddp 2x2 batch=64 epochs=1 repeat=0 (run_id 3e1c5c82b047)\n"
+                           "cat > 3e1c5c82b047.spec.json <<'SPEC'\n")
     assert text.endswith("""\
 # on node 0 of 2:
 python -m torch.distributed.run --nnodes=2 --nproc-per-node=2 --node-rank=0 --rdzv-backend=static \
---master-addr="$MASTER_ADDR" --master-port=29500 -m stbench.child.cell 59be298898c1.spec.json 59be298898c1.result.json
+--master-addr="$MASTER_ADDR" --master-port=29500 -m stbench.child.cell 3e1c5c82b047.spec.json 3e1c5c82b047.result.json
 # on node 1 of 2:
 python -m torch.distributed.run --nnodes=2 --nproc-per-node=2 --node-rank=1 --rdzv-backend=static \
---master-addr="$MASTER_ADDR" --master-port=29500 -m stbench.child.cell 59be298898c1.spec.json 59be298898c1.result.json
+--master-addr="$MASTER_ADDR" --master-port=29500 -m stbench.child.cell 3e1c5c82b047.spec.json 3e1c5c82b047.result.json
 """)
     step = dry("--launcher", "srun", "--timeout", "90").splitlines()[-1]
     assert step.startswith("srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --kill-on-bad-exit=1 "
-                           "--job-name=stbench-59be298898c1 --time=2 bash -c ")
+                           "--job-name=stbench-3e1c5c82b047 --time=2 bash -c ")
     assert list(tmp_path.iterdir()) == []

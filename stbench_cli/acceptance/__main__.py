@@ -1,7 +1,7 @@
 """`python -m stbench.acceptance`: the GPU acceptance's command line (docs/gpu-acceptance.md).
 
     python -m stbench.acceptance --list
-    python -m stbench.acceptance --out OUT [--deadline S] [--extra NAME ...] [STEP ...]
+    python -m stbench.acceptance --out OUT [--deadline S] [--extra NAME] [STEP ...]
     python -m stbench.acceptance --rehearsal --out OUT [STEP ...]     (CUDA faked: tests/fakecuda)
     python -m stbench.acceptance --cpu-reference                       (rewrite cpu_reference.json)
 
@@ -40,9 +40,8 @@ def listing() -> str:
         steps = [s for s in DEFAULT if s.part == part]
         lines.append(f"{part} (caps {sum(s.cap_s for s in steps)} s)")
         lines += [f"  {s.name:<26}{s.cap_s:>4} s  {s.what}" for s in steps]
-    lines.append(
-        f"{'all':<28}{sum(s.cap_s for s in DEFAULT):>4} s  caps on one H100, checks included"
-    )
+    total = sum(s.cap_s for s in DEFAULT)
+    lines.append(f"{'all':<28}{total:>4} s  caps on one H100, checks included")
     lines.append("extras (only with --extra NAME)")
     lines += [f"  {s.name:<26}{s.cap_s:>4} s  {s.what}" for s in EXTRAS]
     return "\n".join(lines)
@@ -92,31 +91,17 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m stbench.acceptance", description=__doc__.split("\n\n")[0]
     )
-    p.add_argument(
-        "steps", nargs="*", help="only these steps (default: every step of --list, in order)"
-    )
+    p.add_argument("steps", nargs="*", help="only these steps (default: all of --list)")
     p.add_argument("--list", action="store_true", help="the steps, their caps and the total")
     p.add_argument("--out", type=Path, help="summary.md, state.json, run.log, results.tar.gz")
-    p.add_argument(
-        "--deadline", type=float, default=DEADLINE_S, help="seconds after the start the run ends by"
-    )
-    p.add_argument(
-        "--started-at", type=float, default=None, help="the command's start (time.time())"
-    )
-    p.add_argument(
-        "--extra",
-        nargs="*",
-        default=[],
-        help="optional steps to add: " + ", ".join(s.name for s in EXTRAS),
-    )
-    p.add_argument(
-        "--rehearsal", action="store_true", help="CUDA faked: judge each step by the rehearsal"
-    )
-    p.add_argument(
-        "--cpu-reference",
-        action="store_true",
-        help="rewrite the carried CPU rows from this machine",
-    )
+    p.add_argument("--deadline", type=float, default=DEADLINE_S,
+                   help="seconds from the command's start to end by (x3 in a rehearsal)")
+    p.add_argument("--started-at", type=float, default=None, help="the start, as time.time()")
+    extras = ", ".join(s.name for s in EXTRAS)
+    p.add_argument("--extra", action="append", default=[], metavar="NAME",
+                   help=f"add an optional step (once each): {extras}")
+    p.add_argument("--rehearsal", action="store_true", help="CUDA faked: the rehearsal's verdicts")
+    p.add_argument("--cpu-reference", action="store_true", help="rewrite the carried CPU rows")
     return p.parse_args(argv)
 
 
@@ -131,19 +116,17 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     steps = select(args.steps, args.extra)
     if args.out is None:
-        refuse(
-            "--out OUT is needed (the folder for summary.md, state.json, run.log, results.tar.gz)"
-        )
+        refuse("--out OUT is needed (the folder for summary.md, state.json, run.log, "
+               "results.tar.gz)")
     return run(steps, args)
 
 
 def run(steps: list, args: argparse.Namespace) -> int:
-    import torch
-
+    from ..device import device_count
     from ..runner import envinfo
 
-    if not torch.cuda.is_available():
-        refuse("needs a CUDA GPU, and torch.cuda.is_available() is False here")
+    if not device_count():
+        refuse("needs a CUDA GPU, and this torch sees none (torch.cuda.device_count() is 0)")
     args.out.mkdir(parents=True, exist_ok=True)
     slack = REHEARSAL_SLACK if args.rehearsal else 1
     state = State.load(args.out)
@@ -151,14 +134,9 @@ def run(steps: list, args: argparse.Namespace) -> int:
     names = [s.name for s in (*DEFAULT, *EXTRAS) if s in steps or s.name in state.records]
     work = Path(tempfile.mkdtemp(prefix="stbench-acceptance-"))
     started = args.started_at or time.time()
-    settings = engine.Settings(
-        args.out.resolve(),
-        work,
-        started + args.deadline * slack,
-        args.rehearsal,
-        slack,
-        state.header["gpu"],
-    )
+    deadline_at = started + args.deadline * slack
+    settings = engine.Settings(args.out.resolve(), work, deadline_at, args.rehearsal, slack,
+                               state.header["gpu"])
     try:
         return engine.run(steps, settings, state, names)
     finally:

@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..store.files import read_runs
 from . import execute, rehearsal
 from .state import NOT_REACHED, State, StepRecord, write_summary
 from .steps import Step
@@ -57,12 +58,8 @@ def run(steps: list[Step], s: Settings, state: State, names: list[str]) -> int:
             say(f"== stopped before {step.name}: {state.records[step.name].detail}")
             break
         limit = min(left, max(cap, left - s.slack * sum(x.cap_s for x in todo[i + 1 :])))
-        write_summary(
-            s.out,
-            names,
-            state,
-            (step.name, f"started {time.strftime('%H:%M:%S')}, limit {limit:.0f} s"),
-        )
+        started = f"started {time.strftime('%H:%M:%S')}, limit {limit:.0f} s"
+        write_summary(s.out, names, state, (step.name, started))
         say(f"== [{i + 1}/{len(todo)}] {step.name} (cap {cap:.0f} s, limit {limit:.0f} s)")
         state.records[step.name] = record = run_step(step, limit, s, archive)
         say(f"   {record.verdict} {step.name} in {record.seconds:.0f} s: {record.detail}")
@@ -90,11 +87,8 @@ def run_step(step: Step, limit: float, s: Settings, archive: Path) -> StepRecord
     offset = log.stat().st_size
     with execute.captured(log):
         env = dict(step.env)
-        code = (
-            execute.program(step.command, limit, env)
-            if step.command
-            else execute.stbench((*argv, "--out", str(folder)), limit, env)
-        )
+        code = (execute.program(step.command, limit, env) if step.command
+                else execute.stbench((*argv, "--out", str(folder)), limit, env))
     with open(log, "rb") as f:
         f.seek(offset)
         text = f.read().decode(errors="replace")
@@ -106,9 +100,8 @@ def run_step(step: Step, limit: float, s: Settings, archive: Path) -> StepRecord
     return StepRecord(step.name, verdict, detail, time.monotonic() - t0, tuple(checks), folders)
 
 
-def judge_step(
-    code: int, text: str, folder: Path, limit: float, rehearsed: bool
-) -> tuple[str, str]:
+def judge_step(code: int, text: str, folder: Path, limit: float,
+               rehearsed: bool) -> tuple[str, str]:
     """(PASS or FAIL, the figure or reason) of a step's command."""
     if rehearsed:
         passed, why = rehearsal.judge(code, text, folder)
@@ -124,8 +117,6 @@ def judge_step(
 
 def _cells(folder: Path) -> str:
     """'3 of 3 cells ok' over the studies a step wrote ('' when it wrote none)."""
-    from ..store.files import read_runs
-
     rows = [r for p in sorted(folder.glob("*/runs.csv")) for r in read_runs(p.parent)]
     if not rows:
         return ""
@@ -142,9 +133,8 @@ def _restore(s: Settings, state: State, steps: list[Step]) -> Path:
     packed = s.out / "results.tar.gz"
     if packed.is_file():
         with tarfile.open(packed) as tar:
-            tar.extractall(
-                archive, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {})
-            )
+            safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}  # 3.11.4+
+            tar.extractall(archive, **safe)
     for step in steps:
         r = state.records.get(step.name)
         if r is not None and not r.passed:
@@ -156,11 +146,8 @@ def _restore(s: Settings, state: State, steps: list[Step]) -> Path:
 def _archive(step: Step, folder: Path, archive: Path, s: Settings) -> tuple[str, ...]:
     """The step's result folders into the archive (a reference study under the name to commit it
     by, results/ref-<gpu>-<name>), then OUT/results.tar.gz rebuilt from it."""
-    found = (
-        [folder]
-        if (folder / "doctor.json").is_file()
-        else sorted(p.parent for p in folder.glob("*/manifest.json"))
-    )
+    doctor = (folder / "doctor.json").is_file()
+    found = [folder] if doctor else sorted(p.parent for p in folder.glob("*/manifest.json"))
     names = []
     for study in found:
         if step.result:
@@ -168,9 +155,8 @@ def _archive(step: Step, folder: Path, archive: Path, s: Settings) -> tuple[str,
         else:
             name = f"acceptance/{step.name}" + ("" if study == folder else f"/{study.name}")
         shutil.rmtree(archive / name, ignore_errors=True)
-        shutil.copytree(
-            study, archive / name, ignore=shutil.ignore_patterns("trace.json", ".cells", ".lock")
-        )
+        skip = shutil.ignore_patterns("trace.json", ".cells", ".lock")  # traces: tens of MB
+        shutil.copytree(study, archive / name, ignore=skip)
         names.append(name)
     if names:
         _pack(archive, s.out / "results.tar.gz")

@@ -14,6 +14,7 @@ import json
 import re
 from pathlib import Path
 
+from ..device import is_cuda
 from ..runner.doctor import Check
 from .verdicts import FAIL, PASS
 
@@ -104,7 +105,7 @@ def judge(rc: int, text: str, folder: Path | None = None) -> tuple[bool, str]:
 def judge_check(check: Check) -> Check:
     """A check in a rehearsal: a cpu figure stands as judged; a cuda check must have failed for
     the build's CUDA error alone, in every cell it names (it has nothing else to look at)."""
-    if check.device == "cpu":
+    if not is_cuda(check.device):
         return check
     other = [part for part in check.detail.split("; ") if NOT_COMPILED not in part]
     if check.status == PASS:

@@ -14,6 +14,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ..device import is_cuda
 from . import checks_rows as rows
 from . import checks_traces as traces
 from .reference import cpu_gpu_agree
@@ -70,7 +71,7 @@ NO_SYNCS = Probe("no-syncs", traces.no_syncs)
 def smoke_argv(workload: str, device: str) -> tuple[str, ...]:
     """A workload's smoke cells on one device; on cuda each killed at 60 s (the CPU's, made
     beforehand for the reference, have no time to keep)."""
-    limit = "--timeout 60" if device == "cuda" else ""
+    limit = "--timeout 60" if is_cuda(device) else ""
     return args(f"run {workload} --smoke --device {device} {SMOKE_SETS[workload]} {limit}")
 
 

@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
+from ..device import is_cuda
 from ..runner.doctor import Check
 from ..store.files import read_runs
 
@@ -78,7 +79,7 @@ def number(row: dict, key: str) -> float:
 
 
 def cuda_rows(rows: list[dict], workload: str = "") -> list[dict]:
-    out = [r for r in rows if r["device"].startswith("cuda") and workload in r["workload"]]
+    out = [r for r in rows if is_cuda(r["device"]) and workload in r["workload"]]
     if not out:
         raise NothingToJudge(f"no {workload + ' ' if workload else ''}cuda row")
     return out
