@@ -172,18 +172,20 @@ def test_dry_run_of_local_and_srun_prints_each_nodes_command(tmp_path, capsys):
         assert exit_info.value.code == 0
         return capsys.readouterr().out
 
-    text = dry()
-    assert text.startswith("# cell 1/1: cnn-strain cpu ddp 2x2 batch=64 epochs=1 repeat=0 (run_id 3e1c5c82b047)\n"
-                           "cat > 3e1c5c82b047.spec.json <<'SPEC'\n")
-    assert text.endswith("""\
+    text, rid = dry(), "3e1c5c82b047"  # the smoke cell's run_id
+    assert text.startswith(f"# cell 1/1: cnn-strain cpu ddp 2x2 batch=64 epochs=1 repeat=0 "
+                           f"(run_id {rid})\ncat > {rid}.spec.json <<'SPEC'\n")
+    cell = (f'--master-addr="$MASTER_ADDR" --master-port=29500 -m stbench.child.cell '
+            f'{rid}.spec.json {rid}.result.json')
+    assert text.endswith(f"""\
 # on node 0 of 2:
 python -m torch.distributed.run --nnodes=2 --nproc-per-node=2 --node-rank=0 --rdzv-backend=static \
---master-addr="$MASTER_ADDR" --master-port=29500 -m stbench.child.cell 3e1c5c82b047.spec.json 3e1c5c82b047.result.json
+{cell}
 # on node 1 of 2:
 python -m torch.distributed.run --nnodes=2 --nproc-per-node=2 --node-rank=1 --rdzv-backend=static \
---master-addr="$MASTER_ADDR" --master-port=29500 -m stbench.child.cell 3e1c5c82b047.spec.json 3e1c5c82b047.result.json
+{cell}
 """)
     step = dry("--launcher", "srun", "--timeout", "90").splitlines()[-1]
     assert step.startswith("srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --kill-on-bad-exit=1 "
-                           "--job-name=stbench-3e1c5c82b047 --time=2 bash -c ")
+                           f"--job-name=stbench-{rid} --time=2 bash -c ")
     assert list(tmp_path.iterdir()) == []

@@ -49,8 +49,8 @@ WORKLOAD = Workload(
         # thread: with two, each of a step's thousands of small ops waits at a barrier for a thread
         # the OS has parked whenever other processes share the cores (a step took 16-26 s beside
         # the test suites of two others on the 2-core VM, 3.8 s with one thread)
-        "smoke": {"batch_size": 32, "epochs": 2, "steps": 600, "units": 16, "layers": 1, "warmup_steps": 2,
-                  "max_steps": 5, "threads": 1},
+        "smoke": {"batch_size": 32, "epochs": 2, "steps": 600, "units": 16, "layers": 1,
+                  "warmup_steps": 2, "max_steps": 5, "threads": 1},
     },
     build=build,
     # DCRNN's published average over its 12 horizons is ~0.6 x the historical average's MAE (1.74
