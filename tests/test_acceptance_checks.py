@@ -348,10 +348,13 @@ def test_torchruns_echo_and_interleaved_ranks_are_not_another_failure():
     assert rehearsal.judge(1, NOT_COMPILED + "\n" + echo)[1].startswith(
         "failed before CUDA: torch.distributed"
     )
-    two_ranks = "Traceback (most recent call last):\n" + TRACEBACK.format(
-        NOT_COMPILED
-    )  # headers interleaved
+    header = "Traceback (most recent call last):\n"
+    two_ranks = header + TRACEBACK.format(NOT_COMPILED)  # two ranks' headers interleaved
     assert rehearsal.judge(1, two_ranks) == (True, "reached CUDA")
+    # two nodes' agents in one log: the other's record inside this rank's traceback
+    record = "E1126 11:04:53.766000 28918 api.py:1002] failed (exitcode: 1) local_rank: 0 (pid: 2)"
+    two_nodes = TRACEBACK.format(NOT_COMPILED).replace("    g()\n", f"    g()\n{record}\n")
+    assert rehearsal.judge(1, two_nodes) == (True, "reached CUDA")
 
 
 def test_a_doctor_check_failing_another_way_fails_the_rehearsal(tmp_path):

@@ -65,8 +65,8 @@ def run(steps: list[Step], s: Settings, state: State, names: list[str]) -> int:
         say(f"   {record.verdict} {step.name} in {record.seconds:.0f} s: {record.detail}")
         for c in record.checks:
             say(f"   {c.status} {c.name}: {c.detail}")
+        write_summary(s.out, names, state)  # the summary first: state.json's step is in it
         state.save(s.out)
-        write_summary(s.out, names, state)
     state.save(s.out)
     write_summary(s.out, names, state)
     if any(archive.iterdir()):  # the folders of steps run again left it, whatever ran since

@@ -115,7 +115,8 @@ def program(command: tuple[str, ...], limit_s: float, env: dict[str, str] | None
 def kill_children(before: set[int]) -> None:
     """Kill what this process started during a step and still has running below it (a cell
     left by an interrupted launcher): nothing of a step may run on into the next one."""
-    for child in psutil.Process().children(recursive=True):
-        if child.pid not in before:
-            with contextlib.suppress(psutil.Error):
-                child.kill()
+    left = [c for c in psutil.Process().children(recursive=True) if c.pid not in before]
+    for child in left:
+        with contextlib.suppress(psutil.Error):
+            child.kill()
+    psutil.wait_procs(left, timeout=10)  # reaped: no zombie of a step outlives it

@@ -22,11 +22,16 @@ NOT_COMPILED = "Torch not compiled with CUDA enabled"
 TIMED_OUT = (124, 137)  # the step ran past its limit
 
 
+# a record of torch's C++ logging ("E1126 11:04:53.766000 28918 api.py:1002] failed ..."): two
+# nodes' agents write into one cell log, and one's record can fall inside the other's traceback
+LOG_RECORD = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ ")
+
+
 def exceptions(text: str) -> list[str]:
     """The final line of every Python traceback in text (the exception it ended in)."""
     out = []
     for block in text.split("Traceback (most recent call last):")[1:]:
-        lines = block.splitlines()
+        lines = [ln for ln in block.splitlines() if not LOG_RECORD.match(ln)]
         end = next((ln for ln in lines[1:] if ln and not ln.startswith((" ", "\t"))), "")
         if end.strip():  # two ranks' headers interleaved in one log leave one block empty
             out.append(end.strip())
