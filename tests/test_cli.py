@@ -38,7 +38,8 @@ def test_run_passes_the_exact_cells(captured, tmp_path):
     assert plan.folder.parent == tmp_path and plan.folder.name.endswith("-cnn-strain")
     base = dict(allocator="keep", backend="auto", bucket_cap_mb=25.0, checkpoint="none", compile="none", data="generated",
                 ddp_log_every=100, prefetch=2, precision="default", loader="vectorized", lr_scaling="none", lr_warmup_steps=0,
-                max_eval_batches=0, max_steps=0, n_samples=4096, noise=0.01, threads=0, val_fraction=0.25,
+                max_eval_batches=0, max_steps=0, n_samples=2048, noise=0.01, threads=1,
+                val_fraction=0.25,
                 warmup_steps=2, workers=0, lr_base_batch=75, target=0.0, eval_every=0, eval_every_s=0.0, time_budget=0.0,
                 stop_at_target=False)
     expected = [

@@ -24,6 +24,8 @@ ALLOWED = {
     "runner": {"runner", "plan", "store", "contract"},
     "child": {"child", "plan", "store", "contract"},
     "cli": {"cli", "plan", "runner", "store", "report", "contract"},
+    # the GPU acceptance drives the CLI's commands in its own process and reads their folders
+    "acceptance": {"acceptance", "cli", "plan", "runner", "store", "report", "contract"},
     "": set(), "errors": set(), "device": set(), "__main__": {"cli"},
 }
 ALWAYS = {"", "errors", "device"}
