@@ -14,7 +14,7 @@ import math
 import sys
 from pathlib import Path
 
-from stbench.report.syncs import syncs_per_step
+from stbench.report.profile import syncs_per_step
 from stbench.store.files import read_runs
 from stbench.store.results import read_series
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from checks_rows import Fail, Untested, _cuda, _f, _ok, _param, judge_agree
-from stbench.report.syncs import syncs_per_step
+from stbench.report.profile import syncs_per_step
 from stbench.store.results import read_series
 
 

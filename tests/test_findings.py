@@ -5,9 +5,9 @@ import json
 
 import pandas as pd
 
-from stbench.report.findings import finding_of, kind_of
-from stbench.report.frame import frame
-from stbench.report.order import size_of, sort_natural
+from stbench.report.labels import size_of, sort_natural
+from stbench.report.view import finding_of, kind_of
+from tests.helpers import frame
 
 SPREAD = (0.99, 1.0, 1.01)  # three tight repeats: intervals apart unless the medians are close
 
@@ -142,18 +142,18 @@ def test_a_setting_that_changes_neither_memory_nor_speed_beyond_noise():
                                "within 10% across cells.")
 
 
-def test_a_single_cell_and_the_flag_hook():
-    f = finding_of(frame([row(0, sps=1234.5, wall=12.0)]), flagger=lambda s: [f"{len(s)} run: no repeats"])
+def test_a_single_cell_and_its_flags():
+    f = finding_of(frame([row(0, sps=1234.5, wall=12.0, cores=2, load_max=3.5)]))
     assert f.kind == "cell" and f.text == "One cell, 1 run: 1,234 samples/s, 12.00 s wall, 500.0 MiB peak RSS."
-    assert f.flags == ("1 run: no repeats",)
+    assert f.flags == ("busy: the load average reached 3.5 on 2 cores while it ran",)
 
 
 def test_kinds_follow_what_varies_first_match_wins():
     ddp_batch = repeats(world=1, strategy="ddp", batch=32) + repeats(world=2, strategy="ddp", batch=64)
-    assert kind_of(frame(ddp_batch)) == "scaling"
-    assert kind_of(frame(repeats(batch=32) + repeats(batch=64, epochs=2))) == "batch"
+    assert kind_of(frame(ddp_batch)).name == "scaling"
+    assert kind_of(frame(repeats(batch=32) + repeats(batch=64, epochs=2))).name == "batch"
     budget = [{**r, "params": json.dumps({"time_budget": 5})} for r in repeats(batch=32) + repeats(batch=64)]
-    assert kind_of(frame(budget)) == "target"
+    assert kind_of(frame(budget)).name == "target"
 
 
 def test_labels_sort_as_numbers():

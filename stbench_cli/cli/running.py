@@ -94,9 +94,21 @@ def run(
         return dry(plans, timeout)
     rows = []
     for plan in plans:
-        rows += (done := run_with_progress(plan, env, timeout))
-        render.run_summary(done, plan.folder)
+        rows += run_with_progress(plan, env, timeout)
+        summary(plan.folder)
     exit_for(rows, ok)
+
+
+def summary(folder: Path) -> None:
+    """A study's rows read back as compare reads them: the table of its runs, then its finding
+    and flags."""
+    from ..plan.registry import param_defaults
+    from ..report import read
+    from ..report.model import studies
+    from ..report.view import view
+
+    (study,) = studies([read.read_folder(folder, (), param_defaults())])
+    render.run_summary(study, view(study), folder)
 
 
 def quality_sets(sets: list[str], budgets: list[float] | None, stop_at_target: bool) -> list[str]:
@@ -138,9 +150,12 @@ def profile(
     preset: Preset = None, smoke: Smoke = False, seed: int = 0, out: Out = Path("results"), timeout: Timeout = None,
     expect: Expect = None,
 ) -> None:
-    """A short profiled run: phase table, per-step memory, top operators, Chrome trace."""
+    """A short profiled run: what it found, its phase table, per-step memory, top operators,
+    Chrome trace."""
     from ..plan import planner
+    from ..plan.registry import param_defaults
     from ..report.profile import report
+    from ..report.read import read_folder
     from ..runner import envinfo
 
     ok = accepted(expect)
@@ -148,8 +163,9 @@ def profile(
     request = planner.Request(workload, devices=tuple(device or ()), batch_sizes=tuple(batch_size or ()),
                               sets=tuple(set_ or ()), preset=preset, smoke=smoke, seed=seed, out=out)
     plan = planner.plan_profile(request, env, offload, steps, tuple(sys.argv))
-    rows = run_with_progress(plan, env, timeout, ("--profile", str((plan.folder / "profile").resolve())))
-    text = report(plan.folder, rows)
+    where = str((plan.folder / "profile").resolve())
+    rows = run_with_progress(plan, env, timeout, ("--profile", where))
+    text = report(plan.folder, list(read_folder(plan.folder, (), param_defaults()).runs))
     (plan.folder / "profile.md").write_text(text)
     render.out.print(text, markup=False)
     exit_for(rows, ok)
