@@ -6,6 +6,7 @@ the exit code is 4; nothing is rewritten. `compare` with no folder shows the use
 import csv
 import hashlib
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -73,6 +74,8 @@ def test_report_and_gate_leave_the_bad_study_out_too(results, tmp_path):
     assert proc.returncode == 4 and said in proc.stderr.splitlines()[-1], proc.stderr
     md = (tmp_path / "report" / "report.md").read_text()
     assert "\n## good\n" in md and "\n## bad\n" not in md and "Left out (could not be read):" in md
+    # the headline figure is the shown study's own
+    assert re.search(r"\]\(study-1-cnn-strain-[a-z-]+\.png\)\n\n\*[^*\n]*, from \[good\]", md)
     gate = stbench("gate", folder / "good", folder)
     assert gate.returncode == 4 and said in gate.stderr, gate.stderr
     assert gate.stdout.splitlines()[-1].startswith("0 regression(s), 0 inconclusive in 3")

@@ -15,7 +15,7 @@ from matplotlib.ticker import MaxNLocator
 
 from ..store.rows import PHASE_COLUMNS
 from .labels import show
-from .model import columns, name_of
+from .model import axes, columns, name_of
 from .plotting import (PHASE_COLOURS, Picture, caption, cell_keys, differ, from_zero, grid,
                        legend_below, look, medians, names, panels, png, spread)
 from .tables import MEMORY, memory_cells
@@ -180,7 +180,7 @@ def memory(w: pd.DataFrame, workload: str) -> Picture | None:
     if cells.empty:
         return None
     # a cell by what varies among the cells drawn (the rows that did not count memory left out)
-    named = [k for k in keys if cells[k.column].astype(str).nunique() > 1] or keys[:1]
+    named = axes(cells, keys) or keys[:1]
     names = ["\n".join(textwrap.wrap(name_of(named, row), 40))
              for row in cells[columns(named)].itertuples(index=False)]
     height = 1.6 + sum(0.2 + 0.18 * (n.count("\n") + 1) for n in names)  # room for wrapped names

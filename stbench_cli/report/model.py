@@ -43,12 +43,16 @@ def keys_of(df: pd.DataFrame) -> list[Key]:
     return [HARDWARE, *(Key(c, c) for c in CELL_KEYS), *(Key(c, c[len(PARAM):]) for c in params)]
 
 
+def varies(values: pd.Series) -> bool:
+    """Whether values differ between rows (a missing value differs from a present one): the
+    one test of what varies, for every key, table, finding and figure."""
+    return values.astype(str).nunique(dropna=False) > 1
+
+
 def axes(df: pd.DataFrame, keys: Sequence[Key] | None = None) -> list[Key]:
-    """What these rows vary: the keys whose value differs between them (a missing value differs
-    from a present one). The one place that decides it, for every table, finding and figure."""
+    """What these rows vary: the keys whose value differs between them (`varies`)."""
     keys = keys_of(df) if keys is None else keys
-    return [k for k in keys if k.column in df.columns
-            and df[k.column].astype(str).nunique(dropna=False) > 1]
+    return [k for k in keys if k.column in df.columns and varies(df[k.column])]
 
 
 def columns(keys: Sequence[Key]) -> list[str]:
@@ -105,7 +109,7 @@ def with_params(df: pd.DataFrame) -> pd.DataFrame:
     varied = {}
     for name in dict.fromkeys(k for p in params for k in p):
         values = _param_column([p.get(name) for p in params], df.index)
-        if values.astype(str).nunique(dropna=False) > 1:
+        if varies(values):
             varied[f"{PARAM}{name}"] = values
     # joined at once: columns added one at a time leave pandas a fragmented frame (and a warning)
     old = [c for c in df.columns if c.startswith(PARAM)]

@@ -131,7 +131,8 @@ def finding(run: Run, folder: Path) -> str:
     spent = sum(ms for _, ms in ops)
     if ops and spent > 0:
         name, ms = max(ops, key=lambda o: o[1])
-        parts.append(f"the most {key.split('_')[1]} time went to {name} ({ms:,.1f} ms, "
+        what = "self device" if key == "self_device_ms" else "self CPU"
+        parts.append(f"the most {what} time went to {name} ({ms:,.1f} ms, "
                      f"{100 * ms / spent:.0f}% of the operators')")
     trace = cell / "trace.json"
     if trace.exists() and is_cuda(str(run["device"])):

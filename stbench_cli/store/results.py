@@ -1,7 +1,6 @@
-"""Reading result folders for reports: runs.csv rows with their machine identity complete.
-
-Rows written before a machine field existed get it from the study's manifest inventory
-(store.machine.fill_machine), so old and new rows are told apart the same way."""
+"""What reports read of a result folder besides its runs (report.read types them): its
+epochs.csv and system.csv rows, the command that made it as a user types it, and the key of
+the study it belongs to."""
 
 from __future__ import annotations
 
@@ -9,24 +8,7 @@ import hashlib
 import json
 from pathlib import Path, PurePath
 
-from .files import read_csv, read_runs
-from .machine import fill_machine
-
-
-def manifest_env(folder: Path) -> dict | None:
-    """The manifest's inventory, or None where the folder has no readable manifest (compare
-    never needed one; a copied runs.csv alone still compares)."""
-    try:
-        env = json.loads((folder / "manifest.json").read_text()).get("env")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return env if isinstance(env, dict) else None
-
-
-def read_results(folder: Path) -> list[dict]:
-    """The rows of folder/runs.csv with cores, gpu_names and machine_id filled in."""
-    env = manifest_env(folder)
-    return [fill_machine(row, env) for row in read_runs(folder)]
+from .files import read_csv
 
 
 def read_series(folder: Path, name: str) -> list[dict]:
