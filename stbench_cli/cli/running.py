@@ -94,8 +94,9 @@ def run(
         return dry(plans, timeout)
     rows = []
     for plan in plans:
-        rows += run_with_progress(plan, env, timeout)
-        summary(plan.folder)
+        rows += (done := run_with_progress(plan, env, timeout))
+        if done:  # a study with rows: read back, its table and its finding
+            summary(plan.folder)
     exit_for(rows, ok)
 
 
@@ -165,7 +166,8 @@ def profile(
     plan = planner.plan_profile(request, env, offload, steps, tuple(sys.argv))
     where = str((plan.folder / "profile").resolve())
     rows = run_with_progress(plan, env, timeout, ("--profile", where))
-    text = report(plan.folder, list(read_folder(plan.folder, (), param_defaults()).runs))
+    runs = read_folder(plan.folder, (), param_defaults()).runs if rows else ()
+    text = report(plan.folder, list(runs))
     (plan.folder / "profile.md").write_text(text)
     render.out.print(text, markup=False)
     exit_for(rows, ok)

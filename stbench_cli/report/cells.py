@@ -123,12 +123,12 @@ def cells(df: pd.DataFrame, metric: str | None, keys: Sequence[Key],
     if metric is not None and metric not in df.columns:
         return []
     out = []
-    for key, g in groups(df, keys, ordered=False):
+    for key, g in groups(df, keys):
         ok = g[g["status"] == "ok"][metric].dropna() if metric else pd.Series(dtype=float)
         cell = Cell(key, name_of(keys, key), tuple(ok.astype(float)), tuple(g["status"]))
         if cell.values or every or metric is None:
             out.append(cell)
-    return sorted(out, key=lambda c: tuple(natural(v) for v in c.key))
+    return out
 
 
 def groups(df: pd.DataFrame, keys: Sequence[Key],

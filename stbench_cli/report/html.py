@@ -9,7 +9,7 @@ import base64
 import html
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import pandas as pd
 
@@ -18,6 +18,9 @@ from .model import studies
 from .read import Folder, Skipped
 from .tables import markdown
 from .view import REPORT, View, headline, view
+
+if TYPE_CHECKING:
+    from .plotting import Picture
 
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto;
@@ -52,7 +55,7 @@ class Report:
     views: tuple[View, ...]
     machines: pd.DataFrame  # one line per labelled hardware
     folders: pd.DataFrame  # one line per result folder
-    headline: tuple = None  # (view, picture): the figure the report opens with, and its study
+    headline: tuple[View, Picture] | None = None  # the figure the report opens with, its study
     skipped: tuple[Skipped, ...] = ()  # result folders left out, and why
 
 

@@ -23,7 +23,7 @@ sentences, and its table as (title, table) or None.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import pandas as pd
 
@@ -31,6 +31,9 @@ from . import cost, scaling, speed, tables, ttt
 from .judge import study_flags
 from .model import Study, axes
 from .tables import FIRST
+
+if TYPE_CHECKING:  # the figures import matplotlib: only a view that draws them loads it
+    from .plotting import Picture
 
 
 @dataclass(frozen=True)
@@ -116,7 +119,7 @@ class Block:
 
     title: str
     table: pd.DataFrame | None = None
-    picture: object = None  # report.figures.Picture
+    picture: Picture | None = None
     lead: bool = False
     kind: str = ""  # finding, metric, target, phases, scaling, memory, system: what figure it has
 
@@ -219,7 +222,7 @@ HEADLINE_FIGURE = {"target": "time-to-quality", "scaling": "scaling", "tradeoff"
                    "size": "memory"}
 
 
-def headline(views: list[View]):
+def headline(views: list[View]) -> tuple[View, Picture] | None:
     """The figure the report opens with, and its view: of the most telling kind of study
     present (HEADLINE_KINDS), the study with the fewest cells that still compares two, its
     first figure (of the kind HEADLINE_FIGURE names, where it has one)."""
