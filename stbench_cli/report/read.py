@@ -206,6 +206,8 @@ def read_folder(path: Path, series: tuple[str, ...] = (),
                            "matrix") from None
     runs = tuple(_rows(path / "runs.csv", read_runs(path),
                        lambda r: run_of(r, str(path), manifest.get("env"), defaults)))
+    if not runs:
+        raise StbenchError(f"{path / 'runs.csv'} holds no run yet (no cell has finished)")
     kept = {name: _series(path / name, SYSTEM_TYPES if name == "system.csv" else EPOCH_TYPES)
             for name in series}
     question = command_text(manifest.get("command") or []) if manifest.get("command") else ""
