@@ -6,7 +6,7 @@ A runs.csv row becomes a `Run`: each column typed as store.rows declares it (a n
 false, text; a workload's `x.` figures are numbers), its parameters a dict. Nothing is ever
 written back. What older stbench versions wrote differently is made current here and only here
 (`_older_run`, `_older_epochs`, `conditions`): no other module of the report knows that older
-rows exist, and once `stbench migrate` has rewritten a folder those branches are not taken.
+rows exist, and once a folder is migrated to the current schema those branches are not taken.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from ..store.conditions import conditions as sum_samples
 from ..store.files import find_folders, read_csv, read_runs
 from ..store.machine import fill_machine
 from ..store.manifest import read_manifest
-from ..store.rows import (EXTRA_PREFIX, Conditions, Derived, EpochRow, Figures, Identity,
-                          Machine, SystemRow)
+from ..store.rows import (EXTRA_PREFIX, STATUSES, Conditions, Derived, EpochRow, Figures,
+                          Identity, Machine, SystemRow)
 from ..store.results import command_text, study_key
 
 Defaults = Mapping[str, Mapping[str, object]]  # workload -> parameter -> its default
@@ -100,6 +100,8 @@ def run_of(record: Mapping[str, object], folder: str = "", env: Mapping | None =
     parameters' defaults (both for older rows)."""
     record = _older_run(dict(record), env)
     out = {name: typed(name, record.get(name), kind) for name, kind in RUN_TYPES.items()}
+    if out["status"] not in STATUSES:
+        raise BadValue("status", f"one of {', '.join(STATUSES)}", out["status"])
     for name, value in record.items():
         if name not in RUN_TYPES:
             out[name] = typed(name, value, float if name.startswith(EXTRA_PREFIX) else str)
