@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..report.syncs import syncs_per_step
+from ..report.profile import syncs_per_step
 from ..runner.doctor import Check
 from ..store.trace import step_windows
 from .verdicts import NothingToJudge, combine, cuda_rows, param, rows_ok, studies, verdict

@@ -98,8 +98,20 @@ def run(
     rows = []
     for plan in plans:
         rows += (done := run_with_progress(plan, env, timeout, stall=stall_limit))
-        render.run_summary(done, plan.folder)
+        if done:  # a study with rows: read back, its table and its finding
+            summary(plan.folder)
     exit_for(rows, ok)
+
+
+def summary(folder: Path) -> None:
+    """A study's rows read back as compare reads them: the table of its runs, then its finding
+    and flags."""
+    from ..report import read
+    from ..report.model import studies
+    from ..report.view import view
+
+    (study,) = studies([read.read_folder(folder, ())])
+    render.run_summary(study, view(study), folder)
 
 
 def check_stall(limit: float | None) -> None:
@@ -148,9 +160,11 @@ def profile(
     preset: Preset = None, smoke: Smoke = False, seed: int = 0, out: Out = Path("results"), timeout: Timeout = None,
     expect: Expect = None, stall_limit: StallLimit = None,
 ) -> None:
-    """A short profiled run: phase table, per-step memory, top operators, Chrome trace."""
+    """A short profiled run: what it found, its phase table, per-step memory, top operators,
+    Chrome trace."""
     from ..plan import planner
     from ..report.profile import report
+    from ..report.read import read_folder
     from ..runner import envinfo
 
     ok = accepted(expect)
@@ -159,9 +173,10 @@ def profile(
     request = planner.Request(workload, devices=tuple(device or ()), batch_sizes=tuple(batch_size or ()),
                               sets=tuple(set_ or ()), preset=preset, smoke=smoke, seed=seed, out=out)
     plan = planner.plan_profile(request, env, offload, steps, tuple(sys.argv))
-    traces = ("--profile", str((plan.folder / "profile").resolve()))
-    rows = run_with_progress(plan, env, timeout, traces, stall_limit)
-    text = report(plan.folder, rows)
+    where = str((plan.folder / "profile").resolve())
+    rows = run_with_progress(plan, env, timeout, ("--profile", where), stall_limit)
+    runs = read_folder(plan.folder, ()).runs if rows else ()
+    text = report(plan.folder, list(runs))
     (plan.folder / "profile.md").write_text(text)
     render.out.print(text, markup=False)
     exit_for(rows, ok)

@@ -86,22 +86,35 @@ def write_ranks(folder: Path, ranks: list[RankRow], run_id: str | None = None) -
 
 
 def read_csv(path: Path, required: list[str]) -> list[dict]:
-    """Rows of a results CSV; StbenchError naming the file if it is missing or corrupt."""
+    """Rows of a results CSV; StbenchError naming the file if it is missing or corrupt (a line
+    with more or fewer fields than the header: its line, the column where it goes wrong)."""
     try:
         with open(path, newline="") as f:
             reader = csv.DictReader(f)
             header = reader.fieldnames or []
             missing = [c for c in required if c not in header]
             if missing:
-                raise StbenchError(f"results file {path} is corrupt: header lacks {', '.join(missing[:5])}; "
-                                   f"expected stbench columns ({', '.join(required[:4])}, …)")
-            rows = list(reader)
+                raise StbenchError(f"results file {path} is corrupt: header lacks "
+                                   f"{', '.join(missing[:5])}; expected stbench columns "
+                                   f"({', '.join(required[:4])}, …)")
+            rows = []
+            for row in reader:
+                _check_fields(path, reader.line_num, row, header)
+                rows.append(row)
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise StbenchError(f"results file {path} cannot be read ({exc})") from None
-    for i, row in enumerate(rows, start=2):
-        if None in row or any(v is None for v in row.values()):
-            raise StbenchError(f"results file {path} is corrupt: line {i} has the wrong number of fields")
     return rows
+
+
+def _check_fields(path: Path, line: int, row: dict, header: list[str]) -> None:
+    """One field per column of the header, or the line is corrupt (a file cut short ends so)."""
+    short = [c for c in header if row.get(c) is None]
+    if None not in row and not short:
+        return
+    found = len(header) - len(short) + len(row.get(None) or ())
+    column = short[0] if short else f"after {header[-1]}"
+    raise StbenchError(f"results file {path} is corrupt: line {line}, column {column}: expected "
+                       f"{len(header)} fields as in the header, found {found}")
 
 
 def read_runs(folder: Path) -> list[dict]:
