@@ -143,3 +143,13 @@ def test_the_first_process_to_fail_ends_the_world_after_a_grace(quick):
     assert 0.35 < time.monotonic() - t0 < 3  # the others had the grace, no more
     assert watch.watch([Proc(0, 0.05), Proc(0, 0.1)], None, None).clean
     assert watch.watch([Proc(0, None)], 0.2, None).timed_out
+
+
+def test_a_rank_torchrun_ended_because_another_failed_is_not_named_as_the_cause():
+    """torchrun's agent ends a failed rank's peers with SIGTERM: the failure on record is the
+    cause (the CUDA doctor's 2-rank world on a build without CUDA: rank 0's AssertionError)."""
+    one_node = RunSpec("faulty", "cpu", "ddp", 16, 1, world_size=2, nodes=1)
+    log = SUMMARY.replace("exitcode  : -6 (pid: 4642) (SIGABRT)", "exitcode  : -15 (pid: 4642)")
+    own = CellResult("failed", "AssertionError: Torch not compiled with CUDA enabled")
+    r = verdict.judge(one_node, (0, 1, "agent"), log, {0: own}, {})
+    assert (r.status, r.reason) == ("failed", own.reason)

@@ -172,6 +172,9 @@ def cause(spec: RunSpec, first: tuple[int, int, str], log: str, results: dict[in
     exits = rank_exits(log) or ({0: code} if role == "cell" else {})
     task = slurm_task(log)
     abrupt = _abrupt(exits, results)
+    if any(r.status != "ok" for r in results.values()):
+        # torchrun's agent ends a failed rank's peers with SIGTERM: a consequence, not a cause
+        abrupt = [r for r in abrupt if exits[r] != -signal.SIGTERM]
     if abrupt:  # a world's shared log: only a fatal signal's words are surely the rank's
         rank, world = abrupt[0], spec.world_size > 1
         said = f"{how(exits[rank])} {when(rank, beats)}"
