@@ -1,5 +1,6 @@
 """Helpers shared by tests."""
 
+import functools
 import os
 import shutil
 import subprocess
@@ -50,3 +51,37 @@ def committed_copy(dest: Path, root: Path = ROOT) -> Path:
     for folder in committed_folders(root):
         shutil.copytree(folder, out / folder.name)
     return out
+
+
+def study_of(rows: list[dict], name: str = "", question: str = ""):
+    """Hand-made runs.csv rows (text, as read; or values, as written) as the report's Study."""
+    from stbench.report.model import study
+    from stbench.report.read import run_of
+
+    return study([run_of(r, str(r.get("study", ""))) for r in rows], name, question)
+
+
+def frame(rows: list[dict]):
+    """Hand-made rows as a study's frame (report.model.frame)."""
+    return study_of(rows).runs
+
+
+def compare_text(runs: list[dict], width: int | None = None, full: bool = True, **options) -> str:
+    """What `stbench compare --full` prints of hand-made rows (one study), with its options
+    (metric, rows, cols, baseline)."""
+    from stbench.report.text import to_markdown, views_of
+    from stbench.report.view import Options
+
+    return to_markdown(views_of([study_of(runs)], Options(every=full, **options)), width, full)
+
+
+@functools.cache
+def committed_studies(root: Path = ROOT):
+    """The committed reference folders read as compare reads them (report.model.studies); the
+    same studies for every test that asks (read them, never change them)."""
+    from stbench.report.model import studies
+    from stbench.report.read import read
+
+    folders, skipped = read(committed_folders(root), ())
+    assert not skipped, skipped
+    return tuple(studies(folders))

@@ -1,130 +1,226 @@
-"""benchmarks/gpu_acceptance.sh on a machine without a GPU (what CI and this project's machines
-are): it lists its parts within their caps, refuses each in one line, and every check's judge
-fails on numbers that must fail it (a check that cannot fail proves nothing). The rehearsal
-itself (`--rehearse`, the whole acceptance with CUDA faked) runs in .ci/run and, here, under
-STBENCH_SLOW=1 (test_rehearsal_of_every_part)."""
+"""The GPU acceptance as a program (stbench.acceptance, benchmarks/gpu_acceptance.py) on a machine
+without a GPU: its steps fit the GPU machine's command within their caps, every study it runs
+plans as written, it refuses bad input in one line, and its loop keeps a global deadline, writes
+every verdict as soon as its step ends and, run again, keeps what passed. The rehearsal (the
+whole run with CUDA faked) runs in .ci/run; test_a_killed_rehearsal_... runs two of its steps."""
 
+import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
-import torch
+
+from stbench.acceptance import engine, execute
+from stbench.acceptance.__main__ import DEFAULT, gpu_tag, listing
+from stbench.acceptance.state import State
+from stbench.acceptance.steps import CORRECTNESS, EXTRAS, REFERENCE, Step
 
 ROOT = Path(__file__).parent.parent
-SCRIPT = ROOT / "benchmarks" / "gpu_acceptance.sh"
-PARTS = ["doctor", "smoke", "stnn", "profile", "distributed", "checkpoint"]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-import checks_rows  # noqa: E402
-import checks_traces  # noqa: E402
-import gpu_checks  # noqa: E402
-import rehearsal  # noqa: E402
-from checks_rows import Fail, Untested  # noqa: E402
+FAKE = {
+    "PYTHONPATH": os.pathsep.join(
+        [str(ROOT / "tests" / "fakecuda"), os.environ.get("PYTHONPATH", "")]
+    ),
+    "STBENCH_FAKE_CUDA": "1",
+}
 
 
-def script(*args, env=None):
-    return subprocess.run(["bash", str(SCRIPT), *map(str, args)], capture_output=True, text=True, timeout=60,
-                          env=env)
+def acceptance(*args, env=None, timeout=60):
+    return subprocess.run(
+        [sys.executable, "-m", "stbench.acceptance", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
 
 
-def test_list_names_every_part_within_a_ten_minute_command_in_80_columns():
-    proc = script("--list")
-    assert proc.returncode == 0
-    lines = proc.stdout.splitlines()
-    assert [ln.split()[0] for ln in lines] == [*PARTS, "all"]
-    for ln in lines[:-1]:
-        words = ln.split()
-        assert words[2] == "min" and words[3] == "cap" and words[5] == "s"
-        assert int(words[1]) * 60 <= int(words[4]) <= 570  # a part's cap leaves the 10-minute command time to spare
-    assert max(map(len, lines)) <= 80
+def test_the_default_run_fits_a_ten_minute_command_correctness_first():
+    parts = [s.part for s in DEFAULT]
+    assert parts == sorted(
+        parts, key=[CORRECTNESS, REFERENCE].index
+    )  # correctness before reference studies
+    caps = {
+        part: sum(s.cap_s for s in DEFAULT if s.part == part) for part in (CORRECTNESS, REFERENCE)
+    }
+    assert caps[CORRECTNESS] <= 240 and caps[REFERENCE] <= 320 and sum(caps.values()) <= 540
+    text = listing()
+    assert (
+        f"correctness (caps {caps[CORRECTNESS]} s)" in text
+        and f"reference (caps {caps[REFERENCE]} s)" in text
+    )
+    assert (
+        f"{sum(caps.values())} s  caps on one H100" in text
+        and max(map(len, text.splitlines())) <= 100
+    )
+    assert acceptance("--list").stdout.strip() == text
+    assert text in (ROOT / "docs" / "gpu-acceptance.md").read_text()  # the page shows what runs
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU: the parts would run")
-@pytest.mark.parametrize("part", PARTS)
-def test_each_part_refuses_in_one_line_without_a_gpu(part, tmp_path):
-    proc = script("--skip-install", "--out", tmp_path / "out", part)
-    assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr.strip() == (f"gpu_acceptance: part '{part}' needs a CUDA GPU, and torch.cuda.is_available() "
-                                   "is False here (or torch is missing)")
-    assert not (tmp_path / "out").exists()  # nothing written
+def test_every_step_and_check_has_one_name_and_every_check_can_see_a_folder():
+    steps = [*DEFAULT, *EXTRAS]
+    assert len({s.name for s in steps}) == len(steps)
+    for s in steps:
+        assert len({p.name for p in s.checks}) == len(s.checks)
+        assert bool(s.argv) != bool(s.command), s.name
+    assert all(s.result for s in DEFAULT if s.part == REFERENCE)
 
 
-def test_an_unknown_part_or_no_out_is_one_line():
-    proc = script("--out", "x", "smoke", "turbo")
-    assert proc.returncode == 2 and proc.stderr.strip() == (
-        "gpu_acceptance: unknown part 'turbo'; valid: " + " ".join(PARTS))
-    assert script("smoke").stderr.strip().startswith("gpu_acceptance: --out OUT is needed")
+@pytest.mark.parametrize(
+    "step", [s for s in (*DEFAULT, *EXTRAS) if s.argv[:1] == ("run",)], ids=lambda s: s.name
+)
+def test_every_study_plans_as_written_on_one_gpu(step, tmp_path, monkeypatch, capsys):
+    """A dry run of each study, as on a one-GPU machine with NCCL, and in its rehearsal form."""
+    import torch
+
+    from stbench.cli import main
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.distributed, "is_nccl_available", lambda: True)
+    for argv in {step.argv, step.rehearse_argv or step.argv}:
+        with pytest.raises(SystemExit) as done:
+            main([*argv, "--out", str(tmp_path), "--dry-run"])
+        assert done.value.code == 0, capsys.readouterr().err
 
 
-def test_a_stale_or_missing_wheel_is_refused_in_one_line(tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "tests" / "fakecuda"), "STBENCH_FAKE_CUDA": "1"}
-    proc = script("--out", tmp_path / "out", "--wheels", tmp_path, "checkpoint", env=env)
-    assert proc.returncode == 2 and proc.stderr.strip().startswith(f"gpu_acceptance: no stbench wheel in {tmp_path}")
+def test_reference_folders_are_named_by_the_gpu():
+    assert gpu_tag("NVIDIA H100 80GB HBM3") == "h100" and gpu_tag("NVIDIA H200") == "h200"
+    assert gpu_tag("2x Tesla T4") == "t4" and gpu_tag("no GPU named") == "gpu"
+
+
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path):
+    for args, words in (
+        (("turbo", "--out", tmp_path / "o"), "unknown step 'turbo'; valid: smoke-cnn-strain"),
+        (("smoke-stnn",), "--out OUT is needed"),
+        (("smoke-stnn", "--out", tmp_path / "o"), "needs a CUDA GPU"),
+    ):
+        proc = acceptance(*args)
+        assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert words in proc.stderr
+    assert not (tmp_path / "o").exists()
+    boot = [sys.executable, str(ROOT / "benchmarks" / "gpu_acceptance.py")]
+    proc = subprocess.run(
+        [*boot, "--out", tmp_path / "o", "--wheels", tmp_path], capture_output=True, text=True
+    )
+    assert proc.returncode == 2 and proc.stderr.startswith(
+        f"gpu_acceptance: no stbench wheel in {tmp_path}"
+    )
     assert "pip wheel --no-deps" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    proc = subprocess.run([*boot, "--wheels", tmp_path], capture_output=True, text=True)
+    assert proc.returncode == 2 and "--out OUT is needed" in proc.stderr
 
 
-# --- every judge fails on numbers that must fail it -----------------------------------------
-
-def test_agreement_fails_beyond_its_tolerance_and_on_nan():
-    assert checks_rows.judge_agree({"loss": (0.100, 0.103)}, 0.05) == pytest.approx(0.03)
-    with pytest.raises(Fail, match="loss: 0.1 vs 0.2"):
-        checks_rows.judge_agree({"loss": (0.1, 0.2)}, 0.05)
-    with pytest.raises(Fail):
-        checks_rows.judge_agree({"loss": (0.1, float("nan"))}, 0.05)
+# --- the loop: deadline, limits, verdicts after every step, a second command ---------------------
 
 
-def test_a_share_fails_outside_its_range_and_on_nan():
-    assert checks_rows.judge_share("phases", 0.9, 0.7, 1.01) == "90.0%"
-    for bad in (0.5, 1.2, float("nan")):
-        with pytest.raises(Fail, match="phases"):
-            checks_rows.judge_share("phases", bad, 0.7, 1.01)
+def fake(name: str, cap_s: int, code: str = "pass") -> Step:
+    return Step(name, CORRECTNESS, cap_s, "a test step", command=("python", "-c", code))
 
 
-def test_an_h2d_phase_shorter_than_a_bare_copy_fails():
-    assert checks_rows.judge_h2d(120e-6, 100e-6).startswith("h2d 120.0 us/step")
-    with pytest.raises(Fail, match="under-measured"):
-        checks_rows.judge_h2d(40e-6, 100e-6)  # the 2-us under-measurement the old check let through
+def loop(tmp_path: Path, steps: list[Step], deadline_s: float) -> tuple[int, State, str]:
+    out = tmp_path / "out"
+    out.mkdir(exist_ok=True)
+    state = State.load(out)
+    settings = engine.Settings(out, tmp_path / "work", time.time() + deadline_s)
+    code = engine.run(steps, settings, state, [s.name for s in steps])
+    return code, State.load(out), (out / "summary.md").read_text()
 
 
-def test_syncs_fail_without_a_profiled_step_beyond_the_limit_and_beyond_one_wait_per_copy():
-    with pytest.raises(Fail, match="no ProfilerStep window"):
-        checks_traces.judge_syncs({}, 0)  # the old no-syncs passed here
-    assert checks_traces.judge_syncs({1: [], 2: []}, 0).startswith("2 profiled steps")
-    with pytest.raises(Fail, match="step 2: 1 host-device syncs"):
-        checks_traces.judge_syncs({1: [], 2: ["cudaStreamSynchronize"]}, 0)
-    waits = frozenset({"cudaEventSynchronize"})
-    assert checks_traces.judge_syncs({1: ["cudaEventSynchronize"] * 2}, 0, waits, {1: 4})
-    with pytest.raises(Fail, match="one cudaEventSynchronize per copy"):
-        checks_traces.judge_syncs({1: ["cudaEventSynchronize"] * 3}, 0, waits, {1: 2})
-    with pytest.raises(Fail):
-        checks_traces.judge_syncs({1: ["cudaDeviceSynchronize"]}, 0, waits, {1: 9})
+def test_a_step_whose_cap_does_not_fit_is_not_reached_and_the_run_stops(tmp_path):
+    code, state, summary = loop(tmp_path, [fake("a", 1), fake("b", 60), fake("c", 1)], 20)
+    assert code == 1 and state.records["a"].verdict == "PASS"
+    assert [state.records[n].verdict for n in "bc"] == [
+        "NOT REACHED"
+    ] * 2  # c would fit; the run stopped at b
+    assert (
+        "| NOT REACHED | **b** |  | the deadline:" in summary
+        and "b needs its cap of 60 s" in summary
+    )
 
 
-def test_offload_copies_on_the_compute_stream_fail_and_the_overlap_is_a_figure():
-    kernels = [(90, 170, 7), (0, 500, 7)]
-    assert "70% of 0.1 ms overlaps compute" in checks_traces.judge_side_stream([(100, 200, 20)],
-                                                                               [(90, 170, 7), (120, 130, 7)])
-    with pytest.raises(Fail, match="ran on the compute stream"):
-        checks_traces.judge_side_stream([(100, 200, 7)], kernels)
-    with pytest.raises(Fail, match="no host-to-device copy"):
-        checks_traces.judge_side_stream([], kernels)
+def test_a_step_past_its_limit_is_killed_and_fails(tmp_path):
+    t0 = time.monotonic()
+    code, state, _ = loop(tmp_path, [fake("slow", 2, "import time; time.sleep(60)")], 4)
+    assert code == 1 and time.monotonic() - t0 < 30
+    assert state.records["slow"].verdict == "FAIL" and state.records["slow"].detail.startswith(
+        "ran past its limit"
+    )
 
 
-def test_checkpoint_fails_unless_each_level_lowers_the_peak():
-    assert checks_traces.judge_checkpoint({"none": 30, "sqrt": 20, "full": 10}).startswith("activation peak")
-    for bad in ({"none": 30, "sqrt": 30, "full": 10}, {"none": 30, "full": 10}):
-        with pytest.raises(Fail, match="did not lower"):
-            checks_traces.judge_checkpoint(bad)
+def test_the_summary_holds_each_verdict_before_the_next_step_and_a_second_command_keeps_what_passed(
+    tmp_path,
+):
+    runs = tmp_path / "ran"
+    mark = f"open({str(runs)!r}, 'a').write('a')"
+    # b reads the summary while it runs: a's verdict is there already, b itself RUNNING
+    look = (
+        f"t = open({str(tmp_path / 'out' / 'summary.md')!r}).read(); "
+        "assert '| PASS | **a** |' in t and '| RUNNING | **b** |' in t, t; raise SystemExit(3)"
+    )
+    code, state, summary = loop(tmp_path, [fake("a", 1, mark), fake("b", 5, look)], 120)
+    assert code == 1 and state.records["b"].detail == "exit 3: " + "(no output)"
+    assert "| PASS | **a** |" in summary and "| FAIL | **b** |" in summary
+    code, state, summary = loop(tmp_path, [fake("a", 1, mark), fake("b", 5)], 120)  # b fixed
+    assert code == 0 and runs.read_text() == "a"  # a kept, not run again
+    assert [state.records[n].verdict for n in "ab"] == ["PASS", "PASS"]
 
 
-def test_nvml_fails_on_an_empty_field_no_sample_or_no_energy():
-    good = {"gpu_util_pct": "97", "gpu_mem_mb": "2000", "gpu_power_w": "310"}
-    assert checks_traces.judge_nvml([good], [950.0]).startswith("1 samples")
-    with pytest.raises(Fail, match=r"empty fields \['gpu_power_w'\]"):
-        checks_traces.judge_nvml([{**good, "gpu_power_w": ""}], [950.0])
-    with pytest.raises(Fail, match="0 samples"):
-        checks_traces.judge_nvml([], [950.0])
-    with pytest.raises(Fail, match="energy"):
-        checks_traces.judge_nvml([good], [0.0])
+def test_an_stbench_command_runs_in_this_process_and_is_stopped_at_its_limit(tmp_path):
+    assert execute.stbench(("list",), 60) == 0
+    assert execute.stbench(("run", "nope"), 60) == 2
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    t0 = time.monotonic()
+    code = execute.stbench(("run", "cnn-strain", "--epochs", "50", "--out", str(tmp_path)), 5)
+    assert code == execute.TIMED_OUT and time.monotonic() - t0 < 30
+    left = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
+    assert left == []  # the cell's process group went with the command
+
+
+def test_a_killed_rehearsal_leaves_the_verdicts_it_reached_and_a_second_command_finishes(tmp_path):
+    """Two steps of the rehearsal (CUDA faked, this venv): killed once the first step's verdict is
+    saved, summary.md holds it and its checks; the same command again keeps it, runs the other."""
+    out = tmp_path / "out"
+    args = [
+        sys.executable,
+        "-m",
+        "stbench.acceptance",
+        "--rehearsal",
+        "--out",
+        str(out),
+        "smoke-stnn",
+        "two-nodes",
+    ]
+    proc = subprocess.Popen(
+        args,
+        env={**os.environ, **FAKE},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 400
+        while time.monotonic() < deadline and proc.poll() is None:
+            if (out / "state.json").exists() and json.loads((out / "state.json").read_text())[
+                "steps"
+            ]:
+                break
+            time.sleep(0.5)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    summary = (out / "summary.md").read_text()
+    assert (
+        "| PASS | **smoke-stnn** |" in summary and "| PASS | smoke-stnn / phases-sum |" in summary
+    )
+    assert "| RUNNING | **two-nodes** |" in summary or "| PASS | **two-nodes** |" in summary
+    again = acceptance(
+        "--rehearsal", "--out", out, "smoke-stnn", "two-nodes", env=FAKE, timeout=600
+    )
+    assert again.returncode == 0, (out / "summary.md").read_text()
+    assert "smoke-stnn: kept from an earlier command" in again.stdout
+    assert "| PASS | two-nodes / two-nodes |" in (out / "summary.md").read_text()

@@ -1,13 +1,13 @@
 """CLI parsing with the engine patched: the exact cells a command line asks for."""
 
-from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 
 from stbench.cli import main
-from stbench.plan.spec import RunSpec
+from stbench.plan.spec import RunSpec, identify
 from stbench.runner import study
+
 
 
 @pytest.fixture
@@ -38,17 +38,18 @@ def test_run_passes_the_exact_cells(captured, tmp_path):
     assert plan.folder.parent == tmp_path and plan.folder.name.endswith("-cnn-strain")
     base = dict(allocator="keep", backend="auto", bucket_cap_mb=25.0, checkpoint="none", compile="none", data="generated",
                 ddp_log_every=100, prefetch=2, precision="default", loader="vectorized", lr_scaling="none", lr_warmup_steps=0,
-                max_eval_batches=0, max_steps=0, n_samples=4096, noise=0.01, threads=0, val_fraction=0.25,
+                max_eval_batches=0, max_steps=0, n_samples=2048, noise=0.01, threads=1,
+                val_fraction=0.25,
                 warmup_steps=2, workers=0, lr_base_batch=75, target=0.0, eval_every=0, eval_every_s=0.0, time_budget=0.0,
                 stop_at_target=False,
                 interop_threads=0, bind="none", max_eval_samples=0)  # issue 32
     expected = [
-        RunSpec("cnn-strain", "cpu", "single", 32, epochs, repeat=repeat, seed=3 + repeat,  # each repeat its seed
-                params=tuple(sorted({**base, "lr": lr}.items())))
+        identify(RunSpec("cnn-strain", "cpu", "single", 32, epochs, repeat=repeat, seed=3 + repeat,
+                         params=tuple(sorted({**base, "lr": lr}.items()))))  # each repeat its seed
         for repeat in (0, 1) for epochs in (1, 2) for lr in (0.01, 0.02)
     ]
     assert list(plan.cells) == expected
-    assert plan.manifest["cells"] == [asdict(c) for c in expected]
+    assert [RunSpec.from_dict(c) for c in plan.manifest["cells"]] == expected  # each kept whole
     assert plan.manifest["matrix"]["axes"] == (("lr", (0.01, 0.02)),)
     assert plan.manifest["matrix"]["seed_per_repeat"] is True
 

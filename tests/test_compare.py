@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from stbench.store.results import _question
+from stbench.store.results import command_text
 from tests.test_terminal import fits, narrow
 
 ROOT = Path(__file__).parent.parent
@@ -43,7 +43,8 @@ def test_each_study_is_headed_by_its_folder_and_command_and_opens_with_its_findi
 def test_no_path_of_the_machine_that_ran_it(committed):
     assert not re.search(r"/(tmp|work|home)/|\.venv|--out", committed)
     assert "data=pacific_sst_anomaly_2deg_1970-2003.nc" in committed.replace("\n    ", " ")
-    assert _question(["/x/bin/stbench", "run", "w", "--set", "data=/a/b.nc,c/d.nc", "--out=/tmp/o"]) == \
+    command = ["/x/bin/stbench", "run", "w", "--set", "data=/a/b.nc,c/d.nc", "--out=/tmp/o"]
+    assert command_text(command) == \
         "stbench run w --set data=b.nc,d.nc"
 
 

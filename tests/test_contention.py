@@ -12,7 +12,8 @@ import pytest
 from stbench.child import cpu
 from stbench.contract import TrainerParams
 from stbench.plan.threads import THREADS_ENV, WHY_ENV, ThreadChoice, busy_cores, choose
-from stbench.report.noise import noise_flags
+from stbench.report.judge import noise_flags
+from stbench.report.read import run_of
 from stbench.runner.hostprep import others_cores
 from stbench.store import host
 from stbench.store.conditions import conditions, contention
@@ -77,7 +78,7 @@ def test_contended_when_others_use_more_than_the_threads_left_free():
 def test_a_contended_row_is_flagged_with_its_reason():
     row = {"status": "ok", "wall_s": "1.0", "cores": "2", "others_cpu_pct": "50.0",
            "contended": "True", "contention": "contended: other processes used 1.00 of 2 cores"}
-    flags = {f.kind: f.reason for f in noise_flags([row])}
+    flags = {f.kind: f.reason for f in noise_flags([run_of(row)])}
     assert flags["contended"] == "contended: other processes used 1.00 of 2 cores"
 
 

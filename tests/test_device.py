@@ -125,7 +125,8 @@ def test_a_world_on_one_gpu_has_one_gpus_peak():
     from stbench.runner.study import derived
     from stbench.store.rows import CellResult, Figures
 
-    spec = RunSpec("cnn-strain", "cuda", "ddp", 64, 1, world_size=2, nodes=2, params=(("backend", "gloo"),))
+    spec = RunSpec("cnn-strain", "cuda", "ddp", 64, 1, world_size=2, nodes=2,
+                   params=(("backend", "gloo"), ("precision", "default")))
     peaks = {"cuda": {"matmul_gflops": 100.0}}
 
     def fraction(gpus_used):

@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 
+from stbench.store.rows import SCHEMA
 from tests.helpers import stbench
 
 FILES = ("manifest.json", "runs.csv", "epochs.csv", "system.csv")
@@ -31,7 +32,7 @@ def test_run_writes_all_four_files(study):
     assert all((study / f).is_file() for f in FILES)
     runs = list(csv.DictReader(open(study / "runs.csv")))
     assert [(r["batch_size"], r["epochs"]) for r in runs] == [("32", "1"), ("32", "2"), ("64", "1"), ("64", "2")]
-    assert all(r["status"] == "ok" and r["schema"] == "1" for r in runs)
+    assert all(r["status"] == "ok" and r["schema"] == str(SCHEMA) for r in runs)
     assert all(float(r["samples_per_s"]) > 0 and float(r["peak_fraction"]) > 0 for r in runs)
     epochs = list(csv.DictReader(open(study / "epochs.csv")))
     assert len(epochs) == 1 + 2 + 1 + 2

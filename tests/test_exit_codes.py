@@ -62,3 +62,24 @@ def test_a_full_disk_is_one_line_and_what_was_written_stays_readable(tmp_path, m
         main(["run", "--resume", str(folder)])
     assert info.value.code == 0
     assert sorted(r["batch_size"] for r in read_runs(folder)) == ["128", "64"]
+
+
+def test_a_write_the_disk_refuses_leaves_the_old_file_and_no_temporary_one(tmp_path, monkeypatch):
+    """What a full disk does to a study's files (a 150 KB tmpfs fills on system.csv): the
+    write fails, the file keeps what it held, and its `.NAME.PID.tmp` is gone."""
+    import os
+
+    from stbench.store import files
+
+    path = tmp_path / "runs.csv"
+    files.atomic_write(path, "schema,run_id\n1,a\n")
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(OSError) as info:
+        files.atomic_write(path, "schema,run_id\n1,a\n1,b\n")
+    assert info.value.errno == errno.ENOSPC
+    assert path.read_text() == "schema,run_id\n1,a\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.csv"]

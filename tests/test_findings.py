@@ -5,9 +5,9 @@ import json
 
 import pandas as pd
 
-from stbench.report.findings import finding_of, kind_of
-from stbench.report.frame import frame
-from stbench.report.order import size_of, sort_natural
+from stbench.report.labels import size_of, sort_natural
+from stbench.report.view import finding_of, kind_of
+from tests.helpers import frame
 
 SPREAD = (0.99, 1.0, 1.01)  # three tight repeats: intervals apart unless the medians are close
 
@@ -15,8 +15,10 @@ SPREAD = (0.99, 1.0, 1.01)  # three tight repeats: intervals apart unless the me
 def row(repeat=0, device="cpu", sps=100.0, wall=10.0, world=1, strategy="single", batch=64, epochs=1, status="ok",
         params=None, **extra):
     params = {"lr": 0.1, **(params or {})}
+    nodes = extra.pop("nodes", 1)
     return {"schema": "1", "run_id": f"{device}{world}{batch}{epochs}{json.dumps(params)}{repeat}", "workload": "w",
-            "device": device, "strategy": strategy, "world_size": world, "nodes": extra.pop("nodes", 1),
+            "device": device, "strategy": strategy, "world_size": world, "nodes": nodes,
+            "nproc_per_node": world // nodes,
             "batch_size": batch, "global_batch_size": batch * world, "epochs": epochs, "repeat": repeat,
             "params": json.dumps(params), "status": status, "host": "a", "wall_s": wall, "samples_per_s": sps,
             "train_s": wall, "sync_s": 0.0, "peak_rss_mb": 500.0, **extra}
@@ -142,18 +144,18 @@ def test_a_setting_that_changes_neither_memory_nor_speed_beyond_noise():
                                "within 10% across cells.")
 
 
-def test_a_single_cell_and_the_flag_hook():
-    f = finding_of(frame([row(0, sps=1234.5, wall=12.0)]), flagger=lambda s: [f"{len(s)} run: no repeats"])
+def test_a_single_cell_and_its_flags():
+    f = finding_of(frame([row(0, sps=1234.5, wall=12.0, cores=2, load_max=3.5)]))
     assert f.kind == "cell" and f.text == "One cell, 1 run: 1,234 samples/s, 12.00 s wall, 500.0 MiB peak RSS."
-    assert f.flags == ("1 run: no repeats",)
+    assert f.flags == ("busy: the load average reached 3.5 on 2 cores while it ran",)
 
 
 def test_kinds_follow_what_varies_first_match_wins():
     ddp_batch = repeats(world=1, strategy="ddp", batch=32) + repeats(world=2, strategy="ddp", batch=64)
-    assert kind_of(frame(ddp_batch)) == "scaling"
-    assert kind_of(frame(repeats(batch=32) + repeats(batch=64, epochs=2))) == "batch"
+    assert kind_of(frame(ddp_batch)).name == "scaling"
+    assert kind_of(frame(repeats(batch=32) + repeats(batch=64, epochs=2))).name == "batch"
     budget = [{**r, "params": json.dumps({"time_budget": 5})} for r in repeats(batch=32) + repeats(batch=64)]
-    assert kind_of(frame(budget)) == "target"
+    assert kind_of(frame(budget)).name == "target"
 
 
 def test_labels_sort_as_numbers():

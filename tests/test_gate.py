@@ -6,9 +6,10 @@ from pathlib import Path
 
 import numpy as np
 
-from stbench.report.gate import Verdict, exit_code, gate, line
-from stbench.report.stats import repeats_needed, significant
-from stbench.store.results import read_results
+from stbench.report.cells import repeats_needed, significant
+from stbench.report.judge import Verdict, exit_code, gate, line
+from stbench.report.read import run_of
+from stbench.store.files import read_runs
 from tests.helpers import stbench
 
 REF = Path(__file__).parent.parent / "results" / "reference" / "ref-cpu2-cnn-strain-epochs"  # 3 repeats per cell
@@ -74,18 +75,25 @@ def test_with_the_repeats_an_inconclusive_line_names_the_slowdown_is_a_regressio
     assert proc.stdout.splitlines()[-1].startswith("3 regression(s), 0 inconclusive in 3 comparison(s)")
 
 
+def _runs(records: list[dict]):
+    return [run_of(r) for r in records]
+
+
 def test_a_worse_median_that_is_not_significant_is_inconclusive_never_ok():
-    base = read_results(REF)
+    base = read_runs(REF)
     new = [dict(r) for r in base]
     for r in new:  # one repeat per cell 30% slower: the median moves, the intervals overlap
         if r["repeat"] == "0":
             r["wall_s"] = str(float(r["wall_s"]) * 1.3)
-    verdicts = gate(base, new)
+    verdicts = gate(_runs(base), _runs(new))
     assert len(verdicts) == 3 and {v.kind for v in verdicts} <= {"ok", "unchanged"}  # medians moved < 10%
-    slow = {v.cell[-8:]: v for v in gate(base, [{**r, "wall_s": str(float(r["wall_s"]) * 1.3)} for r in base])}
+    slower = _runs([{**r, "wall_s": str(float(r["wall_s"]) * 1.3)} for r in base])
+    base = _runs(base)
+    slow = {v.cell[-8:]: v for v in gate(base, slower)}
     assert slow["epochs=1"].kind == "inconclusive" and slow["epochs=1"].needs == 9  # noisy repeats: never ok
     assert slow["epochs=3"].kind == "regression"
-    faster = gate(base, [{**r, "wall_s": str(float(r["wall_s"]) / 1.3)} for r in base])
+    faster = gate(base, _runs([{**r, "wall_s": str(float(r["wall_s"]) / 1.3)}
+                               for r in read_runs(REF)]))
     assert {v.kind for v in faster} == {"ok"} and all(v.change < 0 for v in faster)
     assert all(", 23.1% better (" in line(v, 0.10) for v in faster)
 
@@ -119,9 +127,9 @@ def test_each_verdict_is_worded_as_pyperf_words_it():
 
 
 def test_a_cell_that_no_longer_ends_ok_is_a_regression():
-    base = read_results(REF)
+    base = read_runs(REF)
     new = [{**r, "status": "failed", "wall_s": ""} if r["epochs"] == "1" else r for r in base]
-    bad = [v for v in gate(base, new) if v.regression]
+    bad = [v for v in gate(_runs(base), _runs(new)) if v.regression]
     assert len(bad) == 1 and "ended failed" in bad[0].note
 
 

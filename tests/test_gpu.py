@@ -1,5 +1,5 @@
 """CUDA-only checks; skipped without a GPU (run them in a session that has one:
-`python -m pytest -q -m gpu`, or `benchmarks/gpu_acceptance.sh`)."""
+`python -m pytest -q -m gpu`, or the acceptance's `gpu-tests` extra: docs/gpu-acceptance.md)."""
 
 import pytest
 import torch

@@ -10,11 +10,13 @@ import pytest
 
 from stbench.cli import main
 from stbench.plan.launcher_config import Launch, make_launch, parse_slurm
-from stbench.plan.spec import RunSpec
+from stbench.plan.spec import RunSpec, identify
 from stbench.runner.launchers import local, sbatch, slurm, srun, torchrun
 from tests.helpers import stbench
 
-SPEC = RunSpec("cnn-strain", "cpu", "ddp", 32, 1, world_size=4, nodes=2, params=(("lr", 0.1),))
+SPEC = identify(RunSpec("cnn-strain", "cpu", "ddp", 32, 1, world_size=4, nodes=2,
+                        params=(("backend", "auto"), ("lr", 0.1))))
+JOB = f"--job-name=stbench-{SPEC.run_id}"
 CELL = torchrun.cell_args("/s/spec.json", "/s/result.json")
 NODE = ('echo "stbench: node $SLURM_NODEID of job $SLURM_JOB_ID.$SLURM_STEP_ID on $(hostname)"; exec python -m '
         'torch.distributed.run --nnodes=2 --nproc-per-node=2 --node-rank="$SLURM_NODEID" --rdzv-backend=static '
@@ -43,7 +45,7 @@ def test_local_one_node_is_standalone_and_single_is_one_process():
 
 
 def test_local_nccl_nodes_see_their_own_gpus():
-    spec = RunSpec("w", "cuda", "ddp", 8, 1, world_size=4, nodes=2)
+    spec = RunSpec("w", "cuda", "ddp", 8, 1, world_size=4, nodes=2, params=(("backend", "auto"),))
     envs = [e["CUDA_VISIBLE_DEVICES"] for _, e in local.commands(spec, CELL, "python", base={})]
     assert envs == ["0,1", "2,3"]
     gloo = RunSpec("w", "cuda", "ddp", 8, 1, world_size=4, nodes=2, params=(("backend", "gloo"),))
@@ -53,17 +55,17 @@ def test_local_nccl_nodes_see_their_own_gpus():
 def test_srun_step_of_two_nodes():
     argv = srun.command(SPEC, CELL, "python", {"SLURM_CPUS_PER_TASK": "4"}, timeout=600)
     assert argv == ["srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--kill-on-bad-exit=1",
-                    "--job-name=stbench-99085cf0ef98", "--cpus-per-task=4", "--time=10", "bash", "-c", NODE]
+                    JOB, "--cpus-per-task=4", "--time=10", "bash", "-c", NODE]
 
 
 @pytest.mark.slurm  # submitit checks its parameters against the srun it finds
 def test_slurm_job_of_two_nodes():
     launch = Launch("slurm", parse_slurm(["partition=gpu", "cpus_per_task=4", "reservation=r1"]))
     opts = slurm.job_options(SPEC, launch, timeout=601)
-    assert opts == {"job_name": "stbench-99085cf0ef98", "nodes": 2, "ntasks_per_node": 1, "time": 11,
+    assert opts == {"job_name": JOB[11:], "nodes": 2, "ntasks_per_node": 1, "time": 11,
                     "cpus_per_task": 4, "partition": "gpu", "reservation": "r1"}
     params = slurm.submitit_parameters(opts)
-    assert params == {"name": "stbench-99085cf0ef98", "nodes": 2, "tasks_per_node": 1, "timeout_min": 11,
+    assert params == {"name": JOB[11:], "nodes": 2, "tasks_per_node": 1, "timeout_min": 11,
                       "cpus_per_task": 4, "slurm_partition": "gpu",
                       "slurm_srun_args": ["--kill-on-bad-exit=1", "--cpus-per-task=4"],
                       "slurm_additional_parameters": {"reservation": "r1"}}
@@ -81,9 +83,10 @@ def test_dry_run_prints_scripts_and_writes_nothing(tmp_path):
                    "--epochs", "1", "--launcher", "slurm", "--timeout", "600", "--slurm", "partition=gpu",
                    "--dry-run", "--out", tmp_path / "results", check=True)
     assert not (tmp_path / "results").exists()
-    run_id = "59be298898c1"
     spec = json.loads(proc.stdout.split("<<'SPEC'\n")[1].split("\nSPEC")[0])
-    assert RunSpec.from_dict(spec).run_id == run_id and spec["nodes"] == 2 and spec["world_size"] == 4
+    run_id = spec["run_id"]  # the id the cell was planned with travels in its spec
+    assert run_id == identify(RunSpec.from_dict(spec)).run_id and spec["nodes"] == 2
+    assert spec["world_size"] == 4
     assert proc.stdout.startswith(f"""\
 # cell 1/1: cnn-strain cpu ddp 2x2 batch=64 epochs=1 repeat=0 (run_id {run_id})
 #!/bin/bash
@@ -161,7 +164,6 @@ def test_launch_options_round_trip_through_the_manifest():
     launch = make_launch("slurm", ["partition=gpu", "mem_gb=64", "cpus-per-task=8"], 60.0)
     assert launch.options == {"cpus_per_task": 8, "mem_gb": 64.0, "partition": "gpu"}
     assert Launch.from_dict(json.loads(json.dumps(launch.to_dict()))) == launch
-    assert Launch.from_dict(None) == Launch("local")
 
 
 def test_dry_run_of_local_and_srun_prints_each_nodes_command(tmp_path, capsys):
@@ -173,17 +175,19 @@ def test_dry_run_of_local_and_srun_prints_each_nodes_command(tmp_path, capsys):
         return capsys.readouterr().out
 
     text = dry()
-    assert text.startswith("# cell 1/1: cnn-strain cpu ddp 2x2 batch=64 epochs=1 repeat=0 (run_id 59be298898c1)\n"
-                           "cat > 59be298898c1.spec.json <<'SPEC'\n")
-    assert text.endswith("""\
+    run_id = text.split("(run_id ")[1][:12]
+    assert text.startswith("# cell 1/1: cnn-strain cpu ddp 2x2 batch=64 epochs=1 repeat=0 "
+                           f"(run_id {run_id})\ncat > {run_id}.spec.json <<'SPEC'\n")
+    files = f"{run_id}.spec.json {run_id}.result.json"
+    assert text.endswith(f"""\
 # on node 0 of 2:
 python -m torch.distributed.run --nnodes=2 --nproc-per-node=2 --node-rank=0 --rdzv-backend=static \
---master-addr="$MASTER_ADDR" --master-port=29500 -m stbench.child.cell 59be298898c1.spec.json 59be298898c1.result.json
+--master-addr="$MASTER_ADDR" --master-port=29500 -m stbench.child.cell {files}
 # on node 1 of 2:
 python -m torch.distributed.run --nnodes=2 --nproc-per-node=2 --node-rank=1 --rdzv-backend=static \
---master-addr="$MASTER_ADDR" --master-port=29500 -m stbench.child.cell 59be298898c1.spec.json 59be298898c1.result.json
+--master-addr="$MASTER_ADDR" --master-port=29500 -m stbench.child.cell {files}
 """)
     step = dry("--launcher", "srun", "--timeout", "90").splitlines()[-1]
     assert step.startswith("srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --kill-on-bad-exit=1 "
-                           "--job-name=stbench-59be298898c1 --time=2 bash -c ")
+                           f"--job-name=stbench-{run_id} --time=2 bash -c ")
     assert list(tmp_path.iterdir()) == []

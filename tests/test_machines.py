@@ -1,5 +1,5 @@
-"""Machine identity: hardware labels, rows of two machines never pooled, old rows completed
-from their manifest; integer and path parameters as researchers expect them. No torch."""
+"""Machine identity: hardware labels, rows of two machines never pooled, rows that name their
+machine; integer and path parameters as researchers expect them. No torch."""
 
 import csv
 import json
@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from stbench.report.machines import short_cpu, short_gpu
-from stbench.report.frame import frame
-from stbench.report.studies import report
-from stbench.store.results import read_results
-from tests.helpers import stbench
+from stbench.report.labels import short_cpu, short_gpu
+from stbench.report.read import read_folder
+from stbench.store.machine import fingerprint
+from tests.helpers import compare_text, frame, stbench
 
 REF = Path(__file__).parent.parent / "results" / "reference" / "ref-cpu2-cnn-strain-epochs"
 XEON = "Intel(R) Xeon(R) Platinum 8480+"
+MACHINE = ("host", "cpu_model", "cores", "gpu_names", "gpu_count", "torch")
 
 
 @pytest.mark.parametrize("model,short", [
@@ -41,13 +41,13 @@ def row(device, wall, host="vm", cpu="AMD EPYC", cores=2, gpu="", repeat=0, torc
             "repeat": repeat, "params": json.dumps({"lr": 0.1, **params}), "status": "ok", "host": host,
             "cpu_model": cpu, "cores": cores, "gpu_count": 1 if gpu else 0, "gpu_names": gpu, "torch": torch,
             "wall_s": wall, "samples_per_s": 1.0, "data_s": 1.0, "h2d_s": 0.0, "compute_s": 3.0, "sync_s": 0.0,
-            "eval_s": 0.0, "train_s": 4.0}
+            "eval_s": 0.0, "train_s": 4.0, "machine_id": fingerprint(host, cpu, cores, gpu, 1 if gpu else 0, torch)}
 
 
 def test_published_layout_cpu_then_gpus_by_name():
     rows = [row("cpu", 40.0), row("cuda", 4.0, host="g1", cpu=XEON, gpu="Tesla T4"),
             row("cuda", 2.0, host="g2", cpu=XEON, gpu="NVIDIA A100-SXM4-80GB")]
-    text = report(frame(rows), baseline=("device", "cpu"))
+    text = compare_text(rows, baseline="device=cpu")
     assert """\
 | epochs   | EPYC (2 cores)   | A100-SXM4-80GB   | T4   | A100-SXM4-80GB vs EPYC (2 cores)   | T4 vs EPYC (2 cores)            |
 |:---------|:-----------------|:-----------------|:-----|:-----------------------------------|:--------------------------------|
@@ -65,7 +65,7 @@ def test_a_shared_name_gets_the_host_and_a_shared_host_the_fingerprint():
 def test_integer_parameters_print_as_integers_and_paths_by_name():
     rows = [row("cpu", 1.0, n_samples=400_000, data="/work/shared/data/pst/sst.nc"),
             row("cpu", 2.0, repeat=1, n_samples=200_000, data="generated"), row("cpu", 3.0, repeat=2)]
-    text = report(frame(rows))
+    text = compare_text(rows)
     assert "| 400000 " in text and "| 200000 " in text and "400000.0" not in text
     assert "| sst.nc " in text and "/work/shared" not in text
     assert "| -  " in text  # the row that lacks the parameters
@@ -76,8 +76,9 @@ def copy_with_cpu(src: Path, dst: Path, cpu: str) -> Path:
     shutil.copytree(src, dst)
     with open(dst / "runs.csv", newline="") as f:
         rows = list(csv.DictReader(f))
-    for r in rows:
+    for r in rows:  # that machine's rows, with its fingerprint
         r["cpu_model"] = cpu
+        r["machine_id"] = fingerprint(*(r[k] for k in MACHINE))
     with open(dst / "runs.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
         writer.writeheader()
@@ -88,10 +89,11 @@ def copy_with_cpu(src: Path, dst: Path, cpu: str) -> Path:
     return dst
 
 
-def test_old_rows_get_their_machine_from_the_manifest():
-    rows = read_results(REF)
-    assert "cores" not in csv.DictReader(open(REF / "runs.csv")).fieldnames  # written before the field existed
-    assert {r["cores"] for r in rows} == {"2"} and len({r["machine_id"] for r in rows}) == 1
+def test_rows_carry_their_machine_and_its_fingerprint():
+    """A row names its machine (a folder of schema 1, written before these fields existed, got
+    them from its manifest's inventory when it was migrated)."""
+    rows = read_folder(REF).runs
+    assert {r["cores"] for r in rows} == {2} and len({r["machine_id"] for r in rows}) == 1
 
 
 def test_two_machines_with_one_host_name_are_two_columns(tmp_path):

@@ -109,7 +109,8 @@ def test_leftovers_of_a_dead_parent_are_killed_and_nothing_else(tmp_path):
     session of its own) is killed when the cell starts again; a process that does not name the
     cell's spec is not, whatever its group."""
     from stbench.plan.spec import RunSpec
-    from stbench.runner.processes import CellJob, _kill_leftovers
+    from stbench.runner.processes import CellJob
+    from stbench.runner.watch import kill_leftovers
 
     cell = CellJob(RunSpec("faulty", "cpu", "ddp", 8, 1, world_size=2, nodes=2), tmp_path)
     cell.prepare()
@@ -119,7 +120,7 @@ def test_leftovers_of_a_dead_parent_are_killed_and_nothing_else(tmp_path):
     bystander = subprocess.Popen([sys.executable, "-c", sleep, "unrelated"], process_group=agent.pid)
     try:
         (cell.work / "group.json").write_text(json.dumps({"host": socket.gethostname(), "pids": [agent.pid]}))
-        _kill_leftovers(cell)
+        kill_leftovers(cell.work, cell.spec_path)
         # gone long before their 120 s sleep ends (the sweep may reap them itself: no exit code to read)
         assert not psutil.pid_exists(agent.pid) or agent.poll() is not None
         assert not psutil.pid_exists(rank.pid) or rank.poll() is not None

@@ -120,7 +120,7 @@ def test_synchronisations_are_counted_per_profiled_step(tmp_path):
     calls in category cuda_runtime (an .item() is a cudaMemcpyAsync then a cudaStreamSynchronize)."""
     import json
 
-    from stbench.report.syncs import summary, syncs_per_step
+    from stbench.report.profile import summary, syncs_per_step
 
     events = [{"name": "ProfilerStep#3", "ph": "X", "ts": 0, "dur": 100, "cat": "user_annotation"},
               {"name": "ProfilerStep#4", "ph": "X", "ts": 100, "dur": 100, "cat": "user_annotation"},
@@ -138,7 +138,7 @@ def test_steps_are_the_hosts_ranges_not_their_gpu_copies(tmp_path):
     by the launch queue; a sync call belongs to the step whose host range holds it."""
     import json
 
-    from stbench.report.syncs import syncs_per_step
+    from stbench.report.profile import syncs_per_step
 
     events = [{"name": "ProfilerStep#1", "ph": "X", "ts": 0, "dur": 100, "cat": "user_annotation"},
               {"name": "ProfilerStep#2", "ph": "X", "ts": 100, "dur": 100, "cat": "user_annotation"},
@@ -168,7 +168,7 @@ def _call(name, ts, cat="cuda_runtime", dur=5, correlation=None, tid=1):
 def test_driver_calls_frees_and_sync_copies_are_syncs(tmp_path):
     """Issue 24: a fixed list of runtime calls missed the driver API (code that calls the driver
     directly), cudaFree/cudaFreeHost (they wait for the whole device) and suffixed names."""
-    from stbench.report.syncs import syncs_per_step
+    from stbench.report.profile import syncs_per_step
 
     path = _step_trace(tmp_path, _call("cuStreamSynchronize", 10, "cuda_driver"), _call("cuCtxSynchronize", 20, "cuda_driver"),
                        _call("cuEventSynchronize", 30, "cuda_driver"), _call("cuMemcpyDtoH_v2", 40, "cuda_driver"),
@@ -182,7 +182,7 @@ def test_driver_calls_frees_and_sync_copies_are_syncs(tmp_path):
 
 def test_an_async_copy_of_pageable_memory_is_a_sync_and_of_pinned_memory_is_not(tmp_path):
     """The GPU side of a copy names its memory kinds and carries the call's correlation id."""
-    from stbench.report.syncs import syncs_per_step
+    from stbench.report.profile import syncs_per_step
 
     gpu = [{"name": f"Memcpy {kind}", "ph": "X", "ts": 500 + k, "dur": 3, "cat": "gpu_memcpy", "pid": 0, "tid": 7,
             "args": {"correlation": k}}
@@ -193,7 +193,7 @@ def test_an_async_copy_of_pageable_memory_is_a_sync_and_of_pinned_memory_is_not(
 
 
 def test_a_driver_call_inside_a_runtime_sync_is_that_sync_not_a_second(tmp_path):
-    from stbench.report.syncs import syncs_per_step
+    from stbench.report.profile import syncs_per_step
 
     path = _step_trace(tmp_path, _call("cudaStreamSynchronize", 10, dur=50), _call("cuStreamSynchronize", 12, "cuda_driver"),
                        _call("cuStreamSynchronize", 30, "cuda_driver", tid=2))  # another thread's own call

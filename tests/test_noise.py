@@ -1,24 +1,29 @@
-"""Noise flags (report.noise), one test per kind: repeats that spread, a load above the cores,
+"""Noise flags (report.judge), one test per kind: repeats that spread, a load above the cores,
 other processes, CPU steal, GPU clocks slowed; the machine's conditions summed up from samples
 (store.conditions); and the flags in the run's summary."""
 
 import os
 import time
 
-from stbench.cli import render
-from stbench.report.noise import Flag, by_cell, main_measure, noise_flags
+from stbench.report.judge import Flag, main_measure, noise_flags, study_flags
+from stbench.report.read import SYSTEM_TYPES, read_folder, run_of, series_of
 from stbench.runner.nvml import GpuReader
 from stbench.runner.sysmon import SystemSampler
 from stbench.store.conditions import conditions
-from stbench.store.results import read_results, read_series
-from tests.helpers import ROOT
+from tests.helpers import ROOT, frame
 
 CELL = {"workload": "w", "device": "cpu", "strategy": "single", "world_size": "1", "nodes": "1", "batch_size": "8",
         "epochs": "1", "params": "{}", "machine_id": "m", "status": "ok", "cores": "2"}
 
 
-def rows(*walls, **columns):
+def texts(*walls, **columns):
+    """One cell's runs.csv rows as they are read back (text)."""
     return [{**CELL, "run_id": f"r{i}", "repeat": str(i), "wall_s": str(w), **columns} for i, w in enumerate(walls)]
+
+
+def rows(*walls, **columns):
+    """One cell's runs, typed as every reader has them (report.read)."""
+    return [run_of(r) for r in texts(*walls, **columns)]
 
 
 def test_repeats_whose_spread_exceeds_10_percent_of_the_mean_are_flagged_as_pyperf_words_it():
@@ -27,15 +32,16 @@ def test_repeats_whose_spread_exceeds_10_percent_of_the_mean_are_flagged_as_pype
                   "(limit 10%)")]
     assert noise_flags(rows(10.0, 10.4, 10.2)) == []  # 2%
     assert noise_flags(rows(10.0)) == []  # one repeat has no spread
-    failed = rows(10.0, 30.0, 10.2)
+    failed = texts(10.0, 30.0, 10.2)
     failed[1]["status"] = "failed"
-    assert noise_flags(failed) == []  # only the ok repeats count
+    assert noise_flags([run_of(r) for r in failed]) == []  # only the ok repeats count
 
 
 def test_the_main_measure_is_the_time_to_target_where_one_was_set():
-    ttt = rows(10.0, 10.0, 10.0, target="0.01")
+    ttt = texts(10.0, 10.0, 10.0, target="0.01")
     for r, t in zip(ttt, ("5", "9", "5.5")):
         r["time_to_target_s"] = t
+    ttt = [run_of(r) for r in ttt]
     assert main_measure(ttt) == "time_to_target_s" and main_measure(rows(1.0)) == "wall_s"
     missed = rows(10.0, 20.0, target="0.01", time_to_target_s="")  # none reached it: the wall time's spread
     assert main_measure(missed) == "wall_s" and [f.kind for f in noise_flags(missed)] == ["spread"]
@@ -46,8 +52,9 @@ def test_the_main_measure_is_the_time_to_target_where_one_was_set():
 def test_a_load_average_above_the_cores_is_flagged():
     assert noise_flags(rows(10.0, load_max="3.5")) == [
         Flag("load", "busy: the load average reached 3.5 on 2 cores while it ran")]
-    two = rows(10.0, 10.1, load_max="1.9")
+    two = texts(10.0, 10.1, load_max="1.9")
     two[1]["load_max"] = "4.25"
+    two = [run_of(r) for r in two]
     assert [f.reason for f in noise_flags(two)] == ["busy: the load average reached 4.2 on 2 cores in 1 of 2 runs"]
     assert noise_flags(rows(10.0, load_max="2.0")) == []  # the cell's own threads fill the cores: not busy
 
@@ -56,7 +63,8 @@ def test_other_processes_using_the_cpus_are_flagged_from_the_row_or_an_older_stu
     assert [f.reason for f in noise_flags(rows(10.0, others_cpu_pct="40"))] == [
         "busy: other processes used 40% of the CPUs while it ran (limit 25%)"]
     # an older row has no such column: its system.csv samples say it (one core of two ours, 90% in use)
-    samples = [{"run_id": "r0", "proc_cpu_pct": "100", "sys_cpu_pct": "90"}] * 3
+    sample = {"run_id": "r0", "proc_cpu_pct": "100", "sys_cpu_pct": "90"}
+    samples = series_of([sample] * 3, SYSTEM_TYPES)
     assert [f.kind for f in noise_flags(rows(10.0), system=samples)] == ["busy"]
     assert noise_flags(rows(10.0), system=[{**s, "sys_cpu_pct": "55"} for s in samples]) == []
 
@@ -95,35 +103,36 @@ def test_the_sampler_records_load_steal_and_the_gpus_slowdowns_ored():
 
 
 def test_every_committed_cell_is_judged_and_the_noisy_ones_say_why():
-    folder = ROOT / "results" / "reference" / "ref-cpu2-cnn-strain-epochs"
-    cells = by_cell(read_results(folder))
-    flags = {c[0]["epochs"]: noise_flags(c, system=read_series(folder, "system.csv")) for c in cells}
-    assert [f.reason for f in flags["1"]] == [
+    ref = ROOT / "results" / "reference" / "ref-cpu2-cnn-strain-epochs"
+    folder = read_folder(ref, ("system.csv",))
+    flags = {e: noise_flags([r for r in folder.runs if r["epochs"] == e], system=folder.system)
+             for e in (1, 2, 3)}
+    assert [f.reason for f in flags[1]] == [
         "unstable: the standard deviation of wall_s (2.15) is 16% of the mean (13.29) over 3 repeats (limit 10%)"]
-    assert flags["2"] == flags["3"] == []
+    assert flags[2] == flags[3] == []
 
 
-def test_the_runs_summary_prints_each_flag_under_the_table(capsys):
-    study = rows(10.0, 13.0, 10.5) + [{**r, "batch_size": "16", "run_id": f"b{r['repeat']}"} for r in rows(5.0, 5.1)]
-    study[3]["load_max"] = "3.0"
-    assert render.noise_lines(study) == [
-        "noisy batch_size=8: unstable: the standard deviation of wall_s (1.61) is 14% of the mean (11.17) over 3 "
-        "repeats (limit 10%)",
-        "noisy batch_size=16: busy: the load average reached 3.0 on 2 cores in 1 of 2 runs"]
-    render.run_summary(study, ROOT / "results" / "x")
-    assert "noisy batch_size=16: busy: the load average" in capsys.readouterr().out
+def test_the_runs_summary_ends_with_the_studys_finding_and_flags(capsys):
+    from stbench.cli import render
+    from stbench.report.view import view
+    from tests.helpers import study_of
+
+    runs = texts(10.0, 13.0, 10.5) + [{**r, "batch_size": "16", "run_id": f"b{r['repeat']}"}
+                                      for r in texts(5.0, 5.1)]
+    runs[3]["load_max"] = "3.0"
+    study = study_of(runs)
+    render.run_summary(study, view(study), ROOT / "results" / "x")
+    out = " ".join(capsys.readouterr().out.split())  # as wrapped to the terminal's width
+    assert out.index("┃ device") < out.index("Finding: ") < out.index(
+        "! batch_size=8: unstable: the standard deviation of wall_s (1.61) is 14% of the mean")
+    assert "! batch_size=16: busy: the load average reached 3.0 on 2 cores in 1 of 2 runs" in out
 
 
 def test_a_studys_flags_name_the_first_cell_hit_and_count_the_others():
-    import pandas as pd
-
-    from stbench.report.noise import study_flags
-
-    spread = rows(10.0, 13.0, 10.5)
-    other = [{**r, "batch_size": "16", "run_id": f"b{i}"} for i, r in enumerate(rows(5.0, 7.0))]
-    quiet = [{**r, "batch_size": "32", "run_id": f"c{i}"} for i, r in enumerate(rows(3.0, 3.01))]
-    s = pd.DataFrame(spread + other + quiet).assign(batch_size=lambda d: d["batch_size"].astype(int),
-                                                     wall_s=lambda d: d["wall_s"].astype(float))
+    spread = texts(10.0, 13.0, 10.5)
+    other = [{**r, "batch_size": "16", "run_id": f"b{i}"} for i, r in enumerate(texts(5.0, 7.0))]
+    quiet = [{**r, "batch_size": "32", "run_id": f"c{i}"} for i, r in enumerate(texts(3.0, 3.01))]
+    s = frame(spread + other + quiet)
     assert study_flags(s) == ["batch_size=8: unstable: the standard deviation of wall_s (1.61) is 14% of the mean "
                               "(11.17) over 3 repeats (limit 10%) (and 1 other cells)"]
     assert study_flags(s[s["batch_size"] == 32]) == []

@@ -8,7 +8,7 @@ import pytest
 from stbench.store.manifest import read_manifest
 from stbench.store.prices import (cost_per_million_samples, cost_to_target, devices_held,
                                   parse_price, price_of, read_prices)
-from stbench.store.results import read_results
+from stbench.report.read import read_folder
 from tests.helpers import stbench
 
 
@@ -57,7 +57,7 @@ def test_run_stores_the_prices_and_rows_read_back_with_their_cost(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     (folder,) = (tmp_path / "out").iterdir()
     assert read_manifest(folder)["prices"] == {"cuda": 2.99, "cpu": 0.68}  # --price over the file
-    (row,) = read_results(folder)
+    (row,) = read_folder(folder).runs
     assert float(row["usd_per_hour"]) == pytest.approx(0.68)
     expected = 0.68 / 3600 * 1e6 / float(row["samples_per_s"])
     assert float(row["usd_per_million_samples"]) == pytest.approx(expected)

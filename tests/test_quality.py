@@ -17,13 +17,11 @@ from stbench.child.strategies import scaled_lr
 from stbench.contract import TrainerParams
 from stbench.plan import registry
 from stbench.plan.planner import Request, plan_new
-from stbench.report import studies
-from stbench.report.frame import frame
-from stbench.report.ttt import TITLE as TTT_TITLE, olympic, ttt_tables
+from stbench.report.ttt import TITLE as TTT_TITLE, olympic, table as ttt_table
 from stbench.runner import envinfo, study
 from stbench.store.files import read_runs
 
-from helpers import stbench
+from helpers import compare_text, frame, stbench
 
 
 def _eval(step, value, elapsed):
@@ -78,31 +76,32 @@ def test_the_time_to_target_table_scores_each_cell_and_names_what_converged():
     rows = ([_row(75, r, t=t) for r, t in enumerate([10.0, 12.0, 14.0])]
             + [_row(700, r, t=t) for r, t in enumerate([5.0, None, None])]
             + [_row(32, 0, status="skipped")])
-    whole = ttt_tables(frame(rows))["w"]
+    whole = ttt_table(frame(rows))
     assert whole.attrs["keys"] == ["batch_size", "batch"]  # what a narrow terminal repeats in every piece
-    table = whole.set_index("batch_size")
-    assert table.loc[75, "mlperf_s"] == "12.00" and table.loc[75, "reached"] == "3/3"
-    assert table.loc[75, "median_s"].startswith("12.00 ± ")
-    assert table.loc[700, "mlperf_s"] == "not scored: 2 of 3 runs missed" and table.loc[700, "reached"] == "1/3"
-    assert 32 not in table.index  # a skipped cell is not a run
+    table = whole.set_index("batch_size")  # keys as the table shows them
+    assert table.loc["75", "mlperf_s"] == "12.00" and table.loc["75", "reached"] == "3/3"
+    assert table.loc["75", "median_s"].startswith("12.00 ± ")
+    assert table.loc["700", "mlperf_s"] == "not scored: 2 of 3 runs missed"
+    assert table.loc["700", "reached"] == "1/3"
+    assert "32" not in table.index  # a skipped cell is not a run
 
 
 def test_the_summary_keeps_a_quality_studys_misses_and_leaves_a_throughput_studys_to_full():
     """A study that asked for time to quality answers "not reached" in its headline; a
     throughput study whose runs all missed keeps its column of 0/N for --full."""
     def rows(**params):
-        return frame([{**_row(75, r, **params), "wall_s": 3.0} for r in range(2)])
+        return [{**_row(75, r, **params), "wall_s": 3.0} for r in range(2)]
+
+    def text(**params):
+        return compare_text(rows(**params), full=False, rows="batch_size")
 
     def shown(**params):
-        text = studies.report(rows(**params), "wall_s", "batch_size", "device", full=False)
-        return TTT_TITLE in text and "not reached" in text
+        return TTT_TITLE in text(**params) and "not reached" in text(**params)
 
     assert shown(time_budget=1.5) and shown(stop_at_target=True)
     # under a budget the wall time is the budget: the summary's headline is the time to target
-    budget = studies.report(rows(time_budget=1.5), "wall_s", "batch_size", "device", full=False)
-    assert "### wall_s" not in budget and "### wall_s" in studies.report(rows(), "wall_s", "batch_size", "device",
-                                                                        full=False)
-    assert not shown() and ttt_tables(rows())["w"]["reached"].tolist() == ["0/2"]
+    assert "### wall_s" not in text(time_budget=1.5) and "### wall_s" in text()
+    assert not shown() and ttt_table(frame(rows()))["reached"].tolist() == ["0/2"]
 
 
 def _plan(tmp_path, **kw):

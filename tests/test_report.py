@@ -11,14 +11,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from stbench.report.fit import fit_table
+from stbench.report.model import columns, keys_of
+from stbench.report.plotting import panels
 from stbench.report.profile import memory_summary
-from stbench.report.series import panels
-from stbench.report.frame import frame, keys_of
-from stbench.report.studies import report
 from stbench.report.tables import markdown
-from stbench.store.results import read_results
-from tests.helpers import committed_folders, stbench
+from stbench.report.text import fit_table, to_markdown, views_of
+from stbench.report.view import Options
+from tests.helpers import committed_folders, committed_studies, stbench
 
 # The committed result folders only, never a run a user made beside them (tests.helpers); the
 # commands get the `committed_results` copy of them.
@@ -64,7 +63,7 @@ def test_report_files_are_self_contained(committed_report):
                  "stnn-phases.png", "dcrnn-pems-system-1.png"):  # each named by its study: study-N-<name>
         assert any(re.fullmatch(rf"study-\d+-{name}", p) for p in pngs), name
     assert "| EPYC (2 cores)" in md and "400000.0" not in md
-    # one section per study, headed by its folder and command; a parameter older rows lack shows its default
+    # one section per study, headed by its folder and command
     for workload in ("cnn-strain", "stnn"):  # every committed reference folder is a study of its own
         folders = [f for f in COMMITTED if json.loads((f / "manifest.json").read_text())["workload"] == workload]
         headed = re.findall(rf"\n## (ref-[^\n]+)\n\n`stbench \w+ {workload} ", md)
@@ -88,18 +87,16 @@ def test_report_opens_with_findings_the_hardware_and_a_figure(committed_report):
     assert progress[-1].startswith("writing ")
 
 
-def test_a_parameter_older_rows_lack_takes_its_default():
-    """bucket_cap_mb and checkpoint came after the first studies: with the defaults their rows
-    show 25.0 and none, so one cell is never split into a '-' row and a valued row."""
-    from stbench.plan.registry import param_defaults
+def test_a_parameter_added_after_a_study_shows_its_value_in_every_row():
+    """bucket_cap_mb and checkpoint came after the first studies; those were migrated with the
+    defaults they ran at written out (25.0, none), so one cell is never split into a '-' row and
+    a valued row."""
+    from stbench.report.read import read_folder
 
-    rows = [{**r, "study": str(f)} for f in COMMITTED for r in read_results(f)]
-    bare, filled = frame(rows), frame(rows, param_defaults())
-    assert bare["p.bucket_cap_mb"].isna().any()  # what the old rows lack
-    params = [c for c in filled.columns if c.startswith("p.")]
-    cnn = filled[filled["workload"] == "cnn-strain"]
-    assert not cnn[["p.bucket_cap_mb", "p.checkpoint"]].isna().any().any()
-    assert set(cnn["p.checkpoint"]) == {"none", "full"} and params
+    folder = next(f for f in COMMITTED if f.name == "ref-cpu2-cnn-strain-ddp")
+    runs = read_folder(folder).runs
+    assert {r.params["bucket_cap_mb"] for r in runs} == {25.0}
+    assert {r.params["checkpoint"] for r in runs} == {"none"}
 
 
 def browser_check(page: Path, tmp_path: Path, width: int = 1280) -> dict:
@@ -131,29 +128,31 @@ def test_report_opens_in_a_headless_browser(committed_report, tmp_path):
         assert shot.stat().st_size > 10_000  # a rendered page, not a blank one
 
 
-def committed_frame() -> pd.DataFrame:
-    return frame([{**r, "study": str(f)} for f in COMMITTED for r in read_results(f)])
-
-
 def test_every_plot_line_is_one_cell():
     """compare --plot once drew one line per device: the median over every cell at an epoch
     count (stnn's dense, offload and sparse at four grid sizes in one point)."""
-    df = committed_frame()
-    for workload, w in df.groupby("workload"):
+    for study in committed_studies():
+        w = study.runs
         for x in ("epochs", "world_size", None):
             for panel in panels(w, x):
                 for line in panel.lines:
-                    keys = [k for k in keys_of(w) if k != x]
-                    assert len(line.rows.groupby(keys, dropna=False)) == 1, (workload, line.name)
+                    keys = [k for k in columns(keys_of(w)) if k != x]
+                    assert len(line.rows.groupby(keys, dropna=False)) == 1, (study.name, line.name)
                 assert len({ln.name for ln in panel.lines}) == len(panel.lines)
 
 
-def test_compare_plot_writes_per_cell_figures(tmp_path, committed_results):
-    stbench("compare", committed_results, "--out", tmp_path, "--plot", check=True)
+def test_compare_plot_writes_each_studys_figures_apart(tmp_path):
+    """compare --plot draws each study's figures of time and memory, one line per cell; two
+    studies of one workload are never drawn into one figure (their files carry the study's
+    number, as the report's do)."""
+    names = ("ref-cpu2-cnn-strain-ddp", "ref-cpu2-cnn-strain-epochs",
+             "ref-cpu2-cnn-strain-strategies")
+    folders = [f for f in COMMITTED if f.name in names]
+    stbench("compare", *folders, "--out", tmp_path, "--plot", check=True)
     assert sorted(p.name for p in tmp_path.glob("*.png")) == [
-        "cnn-strain-memory.png", "cnn-strain-phases.png", "cnn-strain-scaling.png", "cnn-strain-time-vs-epochs.png",
-        "dcrnn-pems-memory.png", "dcrnn-pems-phases.png",
-        "lstm-era5-memory.png", "lstm-era5-phases.png", "lstm-era5-time-vs-epochs.png", "stnn-memory.png", "stnn-phases.png"]
+        "study-1-cnn-strain-phases.png", "study-1-cnn-strain-time-vs-epochs.png",
+        "study-2-cnn-strain-phases.png", "study-2-cnn-strain-scaling.png",
+        "study-3-cnn-strain-memory.png", "study-3-cnn-strain-phases.png"]
 
 
 def values(text: str) -> set[str]:
@@ -165,8 +164,8 @@ def values(text: str) -> set[str]:
 
 @pytest.mark.parametrize("width", [60, 80, 100])
 def test_narrow_tables_keep_every_value_whole(width):
-    df = committed_frame()
-    full, narrow = report(df), report(df, width=width)
+    views = views_of(committed_studies(), Options(every=True))
+    full, narrow = to_markdown(views), to_markdown(views, width=width)
     keyed_values = values(full) - values(narrow)  # a key moved into a heading is there as key=value
     assert all(f"={v}" in narrow for v in keyed_values), sorted(keyed_values)[:5]
     assert "…" not in narrow

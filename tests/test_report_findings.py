@@ -2,13 +2,15 @@
 progress while it builds, captions that name only what varies, time to quality on a log axis."""
 
 import json
+from pathlib import Path
 
 import pandas as pd
 
-from stbench.report import document, html
-from stbench.report.frame import frame
+from stbench.report import html
+from stbench.report.plotting import differ
 from stbench.report.quality import y_scale
-from stbench.report.series import differ
+from stbench.report.read import Folder, run_of
+from tests.helpers import frame
 
 
 def row(batch, epochs, repeat, wall):
@@ -24,13 +26,19 @@ def row(batch, epochs, repeat, wall):
 RUNS = [row(b, e, r, 2.0 * e + 0.1 * r) for b in (32, 64) for e in (1, 2) for r in range(2)]
 
 
+def build(rows: list[dict], progress=None) -> html.Report:
+    """The report of one result folder holding these rows."""
+    runs = tuple(run_of(r, r["study"]) for r in rows)
+    folder = Folder(Path(rows[0]["study"]), "k", rows[0]["question"], runs)
+    return html.build([folder], [], progress)
+
+
 def test_a_report_opens_with_its_findings_and_a_headline_figure():
     heard = []
-    report = document.build(RUNS, [], [], pd.DataFrame([{"folder": "sweep", "command": RUNS[0]["question"]}]),
-                            progress=heard.append)
+    report = build(RUNS, heard.append)
     assert heard == ["[1/1] sweep"]
-    (section,) = report.sections
-    assert section.name == "sweep" and section.finding.kind == "batch"
+    (section,) = report.views
+    assert section.study.name == "sweep" and section.finding.kind == "batch"
     assert section.blocks[0].title.startswith("samples/s per batch size")  # the table behind the finding first
     assert report.headline == (section, section.blocks[1].picture)  # a batch study's first figure
     md = html.to_markdown(report)
@@ -46,7 +54,7 @@ def test_a_report_opens_with_its_findings_and_a_headline_figure():
 def test_captions_name_only_what_varies():
     df = frame(RUNS)
     assert differ(df) == "cells differ in batch_size, epochs" and differ(df, "epochs") == "cells differ in batch_size"
-    (section,) = document.build(RUNS, [], [], pd.DataFrame()).sections
+    (section,) = build(RUNS).views
     for block in section.blocks:
         if block.picture is not None:
             assert "lr=" not in block.picture.caption and "strategy=" not in block.picture.caption, block.title

@@ -1,5 +1,5 @@
-"""Result files: a runs.csv written by an older stbench (fewer columns) stays aligned when a
-resumed study appends to it, and a workload's own figures become `x.` columns."""
+"""Result files: a runs.csv whose header lacks a column stays aligned when a row that has it is
+appended, and a workload's own figures become `x.` columns."""
 
 import csv
 import json
@@ -11,16 +11,17 @@ import pytest
 
 from stbench.plan.spec import RunSpec
 from stbench.store.files import append, read_csv, read_runs, write_cell
-from stbench.store.rows import RUN_COLUMNS, Figures, Identity, Machine, RunRow
+from stbench.store.rows import RUN_COLUMNS, SCHEMA, Figures, Identity, Machine, RunRow
 from tests.helpers import ROOT, committed_copy, committed_folders
 
 
 def test_append_follows_the_files_own_header(tmp_path):
     path = tmp_path / "runs.csv"
     old_columns = [c for c in RUN_COLUMNS if c not in ("steps_per_s", "predicted_mb")]
-    append(path, [{"schema": 1, "run_id": "a", "workload": "w", "device": "cpu", "status": "ok"}], old_columns)
-    append(path, [{"schema": 1, "run_id": "b", "workload": "w", "device": "cpu", "status": "failed",
-                   "steps_per_s": 3.0, "reason": "x"}], RUN_COLUMNS)
+    row = {"schema": SCHEMA, "workload": "w", "device": "cpu"}
+    append(path, [{**row, "run_id": "a", "status": "ok"}], old_columns)
+    append(path, [{**row, "run_id": "b", "status": "failed", "steps_per_s": 3.0, "reason": "x"}],
+           RUN_COLUMNS)
     rows = read_runs(tmp_path)
     assert [r["run_id"] for r in rows] == ["a", "b"] and rows[1]["status"] == "failed" and rows[1]["reason"] == "x"
     # the old header keeps its order; what it lacked is added at the end, nothing shifted or dropped
@@ -61,7 +62,7 @@ REFERENCE = committed_folders()  # never a run a user made beside them
 
 @pytest.mark.parametrize("folder", REFERENCE, ids=lambda p: p.name)
 def test_committed_results_resume_and_travel(folder):
-    """Every committed row is a cell of its manifest (run_id = hash of the cell, what --resume
+    """Every committed row is a cell of its manifest (the run_id the cell stores, what --resume
     matches), its epoch and system rows belong to a row, and no parameter names a path that
     only existed on the machine that ran it."""
     manifest = json.loads((folder / "manifest.json").read_text())

@@ -2,8 +2,7 @@
 
 import json
 
-from stbench.report.frame import frame
-from stbench.report.studies import report
+from tests.helpers import compare_text, frame
 
 
 def row(nodes, nproc, sps, sync_s, repeat=0, **kw):
@@ -20,7 +19,7 @@ def test_speedup_efficiency_sync_cost_and_the_node_boundary():
     # 1, 2, 4 processes on one node, then 4 and 8 across two: the sync cost jumps there
     layout = [(1, 1, 100.0, 0.0), (1, 2, 190.0, 0.5), (1, 4, 360.0, 1.0), (2, 2, 300.0, 2.5), (2, 4, 560.0, 2.0)]
     rows = [row(n, p, sps + r, sync) for n, p, sps, sync in layout for r in range(3)]
-    text = report(frame(rows), rows="epochs", cols="label")
+    text = compare_text(rows, rows="epochs", cols="label")
     assert """\
 ### data-parallel scaling against the smallest world
 
@@ -38,7 +37,7 @@ def test_speedup_efficiency_sync_cost_and_the_node_boundary():
 
 def test_the_smallest_world_is_the_baseline_when_there_is_no_single_process():
     rows = [row(1, 2, 200.0, 0.5), row(2, 2, 300.0, 2.0)]
-    text = report(frame(rows), cols="label")
+    text = compare_text(rows, cols="label")
     assert """\
 | cpu      | 1       | 2       | 2       | 50.00     | 200.0           | 1.00x                   | 100%         | 5.0%         | 1.00          | 250.0             |                 |
 | cpu      | 2       | 2       | 4       | 25.00     | 300.0           | 1.50x (not significant) | 75%          | 20.0%        | 8.00          | 125.0             | <- node 2 joins |""" in text
@@ -46,7 +45,7 @@ def test_the_smallest_world_is_the_baseline_when_there_is_no_single_process():
 
 def test_the_scaling_figure_baselines_a_two_node_line_on_the_one_node_world_of_one():
     from stbench.report import figures
-    from stbench.report.series import panels
+    from stbench.report.plotting import panels
 
     rows = [row(n, p, sps + r, sync, strategy=s) for s in ("ddp", "fsdp") for r in range(3)
             for n, p, sps, sync in [(1, 1, 100.0, 0.0), (1, 2, 190.0, 0.5), (2, 1, 150.0, 1.5), (2, 2, 280.0, 2.0)]]

@@ -146,3 +146,34 @@ def test_a_job_past_its_time_limit_is_a_timeout_row(out):
     (row,) = _rows(_only_folder(out))
     assert row["status"] == "timeout"
     assert f"slurm job {row['job_id']} TIMEOUT" in row["reason"] and "time limit of 1 min (--timeout 30 s)" in row["reason"]
+
+
+def _lose_node_1(out: Path, launcher: str, salloc: tuple[str, ...] = ()) -> tuple[Path, float]:
+    """A 2-node study whose first cell loses node 1's torchrun agent (SIGKILL) mid-training
+    (the faulty workload's `lost`, once), the second clean; its folder and its seconds."""
+    t0 = time.monotonic()
+    proc = subprocess.run([*salloc, EXE, "run", "faulty", "--strategy", "ddp", "--nnodes", "2",
+                           "--set", "fault=lost,none", "--timeout", "300", "--launcher", launcher,
+                           "--out", str(out)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stderr[-3000:]  # one cell did not end ok, the other ran
+    folder = _only_folder(out)
+    lost, ok = _rows(folder)
+    assert (lost["status"], ok["status"]) == ("failed", "ok"), lost["reason"]
+    # srun's own line names the task (node 1) whose end ended the step
+    assert "node 1 (" in lost["reason"] and "Slurm's task" in lost["reason"], lost["reason"]
+    return folder, time.monotonic() - t0
+
+
+def test_a_killed_task_ends_its_job_and_the_row_names_the_node(out):
+    folder, took = _lose_node_1(out, "slurm")
+    assert took < 400  # two jobs of two nodes, the first ended by its lost node, not a timeout
+    assert " FAILED " in _rows(folder)[0]["reason"]
+    stbench("run", "--resume", folder, check=True, timeout=600)  # a new job for the failed cell
+    rows = _rows(folder)
+    assert [r["status"] for r in rows] == ["ok", "ok"], [r["reason"] for r in rows]
+    assert len({r["job_id"] for r in rows}) == 2
+
+
+def test_a_killed_task_ends_its_srun_step_and_the_row_names_the_node(out):
+    _, took = _lose_node_1(out, "srun", ("salloc", "-Q", "-N", "2", "--ntasks-per-node=1"))
+    assert took < 400

@@ -5,7 +5,7 @@ import pytest
 from stbench.cli.options import spread_lists
 from stbench.errors import StbenchError
 from stbench.plan.skips import skip_reason
-from stbench.plan.spec import MatrixSpec, RunSpec, check_device, expand, parse_set
+from stbench.plan.spec import MatrixSpec, RunSpec, check_device, expand, identify, parse_set
 
 
 def test_expand_order_and_values():
@@ -28,10 +28,10 @@ def test_each_repeat_gets_its_own_seed_when_the_matrix_says_so():
     assert [(c.repeat, c.batch_size, c.seed) for c in cells] == [
         (0, 32, 7), (0, 64, 7), (1, 32, 8), (1, 64, 8), (2, 32, 9), (2, 64, 9)]
     assert len({c.run_id for c in cells}) == 6
-    # repeat 0 keeps the study's seed: its cells are the ones a study planned before had
-    before = expand(MatrixSpec("w", batch_sizes=(32, 64), repeats=3, seed=7))  # a matrix without the field
-    assert [c.seed for c in before] == [7] * 6
-    assert [c.run_id for c in cells[:2]] == [c.run_id for c in before[:2]]
+    # --same-seed: every repeat the study's seed; repeat 0 is the same cell either way
+    same = expand(MatrixSpec("w", batch_sizes=(32, 64), repeats=3, seed=7, seed_per_repeat=False))
+    assert [c.seed for c in same] == [7] * 6
+    assert [c.run_id for c in cells[:2]] == [c.run_id for c in same[:2]]
 
 
 def test_nproc_applies_to_ddp_only():
@@ -40,18 +40,25 @@ def test_nproc_applies_to_ddp_only():
     assert [(c.strategy, c.world_size) for c in cells] == [("single", 1), ("ddp", 1), ("ddp", 2), ("ddp", 4)]
 
 
-def test_run_id_is_stable_and_distinct():
-    a = RunSpec("w", "cpu", "single", 32, 1)
-    assert a.run_id == RunSpec("w", "cpu", "single", 32, 1).run_id
-    assert a.run_id != RunSpec("w", "cpu", "single", 32, 1, repeat=1).run_id
-    assert RunSpec.from_json(a.to_json()) == a
+def test_run_id_is_set_once_stable_and_distinct():
+    """identify is the one function that computes an id: from what the cell is, every field and
+    parameter; the id then travels with the cell (JSON, the manifest) and is never recomputed."""
+    a = identify(RunSpec("w", "cpu", "single", 32, 1, params=(("lr", 0.1),)))
+    assert len(a.run_id) == 12 and identify(a) == a
+    assert a.run_id == identify(RunSpec("w", "cpu", "single", 32, 1, params=(("lr", 0.1),))).run_id
+    assert a.run_id != identify(RunSpec("w", "cpu", "single", 32, 1, repeat=1,
+                                        params=(("lr", 0.1),))).run_id
+    assert a.run_id != identify(RunSpec("w", "cpu", "single", 32, 1, params=(("lr", 0.2),))).run_id
+    assert RunSpec.from_json(a.to_json()) == a and RunSpec("w", "cpu", "single", 32, 1).run_id == ""
+    assert all(c.run_id == identify(c).run_id for c in expand(MatrixSpec("w", repeats=2)))
 
 
 @pytest.mark.parametrize("spec,gpus,expected", [
     (RunSpec("w", "cpu", "single", 1, 1), 0, None),
     (RunSpec("w", "cuda", "single", 1, 1), 0, "cuda requested, but no GPU is visible (torch.cuda.is_available() is False)"),
     (RunSpec("w", "cuda:1", "single", 1, 1), 1, "cuda:1 requested, but only 1 GPU(s) are visible (cuda:0..cuda:0)"),
-    (RunSpec("w", "cuda", "ddp", 1, 1, world_size=4), 2, "ddp with nproc=4 on cuda needs 4 GPUs, 2 visible"),
+    (RunSpec("w", "cuda", "ddp", 1, 1, world_size=4, params=(("backend", "auto"),)), 2,
+     "ddp with nproc=4 on cuda needs 4 GPUs, 2 visible"),
     (RunSpec("w", "cpu", "ddp", 1, 1, world_size=2), 0, "strategy ddp is not supported by w (supported: single)"),
 ])
 def test_skip_reason(spec, gpus, expected):

@@ -1,52 +1,69 @@
-"""The nodes axis, distributed backends and run_id stability: planning only, no torch."""
+"""The nodes axis, distributed backends and run ids set once when planned: planning only, no
+torch."""
 
 import csv
 import json
+from dataclasses import fields
+from pathlib import Path
 
 import pytest
 
+from stbench.plan import registry
 from stbench.plan.skips import skip_reason
 from stbench.plan.spec import MatrixSpec, RunSpec, expand
+from stbench.store.rows import SCHEMA
 from tests.helpers import committed_folders
 
 
-def test_run_ids_of_every_committed_study_are_unchanged():
-    """The committed reference studies were planned before nodes, backend and bucket_cap_mb
-    existed; their cells must keep the ids their rows carry (resume matches rows by run_id)."""
-    for manifest in (folder / "manifest.json" for folder in committed_folders()):
-        cells = [RunSpec.from_dict(c) for c in json.loads(manifest.read_text())["cells"]]
-        with open(manifest.parent / "runs.csv") as f:
-            assert sorted(c.run_id for c in cells) == sorted(r["run_id"] for r in csv.DictReader(f)), manifest
-    old = RunSpec("w", "cpu", "ddp", 8, 1, world_size=2, params=(("lr", 0.1),))
-    today = RunSpec("w", "cpu", "ddp", 8, 1, world_size=2, nodes=1,
-                    params=(("backend", "auto"), ("bucket_cap_mb", 25.0), ("lr", 0.1)))
-    assert today.run_id == old.run_id == "4482d82b8fe1"  # what stbench before multi-node runs computed
-    assert RunSpec("w", "cpu", "ddp", 8, 1, world_size=2, nodes=2, params=old.params).run_id != old.run_id
-    assert RunSpec("w", "cpu", "ddp", 8, 1, world_size=2, params=(("backend", "gloo"), ("lr", 0.1))).run_id != old.run_id
-
-
-def _tuples(value):
-    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
-
-
-def test_every_committed_study_planned_again_from_its_matrix_has_its_run_ids():
-    """A manifest's matrix written before repeats had their own seeds lacks seed_per_repeat: its
-    late default (False) gives every repeat the study's seed again, so the cells, their ids and what
-    --resume matches are the ones the rows carry."""
-    older = 0
+def test_every_committed_study_stores_its_cells_ids_and_every_parameter():
+    """Each committed manifest (schema 2, after `stbench migrate`) stores every cell with its
+    run id, the id its row carries, and every parameter of its workload written out."""
     for folder in committed_folders():
         manifest = json.loads((folder / "manifest.json").read_text())
-        older += "seed_per_repeat" not in manifest["matrix"]
-        cells = expand(MatrixSpec(**{k: _tuples(v) for k, v in manifest["matrix"].items()}))
-        assert [c.run_id for c in cells] == [RunSpec.from_dict(c).run_id for c in manifest["cells"]], folder.name
-    assert older > 20  # the studies committed before per-repeat seeds are among them
+        assert manifest["schema"] == SCHEMA, folder.name
+        cells = [RunSpec.from_dict(c) for c in manifest["cells"]]
+        with open(folder / "runs.csv") as f:
+            rows = list(csv.DictReader(f))
+        assert sorted(c.run_id for c in cells) == sorted(r["run_id"] for r in rows), folder.name
+        names = set(registry.get(manifest["workload"]).all_params)
+        assert all(set(c.param_dict) == names for c in cells), folder.name
+        assert all(set(json.loads(r["params"])) == names for r in rows), folder.name
+
+
+def test_the_same_study_planned_twice_has_the_same_ids(tmp_path):
+    """An id is a hash of what the cell is, computed when it is planned (spec.identify)."""
+    from stbench.plan.planner import Request, plan_new
+    from stbench.runner import envinfo
+
+    env = envinfo.collect()
+    request = Request("stnn", smoke=True, repeat=2, sets=("relations=dense,sparse",), out=tmp_path)
+    first, second = plan_new(request, env), plan_new(request, env)
+    assert [c.run_id for c in first.cells] == [c.run_id for c in second.cells]
+    assert len({c.run_id for c in first.cells}) == 4 and first.cells == second.cells
+    assert [c["run_id"] for c in first.manifest["cells"]] == [c.run_id for c in first.cells]
+
+
+def test_no_late_knob_and_no_late_default_table():
+    """Ids are stored, so nothing keeps a parameter out of an id: no parameter is `late`, and
+    planning imports no workload to compute one."""
+    from stbench.contract import params
+    from stbench.plan import spec
+
+    assert "late" not in {f.name for f in fields(params.Param)}
+    assert all("late" not in f.metadata for f in fields(params.TrainerParams))
+    assert not [n for n in (*vars(params), *vars(spec)) if "LATE" in n.upper()]
+    assert "registry" not in Path(spec.__file__).read_text()
 
 
 def test_nnodes_multiplies_the_world_of_multi_process_cells_only():
-    cells = expand(MatrixSpec("w", strategies=("single", "ddp"), nprocs=(1, 2), nnodes=(1, 2)))
+    cells = expand(MatrixSpec("w", strategies=("single", "ddp"), nprocs=(1, 2), nnodes=(1, 2),
+                              base_params=(("backend", "auto"),)))
     assert [(c.strategy, c.nodes, c.nproc_per_node, c.world_size) for c in cells] == [
         ("single", 1, 1, 1), ("ddp", 1, 1, 1), ("ddp", 2, 1, 2), ("ddp", 1, 2, 2), ("ddp", 2, 2, 4)]
     assert [c.backend for c in cells] == [None, "gloo", "gloo", "gloo", "gloo"]
+
+
+TWO_NODES = RunSpec("w", "cuda", "ddp", 1, 1, world_size=4, nodes=2, params=(("backend", "auto"),))
 
 
 @pytest.mark.parametrize("spec,gpus,backends,launcher,expected", [
@@ -55,10 +72,10 @@ def test_nnodes_multiplies_the_world_of_multi_process_cells_only():
     (RunSpec("w", "cpu", "ddp", 1, 1, world_size=2, params=(("backend", "nccl"),)), 0, ("gloo", "nccl"), "local",
      "backend nccl needs CUDA devices; on cpu use backend gloo (or auto)"),
     (RunSpec("w", "cuda", "ddp", 1, 1, world_size=2, params=(("backend", "gloo"),)), 1, ("gloo", "nccl"), "local", None),
-    (RunSpec("w", "cuda", "ddp", 1, 1, world_size=4, nodes=2), 2, ("gloo", "nccl"), "local",
+    (TWO_NODES, 2, ("gloo", "nccl"), "local",
      "ddp with 2 nodes x nproc=2 on cuda needs 4 GPUs, 2 visible"),
-    (RunSpec("w", "cuda", "ddp", 1, 1, world_size=4, nodes=2), 2, ("gloo", "nccl"), "srun", None),
-    (RunSpec("w", "cuda", "ddp", 1, 1, world_size=4, nodes=2), 0, ("gloo", "nccl"), "slurm", None),
+    (TWO_NODES, 2, ("gloo", "nccl"), "srun", None),
+    (TWO_NODES, 0, ("gloo", "nccl"), "slurm", None),
     (RunSpec("w", "cpu", "single", 1, 1, params=(("backend", "mpi"),)), 0, ("gloo",), "local", None),
 ])
 def test_backend_and_node_skips(spec, gpus, backends, launcher, expected):

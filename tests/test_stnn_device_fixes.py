@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from stbench.contract import BuildContext
-from stbench.plan.spec import RunSpec
+from stbench.plan.spec import RunSpec, identify
 from stbench.workloads.stnn import grid, relations, sizing
 from stbench.workloads.stnn.model import STNN
 from stbench.workloads.stnn.optim import RowSparseAdam
@@ -68,16 +68,16 @@ def test_row_sparse_adam_trains_the_same_on_dense_factor_gradients(backend, stat
         torch.testing.assert_close(trained[1][name], p, rtol=1e-5, atol=1e-6, msg=name)
 
 
-def test_factor_grad_reaches_the_task_and_is_a_late_parameter():
+def test_factor_grad_reaches_the_task_and_makes_another_cell():
     p = preset_params("stnn", relations="sparse", factor_grad="dense")
     model = make_task(p, BuildContext(seed=0)).model.module
     assert not model.sparse_grad and not model.relations.sparse_grad
     default = make_task(preset_params("stnn", relations="sparse"), BuildContext(seed=0)).model.module
     assert default.sparse_grad and default.relations.sparse_grad
-    before = RunSpec("stnn", "cpu", "single", 1000, 1, params=(("grid", "30x84"),))
-    same = RunSpec("stnn", "cpu", "single", 1000, 1, params=(("grid", "30x84"), ("factor_grad", "sparse")))
-    other = RunSpec("stnn", "cpu", "single", 1000, 1, params=(("grid", "30x84"), ("factor_grad", "dense")))
-    assert same.run_id == before.run_id and other.run_id != before.run_id
+    sparse, dense = (identify(RunSpec("stnn", "cpu", "single", 1000, 1,
+                                      params=(("factor_grad", grad), ("grid", "30x84"))))
+                     for grad in ("sparse", "dense"))
+    assert sparse.run_id != dense.run_id
 
 
 def test_dense_factor_gradients_are_in_the_memory_model():

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from stbench.contract import BuildContext
-from stbench.plan.spec import RunSpec
+from stbench.plan.spec import RunSpec, identify
 from stbench.workloads.stnn import sizing
 from stbench.workloads.stnn.optim import RowSparseAdam
 from stbench.workloads.stnn.pairs import TwoPassSampler
@@ -157,12 +157,11 @@ def test_state_auto_is_exact_where_it_fits_and_bf16_where_only_that_fits():
     assert sizing.predict_bytes(globe, 1000)["device"] == sizing.predict_bytes({**globe, "state": ran}, 1000)["device"]
 
 
-def test_state_is_a_late_parameter():
-    """Cells planned before `state` existed keep their run_id (auto is fp32 wherever they ran);
-    bf16 is another cell."""
-    before = RunSpec("stnn", "cpu", "single", 1000, 1, params=(("grid", "30x84"),))
-    assert RunSpec("stnn", "cpu", "single", 1000, 1, params=(("grid", "30x84"), ("state", "auto"))).run_id == before.run_id
-    assert RunSpec("stnn", "cpu", "single", 1000, 1, params=(("grid", "30x84"), ("state", "bf16"))).run_id != before.run_id
+def test_each_state_is_a_cell_of_its_own():
+    auto, bf16 = (identify(RunSpec("stnn", "cpu", "single", 1000, 1,
+                                   params=(("grid", "30x84"), ("state", state))))
+                  for state in ("auto", "bf16"))
+    assert auto.run_id != bf16.run_id
 
 
 _BUDGET_SCRIPT = """

@@ -5,15 +5,16 @@ import json
 import pytest
 
 from stbench.errors import StbenchError
-from stbench.report.stats import format_ratio, significant
-from stbench.report.frame import frame
-from stbench.report.studies import report
+from stbench.report.cells import significant
+from stbench.report.labels import format_ratio
+from tests.helpers import compare_text
 
 
 def row(device, epochs, wall, repeat=0, status="ok", host="a", strategy="single", world=1, sps=100.0, sync=0.0):
     return {"schema": "1", "run_id": f"{device}{epochs}{repeat}{world}", "workload": "w", "device": device,
-            "strategy": strategy, "world_size": world, "batch_size": 64, "epochs": epochs, "repeat": repeat,
-            "params": json.dumps({"lr": 0.1}), "status": status, "host": host, "wall_s": wall,
+            "strategy": strategy, "world_size": world, "nodes": 1, "nproc_per_node": world,
+            "batch_size": 64, "global_batch_size": 64 * world, "epochs": epochs, "repeat": repeat,
+            "params": json.dumps({"lr": 0.1}), "status": status, "host": host, "machine_id": host, "wall_s": wall,
             "samples_per_s": sps, "data_s": 1.0, "h2d_s": 0.0, "compute_s": 3.0, "sync_s": sync, "eval_s": 0.0,
             "train_s": 4.0 + sync}
 
@@ -33,7 +34,7 @@ def test_significance_needs_repeats_and_separation():
 def test_epochs_by_device_with_baseline():
     rows = [row("cpu", e, w + 0.1 * r, r) for e, w in ((5, 40.0), (10, 80.0)) for r in range(3)]
     rows += [row("cuda", e, w + 0.1 * r, r) for e, w in ((5, 4.0), (10, 80.0)) for r in range(3)]
-    text = report(frame(rows), metric="wall_s", rows="epochs", cols="label", baseline=("device", "cpu"))
+    text = compare_text(rows, metric="wall_s", rows="epochs", cols="label", baseline="device=cpu")
     assert text == """\
 ## w
 
@@ -46,7 +47,7 @@ Finding: cuda against cpu: 1.00x the samples/s over 2 cells (significant in 0 of
 | 5        | 40.10 ± 0.248 | 4.10 ± 0.248  | 9.78x faster           |
 | 10       | 80.10 ± 0.248 | 80.10 ± 0.248 | same (not significant) |
 
-### where the time went (share of train + eval)
+### where the time went: median share of train + eval time
 
 | device   | epochs   | data   | h2d   | compute   | sync   | eval   | samples_per_s   |
 |:---------|:---------|:-------|:------|:----------|:-------|:-------|:----------------|
@@ -62,7 +63,7 @@ def test_statuses_hosts_and_scaling():
             row("cpu", 1, 0.0, repeat=1, host="b", status="oom")]
     rows += [row("cpu", 1, 9.0, strategy="ddp", world=n, sps=100.0 * n * 0.8 ** (n > 1), sync=n - 1.0, host="a")
              for n in (1, 2)]
-    text = report(frame(rows), cols="label")
+    text = compare_text(rows, cols="label")
     # the same device on two hosts is told apart; a failed repeat shows in the cell
     assert """\
 | strategy   | world_size   | epochs   | cpu@a   | cpu@b          |
@@ -80,17 +81,17 @@ def test_statuses_hosts_and_scaling():
 
 
 def test_bad_pivot_and_baseline_are_named():
-    df = frame([row("cpu", 1, 1.0)])
+    rows = [row("cpu", 1, 1.0)]
     with pytest.raises(StbenchError, match="cannot pivot on 'colour'"):
-        report(df, rows="colour")
+        compare_text(rows, rows="colour")
     with pytest.raises(StbenchError, match="matches no result; present: cpu"):
-        report(df, baseline=("device", "tpu"))
+        compare_text(rows, baseline="device=tpu")
     with pytest.raises(StbenchError, match="unknown metric"):
-        report(df, metric="speed")
+        compare_text(rows, metric="speed")
 
 
 def test_a_long_heading_folds_between_pairs_never_inside_a_value():
-    from stbench.report.studies import fold_pairs
+    from stbench.report.text import fold_pairs
 
     heading = "device=EPYC (2 cores), epochs=1, p.bucket_cap_mb=25.0, p.n_samples=100000, nodes=1, nproc=2"
     folded = fold_pairs(heading, 40)

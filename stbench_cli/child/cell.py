@@ -4,12 +4,28 @@
     torchrun --standalone --nproc-per-node N -m stbench.child.cell SPEC.json RESULT.json
     torchrun --nnodes M --node-rank I --rdzv-backend static --master-addr H … -m stbench.child.cell …
 
+    options: --profile DIR    the step profiler's trace into DIR
+             --progress       heartbeats beside RESULT.json for the parent's stall watchdog
+             --pg-timeout S   every process group's timeout (default: store/progress.py's)
+
 Rank 0 writes RESULT.json. A rank that fails writes RESULT.rankR.json with its status and
 last error line, then exits non-zero so that torchrun tears the rest of the world down.
+
+Leaving: a rank that ended well has no collective of its own pending (the stop vote read), destroys
+every process group, writes its result, and ends its process with os._exit, without the
+interpreter's finalization. A process group's native threads outlive destroy_process_group (a DDP
+model leaves Python references to its group, so gloo's worker and socket threads, and kineto's
+config thread once the profiler ran, stay alive until the process ends); one that completes a
+collective or frees a tensor while the interpreter finalizes needs the GIL, is made to exit, and
+aborts the rank: `terminate called without an active exception`, SIGABRT. Ended without
+finalization, no thread of torch runs after this process's last line.
 """
 
 from __future__ import annotations
 
+import argparse
+import faulthandler
+import gc
 import os
 import resource
 import sys
@@ -20,8 +36,10 @@ from pathlib import Path
 from ..contract import BuildContext
 from ..device import Accelerator, device_count, is_cuda, resolve
 from ..plan.spec import RunSpec
+from ..store.progress import pg_timeout
 from ..store.rows import CellResult
 from . import allocator, cpu
+from .heartbeat import Heartbeat
 
 _OOM_MARKERS = ("out of memory", "can't allocate memory", "cannot allocate memory")
 
@@ -66,7 +84,8 @@ def _predicted_mb(workload, spec: RunSpec, accel: Accelerator) -> float | None:
     return (predicted["device_bytes"] + (0 if accel.is_cuda else predicted["host_bytes"])) / 2**20
 
 
-def open_device(spec: RunSpec) -> tuple[Accelerator, tuple[int, int, int]]:
+def open_device(spec: RunSpec, timeout_s: float | None = None
+                ) -> tuple[Accelerator, tuple[int, int, int]]:
     """This process's device, selected before anything touches it (NCCL and the caching
     allocator bind to the current device), then the torchrun world joined."""
     from . import ddp
@@ -75,36 +94,43 @@ def open_device(spec: RunSpec) -> tuple[Accelerator, tuple[int, int, int]]:
     count = device_count() if is_cuda(spec.device) else 1
     accel = Accelerator(resolve(spec.device, local_rank, count))
     accel.select()
-    ddp.join(accel, spec.backend, world)
+    ddp.join(accel, spec.backend, world, timeout_s)
     return accel, (rank, local_rank, world)
 
 
-def run(spec: RunSpec, profile_dir: Path | None = None) -> CellResult:
+def run(spec: RunSpec, profile_dir: Path | None = None, progress: Heartbeat | None = None,
+        pg_timeout_s: float | None = None) -> CellResult:
     """Train one cell; with `profile_dir`, under the step profiler (a profiler that cannot
-    start is named in the result's `unavailable`, and the cell runs unprofiled)."""
+    start is named in the result's `unavailable`, and the cell runs unprofiled). `progress`:
+    this rank's heartbeat; `pg_timeout_s`: the process groups' timeout."""
     import torch
 
     from ..plan import registry
     from . import ddp
     from .trainer import LoopConfig, Trainer
 
+    progress = progress if progress is not None else Heartbeat()
     workload = registry.get(spec.workload)
-    cfg = LoopConfig.from_spec(spec, workload.target_ratio)
+    cfg = replace(LoopConfig.from_spec(spec, workload.target_ratio), pg_timeout_s=pg_timeout_s)
     chosen = cpu.apply(cfg.knobs)  # threads, inter-op threads, binding (issue 32)
     # before the workload allocates: the heap it builds is the one the steps reuse (allocator.py)
     kept = allocator.keep_freed_memory() if cfg.knobs.allocator == "keep" else None
     ran, why = cpu.allocator_ran(cfg.knobs.allocator, kept)
-    accel, (rank, _, world) = open_device(spec)
+    progress.phase("joining the world (rendezvous, init_process_group)")
+    accel, (rank, _, world) = open_device(spec, pg_timeout_s)
     profiler, unavailable = _profiler(spec, profile_dir, accel) if profile_dir else (None, {})
     unavailable.update({"allocator": why} if why else {})
     torch.manual_seed(spec.seed)
     base_rss = _rss_mb()  # interpreter + torch, before the workload allocates anything
+    progress.phase("building the workload's task (its data and model)")
     task = workload.build(spec.param_dict, BuildContext(spec.seed, rank, world, str(accel.device)))
-    result = Trainer(task, cfg, accel, rank, world, step_hook=profiler.hook if profiler else None).run()
+    hook = profiler.hook if profiler else None
+    result = Trainer(task, cfg, accel, rank, world, step_hook=hook, progress=progress).run()
     peak_gpu = result.figures.peak_gpu_mb
     if profiler:
         profiler.finish()
         peak_gpu = profiler.peak_mb(peak_gpu)  # it resets the allocator's peak every step
+    progress.phase("the cell's last figures (an all-reduce, an all-gather)")
     rss = ddp.reduce([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0], accel.torch)[0]
     figures = replace(
         result.figures, peak_gpu_mb=peak_gpu, peak_rss_mb=rss, base_rss_mb=base_rss, data_mb=task.data.mb, data_source=task.data.source,
@@ -128,31 +154,59 @@ def _profiler(spec: RunSpec, folder: Path, accel: Accelerator):
         return None, {"profiler": last_line(exc)}
 
 
+def _args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m stbench.child.cell")
+    parser.add_argument("spec", type=Path)
+    parser.add_argument("result", type=Path)
+    parser.add_argument("--profile", type=Path)
+    parser.add_argument("--progress", action="store_true")
+    parser.add_argument("--pg-timeout", type=float, default=pg_timeout(None))
+    return parser.parse_args(argv)
+
+
 def main(argv: list[str]) -> int:
-    spec = RunSpec.from_json(Path(argv[0]).read_text())
-    result_path = Path(argv[1])
-    rank = int(os.environ.get("RANK", "0"))
+    faulthandler.enable(all_threads=True)  # a rank killed by a fatal signal: every thread's stack
+    args = _args(argv)
+    spec = RunSpec.from_json(args.spec.read_text())
+    rank, node = int(os.environ.get("RANK", "0")), int(os.environ.get("GROUP_RANK", "0"))
+    beat = Heartbeat(args.result.parent if args.progress else None, rank, node)
     try:
-        result = run(spec, Path(argv[3]) if argv[2:3] == ["--profile"] else None)
-        _leave_world()
+        result = run(spec, args.profile, beat, args.pg_timeout)
+        _leave_world(beat)
     except BaseException as exc:  # the parent turns this into a status row; the matrix goes on
         traceback.print_exc()
-        target = result_path if rank == 0 else result_path.with_name(f"{result_path.stem}.rank{rank}.json")
+        own = args.result.with_name(f"{args.result.stem}.rank{rank}.json")
+        target = args.result if rank == 0 else own
         write_result(target, CellResult(classify(exc), last_line(exc)))
+        beat.close(f"failed: {last_line(exc)}", done=False)
         return 1
+    beat.close()
     if rank == 0:
-        write_result(result_path, result)
+        write_result(args.result, result)
     return 0
 
 
-def _leave_world() -> None:
-    """Destroy the process group after a cell that ended (NCCL warns about one left open; a
-    failed rank does not wait for the others here: torchrun tears its world down)."""
+def _leave_world(progress: Heartbeat) -> None:
+    """Destroy every process group after a cell that ended, none of their work pending (the
+    trainer, DDP's reducer and the vote's group collected first: NCCL frees its communicators
+    here). A failed rank does not come here: it waits for no one, and torchrun tears its world
+    down."""
     import torch.distributed as dist
 
+    progress.phase("leaving the world (destroy_process_group)")
+    gc.collect()
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+    gc.collect()
+
+
+def leave(code: int) -> None:
+    """End this process without the interpreter's finalization (see the module's docstring):
+    every file it wrote is closed, its output flushed here."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    leave(main(sys.argv[1:]))

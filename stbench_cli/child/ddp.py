@@ -30,6 +30,7 @@ ends, and the time from there to the end of `step()` counts as sync, not compute
 
 import os
 import socket
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -82,11 +83,18 @@ def world_from_env() -> tuple[int, int, int]:
     return int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0")), world
 
 
-def join(accel: Accelerator, backend: str | None, world: int) -> None:
+def join(accel: Accelerator, backend: str | None, world: int,
+         timeout_s: float | None = None) -> None:
     """Join the torchrun world (the device already selected). backend: the cell's
-    torch.distributed backend (None: nccl on CUDA, gloo on CPU)."""
+    torch.distributed backend (None: nccl on CUDA, gloo on CPU). timeout_s: how long a
+    collective may block before it fails with a message (store/progress.py), gloo's and NCCL's
+    alike; NCCL's asynchronous error handling tears a rank down when one of its collectives
+    times out or fails, rather than leaving it blocked on the device."""
     if world > 1:
-        dist.init_process_group(backend=backend or ("nccl" if accel.is_cuda else "gloo"))
+        os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")
+        timeout = timedelta(seconds=timeout_s) if timeout_s else None
+        backend = backend or ("nccl" if accel.is_cuda else "gloo")
+        dist.init_process_group(backend=backend, timeout=timeout)
 
 
 def node_hosts() -> str:

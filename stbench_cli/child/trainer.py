@@ -27,7 +27,9 @@ from ..contract import Task, TrainerParams
 from ..device import Accelerator
 from ..store.rows import STEP_PHASES, CellResult, EpochRow, Figures
 from . import ddp, memory, strategies, world
-from .loader import build_loaders, compile_batches, eval_limit
+from .evaluation import Evaluator
+from .heartbeat import Heartbeat
+from .loader import build_loaders, compile_batches
 from .target import Evaluation, epoch_seconds, reached, resolve_target, target_figures
 from .timing import Clock, StepMarks, resolve
 
@@ -43,6 +45,7 @@ class LoopConfig:
     run_id: str = ""
     strategy: str = "single"
     target_ratio: float | None = None  # the workload's default target, x its naive baseline
+    pg_timeout_s: float | None = None  # every process group's timeout (store/progress.py)
 
     @classmethod
     def from_spec(cls, spec, target_ratio: float | None = None) -> "LoopConfig":
@@ -54,15 +57,25 @@ def _to(x, y, device: torch.device):
     return x.to(device, non_blocking=True), y.to(device, non_blocking=True)
 
 
-class Trainer:
-    """Runs one cell's training on one process (one rank of a DDP world)."""
+# What a rank is doing in a step, for the stall watchdog's beat (heartbeat.py): set, not written
+STEP_DATA = "a step's data"
+STEP_PASS = "a step's forward and backward"
+STEP_SYNCED = "a step's forward and backward (DDP's gradient all-reduce)"
+STEP_OPTIMIZER = "a step's optimizer step"
+STEP_VOTE = "the stop vote after a step (gloo all-reduce)"
+
+
+class Trainer(Evaluator):
+    """Runs one cell's training on one process (one rank of a DDP world). `progress`: where
+    it is, for the parent's stall watchdog (heartbeat.py; by default kept in memory only)."""
 
     def __init__(self, task: Task, cfg: LoopConfig, device: Accelerator | torch.device | str, rank: int = 0,
-                 world_size: int = 1, step_hook=None):
+                 world_size: int = 1, step_hook=None, progress: Heartbeat | None = None):
         self.accel = device if isinstance(device, Accelerator) else Accelerator(str(device))
         device = self.device = self.accel.torch
         self.task, self.cfg = task, cfg
         self.step_hook = step_hook  # called after every training step (the profiler's clock)
+        self.progress = progress if progress is not None else Heartbeat()
         self.rank, self.world = rank, world_size
         self.clock = Clock(self.accel)
         train, val = task.data.train, task.data.val
@@ -93,11 +106,15 @@ class Trainer:
         module = task.model.module.to(self.device)
         x, y = self.transfer(*next(iter(self.train_loader)), self.device)
         batches = [(x, y)] + [self.transfer(*b, self.device) for b in compile_batches(self.sampler, self.train_loader)]
+        self.progress.phase("the untimed warm-up pass")
         counted = strategies.warm_up(lambda b: self._loss(module, *b, 0), module, batches, len(x), not task.flops_per_sample)
         self.flops_per_sample = task.flops_per_sample or counted
         self.probe = ddp.SyncProbe(self.clock)
+        shared = " (its parameters' broadcast)" if world_size > 1 else ""
+        self.progress.phase(f"wrapping the model for {cfg.strategy}{shared}")
         model = strategies.parallelize(cfg.strategy, module, self.accel, world_size, self.probe,
                                        cfg.knobs.bucket_cap_mb, cfg.knobs.ddp_log_every)
+        self.progress.phase("compiling the model (its first forward and backward)")
         self.model, self.compile_s, why = strategies.apply_compile(model, cfg.knobs.compile, lambda m: [
             self._loss(m, bx, by, 0).backward() for bx, by in batches], self.accel)
         if why:
@@ -110,6 +127,7 @@ class Trainer:
         """One step from `start` (the previous step's end mark) to its own end mark; the loss
         is added to loss_sum on the device, inside the step."""
         t0 = time.perf_counter()
+        self.progress.phase(STEP_DATA)
         x, y = next(batches)
         data_wait = time.perf_counter() - t0
         data = self.clock.mark()
@@ -117,9 +135,11 @@ class Trainer:
         h2d = self.clock.mark()
         self.last_batch = (x, y)
         self.optimizer.zero_grad(set_to_none=True)
+        self.progress.phase(STEP_SYNCED if self.world > 1 else STEP_PASS)
         loss = self._loss(self.model, x, y, self.global_step)
         loss.backward()
         backward_end = self.clock.mark()
+        self.progress.phase(STEP_OPTIMIZER)
         if self.task.optim.clip_grad_norm:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.task.optim.clip_grad_norm)
         self.optimizer.step()
@@ -130,42 +150,8 @@ class Trainer:
         loss_sum += loss.detach()
         if self.step_hook:
             self.step_hook(self.global_step)
+        self.progress.step(time.perf_counter() - t0)  # host time: no device synchronisation
         return StepMarks(start, data, h2d, backward_end, self.clock.mark(), self.probe.take(), data_wait, broadcast)
-
-    @torch.no_grad()
-    def evaluate(self) -> float:
-        metric, limit = self.task.metric, eval_limit(self.cfg.knobs, self.cfg.batch_size)
-        self.model.eval()
-        sums = torch.zeros(2, dtype=torch.float64, device=self.device)  # error, count: read once, at the end
-        last = getattr(self, "last_batch", None)  # an empty shard repeats the last training batch
-        for batch in self._eval_batches(limit):
-            if batch is None:  # fsdp: an extra forward (its all-gathers) to match the other ranks
-                self._predict(*last)
-                continue
-            last = x, y = self.transfer(*batch, self.device)
-            sums[0] += metric.sum(self._predict(x, y), y).double()
-            sums[1] += metric.count(y) if metric.count else len(y)
-        self.model.train()
-        total_all, count_all = ddp.reduce(sums.tolist(), self.device, "sum")
-        return metric.finish(total_all, count_all)
-
-    def _predict(self, x, y):
-        with self.accel.autocast(self.cfg.knobs.precision):
-            pred = self.task.model.predict(self.model, x, y)
-        return pred.float() if torch.is_tensor(pred) else pred  # the metric in fp32 whatever ran
-
-    def _eval_batches(self, limit: int | None):
-        """This rank's validation batches; under fsdp every forward is a collective, so a rank
-        with fewer batches (uneven shards) follows with `None`s until every rank has run as many
-        forwards as the one with most (their outputs are not counted)."""
-        mine = len(self.val_loader) if not limit else min(limit, len(self.val_loader))
-        # agreed before any forward: a collective inside the loop would pair with a forward's
-        most = int(ddp.reduce([float(mine)], self.device)[0]) if self.cfg.strategy == "fsdp" else mine
-        for i, batch in enumerate(self.val_loader):
-            if i >= mine:
-                break
-            yield batch
-        yield from [None] * (most - mine)
 
     def _batches(self, per_epoch: int):
         """Training batches epoch after epoch, without end (a time budget decides when to stop).
@@ -191,6 +177,8 @@ class Trainer:
             marks.append(self._step(batches, start, loss_sum))
             start = marks[-1].end
             # the slowest rank's figure a step late, with no host wait: all ranks stop alike (world.py)
+            if budget or due:
+                self.progress.phase(STEP_VOTE)
             spent = self.vote(self._spent(t_start)) if budget or due else 0.0
             if budget and spent >= budget:
                 return marks, loss_sum, True
@@ -232,7 +220,8 @@ class Trainer:
         rows, evals, status, reason, stopped = [], [], "ok", "", "epochs"
         steady_time, steady_steps = 0.0, 0
         self.eval_host_s, self.train_elapsed, self.epoch = 0.0, 0.0, 0
-        batches, self.vote = self._batches(per_epoch), world.Vote(bool(knobs.time_budget or due))
+        batches = self._batches(per_epoch)
+        self.vote = world.Vote(bool(knobs.time_budget or due), self.cfg.pg_timeout_s)
         self.clock.synchronize()
         # the peak counts from here: the warm-up pass ran on the unsharded model (fsdp, zero1)
         self.accel.reset_peak()
@@ -271,12 +260,14 @@ class Trainer:
         """Where this rank's memory went (the max over ranks), after training; one more step's
         activation peak except in a profiled run (its profiler records memory itself)."""
         step = None
+        self.progress.phase("the memory figures (one more step; their all-reduce)")
         if self.step_hook is None:
             x, y = self.last_batch
             step = lambda: self._loss(self.model, x, y, self.global_step).backward()  # noqa: E731
         return memory.held_figures(self.model, strategies.local_optimizer(self.optimizer), self.accel, step)
 
     def _figures(self, epochs: list[EpochRow], wall, steady_time, steady_steps, warmup, per_epoch) -> Figures:
+        self.progress.phase("the run's figures (gathering every rank's totals)")
         comm = ddp.logged_comm(self.model, sum(e.steps for e in epochs))
         peak = self.accel.peak_bytes()
         # every phase of the slowest rank (they sum to its step time); every rank's in ranks.csv (world.py)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -40,10 +41,14 @@ class Vote:
     Every rank must call it the same number of times, at the same steps, and `close()` it
     before the process group goes."""
 
-    def __init__(self, needed: bool = True):
+    def __init__(self, needed: bool = True, timeout_s: float | None = None):
         # new_group is a collective: every rank makes the vote at the same point (Trainer.run),
-        # and only a world that will vote (the same knobs on every rank) makes its group
-        self.group = dist.new_group(backend="gloo") if needed and dist.is_initialized() else None
+        # and only a world that will vote (the same knobs on every rank) makes its group, with
+        # the world's timeout (a new group's default is torch's 30 minutes, not the world's)
+        self.group = None
+        if needed and dist.is_initialized():
+            timeout = timedelta(seconds=timeout_s) if timeout_s else None
+            self.group = dist.new_group(backend="gloo", timeout=timeout)
         self.pending = None  # (work, tensor) of the last step's all-reduce
 
     def __call__(self, value: float) -> float:

@@ -24,6 +24,7 @@ def _main(argv: list[str] | None) -> None:
     # Each command module registers its commands on `app`; `--help` lists them in this order.
     from . import inventory, running, tuning, comparing  # noqa: F401, I001
     from . import reporting, doctoring, datasets  # noqa: F401, I001
+    from . import migrating  # noqa: F401
     from . import render
     from .app import app
     from .options import spread_lists

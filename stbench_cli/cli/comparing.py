@@ -1,4 +1,5 @@
-"""`stbench compare`: tables from any number of result folders."""
+"""`stbench compare` and `stbench gate`: result folders read, each study's view printed, or a new
+run's cells judged against a baseline's."""
 
 from __future__ import annotations
 
@@ -10,53 +11,62 @@ import typer
 from . import render
 from .app import app
 
+SKIPPED_HELP = ("A result folder that cannot be read is named on stderr in one line (its file, "
+                "line and column) and left out; the others are shown, and the exit code is 4.")
 
-@app.command()
+
+@app.command(help=f"""Per study, headed by its folder and command: its finding (the answer, with
+95% intervals) and the table behind it. With no PATH, the newest study in ./results/.
+{SKIPPED_HELP}""")
 def compare(
-    paths: Annotated[list[Path], typer.Argument(help="result folders, or folders holding them")],
+    paths: Annotated[Optional[list[Path]], typer.Argument(
+        help="result folders, or folders holding them (default: the newest study in ./results/)",
+        show_default=False)] = None,
     rows: Annotated[str, typer.Option(help="row axis")] = "epochs",
     cols: Annotated[str, typer.Option(help="column axis")] = "device",
     metric: Annotated[str, typer.Option(help="runs.csv column to tabulate")] = "wall_s",
-    baseline: Annotated[Optional[str], typer.Option(help="key=value of the column to compare against")] = None,
-    out: Annotated[Optional[Path], typer.Option(help="also write compare.md and compare.csv here")] = None,
-    plot: Annotated[bool, typer.Option(help="write PNG plots (into --out, or the current folder)")] = False,
-    full: Annotated[bool, typer.Option(help="every table of each study (wall time, time and memory shares, scaling)")] = False,
+    baseline: Annotated[Optional[str], typer.Option(
+        help="key=value of the column to compare against")] = None,
+    out: Annotated[Optional[Path], typer.Option(
+        help="also write compare.md and compare.csv here")] = None,
+    plot: Annotated[bool, typer.Option(
+        help="write each study's figures of time and memory as PNGs (into --out, or here)"
+    )] = False,
+    full: Annotated[bool, typer.Option(
+        help="every table of each study (wall time, time and memory shares, scaling)")] = False,
 ) -> None:
-    """Per study, headed by its folder and command: its finding (the answer, with 95% intervals) and the table behind it."""
-    from ..plan.registry import param_defaults
-    from ..report.noise import study_flags
-    from ..report.compare import compare as build
-    from ..store.files import find_folders
-    from ..store.results import read_results, read_series, tag
+    from ..report import read, text
+    from ..report.model import studies
+    from ..report.view import Options
 
-    folders = find_folders(paths)
-    records = [{**r, **tag(f)} for f in folders for r in read_results(f)]
-    epochs = [{**r, **tag(f)} for f in folders for r in read_series(f, "epochs.csv")] if plot else []
-    text = build(records, row_axis=rows, cols=cols, metric=metric, baseline=baseline, out=out, plot=plot,
-                 width=render.table_width(), epochs=epochs, full=full, defaults=param_defaults(), flagger=study_flags)
-    render.out.print(text, markup=False, end="")
+    series = ("epochs.csv",) if plot else ()
+    folders, skipped = read.read(paths or [read.newest()], series)
+    shown = text.compare(studies(folders), Options(metric, rows, cols, baseline),
+                         render.table_width(), full, out, plot)
+    render.out.print(shown, markup=False, end="")
+    render.left_out(skipped)
 
 
-@app.command()
+@app.command(help=f"""Judge NEW's cells against BASELINE's (a CI gate). Exit 1 when a cell is
+significantly worse by more than --margin, or no longer ends ok; exit 4 when none is but a result
+folder was left out; exit 3 when a cell is worse by more than --margin without being significant:
+inconclusive, and the line names the repeats per side that could settle it; exit 0 otherwise.
+{SKIPPED_HELP.replace(', and the exit code is 4', '')}""")
 def gate(
     baseline: Annotated[Path, typer.Argument(help="baseline result folder (or a folder of them)")],
     new: Annotated[Path, typer.Argument(help="the new run's result folder (or a folder of them)")],
-    metric: Annotated[Optional[list[str]], typer.Option(help="runs.csv columns to judge (default: wall_s)")] = None,
-    margin: Annotated[float, typer.Option(help="relative change that counts as a regression when significant")] = 0.10,
+    metric: Annotated[Optional[list[str]], typer.Option(
+        help="runs.csv columns to judge (default: wall_s)")] = None,
+    margin: Annotated[float, typer.Option(
+        help="relative change that counts as a regression when significant")] = 0.10,
 ) -> None:
-    """Judge NEW's cells against BASELINE's (a CI gate). Exit 1 when a cell is significantly worse by
-    more than --margin, or no longer ends ok; exit 3 when none is, but a cell is worse by more than
-    --margin without being significant: inconclusive, and the line names the repeats per side that
-    could settle it; exit 0 otherwise."""
-    from ..report.gate import exit_code, lines
-    from ..report.gate import gate as judge
-    from ..store.files import find_folders
-    from ..store.results import read_results
+    from ..report import read
+    from ..report.judge import exit_code, lines
+    from ..report.judge import gate as judge
 
-    def rows(path: Path) -> list[dict]:
-        return [r for f in find_folders([path]) for r in read_results(f)]
-
-    verdicts = judge(rows(baseline), rows(new), tuple(metric or ("wall_s",)), margin)
+    (base, skipped), (now, skipped_new) = (read.read([p]) for p in (baseline, new))
+    verdicts = judge([r for f in base for r in f.runs], [r for f in now for r in f.runs],
+                     tuple(metric or ("wall_s",)), margin)
     for line in lines(verdicts, margin):
         render.out.print(line, markup=False, soft_wrap=True)
-    raise typer.Exit(exit_code(verdicts))
+    render.left_out(skipped + skipped_new, exit_code(verdicts, bool(skipped + skipped_new)))

@@ -27,6 +27,10 @@ Preset = Annotated[Optional[str], typer.Option(help="named parameter set (see `s
 Smoke = Annotated[bool, typer.Option(help="shrink every cell to a seconds-long run")]
 Out = Annotated[Path, typer.Option(help="parent folder of the new result folder")]
 Timeout = Annotated[Optional[float], typer.Option(help="seconds per cell before it is killed")]
+StallLimit = Annotated[Optional[float], typer.Option(
+    "--stall-limit", help="seconds a cell may make no progress (no step, no evaluation batch, "
+                          "no phase of its set-up) before it is killed as hung (default: 10 x "
+                          "its slowest step so far, at least 300 s)")]
 Nnodes = Annotated[Optional[list[int]], typer.Option(
     "--nnodes", help="nodes (torchrun agents) per multi-process cell; world size = nproc x nnodes")]
 Launcher = Annotated[Optional[str], typer.Option(
@@ -37,7 +41,7 @@ Slurm = Annotated[Optional[list[str]], typer.Option(
 DryRun = Annotated[bool, typer.Option(help="print what each cell would run (sbatch scripts for slurm); write nothing")]
 Expect = Annotated[Optional[list[str]], typer.Option(
     "--expect", help="statuses besides ok a study may end with and still exit 0 (e.g. oom for a batch sweep "
-                     "looking for the memory edge): skipped, oom, diverged, failed, timeout")]
+                     "looking for the memory edge): skipped, oom, diverged, failed, timeout, hung")]
 Seed = Annotated[int, typer.Option(help="the first repeat's seed; repeat r trains with seed + r (see --same-seed)")]
 SameSeed = Annotated[bool, typer.Option(
     "--same-seed", help="every repeat with --seed: the repeats then differ by the machine's noise only, not by the "

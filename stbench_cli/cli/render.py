@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from contextlib import contextmanager
@@ -13,7 +12,6 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ..report.fit import fit_columns
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)  # an error stays one line, however narrow the terminal
@@ -95,79 +93,82 @@ def table_width() -> int | None:
 
 
 # The run summary's columns, the most important first; a narrow terminal drops them from the end.
-SUMMARY = (("device", "device"), ("status", "status"), ("wall s", "wall_s"), ("samples/s", "samples_per_s"),
-           ("epochs", "epochs_done"), ("batch", "batch_size"), ("val", "val_value"), ("naive", "naive_baseline"),
-           ("strategy", "strategy"), ("world", "world_size"), ("nodes", "nodes"), ("rep", "repeat"))
+SUMMARY = (("device", "device"), ("status", "status"), ("wall s", "wall_s"),
+           ("samples/s", "samples_per_s"), ("epochs", "epochs_done"), ("batch", "batch_size"),
+           ("val", "val_value"), ("naive", "naive_baseline"), ("strategy", "strategy"),
+           ("world", "world_size"), ("nodes", "nodes"), ("rep", "repeat"))
 _AXES = ("batch_size", "strategy", "world_size", "nodes")
-_FORMATS = {"wall_s": "{:.2f}", "epochs_done": "{:.3g}", "time_to_target_s": "{:.3g}", "compile_s": "{:.1f}", "samples_per_s": "{:,.0f}", "val_value": "{:.3g}", "naive_baseline": "{:.3g}"}
-
-
-def _varying_params(rows: list[dict]) -> tuple[tuple[str, str], ...]:
-    """(heading, key) of the workload parameters whose value differs between the rows."""
-    params = [json.loads(r.get("params") or "{}") for r in rows]
-    names = sorted({k for p in params for k in p if len({json.dumps(q.get(k)) for q in params}) > 1})
-    return tuple((k, f"p.{k}") for k in names)
+_FORMATS = {"wall_s": "{:.2f}", "epochs_done": "{:.3g}", "time_to_target_s": "{:.3g}",
+            "compile_s": "{:.1f}", "samples_per_s": "{:,.0f}", "val_value": "{:.3g}",
+            "naive_baseline": "{:.3g}"}
 
 
 def _summary_cell(row: dict, key: str) -> str:
-    if key.startswith("p."):
-        return str(json.loads(row.get("params") or "{}").get(key[2:], ""))
-    if key == "epochs_done" and row.get(key) in (None, ""):  # a row of an older stbench: its whole epochs
-        key = "epochs"
-    if key == "time_to_target_s" and row.get(key) in (None, ""):
-        return "not reached" if str(row.get("target_reached")) == "False" else "-"
+    from ..report.labels import show
+
+    value = row.get(key)
+    if key == "time_to_target_s" and show(value) == "-":
+        return "not reached" if row.get("target_reached") == 0 else "-"
     if key not in _FORMATS:
-        return str(row.get(key, ""))
-    try:  # rows come back from runs.csv as text
-        return _FORMATS[key].format(float(row.get(key)))
-    except (TypeError, ValueError):
-        return "-"
+        return show(value)
+    return "-" if show(value) == "-" else _FORMATS[key].format(float(value))
 
 
-def run_summary(rows: list[dict], folder: Path) -> None:
-    """One line per row; columns that do not fit the terminal are left out whole (named
-    below the table, with their value where every row has the same), never cut."""
-    # what tells the cells apart comes first; compile time where a cell compiled
-    compiled = (("compile s", "compile_s"),) if any(r.get("compile_s") not in (None, "") for r in rows) else ()
-    # time to target beside the metric, where a target was set
-    ttt = (("to target s", "time_to_target_s"),) if any(r.get("target") not in (None, "") for r in rows) else ()
-    # an axis of the matrix (batch, strategy, world, nodes) where it varies; the repeat is the rows' order
-    axes = tuple(c for c in SUMMARY[4:] if c[1] in _AXES and len({str(r.get(c[1])) for r in rows}) > 1)
-    rest = tuple(c for c in SUMMARY[4:] if c not in axes)
-    columns = SUMMARY[:2] + axes + _varying_params(rows) + SUMMARY[2:4] + compiled + ttt + rest
+def _summary_columns(study) -> tuple[tuple[str, str], ...]:
+    """What tells the cells apart first (an axis of the matrix, a parameter, where it varies),
+    then wall time and samples/s, compile time where a cell compiled, time to target where a
+    target was set, then the rest (the repeat is the rows' order)."""
+    from ..report.model import PARAM, axes
+
+    s = study.runs
+    varied = axes(s)
+    compiled = (("compile s", "compile_s"),) if s["compile_s"].notna().any() else ()
+    ttt = (("to target s", "time_to_target_s"),) if s["target"].notna().any() else ()
+    named = {k.column for k in varied}
+    by_axis = tuple(c for c in SUMMARY[4:] if c[1] in _AXES and c[1] in named)
+    params = tuple((k.name, k.column) for k in varied if k.column.startswith(PARAM))
+    rest = tuple(c for c in SUMMARY[4:] if c not in by_axis)
+    return SUMMARY[:2] + by_axis + params + SUMMARY[2:4] + compiled + ttt + rest
+
+
+def run_summary(study, shown, folder: Path) -> None:
+    """One line per run; columns that do not fit the terminal are left out whole (named
+    below the table, with their value where every row has the same), never cut; then the
+    study's finding and its flags (`shown`: its view), as compare says them."""
+    from ..report.text import finding_text, fit_columns, fold_pairs
+
+    columns = _summary_columns(study)
+    rows = study.runs.to_dict("records")
     cells = {head: [_summary_cell(r, key) for r in rows] for head, key in columns}
     widths = {head: max([len(head), *map(len, values)]) for head, values in cells.items()}
     kept = fit_columns(widths, out.width, [h for h, _ in reversed(columns[2:])], lambda n: 3 * n + 1)
     table = Table(show_lines=False)
     for head in kept:
-        table.add_column(head, justify="left" if head in ("device", "strategy", "status") else "right", no_wrap=True)
+        left = head in ("device", "strategy", "status")
+        table.add_column(head, justify="left" if left else "right", no_wrap=True)
     for i in range(len(rows)):
         table.add_row(*(cells[h][i] for h in kept))
     out.print(f"results in {folder}", soft_wrap=False, overflow="fold")
     out.print(table)
     left = [f"{h} {cells[h][0]}" if len(set(cells[h])) == 1 else h for h in widths if h not in kept]
-    if left:
-        from ..report.studies import fold_pairs  # a long list folds between columns, never inside one
-
+    if left:  # a long list folds between columns, never inside one
         out.print(fold_pairs(f"not shown: {', '.join(left)} (every column is in runs.csv)", out.width),
                   soft_wrap=False)
-    for line in noise_lines(rows):  # word-wrapped to the terminal, never cut
-        out.print(line, soft_wrap=False, markup=False)
+    out.print(finding_text(shown, out.width), soft_wrap=False, markup=False)
 
 
-def noise_lines(rows: list[dict]) -> list[str]:
-    """One line per flag of a cell whose repeats spread widely or that ran on a busy machine
-    (report.noise), the cell named by what tells it apart from the study's other cells."""
-    from ..report.noise import by_cell, noise_flags
+def left_out(skipped, code: int | None = None) -> None:
+    """Each result folder left out, one line on stderr, then the exit: `code`, or where none is
+    given 4 when a folder was left out (report.read.SKIPPED_EXIT)."""
+    import typer
 
-    cells = by_cell(rows)
-    axes = [k for k in ("device", "strategy", *_AXES, "epochs") if len({str(r.get(k)) for r in rows}) > 1]
-    params = [key for _, key in _varying_params(rows)]
-    lines = []
-    for cell in cells:
-        name = " ".join(f"{k.removeprefix('p.')}={_summary_cell(cell[0], k)}" for k in (*axes, *params))
-        lines += [f"noisy{' ' + name if name else ''}: {flag.reason}" for flag in noise_flags(cell)]
-    return lines
+    from ..report.read import SKIPPED_EXIT
+
+    for s in skipped:
+        err.print(str(s), markup=False, highlight=False)
+    code = code if code is not None else (SKIPPED_EXIT if skipped else 0)
+    if code:
+        raise typer.Exit(code)
 
 
 def workloads_table(items) -> None:

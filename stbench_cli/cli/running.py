@@ -12,7 +12,8 @@ import typer
 from . import render
 from .app import app
 from .options import (Batches, Budgets, Devices, DryRun, Epochs, Expect, Launcher, Nnodes, Nprocs, Out, Preset, Resume,
-                      SameSeed, Seed, Sets, Slurm, Smoke, StopAtTarget, Strategies, StudyWorkload, Timeout, Workload)
+                      SameSeed, Seed, Sets, Slurm, Smoke, StallLimit, StopAtTarget, Strategies,
+                      StudyWorkload, Timeout, Workload)
 from .options import Price, PricesFile, prices_given
 
 
@@ -39,12 +40,13 @@ def exit_for(rows: list[dict], ok: tuple[str, ...]) -> None:
         raise typer.Exit(1)
 
 
-def run_with_progress(plan, env, timeout: float | None, extra: tuple[str, ...] = ()) -> list[dict]:
+def run_with_progress(plan, env, timeout: float | None, extra: tuple[str, ...] = (),
+                      stall: float | None = None) -> list[dict]:
     """Run a plan under a progress bar, naming the cells that cannot run here. Both start once
     the study's folder is ours, so a refused folder (another parent runs it) is one line."""
     from ..runner import study
 
-    done = len({r["run_id"] for r in plan.done} & {c.run_id for c in plan.cells})
+    done = len(plan.finished & {c.run_id for c in plan.cells})
     with ExitStack() as stack:
         bar = {}
 
@@ -53,7 +55,7 @@ def run_with_progress(plan, env, timeout: float | None, extra: tuple[str, ...] =
                 render.warn(f"skipping cells: {reason}")
             bar["start"], bar["done"] = stack.enter_context(render.progress(len(plan.cells), done))
 
-        return study.run_study(plan, env, timeout, extra_args=extra, on_begin=begin,
+        return study.run_study(plan, env, timeout, extra_args=extra, stall=stall, on_begin=begin,
                              on_start=lambda spec: bar["start"](spec), on_done=lambda spec, row: bar["done"](spec, row))
 
 
@@ -66,7 +68,7 @@ def run(
     out: Out = Path("results"),
     resume: Resume = None, timeout: Timeout = None, nnodes: Nnodes = None, launcher: Launcher = None,
     slurm: Slurm = None, dry_run: DryRun = False, expect: Expect = None, time_budget: Budgets = None,
-    stop_at_target: StopAtTarget = False,
+    stop_at_target: StopAtTarget = False, stall_limit: StallLimit = None,
     all_: Annotated[bool, typer.Option("--all", help="one study per registered workload (CI: --all --smoke)")] = False,
     price: Price = None, prices: PricesFile = None,
 ) -> None:
@@ -76,6 +78,7 @@ def run(
     from ..runner import envinfo
 
     ok = accepted(expect)
+    check_stall(stall_limit)
     if not (all_ or workload or resume) or (all_ and (workload or resume)):
         raise StbenchError("stbench run needs one of: a WORKLOAD (see `stbench list`), --all (every workload), "
                            "or --resume DIR to finish a study")
@@ -97,9 +100,28 @@ def run(
         return dry(plans, timeout)
     rows = []
     for plan in plans:
-        rows += (done := run_with_progress(plan, env, timeout))
-        render.run_summary(done, plan.folder)
+        rows += (done := run_with_progress(plan, env, timeout, stall=stall_limit))
+        if done:  # a study with rows: read back, its table and its finding
+            summary(plan.folder)
     exit_for(rows, ok)
+
+
+def summary(folder: Path) -> None:
+    """A study's rows read back as compare reads them: the table of its runs, then its finding
+    and flags."""
+    from ..report import read
+    from ..report.model import studies
+    from ..report.view import view
+
+    (study,) = studies([read.read_folder(folder, ())])
+    render.run_summary(study, view(study), folder)
+
+
+def check_stall(limit: float | None) -> None:
+    from ..errors import StbenchError
+
+    if limit is not None and not limit > 0:
+        raise StbenchError(f"--stall-limit {limit:g} must be a positive number of seconds")
 
 
 def quality_sets(sets: list[str], budgets: list[float] | None, stop_at_target: bool) -> list[str]:
@@ -139,20 +161,25 @@ def profile(
     offload: Annotated[bool, typer.Option(help="the same as --set relations=offload")] = False,
     steps: Annotated[int, typer.Option(help="steady steps recorded after the warm-up")] = 10,
     preset: Preset = None, smoke: Smoke = False, seed: int = 0, out: Out = Path("results"), timeout: Timeout = None,
-    expect: Expect = None,
+    expect: Expect = None, stall_limit: StallLimit = None,
 ) -> None:
-    """A short profiled run: phase table, per-step memory, top operators, Chrome trace."""
+    """A short profiled run: what it found, its phase table, per-step memory, top operators,
+    Chrome trace."""
     from ..plan import planner
     from ..report.profile import report
+    from ..report.read import read_folder
     from ..runner import envinfo
 
     ok = accepted(expect)
+    check_stall(stall_limit)
     env = envinfo.collect()
     request = planner.Request(workload, devices=tuple(device or ()), batch_sizes=tuple(batch_size or ()),
                               sets=tuple(set_ or ()), preset=preset, smoke=smoke, seed=seed, out=out)
     plan = planner.plan_profile(request, env, offload, steps, tuple(sys.argv))
-    rows = run_with_progress(plan, env, timeout, ("--profile", str((plan.folder / "profile").resolve())))
-    text = report(plan.folder, rows)
+    where = str((plan.folder / "profile").resolve())
+    rows = run_with_progress(plan, env, timeout, ("--profile", where), stall_limit)
+    runs = read_folder(plan.folder, ()).runs if rows else ()
+    text = report(plan.folder, list(runs))
     (plan.folder / "profile.md").write_text(text)
     render.out.print(text, markup=False)
     exit_for(rows, ok)

@@ -31,9 +31,6 @@ class Param:
     help: str = ""
     choices: tuple[Any, ...] | None = None  # None: any value of `kind`
     minimum: float | None = None
-    # added after result folders existed: a cell's run_id leaves it out at its default (spec.py),
-    # and a cell planned before it existed has no value for it (read it with params.get)
-    late: bool = False
 
     def parse(self, text: str) -> Any:
         """Type and check one value; ValueError with a message naming what is valid."""
@@ -57,10 +54,8 @@ PRECISIONS = ("default", "fp32", "tf32", "bf16")  # the device layer's Accelerat
 ALLOCATORS = ("keep", "system", "jemalloc", "tcmalloc")
 
 
-def _knob(default: Any, help: str, choices: tuple | None = None, minimum: float | None = None, late: bool = False):
-    # `late`: a knob added after result folders existed. A cell's run_id leaves late knobs out while
-    # they hold their default, so cells planned before they existed keep their ids (resume, references).
-    return field(default=default, metadata={"help": help, "choices": choices, "minimum": minimum, "late": late})
+def _knob(default: Any, help: str, choices: tuple | None = None, minimum: float | None = None):
+    return field(default=default, metadata={"help": help, "choices": choices, "minimum": minimum})
 
 
 @dataclass(frozen=True)
@@ -69,74 +64,80 @@ class TrainerParams:
     (COMMON_PARAMS), so it can be an axis; a workload may override a default."""
 
     lr: float = _knob(1e-3, "learning rate for one process (see lr_scaling)", minimum=0.0)
-    lr_scaling: str = _knob("none", "scale lr by the global batch over lr_base_batch: none, linear (x ratio), sqrt",
-                            ("none", "linear", "sqrt"))
+    lr_scaling: str = _knob(
+        "none", "scale lr by the global batch over lr_base_batch: none, linear (x ratio), sqrt",
+        ("none", "linear", "sqrt"))
     lr_warmup_steps: int = _knob(0, "linear lr warm-up over this many optimizer steps", minimum=0)
     warmup_steps: int = _knob(5, "first steps excluded from steady-state throughput", minimum=0)
     workers: int = _knob(0, "DataLoader worker processes", minimum=0)
-    loader: str = _knob("vectorized", "vectorized: one indexed slice per batch; per-item: default collate",
-                        ("vectorized", "per-item"))
-    # issue 32: 0 is no longer torch's default (whatever the process inherited) but a choice
-    # recorded in the row (threads_why): plan/threads.py
-    threads: int = _knob(0, "torch intra-op threads per process: N exactly; 0 (auto): the physical "
-                         "cores not busy with other processes at the cell's start, shared by its "
-                         "ranks, at least 1", minimum=0)
-    max_steps: int = _knob(0, "cap on training steps per epoch (0: the whole epoch), for scale studies", minimum=0)
-    max_eval_batches: int = _knob(0, "cap on validation batches per epoch (0: all), for scale studies", minimum=0)
-    backend: str = _knob("auto", "torch.distributed backend of a multi-process cell (auto: nccl on CUDA, gloo on CPU)",
-                         ("auto", "nccl", "gloo", "mpi"), late=True)
-    bucket_cap_mb: float = _knob(25.0, "DDP gradient bucket size in MiB (torch's default: 25)", minimum=0.0, late=True)
-    precision: str = _knob("default", "what fp32 math runs as: default (torch's: fp32 matmul, TF32 cuDNN on CUDA), "
-                           "fp32 (strict), tf32 (matmul and cuDNN on CUDA), bf16 (autocast, fp32 master weights)",
-                           PRECISIONS, late=True)
-    compile: str = _knob("none", "torch.compile the model: none, default, reduce-overhead (CUDA graphs on CUDA); "
-                         "compile time is compile_s, never in throughput", ("none", "default", "reduce-overhead"),
-                         late=True)
-    lr_base_batch: int = _knob(0, "the global batch `lr` is meant for (0: one process's batch, so lr_scaling "
-                               "scales with the world size)", minimum=0, late=True)
-    target: float = _knob(0.0, "validation metric a run must reach (lower is better) for time to target; 0: the "
-                          "workload's default, a fraction of its naive baseline (`stbench list`)", minimum=0.0,
-                          late=True)
-    eval_every: int = _knob(0, "evaluate every N optimizer steps (0: at each epoch's end)", minimum=0, late=True)
-    eval_every_s: float = _knob(0.0, "evaluate every N seconds of training (evaluation excluded), so cells of "
-                                "different speeds get curves at the same times (0: by steps or epochs)",
-                                minimum=0.0, late=True)
-    time_budget: float = _knob(0.0, "seconds of training steps per cell (evaluation excluded): train until spent, "
-                               "whatever the epochs (0: train the epochs); `--time-budget`", minimum=0.0, late=True)
-    stop_at_target: bool = _knob(False, "end the run at the first evaluation that reaches the target "
-                                 "(`--stop-at-target`)", late=True)
-    allocator: str = _knob("keep", "host memory a step frees: keep (reused by the next step: "
-                           "glibc's heap thresholds fixed, no page faults to get it back), "
-                           "system (glibc's adaptive defaults, as in a plain script), jemalloc "
-                           "or tcmalloc (preloaded where installed; issue 32)", ALLOCATORS,
-                           late=True)
-    prefetch: int = _knob(2, "batches each DataLoader worker loads ahead (prefetch_factor; torch's default: 2; "
-                          "with workers > 0 only)", minimum=1, late=True)
-    ddp_log_every: int = _knob(100, "DDP's own logger samples its first 10 steps, then every Nth (torch's default: "
-                               "100; 1 samples every step: a host sync per step on CUDA, for checking sync_s)",
-                               minimum=1, late=True)
-    # issue 32: levers a fair CPU baseline needs (`stbench tune`)
-    interop_threads: int = _knob(0, "torch inter-op threads (0: torch's default)", minimum=0,
-                                 late=True)
-    bind: str = _knob("none", "pin the cell's threads: none; cores (one logical CPU of each of the "
-                      "first `threads` physical cores, as taskset -C); numa (numactl: CPUs and "
-                      "memory of NUMA node 0; needs numactl)", ("none", "cores", "numa"), late=True)
-    max_eval_samples: int = _knob(0, "cap on validation samples per evaluation (0: all), so cells "
-                                  "of different batch sizes are judged on the same samples",
-                                  minimum=0, late=True)
-
+    loader: str = _knob(
+        "vectorized", "vectorized: one indexed slice per batch; per-item: default collate",
+        ("vectorized", "per-item"))
+    # 0 is not torch's default (whatever the process inherited) but a choice recorded in the
+    # row (threads_why): plan/threads.py, as PyTorch's own CPU launcher uses physical cores
+    threads: int = _knob(
+        0, "torch intra-op threads per process: N exactly; 0 (auto): the physical cores not busy "
+        "with other processes at the cell's start, shared by its ranks, at least 1", minimum=0)
+    max_steps: int = _knob(
+        0, "cap on training steps per epoch (0: the whole epoch), for scale studies", minimum=0)
+    max_eval_batches: int = _knob(
+        0, "cap on validation batches per epoch (0: all), for scale studies", minimum=0)
+    backend: str = _knob(
+        "auto", "torch.distributed backend of a multi-process cell (auto: nccl on CUDA, gloo on "
+        "CPU)", ("auto", "nccl", "gloo", "mpi"))
+    bucket_cap_mb: float = _knob(
+        25.0, "DDP gradient bucket size in MiB (torch's default: 25)", minimum=0.0)
+    precision: str = _knob(
+        "default", "what fp32 math runs as: default (torch's: fp32 matmul, TF32 cuDNN on CUDA), "
+        "fp32 (strict), tf32 (matmul and cuDNN on CUDA), bf16 (autocast, fp32 master weights)",
+        PRECISIONS)
+    compile: str = _knob(
+        "none", "torch.compile the model: none, default, reduce-overhead (CUDA graphs on CUDA); "
+        "compile time is compile_s, never in throughput", ("none", "default", "reduce-overhead"))
+    lr_base_batch: int = _knob(
+        0, "the global batch `lr` is meant for (0: one process's batch, so lr_scaling scales "
+        "with the world size)", minimum=0)
+    target: float = _knob(
+        0.0, "validation metric a run must reach (lower is better) for time to target; 0: the "
+        "workload's default, a fraction of its naive baseline (`stbench list`)", minimum=0.0)
+    eval_every: int = _knob(
+        0, "evaluate every N optimizer steps (0: at each epoch's end)", minimum=0)
+    eval_every_s: float = _knob(
+        0.0, "evaluate every N seconds of training (evaluation excluded), so cells of different "
+        "speeds get curves at the same times (0: by steps or epochs)", minimum=0.0)
+    time_budget: float = _knob(
+        0.0, "seconds of training steps per cell (evaluation excluded): train until spent, "
+        "whatever the epochs (0: train the epochs); `--time-budget`", minimum=0.0)
+    stop_at_target: bool = _knob(
+        False, "end the run at the first evaluation that reaches the target (`--stop-at-target`)")
+    allocator: str = _knob(
+        "keep", "host memory a step frees: keep (reused by the next step: glibc's heap "
+        "thresholds fixed, no page faults to get it back), system (glibc's adaptive defaults, "
+        "as in a plain script), jemalloc or tcmalloc (preloaded where installed)", ALLOCATORS)
+    prefetch: int = _knob(
+        2, "batches each DataLoader worker loads ahead (prefetch_factor; torch's default: 2; "
+        "with workers > 0 only)", minimum=1)
+    ddp_log_every: int = _knob(
+        100, "DDP's own logger samples its first 10 steps, then every Nth (torch's default: 100; "
+        "1 samples every step: a host sync per step on CUDA, for checking sync_s)", minimum=1)
+    # levers a fair CPU baseline needs (`stbench tune`)
+    interop_threads: int = _knob(0, "torch inter-op threads (0: torch's default)", minimum=0)
+    bind: str = _knob(
+        "none", "pin the cell's threads: none; cores (one logical CPU of each of the first "
+        "`threads` physical cores, as taskset -C); numa (numactl: CPUs and memory of NUMA node 0; "
+        "needs numactl)", ("none", "cores", "numa"))
+    max_eval_samples: int = _knob(
+        0, "cap on validation samples per evaluation (0: all), so cells of different batch sizes "
+        "are judged on the same samples", minimum=0)
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> "TrainerParams":
-        """The trainer's view of a cell's resolved parameters."""
-        # A cell planned before a knob existed (an older manifest) gets the knob's default.
-        return cls(**{f.name: params[f.name] for f in fields(cls) if f.name in params})
+        """The trainer's view of a cell's parameters (every one written out)."""
+        return cls(**{f.name: params[f.name] for f in fields(cls)})
 
 
 COMMON_PARAMS: tuple[Param, ...] = tuple(
-    Param(f.name, type(f.default), f.default, f.metadata["help"], f.metadata["choices"], f.metadata["minimum"])
+    Param(f.name, type(f.default), f.default, f.metadata["help"], f.metadata["choices"],
+          f.metadata["minimum"])
     for f in fields(TrainerParams)
 )
-
-# Knobs added after result folders existed, with their defaults (see `_knob`'s `late`).
-LATER_KNOB_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(TrainerParams) if f.metadata["late"]}

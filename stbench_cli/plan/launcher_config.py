@@ -41,11 +41,9 @@ class Launch:
         return {"kind": self.kind, "slurm": self.options}
 
     @classmethod
-    def from_dict(cls, d: dict | None) -> "Launch":
-        """From a manifest; a study written before launchers existed ran locally."""
-        if not d:
-            return cls()
-        return cls(d.get("kind", "local"), tuple(sorted(d.get("slurm", {}).items())))
+    def from_dict(cls, d: dict) -> "Launch":
+        """From a manifest (`to_dict`'s)."""
+        return cls(d["kind"], tuple(sorted(d["slurm"].items())))
 
 
 def parse_slurm(texts: list[str]) -> tuple[tuple[str, object], ...]:

@@ -17,6 +17,7 @@ from ..errors import StbenchError
 from ..store.files import read_runs
 from ..store.machine import EnvInfo
 from ..store.manifest import read_manifest
+from ..store.rows import RETRIED, SCHEMA
 from . import registry
 from .launcher_config import Launch, make_launch
 from .skips import cell_skip
@@ -58,10 +59,15 @@ class Plan:
     launch: Launch = Launch()  # how the cells' processes are started
 
     @property
+    def finished(self) -> set[str]:
+        """The run ids whose rows stand: a resume runs every other cell (a failed or hung one
+        again, store.rows.RETRIED)."""
+        return {r["run_id"] for r in self.done if r["status"] not in RETRIED}
+
+    @property
     def remaining(self) -> "Plan":
-        """This plan without the cells whose rows are already in the folder (what a resume runs)."""
-        done = {r["run_id"] for r in self.done}
-        return replace(self, cells=tuple(c for c in self.cells if c.run_id not in done))
+        """This plan without the cells whose rows stand (what a resume runs)."""
+        return replace(self, cells=tuple(c for c in self.cells if c.run_id not in self.finished))
 
 
 def resolve_params(w: Workload, preset: str, smoke: bool, sets) -> tuple[dict, dict, dict]:
@@ -153,10 +159,13 @@ def plan_new(req: Request, env: EnvInfo, command: tuple[str, ...] = ()) -> Plan:
         raise StbenchError(f"nothing to run: {skips[cells[0].run_id]}")
     check_data(w, cells)
     manifest = {
-        "stbench_version": __version__, "git_sha": git_sha(), "command": list(command),
+        "schema": SCHEMA, "stbench_version": __version__, "git_sha": git_sha(),
+        "command": list(command),
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "workload": w.name,
-        "matrix": asdict(matrix), "cells": [asdict(c) for c in cells], "env": env.to_dict(),
-        "launcher": launch.to_dict(), **({"prices": dict(req.prices)} if req.prices else {}),
+        "matrix": asdict(matrix),
+        "cells": [asdict(c) for c in cells],
+        "env": env.to_dict(), "launcher": launch.to_dict(),
+        **({"prices": dict(req.prices)} if req.prices else {}),
     }
     return Plan(w, tuple(cells), new_folder(req.out, w.name), manifest, skips, launch=launch)
 
@@ -179,8 +188,9 @@ def plan_profile(req: Request, env: EnvInfo, offload: bool, steps: int, command:
 
 
 def plan_resume(workload: str | None, folder: Path, env: EnvInfo) -> Plan:
-    """The study stored in folder/manifest.json; its runs.csv must be readable. workload: what
-    the user named, checked against the study's (None: the study's own)."""
+    """The study stored in folder/manifest.json, its cells with the ids they were planned with;
+    its runs.csv must be readable. workload: what the user named, checked against the study's
+    (None: the study's own)."""
     if not folder.is_dir():
         raise StbenchError(f"--resume {folder}: no such result folder")
     manifest = read_manifest(folder)
@@ -193,6 +203,6 @@ def plan_resume(workload: str | None, folder: Path, env: EnvInfo) -> Plan:
     except (TypeError, ValueError) as exc:
         raise StbenchError(f"{folder}/manifest.json is corrupt: bad cell ({exc})") from None
     w = registry.get(workload)
-    launch = Launch.from_dict(manifest.get("launcher"))
+    launch = Launch.from_dict(manifest["launcher"])
     skips = {c.run_id: r for c in cells if (r := cell_skip(c, env, w, launch.kind))}
     return Plan(w, cells, folder, manifest, skips, done, launch)

@@ -44,9 +44,3 @@ def get(name: str) -> Workload:
 
 def all_workloads() -> list[Workload]:
     return [get(n) for n in names()]
-
-
-def param_defaults() -> dict[str, dict[str, object]]:
-    """Every registered workload's parameter defaults (what a row recorded before a parameter
-    existed ran with), for reports that read older rows."""
-    return {w.name: {n: p.default for n, p in w.all_params.items()} for w in all_workloads()}

@@ -9,31 +9,13 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
-from ..contract.checkpoint import CHECKPOINT
-from ..contract.params import LATER_KNOB_DEFAULTS
 from ..device import is_cuda, parse
 from ..errors import StbenchError
 
 STRATEGIES = ("single", "ddp", "zero1", "fsdp")
 DISTRIBUTED = STRATEGIES[1:]  # each cell a torchrun world of nproc processes per node
-# Parameters added after result folders existed, with their defaults: left out of run_id at those.
-LATE_DEFAULTS = {**LATER_KNOB_DEFAULTS, CHECKPOINT.name: CHECKPOINT.default}
-
-
-def _late_defaults(workload: str) -> dict:
-    """LATE_DEFAULTS with the workload's own defaults for them (cnn-strain's lr_base_batch is 75):
-    a knob a workload overrides is still at its default when the user leaves it alone; and the
-    workload's own parameters marked `late` (stnn's state)."""
-    from .registry import get  # the entry points load once, and only when an id is wanted
-
-    try:
-        own = get(workload).all_params
-    except StbenchError:  # a spec read back for a workload no longer installed
-        return LATE_DEFAULTS
-    common = {k: own[k].default if k in own else v for k, v in LATE_DEFAULTS.items()}
-    return {**common, **{p.name: p.default for p in own.values() if p.late}}  # the workload's own late ones
 
 
 @dataclass(frozen=True)
@@ -51,22 +33,9 @@ class RunSpec:
     preset: str = "default"
     params: tuple[tuple[str, object], ...] = ()  # fully resolved workload parameters, sorted
     nodes: int = 1  # torchrun agents (machines); world_size = nproc per node x nodes
-
-    @property
-    def run_id(self) -> str:
-        """Stable id of this cell × repeat: resume matches finished rows by it.
-
-        Fields and trainer knobs added after result folders existed are left out of the hash while they
-        hold their default, so every cell planned before they existed (the committed reference
-        studies, a study resumed by a newer stbench) keeps its id.
-        """
-        d = asdict(self)
-        if d["nodes"] == 1:
-            del d["nodes"]
-        late = _late_defaults(self.workload)
-        d["params"] = [(k, v) for k, v in self.params if k not in late or v != late[k]]
-        blob = json.dumps(d, sort_keys=True, default=str)
-        return hashlib.sha1(blob.encode()).hexdigest()[:12]
+    # Set once, when the cell is planned (`identify`), and stored with it in the manifest:
+    # resume, the child and the rows read it, nothing computes it again.
+    run_id: str = ""
 
     @property
     def distributed(self) -> bool:
@@ -82,7 +51,7 @@ class RunSpec:
         """The torch.distributed backend of a multi-process cell (`auto` resolved), None for `single`."""
         if not self.distributed:
             return None
-        chosen = self.param_dict.get("backend", "auto")
+        chosen = self.param_dict["backend"]
         if chosen == "auto":
             return "nccl" if is_cuda(self.device) else "gloo"
         return str(chosen)
@@ -123,9 +92,8 @@ class MatrixSpec:
     nnodes: tuple[int, ...] = (1,)
     # Repeat r trains with seed + r (MLPerf's runs each have their own seed), so the repeats'
     # spread holds the training's randomness (initial weights, data order, a generated data set)
-    # and not only the machine's. A late default: a matrix without it (every study planned
-    # before) gave every repeat `seed`, and its cells keep that seed and their run ids.
-    seed_per_repeat: bool = False
+    # and not only the machine's; off (`--same-seed`), every repeat trains with `seed`.
+    seed_per_repeat: bool = True
 
 
 def expand(m: MatrixSpec) -> list[RunSpec]:
@@ -163,8 +131,18 @@ def expand(m: MatrixSpec) -> list[RunSpec]:
             )
             if cell not in seen:
                 seen.add(cell)
-                cells.append(cell)
+                cells.append(identify(cell))
     return cells
+
+
+def identify(cell: RunSpec) -> RunSpec:
+    """The cell with its id: a hash of everything that defines it (every field and every
+    parameter, written out). The one place an id is computed, once, when the cell is planned;
+    the manifest stores it with the cell, so a resumed study, the child and the rows read it
+    and an id never depends on which stbench or workload version reads it back."""
+    defined = {k: v for k, v in asdict(cell).items() if k != "run_id"}
+    blob = json.dumps(defined, sort_keys=True, default=str)
+    return replace(cell, run_id=hashlib.sha1(blob.encode()).hexdigest()[:12])
 
 
 def check_device(text: str) -> str:

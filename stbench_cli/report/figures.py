@@ -1,41 +1,33 @@
-"""The report's timing figures: time vs epochs per hardware, where the time went, and
-data-parallel scaling. Each takes one workload's rows (report.tables.frame) and returns a
-Picture (PNG bytes) or None where the data has nothing to show. Lines are cells
-(report.series); only repeats of one cell are ever aggregated."""
+"""A study's figures of time and memory: time vs epochs per cell, where the time went,
+data-parallel scaling, and where the memory went. Each takes a study's frame (report.model)
+and returns a Picture (PNG bytes), or None where the rows have nothing to show. Lines are cells
+(report.plotting); only repeats of one cell are ever aggregated."""
 
 from __future__ import annotations
 
 import textwrap
-from dataclasses import dataclass
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
 from ..store.rows import PHASE_COLUMNS
-from .series import cell_keys, differ, medians, names, panels, spread
-from .stats import show
-from .style import PHASE_COLOURS, from_zero, grid, legend_below, look, png
+from .labels import show
+from .model import axes, columns, name_of
+from .plotting import (PHASE_COLOURS, Picture, caption, cell_keys, differ, from_zero, grid,
+                       legend_below, look, medians, names, panels, png, spread)
+from .tables import MEMORY, memory_cells
 
 REPEAT_NOTE = "points are medians over repeats; bars span the lowest and highest repeat"
-
-
-@dataclass(frozen=True)
-class Picture:
-    name: str  # file stem, e.g. "cnn-strain-time-vs-epochs"
-    title: str
-    caption: str
-    png: bytes
-
-
-def caption(*parts: str) -> str:
-    return "; ".join(p for p in parts if p) + "."
+MEMORY_COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7")  # Okabe-Ito: any colour vision
 
 
 def errorbar(ax, m: pd.DataFrame, name: str, i: int) -> Line2D:
     yerr = np.vstack([m["median"] - m["low"], m["high"] - m["median"]])
-    bars = ax.errorbar(m.index, m["median"], yerr=yerr, capsize=3, label=name, linewidth=1.5, markersize=5, **look(i))
+    bars = ax.errorbar(m.index, m["median"], yerr=yerr, capsize=3, label=name, linewidth=1.5,
+                       markersize=5, **look(i))
     return bars.lines[0]
 
 
@@ -58,7 +50,8 @@ def time_vs_epochs(w: pd.DataFrame, workload: str) -> Picture | None:
     legend_below(fig, handles, f"unless named: {shown[0].unnamed}" if shown[0].unnamed else "")
     text = caption(f"{workload}: wall time of each cell against its epoch count", REPEAT_NOTE,
                    differ(ok, "epochs"),
-                   *(f"unless named: {u}" for u in dict.fromkeys(p.unnamed for p in shown if p.unnamed)))
+                   *(f"unless named: {u}"
+                     for u in dict.fromkeys(p.unnamed for p in shown if p.unnamed)))
     return Picture(f"{workload}-time-vs-epochs", "Time vs epochs", text, png(fig))
 
 
@@ -68,8 +61,9 @@ def phase_bars(w: pd.DataFrame, workload: str) -> Picture | None:
     if ok.empty:
         return None
     keys = cell_keys(ok)
-    cells = ok.groupby(keys, sort=True, dropna=False) if keys else [((), ok)]
-    med = pd.DataFrame([{**g.iloc[0].to_dict(), **g[list(PHASE_COLUMNS)].median().to_dict()} for _, g in cells])
+    cells = ok.groupby(columns(keys), sort=True, dropna=False) if keys else [((), ok)]
+    med = pd.DataFrame([{**g.iloc[0].to_dict(), **g[list(PHASE_COLUMNS)].median().to_dict()}
+                        for _, g in cells])
     total = med[list(PHASE_COLUMNS)].sum(axis=1).to_numpy()
     labels, unnamed = names(med, keys)
     fig, (ax,) = grid(1, size=(10.5, 0.32 * len(med) + 1.6))
@@ -87,8 +81,9 @@ def phase_bars(w: pd.DataFrame, workload: str) -> Picture | None:
     if unnamed:
         fig.suptitle(textwrap.fill(f"unless named: {unnamed}", 140), fontsize=8)
     legend_below(fig, handles)
-    text = caption(f"{workload}: where each cell's time went (medians over repeats); the number is train + eval "
-                   "seconds", differ(ok), f"unless named: {unnamed}" if unnamed else "")
+    text = caption(f"{workload}: where each cell's time went (medians over repeats); the number "
+                   "is train + eval seconds", differ(ok),
+                   f"unless named: {unnamed}" if unnamed else "")
     return Picture(f"{workload}-phases", "Where the time went", text, png(fig))
 
 
@@ -110,10 +105,12 @@ def _baseline(ln, panel) -> float | None:
     """Median samples/s of the smallest world of this cell's settings: on the line itself, or on
     the line that differs from it only in nodes (a 2-node line starts above world size 1)."""
     rows = pd.concat([other.rows for other in panel.lines])
-    same = [k for k in cell_keys(rows) if k not in ("world_size", "nodes", "nproc_per_node")]
+    same = [k.column for k in cell_keys(rows)
+            if k.column not in ("world_size", "nodes", "nproc_per_node")]
     mine = ln.rows.iloc[0]
     wanted = [show(mine[k]) for k in same]  # shown values: a missing parameter ("-") equals itself
-    match = rows[[[show(v) for v in r] == wanted for r in rows[same].itertuples(index=False)]] if same else rows
+    found = [[show(v) for v in r] == wanted for r in rows[same].itertuples(index=False)]
+    match = rows[found] if same else rows
     smallest = match[match["world_size"] == match["world_size"].min()]["samples_per_s"]
     return float(smallest.median()) if len(smallest) else None
 
@@ -135,7 +132,8 @@ def _scaling_panel(axes, panel, colours: dict[str, int], handles: dict) -> bool:
     a_speed.plot([smallest, top], [1, top / smallest], "k--", linewidth=1)
     a_eff.axhline(100, color="black", linestyle="--", linewidth=1)
     nodes = False
-    for ax, ylabel in ((a_speed, f"speedup vs {smallest} process{'es' if smallest > 1 else ''}"), (a_eff, "scaling efficiency (%)"),
+    against = f"speedup vs {smallest} process{'es' if smallest > 1 else ''}"
+    for ax, ylabel in ((a_speed, against), (a_eff, "scaling efficiency (%)"),
                        (a_sync, "sync waited (ms/step)")):
         ax.set(xlabel="processes (world size)", ylabel=ylabel, title=panel.title)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -150,7 +148,6 @@ def scaling(w: pd.DataFrame, workload: str) -> Picture | None:
     ddp = w[(w["strategy"] != "single") & (w["status"] == "ok")]  # every distributed strategy
     if ddp["world_size"].nunique() < 2:
         return None
-    # a panel of one world size (a strategies study at nproc=2) has no scaling to show
     # a panel of one world size (a strategies study at nproc=2) has no scaling to show; the
     # rest are laid out again, so that names and captions speak of what is drawn
     kept = [pd.concat([ln.rows for ln in p.lines]) for p in panels(ddp, "world_size")]
@@ -169,7 +166,39 @@ def scaling(w: pd.DataFrame, workload: str) -> Picture | None:
     if nodes:
         handles["larger worlds span another node"] = Line2D([], [], color="grey", linestyle=":")
     legend_below(fig, handles, f"unless named: {shown[0].unnamed}" if shown[0].unnamed else "")
-    text = caption(f"{workload}: data-parallel scaling; speedup and efficiency from median samples/s against "
-                   "the smallest world of the same cell settings, ideal dashed", "sync: gradient communication a training "
-                   "step waited for, per step; " + REPEAT_NOTE, differ(ddp, "world_size"))
+    text = caption(f"{workload}: data-parallel scaling; speedup and efficiency from median "
+                   "samples/s against the smallest world of the same cell settings, ideal dashed",
+                   "sync: gradient communication a training step waited for, per step; "
+                   + REPEAT_NOTE, differ(ddp, "world_size"))
     return Picture(f"{workload}-scaling", "Data-parallel scaling", text, png(fig))
+
+
+def memory(w: pd.DataFrame, workload: str) -> Picture | None:
+    """Stacked horizontal bars of the memory parts per cell, and each cell's wall time beside
+    them on the same rows; None where no row counted memory."""
+    keys, cells = memory_cells(w)
+    if cells.empty:
+        return None
+    # a cell by what varies among the cells drawn (the rows that did not count memory left out)
+    named = axes(cells, keys) or keys[:1]
+    names = ["\n".join(textwrap.wrap(name_of(named, row), 40))
+             for row in cells[columns(named)].itertuples(index=False)]
+    height = 1.6 + sum(0.2 + 0.18 * (n.count("\n") + 1) for n in names)  # room for wrapped names
+    fig, (mem, time) = plt.subplots(1, 2, figsize=(10, height), sharey=True, layout="constrained",
+                                    gridspec_kw={"width_ratios": [3, 1.4]})
+    left = pd.Series(0.0, index=cells.index)
+    for (col, label), colour in zip(MEMORY.items(), MEMORY_COLOURS):
+        mem.barh(names, cells[col].fillna(0), left=left, label=label, color=colour)
+        left += cells[col].fillna(0)
+    mem.set(xlabel="MiB per rank (max over ranks)", title=f"{workload}: where the memory went")
+    mem.invert_yaxis()  # the first cell on top
+    time.barh(names, cells["wall_s"], color="#555555")
+    time.set(xlabel="wall time (s)", title="time of the same cells")
+    # below everything, in space the constrained layout keeps free for it
+    fig.legend(*mem.get_legend_handles_labels(), loc="outside lower center", ncol=4, fontsize=8,
+               frameon=False)
+    text = caption("per rank, the maximum over ranks: parameters, gradients and optimizer state "
+                   "counted from the tensors the rank holds; activations: one step's peak above "
+                   "its start less its gradients", "medians over repeats",
+                   f"cells differ in {', '.join(k.name for k in named)}" if len(cells) > 1 else "")
+    return Picture(f"{workload}-memory", f"{workload}: where the memory went", text, png(fig))

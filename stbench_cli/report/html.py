@@ -1,39 +1,77 @@
-"""The report as files: one self-contained report.html (every figure embedded as a data URI,
-so it opens offline and travels as one file) and report.md with the PNGs beside it. Both open
-with every study's finding (one line each, linking to its section), the hardware and a
-headline figure; the result folders come last."""
+"""`stbench report`'s files: every study's view (report.view) written as one self-contained
+report.html (every figure embedded as a data URI, so it opens offline and travels as one file)
+and as report.md with the PNGs beside it. Both open with every study's finding (one line each,
+linking to its section), the hardware and a headline figure; the result folders come last."""
 
 from __future__ import annotations
 
 import base64
 import html
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
 import pandas as pd
 
-from .document import Report
+from .labels import machine_table
+from .model import studies
+from .read import Folder, Skipped
 from .tables import markdown
+from .view import REPORT, View, headline, view
+
+if TYPE_CHECKING:
+    from .plotting import Picture
 
 STYLE = """
-body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto; max-width: 1180px;
-       padding: 0 1rem; color: #1a1a1a; line-height: 1.45; }
-h1 { margin-bottom: 0.2rem; } h2 { border-bottom: 1px solid #ccc; padding-bottom: 0.2rem; margin-top: 2.5rem; }
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto;
+       max-width: 1180px; padding: 0 1rem; color: #1a1a1a; line-height: 1.45; }
+h1 { margin-bottom: 0.2rem; }
+h2 { border-bottom: 1px solid #ccc; padding-bottom: 0.2rem; margin-top: 2.5rem; }
 table { border-collapse: collapse; margin: 0.6rem 0 1.2rem; font-size: 0.86rem; }
-th, td { border: 1px solid #d0d0d0; padding: 0.25rem 0.55rem; text-align: left; white-space: nowrap; }
+th, td { border: 1px solid #d0d0d0; padding: 0.25rem 0.55rem; text-align: left;
+         white-space: nowrap; }
 th { background: #f1f3f5; } tr:nth-child(even) td { background: #fafafa; }
-.scroll { overflow-x: auto; max-width: 100%; } table.wrap td { white-space: normal; overflow-wrap: anywhere; }
+.scroll { overflow-x: auto; max-width: 100%; }
+table.wrap td { white-space: normal; overflow-wrap: anywhere; }
 h2 code, nav code { font-size: 0.85em; white-space: normal; overflow-wrap: anywhere; }
-figure { margin: 1rem 0 2rem; } figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
+figure { margin: 1rem 0 2rem; }
+figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
 figcaption { font-size: 0.85rem; color: #444; max-width: 60rem; }
 .note { color: #666; font-style: italic; } .lede { color: #333; margin-top: 0.2rem; }
 .top { display: grid; grid-template-columns: minmax(0, 1fr); gap: 0 1.5rem; align-items: start; }
 @media (min-width: 1000px) { .top { grid-template-columns: minmax(0, 11fr) minmax(0, 9fr); } }
 figure.headline { margin: 0.5rem 0 1rem; } h2#findings { margin-top: 0.3rem; }
-ul.findings { padding-left: 1.1rem; font-size: 0.88rem; margin: 0; } ul.findings li { margin: 0.3rem 0; }
+ul.findings { padding-left: 1.1rem; font-size: 0.88rem; margin: 0; }
+ul.findings li { margin: 0.3rem 0; }
 .command code { font-size: 0.82rem; white-space: normal; overflow-wrap: anywhere; color: #333; }
 .finding { background: #f4f8fb; border-left: 3px solid #0072B2; padding: 0.4rem 0.7rem; }
 .flag { color: #8a4b00; }
 """
+LEFT_OUT = "Left out (could not be read):"
+
+
+@dataclass(frozen=True)
+class Report:
+    views: tuple[View, ...]
+    machines: pd.DataFrame  # one line per labelled hardware
+    folders: pd.DataFrame  # one line per result folder
+    headline: tuple[View, Picture] | None = None  # the figure the report opens with, its study
+    skipped: tuple[Skipped, ...] = ()  # result folders left out, and why
+
+
+def build(folders: list[Folder], skipped: list[Skipped] = (),
+          progress: Callable[[str], None] | None = None) -> Report:
+    """The report of these result folders; `progress` hears of each study as its figures are
+    drawn (the slow part)."""
+    found, views = studies(folders), []
+    for i, s in enumerate(found, 1):
+        if progress:
+            progress(f"[{i}/{len(found)}] {s.name}")
+        views.append(view(s, REPORT, i))
+    runs = pd.concat([s.runs for s in found], ignore_index=True)
+    listed = pd.DataFrame([{"folder": f.path.name, "workload": f.runs[0]["workload"],
+                            "rows": len(f.runs), "command": f.question} for f in folders])
+    return Report(tuple(views), machine_table(runs), listed, headline(views), tuple(skipped))
 
 
 def _table(df: pd.DataFrame, wrap: bool = False) -> str:
@@ -41,101 +79,119 @@ def _table(df: pd.DataFrame, wrap: bool = False) -> str:
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row) + "</tr>"
                    for row in df.itertuples(index=False))
-    return f'<div class="scroll"><table{" class=wrap" if wrap else ""}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+    table = f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody>"
+    return f'<div class="scroll"><table{" class=wrap" if wrap else ""}>{table}</table></div>'
+
+
+def _image(pic, css: str = "") -> str:
+    data = base64.b64encode(pic.png).decode("ascii")
+    return (f'<figure{css}><img src="data:image/png;base64,{data}" '
+            f'alt="{html.escape(pic.title)}">')
 
 
 def _figure(pic) -> str:
-    data = base64.b64encode(pic.png).decode("ascii")
-    return (f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(pic.title)}">'
-            f"<figcaption><b>{html.escape(pic.title)}.</b> {html.escape(pic.caption)}</figcaption></figure>")
+    caption = f"<b>{html.escape(pic.title)}.</b> {html.escape(pic.caption)}"
+    return f"{_image(pic)}<figcaption>{caption}</figcaption></figure>"
 
 
 def hardware_line(report: Report) -> str:
-    """The hardware in one sentence: 'Measured on EPYC (2 cores): AMD EPYC, 2 cores, torch 2.13.0+cpu.'"""
+    """The hardware in one sentence: '1 study, measured on EPYC (2 cores) (AMD EPYC, 2 cores,
+    torch 2.13.0+cpu).'"""
     parts = []
     for m in report.machines.to_dict("records"):
-        said = [m.get("cpu_model", ""), f"{m['cores']} cores" if m.get("cores") else "", m.get("gpu_names", ""),
-                f"torch {m['torch']}" if m.get("torch") else ""]
+        said = [m.get("cpu_model", ""), f"{m['cores']} cores" if m.get("cores") else "",
+                m.get("gpu_names", ""), f"torch {m['torch']}" if m.get("torch") else ""]
         parts.append(f"{m['hardware']} ({', '.join(p for p in said if p)})")
-    n = len(report.sections)
+    n = len(report.views)
     return f"{n} stud{'ies' if n != 1 else 'y'}, measured on " + "; ".join(parts) + "."
 
 
 def _findings(report: Report) -> str:
     """Every study's finding, one line each, linking to its section."""
-    items = "".join(f'<li><a href="#{s.anchor}">{html.escape(s.name)}</a>: {html.escape(s.finding.text)}'
-                    + "".join(f' <span class="flag">{html.escape(f)}</span>' for f in s.finding.flags) + "</li>"
-                    for s in report.sections if s.finding)
-    return f'<section class="findings"><h2 id="findings">Findings</h2><ul class="findings">{items}</ul></section>'
+    items = "".join(
+        f'<li><a href="#{v.anchor}">{html.escape(v.study.name)}</a>: {html.escape(v.finding.text)}'
+        + "".join(f' <span class="flag">{html.escape(f)}</span>' for f in v.finding.flags)
+        + "</li>" for v in report.views)
+    return ('<section class="findings"><h2 id="findings">Findings</h2>'
+            f'<ul class="findings">{items}</ul></section>')
 
 
 def _headline(report: Report) -> str:
     if report.headline is None:
         return ""
-    s, pic = report.headline
-    data = base64.b64encode(pic.png).decode("ascii")
-    return (f'<figure class="headline"><img src="data:image/png;base64,{data}" alt="{html.escape(pic.title)}">'
-            f'<figcaption><b>{html.escape(pic.title)}</b>, from <a href="#{s.anchor}">{html.escape(s.name)}</a>: '
-            f"{html.escape(pic.caption.split('; ')[0].rstrip('.'))}.</figcaption></figure>")
+    v, pic = report.headline
+    source = f'<a href="#{v.anchor}">{html.escape(v.study.name)}</a>'
+    said = html.escape(pic.caption.split("; ")[0].rstrip("."))
+    image = _image(pic, ' class="headline"')
+    return (f"{image}<figcaption><b>{html.escape(pic.title)}</b>, from {source}: {said}."
+            "</figcaption></figure>")
 
 
-def _section(s) -> list[str]:
-    parts = [f'<h2 id="{s.anchor}">{html.escape(s.name or s.workload)}</h2>',
-             f'<p class="command"><code>{html.escape(s.question)}</code></p>']
-    if s.finding:
-        parts.append(f'<p class="finding"><b>Finding:</b> {html.escape(s.finding.text)}</p>')
-        parts += [f'<p class="flag">{html.escape(f)}</p>' for f in s.finding.flags]
-    for b in s.blocks:
+def _section(v: View) -> list[str]:
+    parts = [f'<h2 id="{v.anchor}">{html.escape(v.study.name)}</h2>',
+             f'<p class="command"><code>{html.escape(v.study.question)}</code></p>',
+             f'<p class="finding"><b>Finding:</b> {html.escape(v.finding.text)}</p>']
+    parts += [f'<p class="flag">{html.escape(f)}</p>' for f in v.finding.flags]
+    for b in v.blocks:
         parts.append(f"<h3>{html.escape(b.title)}</h3>")
         if b.table is not None:
             parts.append(_table(b.table))
         if b.picture is not None:
             parts.append(_figure(b.picture))
-    return parts + [f'<p class="note">{html.escape(n)}</p>' for n in s.notes]
+    return parts + [f'<p class="note">{html.escape(n)}</p>' for n in v.notes]
 
 
 def to_html(report: Report) -> str:
     """The findings and a headline figure first (the first screen), the hardware, one section per
-    study, and the result folders last."""
+    study, and the result folders last (and those left out)."""
     parts = ["<!doctype html>", '<html lang="en"><head><meta charset="utf-8">',
              '<meta name="viewport" content="width=device-width, initial-scale=1">',
-             f"<title>stbench report</title><style>{STYLE}</style></head><body>", "<h1>stbench report</h1>",
-             f'<p class="lede">{html.escape(hardware_line(report))} Each finding links to the tables and figures '
-             'behind it.</p>', f'<div class="top">{_headline(report)}{_findings(report)}</div>',
+             f"<title>stbench report</title><style>{STYLE}</style></head><body>",
+             "<h1>stbench report</h1>",
+             f'<p class="lede">{html.escape(hardware_line(report))} Each finding links to the '
+             'tables and figures behind it.</p>',
+             f'<div class="top">{_headline(report)}{_findings(report)}</div>',
              '<h2 id="hardware">Hardware</h2>', _table(report.machines)]
-    for s in report.sections:
-        parts += _section(s)
-    parts += ['<h2 id="folders">Result folders</h2>', _table(report.studies, wrap=True), "</body></html>"]
-    return "\n".join(parts) + "\n"
+    for v in report.views:
+        parts += _section(v)
+    parts += ['<h2 id="folders">Result folders</h2>', _table(report.folders, wrap=True)]
+    if report.skipped:
+        parts += [f'<p class="note">{LEFT_OUT}</p>',
+                  "<ul>" + "".join(f"<li>{html.escape(s.reason)}</li>" for s in report.skipped)
+                  + "</ul>"]
+    return "\n".join([*parts, "</body></html>"]) + "\n"
 
 
 def to_markdown(report: Report) -> str:
     parts = ["# stbench report", hardware_line(report), "## Findings",
-             "\n".join(f"- [{s.name}](#{s.anchor}): {s.finding.text}" for s in report.sections if s.finding)]
+             "\n".join(f"- [{v.study.name}](#{v.anchor}): {v.finding.text}" for v in report.views)]
     if report.headline:
-        s, pic = report.headline
-        parts.append(f"![{pic.title}]({pic.name}.png)\n\n*{pic.title}, from [{s.name}](#{s.anchor}).*")
+        v, pic = report.headline
+        parts.append(f"![{pic.title}]({pic.name}.png)\n\n*{pic.title}, from "
+                     f"[{v.study.name}](#{v.anchor}).*")
     parts += ["## Hardware", markdown(report.machines)]
-    for s in report.sections:
-        parts += [f'<a id="{s.anchor}"></a>\n\n## {s.name or s.workload}', f"`{s.question}`"]
-        if s.finding:
-            parts.append(f"**Finding:** {s.finding.text}" + "".join(f"\n\n> {f}" for f in s.finding.flags))
-        for b in s.blocks:
+    for v in report.views:
+        parts += [f'<a id="{v.anchor}"></a>\n\n## {v.study.name}', f"`{v.study.question}`",
+                  f"**Finding:** {v.finding.text}" + "".join(f"\n\n> {f}" for f in v.finding.flags)]
+        for b in v.blocks:
             parts.append(f"### {b.title}")
             if b.table is not None:
                 parts.append(markdown(b.table))
             if b.picture is not None:
-                parts.append(f"![{b.picture.title}]({b.picture.name}.png)\n\n*{b.picture.title}.* {b.picture.caption}")
-        parts += [f"_{n}_" for n in s.notes]
-    parts += ["## Result folders", markdown(report.studies)]
+                pic = b.picture
+                parts.append(f"![{pic.title}]({pic.name}.png)\n\n*{pic.title}.* {pic.caption}")
+        parts += [f"_{n}_" for n in v.notes]
+    parts += ["## Result folders", markdown(report.folders)]
+    if report.skipped:
+        parts += [LEFT_OUT, "\n".join(f"- {s.reason}" for s in report.skipped)]
     return "\n\n".join(parts) + "\n"
 
 
 def write(report: Report, out: Path) -> Path:
     """report.html, report.md and one PNG per figure into `out`; returns report.html's path."""
     out.mkdir(parents=True, exist_ok=True)
-    for s in report.sections:
-        for b in s.blocks:
+    for v in report.views:
+        for b in v.blocks:
             if b.picture is not None:
                 (out / f"{b.picture.name}.png").write_bytes(b.picture.png)
     (out / "report.md").write_text(to_markdown(report))

@@ -1,20 +1,44 @@
-"""The report of `stbench profile`: phase table, per-step memory and top operators as
-Markdown, from a result folder's runs.csv and profile/<run_id>/ files (pure; no torch)."""
+"""`stbench profile`'s report (pure; no torch): per profiled run what it found in a sentence,
+then its phases, its memory per step, its top operators and, on CUDA, the host-device
+synchronisations per step counted in its Chrome trace, as Markdown from the result folder's
+runs.csv rows and profile/<run_id>/ files.
+
+Host-device synchronisations per training step: a call that blocks the host until the device
+catches up (`.item()`, `.cpu()`, an explicit synchronize) shows in the trace as a CUDA runtime
+call (cat `cuda_runtime`) or, made by code that talks to the driver directly, a driver call (cat
+`cuda_driver`); each one inside the host's `ProfilerStep#k` range is a sync in that step
+(store.trace). Counted:
+
+- the synchronize calls of streams, events, the device or context (runtime and driver);
+- synchronous copies (cudaMemcpy and its 2D/3D/symbol/peer forms, the driver's cuMemcpyDtoH...);
+- freeing device or pinned memory (cudaFree, cudaFreeHost, cuMemFree...): it waits for the
+  whole device;
+- an asynchronous copy to or from pageable memory: the host waits for it (its GPU side is
+  named "Memcpy DtoH (Device -> Pageable)" and carries the call's `correlation` id).
+
+Names are taken without the driver's version and per-thread suffixes (cuMemcpyDtoH_v2,
+cudaStreamSynchronize_ptsz). A driver call inside a counted runtime call on the same thread is
+that call's own work, not a second sync. Pure JSON reading.
+"""
 
 from __future__ import annotations
 
 import csv
 import json
-from statistics import median
+import re
 from pathlib import Path
+from statistics import median
 
 from tabulate import tabulate
 
 from ..device import is_cuda
-from ..store.rows import PHASE_COLUMNS as PHASES
-from . import syncs
+from ..store.rows import PHASE_COLUMNS
+from ..store.trace import step_windows
+from .read import Run
 
 TOP = 10
+MEMORY_COLUMNS = ("alloc_peak_above_start_mb", "cuda_max_allocated_mb", "rss_mb")
+LARGEST = 5
 
 
 def _float(row: dict, key: str) -> float | None:
@@ -31,20 +55,21 @@ def _read(path: Path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
-def phase_table(row: dict) -> str:
-    times = [(key.removesuffix("_s"), _float(row, key) or 0.0) for key in PHASES]
+def _phases(run: Run) -> list[tuple[str, float]]:
+    return [(key.removesuffix("_s"), run.get(key, 0.0)) for key in PHASE_COLUMNS]
+
+
+def phase_table(run: Run) -> str:
+    """Seconds and share of the profiled run's time per phase; stnn's relation streaming, a
+    part of compute, with its share of the same total."""
+    times = _phases(run)
     total = sum(t for _, t in times) or float("nan")
     lines = [[name, f"{t:.4f}", f"{100 * t / total:.1f}%"] for name, t in times]
-    # x.stream_s is the workload's own figure; folders written before schema extras say stream_s
-    stream = _float(row, "x.stream_s") or _float(row, "stream_s")
+    stream = run["x.stream_s"]
     if stream is not None:
-        mb = _float(row, "x.stream_mb") or _float(row, "stream_mb") or 0.0
-        lines.append(["relation streaming (within compute)", f"{stream:.4f}", f"{mb:,.1f} MiB moved"])
+        lines.append(["relation streaming (within compute)", f"{stream:.4f}",
+                      f"{100 * stream / total:.1f}%"])
     return tabulate(lines, headers=["phase", "seconds", "share"], tablefmt="github")
-
-
-MEMORY_COLUMNS = ("alloc_peak_above_start_mb", "cuda_max_allocated_mb", "rss_mb")
-LARGEST = 5
 
 
 def memory_summary(rows: list[dict]) -> str:
@@ -58,17 +83,23 @@ def memory_summary(rows: list[dict]) -> str:
     stats = []
     for c in cols:
         values = sorted(v for r in shown if (v := _float(r, c)) is not None)
-        stats.append([c, f"{values[0]:,.4g}", f"{median(values):,.4g}", f"{values[-1]:,.4g}", str(len(values))])
-    text = tabulate(stats, headers=["MiB", "min", "median", "max", "steps"], tablefmt="github", disable_numparse=True)
+        stats.append([c, f"{values[0]:,.4g}", f"{median(values):,.4g}", f"{values[-1]:,.4g}",
+                      str(len(values))])
+    text = tabulate(stats, headers=["MiB", "min", "median", "max", "steps"], tablefmt="github",
+                    disable_numparse=True)
     key = cols[0]
-    largest = sorted((r for r in shown if _float(r, key) is not None), key=lambda r: -_float(r, key))[:LARGEST]
-    body = [[r["step"], *(f"{_float(r, c):,.4g}" if _float(r, c) is not None else "-" for c in cols)] for r in largest]
-    return text + f"\n\nLargest steps by {key}:\n\n" + tabulate(body, headers=["step", *cols], tablefmt="github", disable_numparse=True)
+    largest = sorted((r for r in shown if _float(r, key) is not None),
+                     key=lambda r: -_float(r, key))
+    body = [[r["step"], *(f"{v:,.4g}" if (v := _float(r, c)) is not None else "-" for c in cols)]
+            for r in largest[:LARGEST]]
+    return text + f"\n\nLargest steps by {key}:\n\n" + tabulate(
+        body, headers=["step", *cols], tablefmt="github", disable_numparse=True)
 
 
 def operator_table(rows: list[dict], cuda: bool) -> str:
     key = "self_device_ms" if cuda else "self_cpu_ms"
-    body = [[r["operator"], r["calls"], f"{float(r[key]):.3f}", f"{float(r['cpu_total_ms']):.3f}"] for r in rows[:TOP]]
+    body = [[r["operator"], r["calls"], f"{float(r[key]):.3f}", f"{float(r['cpu_total_ms']):.3f}"]
+            for r in rows[:TOP]]
     return tabulate(body, headers=["operator", "calls", key, "cpu_total_ms"], tablefmt="github")
 
 
@@ -80,27 +111,131 @@ def trace_events(path: Path) -> int:
     return len(data["traceEvents"])
 
 
-def report(folder: Path, rows: list[dict]) -> str:
+def finding(run: Run, folder: Path) -> str:
+    """What the profile found, in a sentence: where the run's time went, what stnn's streaming
+    moved, the operator that took the most time, and on CUDA the syncs per step."""
+    times = sorted(_phases(run), key=lambda p: -p[1])
+    total = sum(t for _, t in times)
+    if not total > 0:
+        return "No phase time was recorded."
+    shares = [f"{name} {100 * t / total:.1f}%" for name, t in times[1:] if t / total >= 0.001]
+    parts = [f"{times[0][0]} took {100 * times[0][1] / total:.1f}% of the profiled run's "
+             f"{total:.2f} s" + (f" ({', '.join(shares)})" if shares else "")]
+    if run["x.stream_s"] is not None:
+        stream, moved = run["x.stream_s"], run.get("x.stream_mb", 0.0)
+        parts.append(f"relation streaming, within compute, moved {moved:,.1f} MiB in "
+                     f"{stream:.3g} s ({100 * stream / total:.1f}%)")
+    cell = folder / "profile" / str(run["run_id"])
+    key = "self_device_ms" if is_cuda(str(run["device"])) else "self_cpu_ms"
+    ops = [(r["operator"], float(r[key])) for r in _read(cell / "operators.csv") if r.get(key)]
+    spent = sum(ms for _, ms in ops)
+    if ops and spent > 0:
+        name, ms = max(ops, key=lambda o: o[1])
+        what = "self device" if key == "self_device_ms" else "self CPU"
+        parts.append(f"the most {what} time went to {name} ({ms:,.1f} ms, "
+                     f"{100 * ms / spent:.0f}% of the operators')")
+    trace = cell / "trace.json"
+    if trace.exists() and is_cuda(str(run["device"])):
+        counts = [len(v) for v in syncs_per_step(trace).values()]
+        if counts:
+            parts.append(f"at most {max(counts)} host-device synchronisations per profiled step")
+    return "; ".join(parts) + "."
+
+
+def report(folder: Path, runs: list[Run]) -> str:
+    """The profile report of a result folder's runs (Markdown)."""
     parts = [f"# stbench profile: {folder}\n"]
-    for row in rows:
-        d = folder / "profile" / row["run_id"]
-        title = f"## {row['workload']} on {row['device']}, batch {row['batch_size']}: {row['status']}"
-        params = json.loads(row["params"]) if row.get("params") else {}
-        if "relations" in params:
-            title += f", relations={params['relations']}, mode={params.get('mode')}"
+    for run in runs:
+        d = folder / "profile" / str(run["run_id"])
+        title = (f"## {run['workload']} on {run['device']}, batch {run['batch_size']}: "
+                 f"{run['status']}")
+        if "relations" in run.params:
+            title += f", relations={run.params['relations']}, mode={run.params.get('mode')}"
         parts.append(title + "\n")
-        if row["status"] != "ok":
-            parts.append(f"{row.get('reason', '')}\n")
+        if run["status"] != "ok":
+            parts.append(f"{run.get('reason', '')}\n")
             continue
-        sps = _float(row, "steps_per_s")
+        parts.append(f"Finding: {finding(run, folder)}\n")
+        sps = run["steps_per_s"]
         parts.append(f"steady steps/s: {sps:,.2f}\n" if sps else "")
-        parts.append("### Phases (profiled run, seconds)\n\n" + phase_table(row) + "\n")
+        parts.append("### Phases (profiled run, seconds)\n\n" + phase_table(run) + "\n")
         parts.append("### Memory per step (MiB; every step in memory.csv)\n\n"
                      + memory_summary(_read(d / "memory.csv")) + "\n")
-        parts.append("### Top operators\n\n" + operator_table(_read(d / "operators.csv"), is_cuda(row["device"])) + "\n")
+        cuda = is_cuda(str(run["device"]))
+        top = operator_table(_read(d / "operators.csv"), cuda)
+        parts.append(f"### Top operators\n\n{top}\n")
         trace = d / "trace.json"
-        if trace.exists() and is_cuda(row["device"]):
-            parts.append(syncs.summary(trace) + "\n")
-        parts.append(f"Chrome trace: {trace} ({trace_events(trace):,} events; open in https://ui.perfetto.dev)\n"
-                     if trace.exists() else "no trace was written\n")
+        if trace.exists() and cuda:
+            parts.append(summary(trace) + "\n")
+        parts.append(f"Chrome trace: {trace} ({trace_events(trace):,} events; open in "
+                     "https://ui.perfetto.dev)\n" if trace.exists() else "no trace was written\n")
     return "\n".join(parts)
+
+
+API_CATEGORIES = ("cuda_runtime", "cuda_driver")
+SYNC_CALLS = frozenset({
+    # runtime API
+    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy",
+    "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpyPeer", "cudaMemcpyToSymbol", "cudaMemcpyFromSymbol",
+    "cudaFree", "cudaFreeHost", "cudaFreeArray",
+    # driver API
+    "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize", "cuMemcpy", "cuMemcpyDtoH",
+    "cuMemcpyHtoD", "cuMemcpy2D", "cuMemcpy2DUnaligned", "cuMemcpy3D", "cuMemcpyPeer",
+    "cuMemcpyAtoH", "cuMemcpyHtoA",
+    "cuMemFree", "cuMemFreeHost",
+})
+_SUFFIX = re.compile(r"(_v\d+)?(_pt(ds|sz))?$")
+PAGEABLE = "Pageable"
+
+
+def base_name(name: str) -> str:
+    """An API call's name without its version and per-thread-stream suffixes."""
+    return _SUFFIX.sub("", name)
+
+
+def _pageable_copies(events: list[dict]) -> set:
+    """Correlation ids of copies whose host side is pageable memory."""
+    return {e.get("args", {}).get("correlation") for e in events
+            if e.get("cat") == "gpu_memcpy" and PAGEABLE in str(e.get("name", ""))} - {None}
+
+
+def sync_calls(events: list[dict]) -> list[tuple[float, str]]:
+    """(start µs, name) of every synchronising API call in a trace, in time order."""
+    pageable = _pageable_copies(events)
+    found = []
+    for e in events:
+        if e.get("cat") not in API_CATEGORIES or "ts" not in e:
+            continue
+        name = base_name(str(e.get("name", "")))
+        if name in SYNC_CALLS:
+            found.append((e, name))
+        elif e.get("args", {}).get("correlation") in pageable:
+            found.append((e, f"{name} (pageable)"))
+    runtime = [e for e, _ in found if e["cat"] == "cuda_runtime"]
+
+    def inside_runtime(e: dict) -> bool:
+        return e["cat"] == "cuda_driver" and any(
+            r.get("tid") == e.get("tid") and r.get("pid") == e.get("pid")
+            and r["ts"] <= e["ts"] <= r["ts"] + r.get("dur", 0) for r in runtime)
+
+    return sorted((e["ts"], name) for e, name in found if not inside_runtime(e))
+
+
+def syncs_per_step(trace: Path) -> dict[int, list[str]]:
+    """ProfilerStep number -> the synchronising calls inside it (empty list: none)."""
+    events = json.loads(Path(trace).read_text())["traceEvents"]
+    calls = sync_calls(events)
+    return {number: [name for ts, name in calls if start <= ts <= end]
+            for start, end, number in step_windows(events)}
+
+
+def summary(trace: Path) -> str:
+    """One line for the profile report."""
+    per_step = syncs_per_step(trace)
+    if not per_step:
+        return "host-device synchronisations: no profiled step in the trace"
+    counts = [len(v) for v in per_step.values()]
+    names = sorted({n for v in per_step.values() for n in v})
+    return (f"host-device synchronisations per profiled step: max {max(counts)}, "
+            f"total {sum(counts)} over {len(counts)} steps"
+            + (f" ({', '.join(names)})" if names else ""))

@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from .figures import Picture, caption
-from .series import cell_keys, differ, names, panels, spread
-from .style import from_zero, grid, legend_below, look, png
+from .model import columns
+from .plotting import (Picture, caption, cell_keys, differ, from_zero, grid, legend_below, look,
+                       names, panels, png, spread)
 
 SYSTEM_METRICS = (("proc_cpu_pct", "process CPU (%)"), ("proc_rss_mb", "process RSS (MiB)"),
                   ("gpu_util_pct", "GPU utilisation (%)"), ("gpu_mem_mb", "GPU memory used (MiB)"),
@@ -22,7 +22,8 @@ def joined(w: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
     """epochs.csv or system.csv rows with their run's keys (label, cell keys, repeat)."""
     if rows.empty:
         return rows
-    w = w.rename(columns={"val_metric": "val_metric_name"})  # the metric's name; epochs.csv has its values
+    # the metric's name; epochs.csv has its values
+    w = w.rename(columns={"val_metric": "val_metric_name"})
     keep = ["study", "run_id", *[c for c in w.columns if c not in rows.columns]]
     return rows.merge(w[keep], on=["study", "run_id"], how="inner")
 
@@ -30,34 +31,30 @@ def joined(w: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
 def _evaluations(ep: pd.DataFrame) -> pd.DataFrame:
     """epochs.csv rows with their place in the run: `evaluation` (1, 2, ... in the run),
     `elapsed` (seconds since the first step, evaluation included) and `progress` (epochs
-    done). Rows of an older stbench, one per epoch, lack the last two: their elapsed time is
-    the running sum of epoch times and their progress the epoch."""
-    ep = ep.sort_values(["study", "run_id", "epoch", *(["step"] if "step" in ep else [])]).copy()
-    runs = ep.groupby(["study", "run_id"])
-    ep["evaluation"] = runs.cumcount() + 1
-    summed = runs["epoch_s"].cumsum()
-    ep["elapsed"] = ep["elapsed_s"].fillna(summed) if "elapsed_s" in ep else summed
-    ep["progress"] = ep["epochs_done"].fillna(ep["epoch"]) if "epochs_done" in ep else ep["epoch"]
-    return ep
+    done)."""
+    ep = ep.sort_values(["study", "run_id", "epoch", "step"]).copy()
+    ep["evaluation"] = ep.groupby(["study", "run_id"]).cumcount() + 1
+    return ep.assign(elapsed=ep["elapsed_s"], progress=ep["epochs_done"])
 
 
 def _curve(runs: pd.DataFrame) -> pd.DataFrame:
     """One cell's validation curve: per evaluation the median over repeats of the metric, of
     the time elapsed and of the epochs done (the evaluations every repeat made)."""
-    cols = dict(metric=("val_metric", "median"), elapsed=("elapsed", "median"), progress=("progress", "median"),
-                naive=("naive_baseline", "median"))
+    cols = dict(metric=("val_metric", "median"), elapsed=("elapsed", "median"),
+                progress=("progress", "median"), naive=("naive_baseline", "median"))
     if "target" in runs:
         cols["target"] = ("target", "median")
     # only the evaluations every repeat reached: where a budget let one repeat evaluate more
     # often, a median of fewer runs would step back in time
-    runs = runs[runs.groupby("evaluation")["run_id"].transform("nunique") == runs["run_id"].nunique()]
+    every = runs.groupby("evaluation")["run_id"].transform("nunique") == runs["run_id"].nunique()
+    runs = runs[every]
     return runs.groupby("evaluation").agg(**cols)
 
 
 def _longest(ep: pd.DataFrame) -> pd.DataFrame:
     """Per setting, only the cell run for the most epochs: a shorter run of the same seed and
     settings is a prefix of its curve, so one line per setting says it all."""
-    keys = [k for k in cell_keys(ep) if k != "epochs"]
+    keys = [k.column for k in cell_keys(ep) if k.column != "epochs"]
     if not keys:
         return ep[ep["epochs"] == ep["epochs"].max()]
     top = ep.groupby(keys, dropna=False)["epochs"].transform("max")
@@ -82,14 +79,15 @@ def time_to_quality(w: pd.DataFrame, epochs: pd.DataFrame, workload: str) -> Pic
     for k, panel in enumerate(shown):
         pair = axes[2 * k: 2 * k + 2]
         curves = {ln.name: _curve(ln.rows) for ln in panel.lines}
-        shared = {c: len({round(float(v[c].iloc[0]), 12) for v in curves.values() if c in v and v[c].notna().any()})
-                  for c in ("naive", "target")}
+        shared = {c: len({round(float(v[c].iloc[0]), 12) for v in curves.values()
+                          if c in v and v[c].notna().any()}) for c in ("naive", "target")}
         for name, c in curves.items():
             i = colours.setdefault(name, len(colours))
             colour = look(i)["color"]
             for ax, x in zip(pair, (c["elapsed"], c["progress"])):
                 handles[name] = ax.plot(x, c["metric"], linewidth=1.5, markersize=4, **look(i))[0]
-                _levels(ax, x, c, colour, {col: "grey" if n == 1 else colour for col, n in shared.items()})
+                levels = {col: "grey" if n == 1 else colour for col, n in shared.items()}
+                _levels(ax, x, c, colour, levels)
         metric = str(panel.lines[0].rows["val_metric_name"].iloc[0])
         for ax, xlabel in zip(pair, ("wall time since training began (s)", "epochs")):
             ax.set(xlabel=xlabel, ylabel=f"{metric} (lower is better)", title=panel.title)
@@ -98,19 +96,21 @@ def time_to_quality(w: pd.DataFrame, epochs: pd.DataFrame, workload: str) -> Pic
     targets = "target" in ep and ep["target"].notna().any()
     if targets:
         handles["target"] = Line2D([], [], color="grey", linestyle=":")
-    handles["first evaluation at the target" if targets else "first evaluation below the baseline"] = Line2D(
-        [], [], color="grey", marker="*", markersize=11, linestyle="")
+    first = "first evaluation at the target" if targets else "first evaluation below the baseline"
+    handles[first] = Line2D([], [], color="grey", marker="*", markersize=11, linestyle="")
     unnamed = shown[0].unnamed
     legend_below(fig, handles, f"unless named: {unnamed}" if unnamed else "")
-    return Picture(f"{workload}-time-to-quality", "Time to quality", _ttq_caption(workload, scale, targets, ep), png(fig))
+    text = _ttq_caption(workload, scale, targets, ep)
+    return Picture(f"{workload}-time-to-quality", "Time to quality", text, png(fig))
 
 
 def _ttq_caption(workload: str, scale: str, targets: bool, ep: pd.DataFrame) -> str:
     log = ", on a logarithmic axis" if scale == "log" else ""
-    return caption(f"{workload}: validation metric at each evaluation of the longest run of each setting (medians "
-                   f"over repeats){log}", "the dashed line is the naive baseline it must beat (persistence or the mean)",
-                   "the dotted line is the target; wall time counts evaluation, as MLPerf's clock does"
-                   if targets else "", differ(ep, "evaluation"))
+    return caption(f"{workload}: validation metric at each evaluation of the longest run of each "
+                   f"setting (medians over repeats){log}",
+                   "the dashed line is the naive baseline it must beat (persistence or the mean)",
+                   "the dotted line is the target; wall time counts evaluation, as MLPerf's clock "
+                   "does" if targets else "", differ(ep, "evaluation"))
 
 
 def _levels(ax, x, c: pd.DataFrame, colour: str, line_colours: dict[str, str]) -> None:
@@ -121,7 +121,8 @@ def _levels(ax, x, c: pd.DataFrame, colour: str, line_colours: dict[str, str]) -
         level = c[col].dropna() if col in c else pd.Series(dtype=float)
         if level.empty:
             continue
-        ax.axhline(float(level.iloc[0]), color=line_colours[col], linestyle=style, linewidth=1, alpha=0.8)
+        ax.axhline(float(level.iloc[0]), color=line_colours[col], linestyle=style, linewidth=1,
+                   alpha=0.8)
         below = (c["metric"] <= level.iloc[0]) if col == "target" else (c["metric"] < level.iloc[0])
         mark = np.flatnonzero(below.to_numpy())
     if mark is not None and len(mark):
@@ -144,9 +145,10 @@ def system_timelines(w: pd.DataFrame, system: pd.DataFrame, workload: str) -> li
     sy = joined(w, system)
     if sy.empty:
         return []
-    metrics = [(col, label) for col, label in SYSTEM_METRICS if col in sy.columns and sy[col].notna().any()]
+    metrics = [(col, label) for col, label in SYSTEM_METRICS
+               if col in sy.columns and sy[col].notna().any()]
     keys = cell_keys(sy)
-    cells = [g for _, g in sy.groupby(keys, sort=True, dropna=False)] if keys else [sy]
+    cells = [g for _, g in sy.groupby(columns(keys), sort=True, dropna=False)] if keys else [sy]
     cell_names, unnamed = names(pd.DataFrame([g.iloc[0] for g in cells]), keys)
     out = []
     for start in range(0, len(cells), CELLS_PER_FIGURE):
@@ -156,21 +158,24 @@ def system_timelines(w: pd.DataFrame, system: pd.DataFrame, workload: str) -> li
     return out
 
 
-def _timeline(chunk, metrics, workload: str, part: int, parts: int, unnamed: str, shared: str) -> Picture:
+def _timeline(chunk, metrics, workload: str, part: int, parts: int, unnamed: str,
+              shared: str) -> Picture:
     fig, axes = grid(len(metrics), per_row=2, size=(5.2, 3.0))
     handles = {}
     for i, (name, rows) in enumerate(chunk):
         for r, (_, run) in enumerate(rows.groupby(["study", "run_id"], sort=True)):
             run = run.sort_values("t_s")
             for ax, (col, _) in zip(axes, metrics):
-                line = ax.plot(run["t_s"], run[col], color=look(i)["color"], linewidth=1.2, alpha=1.0 if r == 0 else 0.5)
+                line = ax.plot(run["t_s"], run[col], color=look(i)["color"], linewidth=1.2,
+                               alpha=1.0 if r == 0 else 0.5)
                 handles.setdefault(name, line[0])
     for ax, (_, label) in zip(axes, metrics):
         ax.set(xlabel="time since the cell started (s)", ylabel=label)
         from_zero(ax)
     legend_below(fig, handles, f"unless named: {unnamed}" if unnamed else "")
     suffix = f" ({part} of {parts})" if parts > 1 else ""
-    text = caption(f"{workload}: system samples of each run, one line per run (repeats of a cell share its colour); "
-                   "process CPU is psutil's percent of one core (200% = two cores busy), RSS of the whole process tree",
+    text = caption(f"{workload}: system samples of each run, one line per run (repeats of a cell "
+                   "share its colour); process CPU is psutil's percent of one core (200% = two "
+                   "cores busy), RSS of the whole process tree",
                    shared, f"unless named: {unnamed}" if unnamed else "")
     return Picture(f"{workload}-system-{part}", f"System timelines{suffix}", text, png(fig))

@@ -1,8 +1,9 @@
-"""The data-parallel scaling study (pure: rows in, a table out), as a thesis on multi-node DDP
-reports it: per world size and node count, the epoch time, samples/s, speedup and efficiency
-against the smallest world measured, the share of training time spent waiting for gradient
-synchronisation, what one synchronisation costs, how many there are per epoch, and where a new
-node joins (the sync cost usually jumps there: traffic leaves the machine).
+"""The data-parallel scaling study (pure), as a thesis on multi-node DDP reports it: per world
+size and node count, the epoch time, samples/s, speedup and efficiency against the smallest
+world measured, the share of training time spent waiting for gradient synchronisation, what one
+synchronisation costs, how many there are per epoch, and where a new node joins (the sync cost
+usually jumps there: traffic leaves the machine). Its finding states the speedup, efficiency
+and sync share of the largest world, and the world where efficiency first drops below 50%.
 """
 
 from __future__ import annotations
@@ -12,14 +13,23 @@ import math
 import numpy as np
 import pandas as pd
 
-from .stats import format_number, show, significant
+from .cells import Cell, differs, ratio, significant
+from .labels import format_number, show
+from .model import HARDWARE, axes, columns, keys_of, name_of
+from .tables import heads
 from .ttt import ttt_speedup
 
-SHOWN = ("world_size", "nodes", "nproc_per_node")
+WORLD = ("world_size", "nodes")
+SPS = "samples/s"
+LINE = ("nodes", "nproc", "world", "epoch_s", "samples_per_s", "speedup", "ttt_speedup",
+        "efficiency", "sync_share", "ms_per_sync", "syncs_per_epoch", "node_boundary")
+# the finding's table: the full table's columns that answer it
+SHOWN = ("nodes", "nproc", "world", "samples_per_s", "speedup", "efficiency", "sync_share",
+         "ttt_speedup", "node_boundary")
 
 
 def _median(values: pd.Series) -> float:
-    """Median of the finite values (a figure older rows lack is NaN: shown as "-")."""
+    """Median of the finite values (a figure a row lacks is NaN: shown as "-")."""
     v = pd.to_numeric(values, errors="coerce").replace([np.inf, -np.inf], np.nan).dropna()
     return float(v.median()) if len(v) else math.nan
 
@@ -28,26 +38,13 @@ def _fmt(x: float, text: str) -> str:
     return text if math.isfinite(x) else "-"
 
 
-def with_layout(df: pd.DataFrame) -> pd.DataFrame:
-    """Rows written before multi-node runs existed: one node, every process on it."""
-    out = df.copy()
-    if "nodes" not in out:
-        out["nodes"] = 1
-    out["nodes"] = pd.to_numeric(out["nodes"], errors="coerce").fillna(1).astype(int)
-    per_node = out["world_size"] // out["nodes"]
-    out["nproc_per_node"] = pd.to_numeric(out.get("nproc_per_node", per_node), errors="coerce").fillna(per_node)
-    for col in ("epoch_s", "sync_count"):
-        if col not in out:
-            out[col] = math.nan
-    return out
-
-
 def _line(gn: pd.DataFrame, base: pd.DataFrame, base_world: int, new_node: bool) -> dict:
     sps, one = gn["samples_per_s"].tolist(), base["samples_per_s"].tolist()
     world, nodes = int(gn["world_size"].iloc[0]), int(gn["nodes"].iloc[0])
     speed = float(np.median(sps) / np.median(one)) if one and sps else math.nan
     note = "" if gn is base or significant(one, sps) else " (not significant)"
     share = _median(gn["sync_s"] / gn["train_s"])
+    per_sync = 1000 * gn["sync_s"] / gn["sync_count"].where(gn["sync_count"] > 0)
     return {
         "nodes": nodes, "nproc": int(gn["nproc_per_node"].iloc[0]), "world": world,
         "epoch_s": format_number(_median(gn["epoch_s"])),
@@ -57,7 +54,7 @@ def _line(gn: pd.DataFrame, base: pd.DataFrame, base_world: int, new_node: bool)
         "ttt_speedup": ttt_speedup(gn, base),
         "efficiency": _fmt(speed, f"{100 * speed * base_world / world:.0f}%"),
         "sync_share": _fmt(share, f"{100 * share:.1f}%"),
-        "ms_per_sync": format_number(_median(1000 * gn["sync_s"] / gn["sync_count"].where(gn["sync_count"] > 0))),
+        "ms_per_sync": format_number(_median(per_sync)),
         "syncs_per_epoch": format_number(_median(gn["sync_count"] / gn["epochs"])),
         "node_boundary": f"<- node {nodes} joins" if new_node else "",
     }
@@ -65,7 +62,7 @@ def _line(gn: pd.DataFrame, base: pd.DataFrame, base_world: int, new_node: bool)
 
 def _group_lines(g: pd.DataFrame) -> list[dict]:
     """One line per (world, nodes), smallest world first; speedups against the smallest."""
-    parts = list(g.groupby(["world_size", "nodes"], sort=True))
+    parts = list(g.groupby(list(WORLD), sort=True))
     (base_world, base_nodes), base = parts[0]
     lines, nodes_seen = [], int(base_nodes)
     for (_, nodes), gn in parts:
@@ -74,25 +71,92 @@ def _group_lines(g: pd.DataFrame) -> list[dict]:
     return lines
 
 
-def scaling(df: pd.DataFrame, keys: list[str]) -> dict[str, pd.DataFrame]:
-    """Per workload, the scaling table of its multi-process rows (every strategy but `single`)
-    that span at least two worlds; `keys` are the frame's cell keys (see tables.keys_of)."""
-    df = with_layout(df)
-    multi = df[(df["strategy"] != "single") & (df["status"] == "ok")]
-    out = {}
-    for workload, w in multi.groupby("workload", sort=True):
-        if len(w[["world_size", "nodes"]].drop_duplicates()) < 2:
-            continue
-        group_keys = [k for k in keys if k not in SHOWN]
-        lines = []
-        for key, g in w.groupby(group_keys, sort=True, dropna=False):
-            shown = {k: show(v)  # "-" for a parameter older rows lack
-                     for k, v in zip(group_keys, key) if w[k].astype(str).nunique() > 1 or k == "label"}
-            lines += [{**shown, **line} for line in _group_lines(g)]
-        table = pd.DataFrame(lines).rename(columns={"label": "device"})
-        if not table["node_boundary"].any():  # every world on one node: nothing to mark
-            table = table.drop(columns="node_boundary")
-        if (table["ttt_speedup"] == "-").all():  # no run had a target, or none reached it
-            table = table.drop(columns="ttt_speedup")
-        out[workload] = table
+def _multi(s: pd.DataFrame) -> pd.DataFrame:
+    """The runs of every distributed strategy (every strategy but `single`) that ended ok."""
+    return s[(s["strategy"] != "single") & (s["status"] == "ok")]
+
+
+def table(s: pd.DataFrame) -> pd.DataFrame | None:
+    """The scaling table of a study's multi-process runs, where they span two worlds or more."""
+    multi = _multi(s)
+    if len(multi[list(WORLD)].drop_duplicates()) < 2:
+        return None
+    keys = [k for k in keys_of(s) if k.column not in (*WORLD, "nproc_per_node")]
+    shown = [k for k in keys if k == HARDWARE or k in axes(multi, keys)]
+    names = dict(zip(shown, heads(shown, LINE)))
+    lines = []
+    for key, g in multi.groupby(columns(keys), sort=True, dropna=False):
+        named = {names[k]: show(v) for k, v in zip(keys, key) if k in shown}  # "-": none
+        lines += [{**named, **line} for line in _group_lines(g)]
+    out = pd.DataFrame(lines)
+    if not out["node_boundary"].any():  # every world on one node: nothing to mark
+        out = out.drop(columns="node_boundary")
+    if (out["ttt_speedup"] == "-").all():  # no run had a target, or none reached it
+        out = out.drop(columns="ttt_speedup")
+    out.attrs["keys"] = list(out.columns[: list(out.columns).index("world") + 1])
     return out
+
+
+def view(s: pd.DataFrame) -> tuple[str, pd.DataFrame] | None:
+    """The finding's table: the full table's speedup, efficiency and sync columns."""
+    full = table(s)
+    if full is None:
+        return None
+    lead = list(full.columns[: list(full.columns).index("nodes")])
+    layout = ["nodes", "nproc", "world"]
+    if (full["nproc"] == full["world"]).all():  # every world on one node: nproc says it again
+        layout.remove("nproc")
+    rest = [c for c in SHOWN if c in full.columns and c not in ("nodes", "nproc", "world")]
+    kept = full[lead + layout + rest].rename(columns={"samples_per_s": SPS, "sync_share": "sync"})
+    kept.attrs["keys"] = lead + layout
+    return ("data-parallel scaling against the smallest world: speedup, efficiency, and sync (the "
+            "share of training time spent waiting for gradient synchronisation)", kept)
+
+
+def _world_cells(g: pd.DataFrame) -> list[tuple[int, int, Cell, float]]:
+    """(world, nodes, samples/s cell, median sync share of training time), smallest first."""
+    out = []
+    for (world, nodes), gn in g.groupby(list(WORLD), sort=True):
+        share = (gn["sync_s"] / gn["train_s"]).replace([np.inf, -np.inf], np.nan).dropna()
+        sps = Cell(values=tuple(gn["samples_per_s"].dropna().astype(float)))
+        out.append((int(world), int(nodes), sps, float(share.median()) if len(share) else math.nan))
+    return [w for w in out if w[2].values]
+
+
+def _where(world: int, nodes: int) -> str:
+    where = f" on {nodes} nodes" if nodes > 1 else ""
+    return f"{world} process{'es' if world > 1 else ''}{where}"
+
+
+def finding(s: pd.DataFrame) -> str:
+    """Speedup, efficiency and sync share at the largest world against the smallest, and the
+    world where efficiency first drops below 50%; with other settings, the best of them."""
+    multi = _multi(s)
+    others = [k for k in axes(s[s["strategy"] != "single"]) if k.column not in WORLD]
+    grouped = multi.groupby(columns(others), sort=False) if others else [((), multi)]
+    groups = [(key if isinstance(key, tuple) else (key,), _world_cells(g)) for key, g in grouped]
+    groups = [(k, w) for k, w in groups if len(w) >= 2]
+    if not groups:
+        return "Fewer than two world sizes finished: no scaling to state."
+    best, worlds = max(groups, key=lambda g: ratio(g[1][0][2], g[1][-1][2]))
+    (w0, _, base, _), (world, nodes, top, share) = worlds[0], worlds[-1]
+    speed = ratio(base, top)
+    first = (f"At {_where(world, nodes)}: {speed:.2f}x the samples/s of {_where(w0, 1)} "
+             f"({_standing(base, top)}), efficiency {100 * speed * w0 / world:.0f}%, "
+             f"gradient sync {100 * share:.1f}% of training time")
+    if len(groups) > 1:
+        first += f" (best of {len(groups)} settings: {name_of(others, best)})"
+    low = next(((w, n) for w, n, c, _ in worlds[1:] if 100 * ratio(base, c) * w0 / w < 50), None)
+    second = (f"Efficiency first drops below 50% at {_where(*low)}." if low
+              else f"Efficiency stays at 50% or more up to {_where(world, nodes)}.")
+    return f"{first}. {second}"
+
+
+def _standing(base: Cell, top: Cell) -> str:
+    """Whether a speedup is beyond doubt, with the numbers: 'no significant difference: 9 ± 1
+    vs 10 ± 2 samples/s', '95% intervals apart: ...', 'one run per cell, no interval: ...'."""
+    shown = f"{top.amount()} vs {base.amount(SPS)}"
+    if len(base.values) < 2 or len(top.values) < 2:
+        return f"one run per cell, no interval: {shown}"
+    standing = "95% intervals apart" if differs(base, top) else "no significant difference"
+    return f"{standing}: {shown}"

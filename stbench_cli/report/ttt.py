@@ -1,4 +1,6 @@
-"""Time to target over repeats, scored as MLPerf Training scores a result (pure).
+"""Time to target over repeats, scored as MLPerf Training scores a result (pure): the table of a
+study's cells and its finding (which cell reached the target first, or that no difference is
+beyond doubt).
 
 MLPerf Training runs a benchmark several times (10 for most), drops the fastest and the
 slowest run and averages the rest ("olympic" scoring). A run that does not reach the target
@@ -11,17 +13,21 @@ oom, failed, timeout) did not reach its target; a skipped cell never ran and is 
 
 from __future__ import annotations
 
-import json
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from .frame import keys_of, varying
-from .stats import ci95, format_number
+from .cells import Cell, contrast, differs
+from .labels import format_number, natural, show
+from .model import HARDWARE, Key, axes, columns, name_of
+from .tables import heads
 
-TITLE = ("time to target (s): MLPerf score (fastest and slowest run dropped, a miss counts as the slowest), "
-         "median ± 95% CI of the runs that reached it")
+VALUES = ("target", "reached", "mlperf_s", "scored_as", "median_s", "no_eval_s", "epochs",
+          "epochs_done")  # the table's columns after its keys
+TITLE = ("time to target (s): MLPerf score (fastest and slowest run dropped, a miss counts as "
+         "the slowest), median ± 95% CI of the runs that reached it")
 
 
 def olympic(times: list[float]) -> tuple[float, str]:
@@ -31,84 +37,150 @@ def olympic(times: list[float]) -> tuple[float, str]:
         return math.nan, "no runs"
     if missed > (1 if n >= 3 else 0):
         return math.nan, f"not scored: {missed} of {n} runs missed"
-    kept = sorted(times)[1:-1] if n >= 3 else times  # inf sorts last: a missed run is the one dropped
-    return float(np.mean(kept)), f"mean of {len(kept)}" + (" (none dropped: < 3 runs)" if n < 3 else "")
+    kept = sorted(times)[1:-1] if n >= 3 else times  # inf sorts last: a miss is the one dropped
+    how = f"mean of {len(kept)}" + (" (none dropped: < 3 runs)" if n < 3 else "")
+    return float(np.mean(kept)), how
 
 
-def _runs(w: pd.DataFrame) -> pd.DataFrame:
-    """The rows that are runs with a target: skipped cells never ran; an older row has no target."""
-    if "target" not in w.columns:
-        return w.iloc[0:0]
-    return w[(w["status"] != "skipped") & w["target"].notna()]
+def runs(s: pd.DataFrame) -> pd.DataFrame:
+    """The rows that are runs with a target (a skipped cell never ran)."""
+    return s[(s["status"] != "skipped") & s["target"].notna()]
 
 
-def _reached(runs: pd.DataFrame) -> pd.Series:
-    return (runs["status"] == "ok") & (runs["target_reached"] == 1)
+def reached(r: pd.DataFrame) -> pd.Series:
+    return (r["status"] == "ok") & (r["target_reached"] == 1)
 
 
-def _line(g: pd.DataFrame) -> dict:
-    ok = _reached(g)
-    times = [float(t) if hit else math.inf for t, hit in zip(g["time_to_target_s"], ok)]
-    score, how = olympic(times)
-    hit = g[ok]
-    med = float(hit["time_to_target_s"].median()) if len(hit) else math.nan
-    lo, hi = ci95(hit["time_to_target_s"].tolist())
-    spread = f" ± {format_number((hi - lo) / 2)}" if math.isfinite(lo) else ""
+@dataclass(frozen=True)
+class Scored:
+    """One cell's runs against the target."""
+
+    cell: Cell  # the times of the runs that reached it
+    score: float  # MLPerf's olympic score (NaN: not scored)
+    how: str
+    reached: int
+    runs: int
+
+
+def scored(r: pd.DataFrame, keys: list[Key]) -> list[Scored]:
+    """Each cell of these runs scored, in natural order of its key."""
+    out = []
+    for key, g in r.groupby(columns(keys), sort=False, dropna=False) if keys else [((), r)]:
+        key = key if isinstance(key, tuple) else (key,)
+        hit = reached(g)
+        score, how = olympic([float(t) if h else math.inf
+                              for t, h in zip(g["time_to_target_s"], hit)])
+        times = tuple(float(t) for t in g[hit]["time_to_target_s"])
+        out.append(Scored(Cell(key, name_of(keys, key), times), score, how, int(hit.sum()), len(g)))
+    return sorted(out, key=lambda x: tuple(natural(v) for v in x.cell.key))
+
+
+def _line(x: Scored, g: pd.DataFrame) -> dict:
+    hit = g[reached(g)]
+    spread = f" ± {format_number(x.cell.half)}" if len(x.cell.values) >= 2 else ""
     return {
         "target": format_number(float(g["target"].median())),
-        "reached": f"{len(hit)}/{len(g)}",
-        "mlperf_s": format_number(score) if math.isfinite(score) else how,
-        "scored_as": how if math.isfinite(score) else "",
-        "median_s": format_number(med) + spread if len(hit) else "not reached",
-        "no_eval_s": format_number(float(hit["time_to_target_train_s"].median())) if len(hit) else "-",
+        "reached": f"{x.reached}/{x.runs}",
+        "mlperf_s": format_number(x.score) if math.isfinite(x.score) else x.how,
+        "scored_as": x.how if math.isfinite(x.score) else "",
+        "median_s": format_number(x.cell.median) + spread if len(hit) else "not reached",
+        "no_eval_s": format_number(float(hit["time_to_target_train_s"].median()))
+        if len(hit) else "-",
         "epochs": format_number(float(hit["epochs_to_target"].median())) if len(hit) else "-",
         "epochs_done": format_number(float(g["epochs_done"].median())),
     }
 
 
-def ttt_tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """Per workload, one line per cell that had a target (repeats pooled)."""
-    runs = _runs(df)
-    keys = keys_of(df)
-    out = {}
-    for workload, w in runs.groupby("workload", sort=True):
-        shown = [k for k in varying(w, keys) if k != "repeat"] or ["label"]
-        names = ["device" if k == "label" else k.removeprefix("p.") for k in shown]
-        lines = [{**dict(zip(names, key if isinstance(key, tuple) else (key,))), **_line(g)}
-                 for key, g in w.groupby(shown, sort=True, dropna=False)]
-        table = pd.DataFrame(lines)
-        table.attrs["keys"] = names  # what tells the lines apart: a narrow terminal repeats them (report.fit)
-        out[workload] = table
+def table(s: pd.DataFrame) -> pd.DataFrame | None:
+    """One line per cell that had a target (its repeats pooled); None where none had one."""
+    r = runs(s)
+    if r.empty:
+        return None
+    keys = axes(r) or [HARDWARE]
+    groups = dict((tuple(show(v) for v in (k if isinstance(k, tuple) else (k,))), g)
+                  for k, g in r.groupby(columns(keys), sort=True, dropna=False))
+    names = heads(keys, VALUES)
+    lines = [{**dict(zip(names, x.cell.shown)), **_line(x, groups[x.cell.shown])}
+             for x in scored(r, keys)]
+    out = pd.DataFrame(lines)
+    out.attrs["keys"] = names  # what a narrow terminal repeats (report.text)
     return out
 
 
-def asked(df: pd.DataFrame) -> bool:
+def asked(s: pd.DataFrame) -> bool:
     """Whether a study asked about time to quality (a time budget or a stop at the target): its
     answer belongs in the headline even where no run reached the target."""
-    return _any_params(df, lambda p: bool(p.get("time_budget")) or bool(p.get("stop_at_target")))
+    return any(bool(p.get("time_budget")) or bool(p.get("stop_at_target")) for p in s["params"])
 
 
-def budgeted(df: pd.DataFrame) -> bool:
+def budgeted(s: pd.DataFrame) -> bool:
     """Whether a study trained under a time budget (its wall time is the budget, by design)."""
-    return _any_params(df, lambda p: bool(p.get("time_budget")))
+    return any(bool(p.get("time_budget")) for p in s["params"])
 
 
-def _any_params(df: pd.DataFrame, test) -> bool:
-    rows = df["params"] if "params" in df.columns else []
-    return any(test(json.loads(p) if isinstance(p, str) and p else {}) for p in rows)
-
-
-def reached_any(df: pd.DataFrame) -> bool:
+def reached_any(s: pd.DataFrame) -> bool:
     """Whether any run of these rows reached its target."""
-    return bool(_reached(_runs(df)).any())
+    return bool(reached(runs(s)).any())
 
 
 def ttt_speedup(gn: pd.DataFrame, base: pd.DataFrame) -> str:
     """The scaling table's time-to-target speedup of a world against the smallest: median
     times of the runs that reached the target ("-" where either has none)."""
-    if "time_to_target_s" not in gn.columns:
-        return "-"
     a, b = base["time_to_target_s"].dropna(), gn["time_to_target_s"].dropna()
     if a.empty or b.empty:
         return "-"
     return f"{a.median() / b.median():.2f}x"
+
+
+def _goal(r: pd.DataFrame) -> str:
+    """'val_mse ≤ 0.000831' and, under a time budget, the budget."""
+    metric = r["val_metric"].dropna().iloc[0] if r["val_metric"].notna().any() else "the metric"
+    goal = f"{metric} ≤ {format_number(float(r['target'].median()))}"
+    budget = r["params"].iloc[0].get("time_budget")
+    return goal + (f", within a {float(budget):g} s training budget" if budget else "")
+
+
+def finding(s: pd.DataFrame) -> str:
+    """The score of a single cell, or which cell reached the target first and how sure that is."""
+    r = runs(s)
+    if r.empty:
+        return "No run had a target: no time to quality to state."
+    found, goal = scored(r, [k for k in axes(r) if k != HARDWARE]), _goal(r)
+    if len(found) == 1:
+        return _one(found[0], goal)
+    ranked = sorted((x for x in found if math.isfinite(x.score)), key=lambda x: x.score)
+    unscored = [x.cell.name for x in found if not math.isfinite(x.score)]
+    tail = f" Not scored (too many runs missed): {', '.join(unscored)}." if unscored else ""
+    if not ranked:
+        return f"No cell reached the target ({goal}) often enough to be scored.{tail}"
+    best, rest = ranked[0], ranked[1:]
+    ties = [x for x in rest if not differs(best.cell, x.cell)]
+    first = (f"{best.cell.name} (MLPerf score {format_number(best.score)} s, "
+             f"{best.reached}/{best.runs} reached)")
+    if not rest:
+        return f"Only {first} was scored on the target ({goal}).{tail}"
+    slowest = rest[-1]
+    said = contrast(best.cell, slowest.cell, unit="s", higher_is_better=False, amounts=False)
+    worst = f"; slowest: {slowest.cell.name} at {format_number(slowest.score)} s, {said}"
+    if not ties:
+        return (f"First to the target ({goal}): {first}, ahead of every other cell beyond doubt"
+                f"{worst}.{tail}")
+    named = f": {', '.join(x.cell.name for x in ties)}" if len(ties) <= 2 else ""
+    return (f"Time to the target ({goal}): no significant difference between the lowest score, "
+            f"{first}, and {len(ties)} other cell{'s' if len(ties) > 1 else ''}{named}"
+            f"{worst if slowest not in ties else ''}.{tail}")
+
+
+def _one(x: Scored, goal: str) -> str:
+    if x.reached == 0:
+        return f"No run reached the target ({goal}): 0 of {x.runs}."
+    score = (f"MLPerf score {format_number(x.score)} s ({x.how})" if math.isfinite(x.score)
+             else x.how)
+    return (f"Reached the target ({goal}) in {x.reached} of {x.runs} runs: {score}; "
+            f"median {x.cell.amount('s')}.")
+
+
+def view(s: pd.DataFrame) -> tuple[str, pd.DataFrame] | None:
+    """The finding's table: the time-to-target table."""
+    found = table(s)
+    return (TITLE, found) if found is not None else None

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..device import is_cuda, parse
 from ..plan.planner import preset_params
-from ..plan.spec import RunSpec
+from ..plan.spec import RunSpec, identify
 from ..store.machine import EnvInfo
 from . import launchers
 from .processes import CellJob
@@ -20,8 +20,8 @@ def ddp_figures(device: str, env: EnvInfo, folder: Path):
     # DDP's logger sampling every step: its figure then covers the same steps as sync_s
     params, _ = preset_params("cnn-strain", "smoke", n_samples=4096, warmup_steps=2, backend=backend,
                               ddp_log_every=1)
-    spec = RunSpec("cnn-strain", parse(device).kind, "ddp", 64, 1, world_size=2,
-                   params=tuple(sorted(params.items())))
+    spec = identify(RunSpec("cnn-strain", parse(device).kind, "ddp", 64, 1, world_size=2,
+                            params=tuple(sorted(params.items()))))
     outcome = launchers.get("local").run_cell(CellJob(spec, folder, timeout=600))
     r = outcome.result
     steps = sum(e.steps for e in r.epochs)

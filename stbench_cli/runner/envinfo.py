@@ -8,6 +8,7 @@ only to read its version and count devices, which creates no context.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -48,6 +49,9 @@ def collect() -> EnvInfo:
     )
 
 
+# The GPUs do not change within a process, and asking costs a child that initialises CUDA: one
+# answer a process (the GPU acceptance runs many commands in one).
+@functools.cache
 def gpus(gpu_count: int) -> tuple[dict, ...]:
     cuda = []
     if gpu_count:

@@ -1,16 +1,15 @@
 """A cell as the launchers see it, and the process machinery the local and srun launchers share.
 
 A cell's processes (one, a torchrun agent, N agents, or an srun) run in one process group of
-their own, so a timed-out cell is killed with its whole tree (DataLoader workers, torchrun's
-ranks) by one signal to the group. Whatever happens, the launcher returns an `Outcome`: the
-matrix always goes on.
+their own and are watched together (watch.py): the first to fail ends all of them, on every
+node, within seconds; so do `--timeout` and the stall watchdog. Whatever happens, the launcher
+returns an `Outcome` whose result says what ended the cell (verdict.py): the matrix always goes on.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -23,9 +22,12 @@ import psutil
 from ..device import is_cuda, parse
 from ..plan.launcher_config import Launch
 from ..plan.spec import RunSpec
+from ..store.progress import pg_timeout, read_beats
 from ..store.rows import CellResult
+from . import verdict
 from .nvml import GpuReader, handles
 from .sysmon import SystemSampler
+from .watch import Ending, Stalls, kill_group, kill_leftovers, sweep, watch
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,13 @@ class CellJob:
     extra: tuple[str, ...] = ()  # further arguments of the child (`--profile DIR`)
     launch: Launch = Launch()
     gpu_uuids: tuple[str, ...] = ()  # the GPUs of this machine the cell uses, for the sampler
+    stall: float | None = None  # --stall-limit: None derives it from the cell's progress
+
+    @property
+    def child_args(self) -> tuple[str, ...]:
+        """The child's options: heartbeats for the stall watchdog, the process groups' timeout
+        that goes with its limit (store/progress.py), then the study's own (`--profile DIR`)."""
+        return ("--progress", "--pg-timeout", f"{pg_timeout(self.stall):g}", *self.extra)
 
     @property
     def work(self) -> Path:  # scratch folder of the cell: its spec, its result (on the shared FS for Slurm)
@@ -92,75 +101,6 @@ def gpu_indices(spec: RunSpec) -> list[int]:
     return list(range(spec.world_size))
 
 
-def _signal_all(procs: list[psutil.Process], pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        pass
-    for p in procs:  # anything that left the group
-        try:
-            p.send_signal(sig)
-        except psutil.Error:
-            pass
-
-
-def kill_group(pids: list[int], grace: float = 0.0) -> None:
-    """Kill the group of the first pid and every descendant of every pid; with `grace`, SIGTERM
-    first (srun cancels its step on SIGTERM; a SIGKILLed srun would leave the step running)."""
-    procs = []
-    for pid in pids:
-        try:
-            procs += psutil.Process(pid).children(recursive=True)
-        except psutil.Error:
-            pass
-    if grace > 0:
-        _signal_all(procs, pids[0], signal.SIGTERM)
-        psutil.wait_procs([p for p in procs if p.is_running()], timeout=grace)
-    _signal_all(procs, pids[0], signal.SIGKILL)
-
-
-def last_line(log: Path) -> str:
-    try:
-        lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
-    except OSError:
-        return ""
-    errors = [ln for ln in lines if "Error" in ln or "error" in ln]
-    return (errors or lines or [""])[-1][:300]
-
-
-def read_result(work: Path) -> CellResult | None:
-    """Rank 0's result, else the first failing rank's."""
-    for path in [work / "result.json", *sorted(work.glob("result.rank*.json"))]:
-        if path.exists():
-            return CellResult.from_json(path.read_text())
-    return None
-
-
-def _kill_leftovers(cell: CellJob) -> None:
-    """An earlier parent of this study died (SIGKILL) while this cell ran here: what it started
-    may still run, torchrun's ranks included (torchrun starts each in a session of its own, so
-    no process group holds them all). Every process that names this cell's spec file is one of
-    those (the folder has one owner at a time, and this attempt has not started yet)."""
-    try:
-        old = json.loads((cell.work / "group.json").read_text())
-    except (OSError, ValueError):
-        return
-    if old.get("host") != socket.gethostname():
-        return
-    for _ in range(10):  # again until none is left: a dying agent may have been starting a rank
-        found = []
-        for p in psutil.process_iter(["cmdline"]):
-            try:
-                if str(cell.spec_path) in " ".join(p.info["cmdline"] or []):  # an srun's is inside its bash -c
-                    p.kill()
-                    found.append(p)
-            except psutil.Error:
-                pass
-        if not found:
-            return
-        psutil.wait_procs(found, timeout=5)
-
-
 def _group(pgid: int) -> dict:
     if sys.version_info >= (3, 11):
         return {"process_group": pgid}
@@ -177,21 +117,43 @@ def _start(commands: list[list[str]], envs: list[dict], log) -> list[subprocess.
     return procs
 
 
-def _wait_all(procs: list[subprocess.Popen], timeout: float | None) -> bool:
-    """Wait for every process; False when the cell's time ran out first."""
-    deadline = None if timeout is None else time.monotonic() + timeout
-    for p in procs:
-        left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+def read_results(work: Path) -> dict[int, CellResult]:
+    """Rank 0's result (RESULT.json: its figures, or its failure) and each other rank's failure."""
+    out = {}
+    for path in [work / "result.json", *sorted(work.glob("result.rank*.json"))]:
+        rank = int(path.stem.removeprefix("result.rank")) if ".rank" in path.stem else 0
         try:
-            p.wait(timeout=left)
-        except subprocess.TimeoutExpired:
-            return False
-    return True
+            out[rank] = CellResult.from_json(path.read_text())
+        except (OSError, ValueError, TypeError):  # half of a file a killed rank was writing
+            continue
+    return out
 
 
-def run_processes(cell: CellJob, commands: list[list[str]], envs: list[dict], grace: float = 0.0) -> Outcome:
-    """Run a prepared cell's processes as one group beside the system sampler; collect the result."""
-    _kill_leftovers(cell)
+def end_world(cell: CellJob, pids: list[int], grace: float = 0.0) -> None:
+    """Kill every process of the cell: its group and their trees, then any that escaped both
+    (torchrun's ranks run in sessions of their own; an agent killed alone orphans its ranks)."""
+    kill_group(pids, grace)
+    sweep(cell.spec_path)
+
+
+def result_of(cell: CellJob, ending: Ending, role: str) -> CellResult:
+    """The row's result from what ended the cell (verdict.py). role: what each process is,
+    "agent" (a torchrun agent, node i), "cell" (the rank itself) or "step" (an srun step)."""
+    if ending.timed_out:
+        return CellResult("timeout", f"exceeded --timeout {cell.timeout:g} s; process tree killed")
+    if ending.stall is not None:
+        s = ending.stall
+        return verdict.hung(cell.spec, s.idle_s, s.limit_s, cell.stall, s.beats)
+    log = cell.log.read_text(errors="replace") if cell.log.exists() else ""
+    first = (*ending.first, role) if ending.first else None
+    return verdict.judge(cell.spec, first, log, read_results(cell.work), read_beats(cell.work))
+
+
+def run_processes(cell: CellJob, commands: list[list[str]], envs: list[dict], role: str,
+                  grace: float = 0.0) -> Outcome:
+    """Run a prepared cell's processes as one group beside the system sampler, watched together
+    (watch.py): the first to fail, a stall or the timeout ends them all."""
+    kill_leftovers(cell.work, cell.spec_path)
     t0 = time.perf_counter()
     with open(cell.log, "w") as out:
         procs = _start(commands, envs, out)
@@ -200,25 +162,15 @@ def run_processes(cell: CellJob, commands: list[list[str]], envs: list[dict], gr
     sampler = SystemSampler(pids, GpuReader(handles(list(cell.gpu_uuids))), cell.interval,
                             gpu_cell=is_cuda(cell.spec.device)).start()
     try:
-        finished = _wait_all(procs, cell.timeout)
-        if not finished:
-            kill_group(pids, grace)
-            for p in procs:
-                p.wait()
+        ending = watch(procs, cell.timeout, Stalls(cell.work, cell.stall, cell.spec.world_size))
+        if not ending.clean:
+            end_world(cell, pids, grace)
+        for p in procs:
+            p.wait()
     except BaseException:  # Ctrl-C in the parent: leave no orphaned cell behind
-        kill_group(pids, grace)
+        end_world(cell, pids, grace)
         raise
     finally:
         energy = sampler.stop()
-    common = dict(system=sampler.rows, energy=energy, cell_s=time.perf_counter() - t0,
-                  unavailable=frozenset(sampler.unavailable))
-    if not finished:
-        return Outcome(CellResult("timeout", f"exceeded --timeout {cell.timeout:g} s; process tree killed"), **common)
-    result = read_result(cell.work)
-    if result is None:
-        rc = next((p.returncode for p in procs if p.returncode), procs[0].returncode)
-        why = f"killed by signal {-rc}" if rc < 0 else f"exit code {rc}"
-        if rc == -signal.SIGKILL:
-            why += " (SIGKILL: the kernel's OOM killer sends this)"
-        return Outcome(CellResult("failed", f"{why}; {last_line(cell.log)}".rstrip("; ")), **common)
-    return Outcome(result, **common)
+    return Outcome(result_of(cell, ending, role), system=sampler.rows, energy=energy,
+                   cell_s=time.perf_counter() - t0, unavailable=frozenset(sampler.unavailable))

@@ -2,13 +2,16 @@
 
 A cell is done when its row is in runs.csv; `run_study` skips those, so running it again on the
 same folder (after Ctrl-C, a crash or SIGKILL of this process) completes the matrix with
-exactly one row per cell x repeat. The parent alone writes the result files.
+exactly one row per cell x repeat. A cell whose row says it `failed` or `hung` (a lost node, a
+crashed rank, a stall: RETRIED) is run again, and its new row replaces the old one. The parent
+alone writes the result files.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
@@ -19,6 +22,7 @@ from ..plan.planner import Plan
 from ..plan.spec import RunSpec
 from ..store.conditions import conditions
 from ..store.files import prune_orphans, write_cell, write_ranks
+from ..store.jobs import forget_job
 from ..store.machine import EnvInfo, fingerprint, gpu_names
 from ..store.manifest import read_manifest, write_manifest
 from ..store.rows import Derived, Identity, Machine, RunRow, SystemRow
@@ -47,7 +51,7 @@ def machine(env: EnvInfo) -> Machine:
 
 def devices_used(spec: RunSpec, gpu_count: int) -> int:
     """How many distinct devices a cell's ranks run on (device.resolve's rule, per node): the
-    plan's count, for rows whose ranks did not report their GPUs (`gpus_used`)."""
+    plan's count, for cells whose ranks reported no GPU (`gpus_used`)."""
     d = parse(spec.device)
     if not d.is_cuda or d.index is not None:
         return spec.nodes if d.is_cuda else 1
@@ -60,12 +64,12 @@ def derived(spec: RunSpec, outcome: Outcome, peaks: dict[str, dict], gpu_count: 
     peak_gflops = fraction = None
     peak = peaks.get(spec.device) or {}
     # the peak of the math the cell's FLOPs ran at (peak_math.py)
-    math = math_ran(spec.param_dict.get("precision", "default"), figures.precision, _flops_in(spec.workload))
+    math = math_ran(spec.param_dict["precision"], figures.precision, _flops_in(spec.workload))
     at, math = peak_key(math, peak)
     if peak.get(at) and figures.achieved_gflops is not None:
         # A world has the peak of the distinct devices it runs on: the GPUs its ranks reported
-        # (by UUID: emulated nodes' gloo ranks may share one), else the plan's count (a row
-        # from before the ranks reported theirs); one machine for CPU ranks.
+        # (by UUID: emulated nodes' gloo ranks may share one), else the plan's count (GPUs
+        # that named no UUID); one machine for CPU ranks.
         peak_gflops = peak[at] * (figures.gpus_used or devices_used(spec, gpu_count))
         fraction = figures.achieved_gflops / peak_gflops
     return Derived(setup_s=setup, peak_gflops=peak_gflops, peak_fraction=fraction, job_id=outcome.job_id,
@@ -115,52 +119,64 @@ def _note_unavailable(folder: Path, manifest: dict, fields: frozenset, notes: di
 
 
 def run_study(plan: Plan, env: EnvInfo, timeout: float | None = None, *, interval: float = 1.0,
-            extra_args: tuple[str, ...] = (),
+            extra_args: tuple[str, ...] = (), stall: float | None = None,
             on_begin: Callable[[], None] = lambda: None,
             on_start: Callable[[RunSpec], None] = lambda spec: None,
             on_done: Callable[[RunSpec, dict], None] = lambda spec, row: None) -> list[dict]:
     """Take the folder's lock, write the manifest (a new study), run every cell not yet done;
     returns every row of the study (done before and now) in cell order. extra_args go to each
-    cell's process (`--profile DIR`). A resumed study keeps the --timeout it was started with
-    unless given one. The launcher's checks and the lock come first: a user error or a folder
+    cell's process (`--profile DIR`). stall: --stall-limit (None: each cell's own, derived from
+    its progress). A resumed study keeps the --timeout and --stall-limit it was started with
+    unless given others. The launcher's checks and the lock come first: a user error or a folder
     that another parent owns is one StbenchError before anything is written."""
     launchers.get(plan.launch.kind).check(plan)
     if timeout is None:
         timeout = plan.manifest.get("timeout_s")
+    if stall is None:
+        stall = plan.manifest.get("stall_limit_s")
     with FolderLock(plan.folder):
         on_begin()
-        return _run_cells(plan, env, timeout, interval, extra_args, on_start, on_done)
+        job = partial(CellJob, folder=plan.folder, timeout=timeout, interval=interval,
+                      extra=extra_args, launch=plan.launch, stall=stall)
+        return _run_cells(plan, env, job, on_start, on_done)
 
 
-def _run_cells(plan: Plan, env: EnvInfo, timeout, interval, extra_args, on_start, on_done) -> list[dict]:
+def _run_cells(plan: Plan, env: EnvInfo, job: partial, on_start, on_done) -> list[dict]:
+    """Every cell without its row, or whose row says it failed or hung (RETRIED): the new row
+    replaces the old one. job(spec, gpu_uuids=…): a cell's CellJob, with the study's options."""
     folder = plan.folder
     devices = sorted({c.device for c in plan.cells if c.run_id not in plan.skips})
     # Slurm jobs run on other machines than this one (a login node, maybe without a GPU): this
     # machine's peaks would say nothing about them.
-    bf16 = tuple(sorted({c.device for c in plan.cells if c.param_dict.get("precision") == "bf16"}))
+    bf16 = tuple(sorted({c.device for c in plan.cells if c.param_dict["precision"] == "bf16"}))
     peaks = envinfo.peaks(env, devices, bf16=bf16) if plan.launch.kind != "slurm" else {}
     manifest = read_manifest(folder) if (folder / "manifest.json").exists() else None
     if manifest is None:
         lost = {f"peak {d}": p["unavailable"] for d, p in peaks.items() if "unavailable" in p}
-        manifest = {**plan.manifest, "peaks": peaks, "timeout_s": timeout, **({"unavailable": lost} if lost else {})}
+        limits = {"timeout_s": job.keywords["timeout"], "stall_limit_s": job.keywords["stall"]}
+        manifest = {**plan.manifest, "peaks": peaks, **limits,
+                    **({"unavailable": lost} if lost else {})}
         write_manifest(folder, manifest)
     (folder / "logs").mkdir(parents=True, exist_ok=True)
-    rows = {r["run_id"]: r for r in plan.done}
-    prune_orphans(folder, set(rows))
+    before = {r["run_id"] for r in plan.done}
+    prune_orphans(folder, before)
+    rows = {r["run_id"]: r for r in plan.done if r["run_id"] in plan.finished}
     for spec in plan.cells:
         if spec.run_id in rows:
             continue
+        if spec.run_id in before:  # failed or hung: run again (a new Slurm job, not the old one)
+            forget_job(folder, spec.run_id)
         on_start(spec)
         if spec.run_id in plan.skips:
             row = RunRow(identity(spec, plan.launch.kind), "skipped", plan.skips[spec.run_id], machine(env))
             epochs, system, ranks = [], [], []
         else:
             uuids = tuple(env.gpu_uuids(gpu_indices(spec))) if plan.launch.kind == "local" else ()
-            cell = CellJob(spec, folder, timeout, interval, extra_args, plan.launch, uuids)
+            cell = job(spec, gpu_uuids=uuids)
             row, epochs, system, outcome = _run_one(cell, env, peaks)
             _note_unavailable(folder, manifest, outcome.unavailable, dict(outcome.result.unavailable))
             ranks = list(outcome.result.ranks)
-        write_ranks(folder, ranks)
+        write_ranks(folder, ranks, spec.run_id)
         write_cell(folder, row, epochs, system)
         # the scratch folder goes only once the row is written: a Slurm cell's result lives there
         shutil.rmtree(folder / ".cells" / spec.run_id, ignore_errors=True)

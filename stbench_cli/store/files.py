@@ -6,8 +6,9 @@ either the old or the new file, never a torn one. runs.csv is written last: a ce
 done exactly when its row is there, and epoch/system rows of a cell without one (a kill
 between two writes) are dropped before a resume re-runs it.
 
-A row with a column the file lacks (a newer stbench, a workload's `x.` figure) extends the
-header at the end; earlier rows read back with that column empty. Nothing is ever dropped.
+A row with a column the file lacks (a workload's `x.` figure) extends the header at the end;
+earlier rows read back with that column empty. Nothing is ever dropped. A folder of an older
+schema is read by no reader: `stbench migrate` rewrites it once (plan/migrate.py).
 """
 
 from __future__ import annotations
@@ -25,12 +26,18 @@ REQUIRED = ["schema", "run_id", "workload", "device", "status"]
 
 
 def atomic_write(path: Path, text: str) -> None:
+    """Replace `path` by `text` at once; a write that fails (a full disk) leaves the old file
+    as it was and no temporary file behind."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", newline="") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _csv_text(rows: list[dict], columns: list[str]) -> str:
@@ -42,13 +49,20 @@ def _csv_text(rows: list[dict], columns: list[str]) -> str:
     return buf.getvalue()
 
 
-def append(path: Path, rows: list[dict], columns: list[str]) -> None:
-    """Append rows by rewriting the file atomically. The file's own header comes first (a
-    study written by an older stbench stays aligned), then any column new to it."""
+def append(path: Path, rows: list[dict], columns: list[str], replacing: str | None = None) -> None:
+    """Append rows by rewriting the file atomically. The file's own header comes first, then
+    any column new to it. replacing: a run_id whose earlier rows go (a failed or hung cell run
+    again)."""
     old = read_csv(path, []) if path.exists() else []
+    old = [r for r in old if replacing is None or r.get("run_id") != replacing]
     header = _header(path) if path.exists() else []
     new = [c for c in [*columns, *(k for r in rows for k in r)] if c not in header]
     atomic_write(path, _csv_text(old + rows, header + list(dict.fromkeys(new))))
+
+
+def rewrite(path: Path, rows: list[dict], columns: list[str]) -> None:
+    """Replace a results CSV with these rows under these columns, atomically."""
+    atomic_write(path, _csv_text(rows, columns))
 
 
 def _header(path: Path) -> list[str]:
@@ -57,34 +71,50 @@ def _header(path: Path) -> list[str]:
 
 
 def write_cell(folder: Path, row: RunRow, epochs: list[EpochRow], system: list[SystemRow]) -> None:
-    """Record one finished cell; runs.csv last, so the row marks the cell as done."""
-    append(folder / "epochs.csv", [asdict(e) for e in epochs], EPOCH_COLUMNS)
-    append(folder / "system.csv", [asdict(s) for s in system], SYSTEM_COLUMNS)
-    append(folder / "runs.csv", [row.record()], RUN_COLUMNS)
+    """Record one finished cell; runs.csv last, so the row marks the cell as done. Rows an
+    earlier run of the same cell left (it failed or hung, and a resume ran it again) go."""
+    run_id = row.identity.run_id
+    append(folder / "epochs.csv", [asdict(e) for e in epochs], EPOCH_COLUMNS, run_id)
+    append(folder / "system.csv", [asdict(s) for s in system], SYSTEM_COLUMNS, run_id)
+    append(folder / "runs.csv", [row.record()], RUN_COLUMNS, run_id)
 
 
-def write_ranks(folder: Path, ranks: list[RankRow]) -> None:
-    """Every rank's own totals of one cell, written before its runs.csv row (write_cell)."""
-    append(folder / "ranks.csv", [asdict(r) for r in ranks], RANK_COLUMNS)
+def write_ranks(folder: Path, ranks: list[RankRow], run_id: str | None = None) -> None:
+    """Every rank's own totals of one cell, written before its runs.csv row (write_cell), in
+    place of any an earlier run of the cell (`run_id`) left."""
+    append(folder / "ranks.csv", [asdict(r) for r in ranks], RANK_COLUMNS, run_id)
 
 
 def read_csv(path: Path, required: list[str]) -> list[dict]:
-    """Rows of a results CSV; StbenchError naming the file if it is missing or corrupt."""
+    """Rows of a results CSV; StbenchError naming the file if it is missing or corrupt (a line
+    with more or fewer fields than the header: its line, the column where it goes wrong)."""
     try:
         with open(path, newline="") as f:
             reader = csv.DictReader(f)
             header = reader.fieldnames or []
             missing = [c for c in required if c not in header]
             if missing:
-                raise StbenchError(f"results file {path} is corrupt: header lacks {', '.join(missing[:5])}; "
-                                   f"expected stbench columns ({', '.join(required[:4])}, …)")
-            rows = list(reader)
+                raise StbenchError(f"results file {path} is corrupt: header lacks "
+                                   f"{', '.join(missing[:5])}; expected stbench columns "
+                                   f"({', '.join(required[:4])}, …)")
+            rows = []
+            for row in reader:
+                _check_fields(path, reader.line_num, row, header)
+                rows.append(row)
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise StbenchError(f"results file {path} cannot be read ({exc})") from None
-    for i, row in enumerate(rows, start=2):
-        if None in row or any(v is None for v in row.values()):
-            raise StbenchError(f"results file {path} is corrupt: line {i} has the wrong number of fields")
     return rows
+
+
+def _check_fields(path: Path, line: int, row: dict, header: list[str]) -> None:
+    """One field per column of the header, or the line is corrupt (a file cut short ends so)."""
+    short = [c for c in header if row.get(c) is None]
+    if None not in row and not short:
+        return
+    found = len(header) - len(short) + len(row.get(None) or ())
+    column = short[0] if short else f"after {header[-1]}"
+    raise StbenchError(f"results file {path} is corrupt: line {line}, column {column}: expected "
+                       f"{len(header)} fields as in the header, found {found}")
 
 
 def read_runs(folder: Path) -> list[dict]:
@@ -94,9 +124,20 @@ def read_runs(folder: Path) -> list[dict]:
         raise StbenchError(f"{folder} is not a result folder: it has no runs.csv")
     rows = read_csv(path, REQUIRED)
     for row in rows:
-        if row["schema"] != str(SCHEMA):
-            raise StbenchError(f"{path}: schema {row['schema']!r} is not one this stbench reads (schema {SCHEMA})")
+        check_schema(folder, row["schema"])
     return rows
+
+
+def check_schema(folder: Path, schema: object) -> None:
+    """A folder of another schema than this stbench's is one line: an older one names the
+    command that rewrites it (readers carry no branch for older folders)."""
+    if str(schema) == str(SCHEMA):
+        return
+    if str(schema).isdigit() and int(str(schema)) < SCHEMA:
+        raise StbenchError(f"{folder} holds results of schema {schema}; this stbench reads schema "
+                           f"{SCHEMA}: run `stbench migrate {folder}` once to rewrite it")
+    raise StbenchError(f"{folder}: schema {schema!r} is not one this stbench reads (schema "
+                       f"{SCHEMA}); a newer stbench wrote it")
 
 
 def prune_orphans(folder: Path, done: set[str]) -> None:
@@ -107,7 +148,7 @@ def prune_orphans(folder: Path, done: set[str]) -> None:
             rows = read_csv(path, ["run_id"])
             kept = [r for r in rows if r["run_id"] in done]
             if len(kept) != len(rows):
-                atomic_write(path, _csv_text(kept, _header(path)))
+                rewrite(path, kept, _header(path))
 
 
 def find_folders(paths: list[Path]) -> list[Path]:

@@ -72,8 +72,7 @@ def fingerprint(host, cpu_model, cores, gpus, gpu_count, torch) -> str:
     """A short stable id of a machine: host, CPU model, core count, GPUs and the torch build.
 
     Two rows with the same fingerprint ran on the same machine; a generic host name alone
-    (`vm`, `localhost`) says nothing. Missing fields count as empty, so rows written before
-    these fields existed still get an id from what they have."""
+    (`vm`, `localhost`) says nothing. Missing fields count as empty."""
     parts = [host, cpu_model, cores, gpus, gpu_count, torch]
     blob = "|".join("" if _missing(p) else str(int(p) if isinstance(p, float) else p) for p in parts)
     return hashlib.sha1(blob.encode()).hexdigest()[:10]
@@ -81,18 +80,3 @@ def fingerprint(host, cpu_model, cores, gpus, gpu_count, torch) -> str:
 
 def _missing(value) -> bool:
     return value is None or value == "" or (isinstance(value, float) and math.isnan(value))
-
-
-def fill_machine(row: dict, env: dict | None) -> dict:
-    """A runs.csv row with the machine fields that rows written before them lack (cores,
-    gpu_names, machine_id), taken from the study's manifest inventory where there is one."""
-    row = dict(row)
-    env = env or {}
-    if _missing(row.get("cores")) and env.get("cores_logical"):
-        row["cores"] = str(env["cores_logical"])
-    if _missing(row.get("gpu_names")) and env.get("gpus"):
-        row["gpu_names"] = gpu_names(env["gpus"])
-    if _missing(row.get("machine_id")):
-        row["machine_id"] = fingerprint(row.get("host"), row.get("cpu_model"), row.get("cores"),
-                                        row.get("gpu_names"), row.get("gpu_count"), row.get("torch"))
-    return row

@@ -1,7 +1,6 @@
-"""Reading result folders for reports: runs.csv rows with their machine identity complete.
-
-Rows written before a machine field existed get it from the study's manifest inventory
-(store.machine.fill_machine), so old and new rows are told apart the same way."""
+"""What reports read of a result folder besides its runs (report.read types them): its
+epochs.csv and system.csv rows, the command that made it as a user types it, and the key of
+the study it belongs to."""
 
 from __future__ import annotations
 
@@ -9,47 +8,7 @@ import hashlib
 import json
 from pathlib import Path, PurePath
 
-from .files import read_csv, read_runs
-from .machine import fill_machine
-from .prices import cost_per_million_samples, cost_to_target, usd_per_second
-
-
-def manifest_env(folder: Path) -> dict | None:
-    """The manifest's inventory, or None where the folder has no readable manifest (compare
-    never needed one; a copied runs.csv alone still compares)."""
-    try:
-        env = json.loads((folder / "manifest.json").read_text()).get("env")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return env if isinstance(env, dict) else None
-
-
-def read_results(folder: Path) -> list[dict]:
-    """The rows of folder/runs.csv with cores, gpu_names and machine_id filled in, and where
-    the study was given prices (issue 32), what each row cost at them (`costs`)."""
-    env, prices = manifest_env(folder), manifest_prices(folder)
-    return [costs(fill_machine(row, env), prices) for row in read_runs(folder)]
-
-
-def manifest_prices(folder: Path) -> dict:
-    """The USD per device-hour the study was given (--price), {} where none."""
-    try:
-        prices = json.loads((folder / "manifest.json").read_text()).get("prices")
-    except (OSError, ValueError, AttributeError):
-        return {}
-    return prices if isinstance(prices, dict) else {}
-
-
-def costs(row: dict, prices: dict) -> dict:
-    """The row with its cost columns at the prices (empty where a figure or a price is missing):
-    `usd_per_hour` of the devices it held, `usd_per_million_samples`, `usd_to_target`."""
-    if not prices:
-        return row
-    rate = usd_per_second(row, prices)
-    found = {"usd_per_hour": rate * 3600 if rate is not None else None,
-             "usd_per_million_samples": cost_per_million_samples(row, prices),
-             "usd_to_target": cost_to_target(row, prices)}
-    return {**row, **{k: "" if v is None else v for k, v in found.items()}}
+from .files import read_csv
 
 
 def read_series(folder: Path, name: str) -> list[dict]:
@@ -58,25 +17,13 @@ def read_series(folder: Path, name: str) -> list[dict]:
     return read_csv(path, ["run_id"]) if path.exists() else []
 
 
-def study_info(folder: Path, rows: list[dict]) -> dict:
-    """One line about a result folder: its name, workload, rows and the command that made it
-    (as `_question` has it: no program path, no --out, paths by file name)."""
-    try:
-        manifest = json.loads((folder / "manifest.json").read_text())
-    except (OSError, ValueError):
-        manifest = {}
-    command = manifest.get("command") or []
-    return {"folder": folder.name, "workload": manifest.get("workload", rows[0]["workload"] if rows else ""),
-            "rows": len(rows), "command": _question(command) if command else ""}
-
-
 # The matrix fields that make two folders one study; the devices are left out: folders of one
 # study from different machines merge, and the machines become columns.
-_STUDY_FIELDS = ("workload", "strategies", "nprocs", "nnodes", "batch_sizes", "epochs", "base_params", "axes",
-                 "repeats", "seed", "preset")
+_STUDY_FIELDS = ("workload", "strategies", "nprocs", "nnodes", "batch_sizes", "epochs",
+                 "base_params", "axes", "repeats", "seed", "preset", "seed_per_repeat")
 
 
-def _question(command: list) -> str:
+def command_text(command: list) -> str:
     """The command that asked the study's question, as a user types it: `stbench` for the
     installed program's path, --out (where it was written) left out, and every other path by
     its file name (a machine's folders are not part of what ran)."""
@@ -102,22 +49,9 @@ def _portable(word: str) -> str:
     return f"{key}{sep}{','.join(names)}"
 
 
-def study_of(folder: Path) -> dict:
-    """{"key": what makes folders one study, "question": its command}; a folder without a
-    readable manifest (a copied runs.csv) is a study of its own, named by its folder."""
-    try:
-        manifest = json.loads((folder / "manifest.json").read_text())
-        matrix = {k: manifest["matrix"].get(k) for k in _STUDY_FIELDS}
-        matrix["workload"] = manifest["workload"]
-        if manifest["matrix"].get("seed_per_repeat"):  # repeats that vary the seed ask another question;
-            matrix["seed_per_repeat"] = True  # named only when on, so an older study keeps its key
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return {"key": f"folder {folder.name}", "question": folder.name}
-    key = hashlib.sha1(json.dumps(matrix, sort_keys=True, default=str).encode()).hexdigest()[:12]
-    return {"key": key, "question": _question(manifest.get("command") or []) or folder.name}
-
-
-def tag(folder: Path) -> dict:
-    """What every row read from `folder` carries into a report: its folder, study and question."""
-    s = study_of(folder)
-    return {"study": str(folder), "study_key": s["key"], "question": s["question"]}
+def study_key(manifest: dict) -> str:
+    """What makes result folders one study: the matrix they ran, the devices left out (the
+    machines become columns)."""
+    matrix = {k: manifest["matrix"].get(k) for k in _STUDY_FIELDS}
+    matrix["workload"] = manifest["workload"]
+    return hashlib.sha1(json.dumps(matrix, sort_keys=True, default=str).encode()).hexdigest()[:12]

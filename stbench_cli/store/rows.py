@@ -11,11 +11,16 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from typing import Mapping
 
-SCHEMA = 1
+# The result folder's layout: runs.csv's `schema` column and the manifest's `schema`. A folder of
+# an older one is rewritten once by `stbench migrate` (plan/migrate.py); readers take only this.
+SCHEMA = 2
 STEP_PHASES = ("data", "h2d", "compute", "sync")  # one training step, in order
 PHASE_COLUMNS = ("data_s", "h2d_s", "compute_s", "sync_s", "eval_s")  # where a run's time went
 EXTRA_PREFIX = "x."
-STATUSES = ("ok", "diverged", "oom", "failed", "timeout", "skipped")  # how a cell can end
+STATUSES = ("ok", "diverged", "oom", "failed", "timeout", "skipped", "hung")  # how a cell can end
+# what a resume runs again: a lost node, a crashed rank, a stall may not happen twice (a
+# deterministic failure, an oom, a divergence, a --timeout would: their rows stand)
+RETRIED = ("failed", "hung")
 
 
 @dataclass(frozen=True)
@@ -157,7 +162,7 @@ class RankRow:
 class CellResult:
     """The one record that crosses from a cell's process to the parent (as JSON)."""
 
-    status: str  # ok | diverged | oom | failed
+    status: str  # ok | diverged | oom | failed | hung
     reason: str = ""
     figures: Figures = field(default_factory=Figures)
     epochs: tuple[EpochRow, ...] = ()
@@ -254,7 +259,7 @@ class RunRow:
     """One runs.csv row: a cell x repeat with its outcome."""
 
     identity: Identity
-    status: str  # ok | diverged | oom | failed | timeout | skipped
+    status: str  # ok | diverged | oom | failed | timeout | skipped | hung
     reason: str
     machine: Machine
     figures: Figures = field(default_factory=Figures)

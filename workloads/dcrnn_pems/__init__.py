@@ -43,7 +43,14 @@ WORKLOAD = Workload(
         "default": {"batch_size": 32, "epochs": 1, "units": 16, "layers": 1, "max_steps": 150},
         "paper": {**_PAPER, "epochs": 100},
         "pgt-i": {"batch_size": 64, "epochs": 1, "model": "tiny", "units": 2, "k": 3, "lr": 1e-3, "clip": 0.0},
-        "smoke": {"batch_size": 32, "epochs": 2, "steps": 3_000, "units": 16, "layers": 1, "warmup_steps": 2},
+        # a smoke proves the path in seconds: a DCRNN step of 24 recurrent cells over the 325-sensor
+        # graph takes ~0.3 s on 2 cores, so 5 steps an epoch (of 12) and the 2 validation batches of
+        # two days of speeds (3,000 steps and whole epochs took 55 s: 130 steps). One intra-op
+        # thread: with two, each of a step's thousands of small ops waits at a barrier for a thread
+        # the OS has parked whenever other processes share the cores (a step took 16-26 s beside
+        # the test suites of two others on the 2-core VM, 3.8 s with one thread)
+        "smoke": {"batch_size": 32, "epochs": 2, "steps": 600, "units": 16, "layers": 1,
+                  "warmup_steps": 2, "max_steps": 5, "threads": 1},
     },
     build=build,
     # DCRNN's published average over its 12 horizons is ~0.6 x the historical average's MAE (1.74

@@ -114,12 +114,12 @@ def check(params: dict) -> None:
     only each range's first hour (a corrupt or missing chunk there is one line before any
     cell starts; the cell reads the rest once: for a remote store, reading twice would fetch
     twice)."""
-    if params.get("read") == "stream" and not is_zarr(params["data"]):
+    if params["read"] == "stream" and not is_zarr(params["data"]):
         raise ValueError(f"read=stream reads a zarr store; data={params['data']} is not one (use read=memory)")
     if params["data"] == "generated":
         return
     ds, p, _ = _open(params)
-    _within_read_limit(ds, p, params.get("max_read_gb", 1.0))
+    _within_read_limit(ds, p, params["max_read_gb"])
     for start, end in ((p["train_start"], p["train_end"]), (p["test_start"], p["test_end"])):
         sel, _ = data.selection(ds, p["points"], p["grid"], start, end)
         if is_zarr(p["data"]):

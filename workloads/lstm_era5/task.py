@@ -72,7 +72,7 @@ def lstm_flops(window: int, hidden: int, layers: int) -> float:
 
 
 def make_task(params: dict, ctx: BuildContext) -> Task:
-    if params.get("read", "memory") == "stream":  # a late parameter: older cells lack it
+    if params["read"] == "stream":
         from .stream import stream_split
 
         train, test_k, mean, std, selected, read = stream_split(params, ctx)

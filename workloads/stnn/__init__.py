@@ -53,19 +53,25 @@ WORKLOAD = Workload(
         Param("lambd", float, 0.1, "weight of the dynamics loss", minimum=0.0),
         Param("l1", float, 0.0, "L1 on learned relations", minimum=0.0),
         Param("lr", float, 3e-3, "Adam learning rate (betas 0, 0.999)", minimum=0.0),
-        Param("state", str, "auto", "Adam's second moment: fp32 with a step counter per row (torch's Adam exactly) | "
-              "bf16 on one shared decay scale, no counters (2.25x smaller; steps within 0.2%) | auto: fp32 unless "
-              "it would not fit the RAM (x.state_bits says which ran)", (*STATES, "auto"), late=True),
-        Param("factor_grad", str, "sparse", "the factors' gradient: sparse (COO rows of the batch where a pass only "
-              "looks factors up) | dense (the size of all factors every step: for tools that read every tensor's "
-              "storage, e.g. TORCH_CUDA_SANITIZER)", ("sparse", "dense"), late=True),
+        Param("state", str, "auto",
+              "Adam's second moment: fp32 with a step counter per row (torch's Adam exactly) | "
+              "bf16 on one shared decay scale, no counters (2.25x smaller; steps within 0.2%) | "
+              "auto: fp32 unless it would not fit the RAM (x.state_bits says which ran)",
+              (*STATES, "auto")),
+        Param("factor_grad", str, "sparse",
+              "the factors' gradient: sparse (COO rows of the batch where a pass only looks "
+              "factors up) | dense (the size of all factors every step: for tools that read every "
+              "tensor's storage, e.g. TORCH_CUDA_SANITIZER)", ("sparse", "dense")),
     ),
     presets={
         "default": _DEFAULT,
         "paper": {**_PAPER, "epochs": 50},
         "full": {**_PAPER, "grid": "60x168", "max_steps": 200},
         "global": {**_PAPER, "grid": "180x360", "max_steps": 200},
-        "smoke": {"batch_size": 200, "epochs": 2, "grid": "12x24", "months": 60, "warmup_steps": 2},
+        # one intra-op thread: a smoke stays seconds long on shared cores (dcrnn-pems' preset
+        # says why)
+        "smoke": {"batch_size": 200, "epochs": 2, "grid": "12x24", "months": 60, "warmup_steps": 2,
+                  "threads": 1},
     },
     build=build,
     # Held-out RMSE passes 0.82 x persistence's about half-way through the default's first

@@ -84,7 +84,7 @@ def _state_bytes(params: dict, rows: int) -> dict:
     """The factors and RowSparseAdam's state for them (optim.py): fp32 keeps v in fp32 and an
     int32 step counter per row, bf16 keeps u in bf16 and no counter."""
     nz = params["nz"]
-    if params.get("state", "fp32") == "bf16":  # an older manifest's cell has no `state`
+    if params["state"] == "bf16":
         return {"factors": rows * nz * F32, "Adam second moment (bf16)": rows * nz * 2}
     return {"factors": rows * nz * F32, "Adam second moment": rows * nz * F32, "Adam step counters": rows * 4}
 
@@ -111,7 +111,7 @@ def predict_bytes(params: dict, batch_size: int, device: str = "cpu", seed: int 
     state=auto is predicted as the layout it resolves to on this host (the row's predicted_mb).
     On CUDA the device terms include cuBLAS's workspaces for a GPU of `capability`: the caching
     allocator holds them, so they are in the peak a cell measures (contract.memory)."""
-    if params.get("state") == "auto":
+    if params["state"] == "auto":
         params = {**params, "state": resolve_state(params, device, psutil.virtual_memory().total)}
     s = sizes(params, seed)
     n, r, t, nz, b = s["n"], s["r"], s["t_train"], params["nz"], batch_size
@@ -120,10 +120,10 @@ def predict_bytes(params: dict, batch_size: int, device: str = "cpu", seed: int 
     factors = t * n * nz * F32
     dev = {**_state_bytes(params, t * n), "edges": s["edges"] * (4 * I64 + 2 * F32) + n * s["width"] * (I64 + 1)}
     host, build = _data_bytes(s)
-    dense_grad = params.get("factor_grad", "sparse") == "dense"  # an older manifest's cell has no factor_grad
+    dense_grad = params["factor_grad"] == "dense"
     if backend in ("dense", "offload") or dense_grad:
         dev["factor gradient (dense)"] = factors
-        if params.get("state", "fp32") == "bf16":
+        if params["state"] == "bf16":
             dev["Adam step's fp32 copy of u (dense gradient)"] = factors
     if dense_grad:  # a dynamics step's two paths into the factors each return one before autograd adds them
         dev["second dense factor gradient (factor_grad=dense)"] = factors
@@ -156,8 +156,8 @@ def resolve_state(params: dict, device: str, host_bytes: float) -> str:
     layout's batch-independent prediction would not fit the host (a CPU cell), then bf16. The
     parent (skip) and the child (the task) take the same decision from the same figures; on a
     GPU auto stays fp32 (an 80 GB H100 holds the 0.25-degree globe's fp32 state)."""
-    if params.get("state", "fp32") != "auto":  # an older manifest's cell has no `state`
-        return params.get("state", "fp32")
+    if params["state"] != "auto":
+        return params["state"]
     if is_cuda(device):
         return "fp32"
     p = predict_bytes({**params, "state": "fp32"}, 0, device)

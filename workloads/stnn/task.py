@@ -62,7 +62,7 @@ def make_task(params: dict, ctx: BuildContext) -> Task:
     wrap = params["data"] == "generated" and data.is_global(*data.parse_grid(params["grid"]))
     edges = grid.grid_edges(ocean, params["neighbours"], wrap_lon=wrap)
     torch.manual_seed(ctx.seed)
-    sparse_grad = params.get("factor_grad", "sparse") == "sparse"  # an older manifest's cell has no factor_grad
+    sparse_grad = params["factor_grad"] == "sparse"
     rel = relations.make(params["relations"], edges, params["mode"], params["chunk"], sparse_grad)
     model = STNN(rel, edges.n, t_train, params["nz"], 1, params["nhid"], params["nlayers"], params["activation"],
                  params["lambd"], params["l1"], sparse_grad)

@@ -2,8 +2,10 @@
 
 One node: a plain process (`single`) or a `torchrun --standalone` world. `--nnodes N > 1`: N
 torchrun agents side by side, one per emulated node, meeting over loopback through torchrun's
-static rendezvous (127.0.0.1, a free port, gloo on `lo`). They run as one process group, so
-`--timeout` or Ctrl-C kills all of them. It is how a multi-node study is tested without a cluster.
+static rendezvous (127.0.0.1, a free port, gloo on `lo`). They run as one process group, watched
+together: the first agent to fail ends the others within seconds (as `srun --kill-on-bad-exit`
+does), and `--timeout`, the stall watchdog or Ctrl-C kills all of them. It is how a multi-node
+study is tested without a cluster.
 """
 
 from __future__ import annotations
@@ -60,14 +62,15 @@ def check(plan: Plan) -> None:
 
 def run_cell(cell: CellJob) -> Outcome:
     cell.prepare()
-    args = torchrun.cell_args(cell.spec_path, cell.result_path, cell.extra)
+    args = torchrun.cell_args(cell.spec_path, cell.result_path, cell.child_args)
     started = commands(cell.spec, args, port=free_port())
+    role = "agent" if cell.spec.distributed else "cell"  # process i: node i's torchrun agent
     # the load check, threads, preloaded allocator and numactl (issue 32)
     prep = hostprep.prepare(cell.spec)
     if prep.failure:
         return Outcome(CellResult("skipped", prep.failure), others_before=prep.others_cores)
     outcome = run_processes(cell, [[*prep.prefix, *argv] for argv, _ in started],
-                            [{**env, **prep.env} for _, env in started])
+                            [{**env, **prep.env} for _, env in started], role)
     return replace(outcome, others_before=prep.others_cores)
 
 

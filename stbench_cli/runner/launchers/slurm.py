@@ -5,7 +5,11 @@ The job has one task per node; each task runs its node's torchrun agent (see
 static rendezvous address, so rank 0 is always on the first node. Rank 0 writes the result into
 the study folder (a shared file system), where the parent reads it. The job id goes into
 jobs.json the moment the job exists: a parent killed meanwhile re-attaches on `--resume`, never
-submitting the cell twice. A job that Slurm kills or fails becomes a row with sacct's state.
+submitting the cell twice. A job that Slurm kills or fails becomes a row with sacct's state and
+what failed first: `srun --kill-on-bad-exit=1` ends the step when one node's task ends non-zero,
+and its `srun: error: HOST: task N: …` line names the node (verdict.py). The ranks' beats reach
+the parent through the shared folder: a job whose ranks stop making progress is cancelled as
+hung (the stall clock starts at the first beat, so a job waiting in the queue is never hung).
 Ctrl-C cancels the running job and forgets it, so a resume submits that cell again.
 """
 
@@ -18,6 +22,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 from ...device import is_cuda
 from ...errors import StbenchError
@@ -25,8 +30,10 @@ from ...plan.launcher_config import Launch
 from ...plan.planner import Plan
 from ...plan.spec import RunSpec
 from ...store.jobs import forget_job, read_jobs, record_job
-from ...store.rows import CellResult
-from ..processes import CellJob, Outcome, last_line, read_result
+from ...store.progress import read_beats
+from .. import verdict
+from ..processes import CellJob, Outcome, read_results
+from ..watch import BEATS_S, Stall, Stalls
 from . import torchrun
 
 POLL_S = 1.0  # how often the parent looks for the job's result files (a stat, no Slurm call)
@@ -119,32 +126,49 @@ def _job(cell: CellJob):
     executor = submitit.AutoExecutor(folder=folder, cluster="slurm")
     executor.update_parameters(**submitit_parameters(job_options(cell.spec, cell.launch, cell.timeout)))
     script = torchrun.slurm_node_script(
-        cell.spec, sys.executable, torchrun.cell_args(cell.spec_path, cell.result_path, cell.extra))
+        cell.spec, sys.executable,
+        torchrun.cell_args(cell.spec_path, cell.result_path, cell.child_args))
     job = executor.submit(run_node, script)
     record_job(cell.folder, run_id, job.job_id, "slurm")
     return job
 
 
-def _wait(job) -> None:
-    asked = time.monotonic()
+def _wait(job, stalls: Stalls) -> Stall | None:
+    """Until the job ends (None), or its ranks' beats stop moving (the stall)."""
+    asked = look_at = time.monotonic()
     while True:
-        force = time.monotonic() - asked > SACCT_EVERY_S
+        now = time.monotonic()
+        force = now - asked > SACCT_EVERY_S
         if force:
-            asked = time.monotonic()
+            asked = now
         if job.done(force_check=force):
-            return
+            return None
+        if now >= look_at:
+            look_at = now + BEATS_S
+            stall = stalls.look(now)
+            if not stalls.beats:  # queued, or starting: the stall clock starts at the first beat
+                stalls.since, stall = now, None
+            if stall is not None:
+                return stall
         time.sleep(POLL_S)
 
 
 def run_cell(cell: CellJob) -> Outcome:
     job = _job(cell)
     try:
-        _wait(job)
+        stall = _wait(job, Stalls(cell.work, cell.stall, cell.spec.world_size))
     except BaseException:  # Ctrl-C: cancel the job and forget it; a resume submits the cell again
         job.cancel(check=False)
         forget_job(cell.folder, cell.spec.run_id)
         raise
-    return collect(cell, job.job_id)
+    if stall is None:
+        return collect(cell, job.job_id)
+    job.cancel(check=False)
+    _, _, elapsed = sacct(job.job_id)  # until Slurm has ended it
+    _gather_logs(cell, job.job_id)
+    result = verdict.hung(cell.spec, stall.idle_s, stall.limit_s, cell.stall, stall.beats)
+    return Outcome(replace(result, reason=f"slurm job {job.job_id} cancelled: {result.reason}"),
+                   cell_s=elapsed or 0.0, job_id=job.job_id)
 
 
 def sacct(job_id: str, wait_s: float = 30.0) -> tuple[str, str, float | None]:
@@ -172,14 +196,27 @@ def _gather_logs(cell: CellJob, job_id: str) -> None:
     cell.log.write_text("\n".join(parts))
 
 
+def exit_code(text: str) -> int:
+    """sacct's ExitCode `CODE:SIGNAL` as one number (a signal negative, as Popen has it)."""
+    code, _, sig = (text or "0:0").partition(":")
+    return -int(sig) if sig.isdigit() and int(sig) else int(code) if code.isdigit() else 1
+
+
 def collect(cell: CellJob, job_id: str) -> Outcome:
+    """The row of a finished job: rank 0's result when Slurm says it COMPLETED, else sacct's
+    state and what failed first (verdict.py), rank 0's figures kept if it wrote them."""
     state, code, elapsed = sacct(job_id)
     _gather_logs(cell, job_id)
-    result = read_result(cell.work)
-    if result is None:
-        status = {"TIMEOUT": "timeout", "OUT_OF_MEMORY": "oom"}.get(state.split(" ")[0], "failed")
+    log = cell.log.read_text(errors="replace")
+    results, beats = read_results(cell.work), read_beats(cell.work)
+    first = None if state == "COMPLETED" else (0, exit_code(code), "job")
+    result = verdict.judge(cell.spec, first, log, results, beats)
+    if first is not None:
+        by_state = {"TIMEOUT": "timeout", "OUT_OF_MEMORY": "oom"}
+        status = by_state.get(state.split(" ")[0], result.status)
         why = f"slurm job {job_id} {state} (exit code {code or '?'})"
         if status == "timeout" and cell.timeout is not None:
-            why += f": past its time limit of {minutes(cell.timeout)} min (--timeout {cell.timeout:g} s)"
-        result = CellResult(status, f"{why}; {last_line(cell.log)}".rstrip("; "))
+            why += (f": past its time limit of {minutes(cell.timeout)} min "
+                    f"(--timeout {cell.timeout:g} s)")
+        result = replace(result, status=status, reason=f"{why}; {result.reason}".rstrip("; "))
     return Outcome(result, cell_s=elapsed or 0.0, job_id=job_id)

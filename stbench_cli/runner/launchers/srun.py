@@ -57,8 +57,10 @@ def command(spec: RunSpec, cell: list[str], python: str = sys.executable, env: d
 
 def run_cell(cell: CellJob) -> Outcome:
     cell.prepare()
-    argv = command(cell.spec, torchrun.cell_args(cell.spec_path, cell.result_path, cell.extra), timeout=cell.timeout)
-    outcome = run_processes(cell, [argv], [dict(os.environ, PYTHONUNBUFFERED="1")], grace=15.0)
+    args = torchrun.cell_args(cell.spec_path, cell.result_path, cell.child_args)
+    argv = command(cell.spec, args, timeout=cell.timeout)
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    outcome = run_processes(cell, [argv], [env], "step", grace=15.0)
     step = _STEP.search(cell.log.read_text(errors="replace")) if cell.log.exists() else None
     if step is None:
         return outcome

@@ -1,0 +1,147 @@
+"""`python -m stbench.acceptance`: the GPU acceptance's command line (docs/gpu-acceptance.md).
+
+    python -m stbench.acceptance --list
+    python -m stbench.acceptance --out OUT [--deadline S] [--extra NAME] [STEP ...]
+    python -m stbench.acceptance --rehearsal --out OUT [STEP ...]     (CUDA faked: tests/fakecuda)
+    python -m stbench.acceptance --cpu-reference                       (rewrite cpu_reference.json)
+
+On the GPU machine `benchmarks/gpu_acceptance.py` installs stbench from a wheel and runs this.
+Exit 0 when every step and check passed (or is UNTESTED), 1 otherwise, 2 for a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import platform
+import re
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from . import engine, execute, reference
+from .state import State
+from .steps import CORRECTNESS, EXTRAS, REFERENCE, STEPS
+from .studies import STUDIES
+
+DEFAULT = (*STEPS, *STUDIES)  # in priority order: correctness, then the reference studies
+# from the command's start: the install (~15 s) and the caps (519 s) fit, and a 10-minute command
+# keeps a minute for a slow start and the end
+DEADLINE_S = 540
+REHEARSAL_SLACK = 3  # a rehearsal's cuda cells stop at once, its CPU cells run on 2 busy cores
+
+
+def listing() -> str:
+    """The parts and their steps with their caps, the default run's total, then the extras."""
+    lines = []
+    for part in (CORRECTNESS, REFERENCE):
+        steps = [s for s in DEFAULT if s.part == part]
+        lines.append(f"{part} (caps {sum(s.cap_s for s in steps)} s)")
+        lines += [f"  {s.name:<26}{s.cap_s:>4} s  {s.what}" for s in steps]
+    total = sum(s.cap_s for s in DEFAULT)
+    lines.append(f"{'all':<28}{total:>4} s  caps on one H100, checks included")
+    lines.append("extras (only with --extra NAME)")
+    lines += [f"  {s.name:<26}{s.cap_s:>4} s  {s.what}" for s in EXTRAS]
+    return "\n".join(lines)
+
+
+def refuse(message: str) -> None:
+    """A usage error: one line, exit 2, nothing written."""
+    print(f"acceptance: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def select(names: list[str], extras: list[str]) -> list:
+    """The steps to run, in registry order; an unknown name is a usage error naming the valid."""
+    known = {s.name: s for s in (*DEFAULT, *EXTRAS)}
+    bad = [n for n in [*names, *extras] if n not in known]
+    if bad:
+        refuse(f"unknown step '{bad[0]}'; valid: {', '.join(known)}")
+    chosen = set(names) | set(extras) if names else {s.name for s in DEFAULT} | set(extras)
+    return [s for s in (*DEFAULT, *EXTRAS) if s.name in chosen]
+
+
+def gpu_tag(names: str) -> str:
+    """The GPU's short name for a result folder: 'NVIDIA H100 80GB HBM3' -> 'h100'."""
+    found = re.search(r"\b([A-Z]{1,2}\d{1,4}[A-Za-z]?)\b", names)
+    return found.group(1).lower() if found else "gpu"
+
+
+def header(env, rehearsal: bool, deadline_s: float) -> dict:
+    from ..plan.planner import git_sha
+    from ..store.machine import gpu_names
+
+    gpus = gpu_names(env.gpus) or "no GPU named"
+    return {
+        "machine": f"{gpus}; {env.cpu_model}, {env.cores_logical} cores, {env.ram_gb} GB; "
+        f"host {env.host}",
+        "software": f"torch {env.torch} CUDA {env.cuda}, Python {platform.python_version()}, "
+        f"stbench {git_sha() or 'from its wheel'}",
+        "started": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "deadline_s": deadline_s,
+        "rehearsal": rehearsal,
+        "gpu": gpu_tag(gpus),
+        "note": "every verdict below was written when its step ended",
+    }
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m stbench.acceptance", description=__doc__.split("\n\n")[0]
+    )
+    p.add_argument("steps", nargs="*", help="only these steps (default: all of --list)")
+    p.add_argument("--list", action="store_true", help="the steps, their caps and the total")
+    p.add_argument("--out", type=Path, help="summary.md, state.json, run.log, results.tar.gz")
+    p.add_argument("--deadline", type=float, default=DEADLINE_S,
+                   help="seconds from the command's start to end by (x3 in a rehearsal)")
+    p.add_argument("--started-at", type=float, default=None, help="the start, as time.time()")
+    extras = ", ".join(s.name for s in EXTRAS)
+    p.add_argument("--extra", action="append", default=[], metavar="NAME",
+                   help=f"add an optional step (once each): {extras}")
+    p.add_argument("--rehearsal", action="store_true", help="CUDA faked: the rehearsal's verdicts")
+    p.add_argument("--cpu-reference", action="store_true", help="rewrite the carried CPU rows")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(sys.argv[1:] if argv is None else argv)
+    if args.list:
+        print(listing())
+        return 0
+    if args.cpu_reference:
+        smokes = [s for s in STEPS if s.cpu_argv]
+        print(f"wrote {reference.make(smokes, lambda a: execute.stbench(a, 900))}")
+        return 0
+    steps = select(args.steps, args.extra)
+    if args.out is None:
+        refuse("--out OUT is needed (the folder for summary.md, state.json, run.log, "
+               "results.tar.gz)")
+    return run(steps, args)
+
+
+def run(steps: list, args: argparse.Namespace) -> int:
+    from ..device import device_count
+    from ..runner import envinfo
+
+    if not device_count():
+        refuse("needs a CUDA GPU, and this torch sees none (torch.cuda.device_count() is 0)")
+    args.out.mkdir(parents=True, exist_ok=True)
+    slack = REHEARSAL_SLACK if args.rehearsal else 1
+    state = State.load(args.out)
+    state.header = header(envinfo.collect(), args.rehearsal, args.deadline * slack)
+    names = [s.name for s in (*DEFAULT, *EXTRAS) if s in steps or s.name in state.records]
+    work = Path(tempfile.mkdtemp(prefix="stbench-acceptance-"))
+    started = args.started_at or time.time()
+    deadline_at = started + args.deadline * slack
+    settings = engine.Settings(args.out.resolve(), work, deadline_at, args.rehearsal, slack,
+                               state.header["gpu"])
+    try:
+        return engine.run(steps, settings, state, names)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

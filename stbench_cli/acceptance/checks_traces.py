@@ -1,0 +1,157 @@
+"""The acceptance's checks on profiler traces: host-device synchronisation inside profiled steps
+and stnn's offload side stream (readers of a `stbench profile` folder and pure judges)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..report.profile import syncs_per_step
+from ..runner.doctor import Check
+from ..store.trace import step_windows
+from .verdicts import NothingToJudge, combine, cuda_rows, param, rows_ok, studies, verdict
+
+
+def _trace(folder: Path, run_id: str) -> Path:
+    found = [s / "profile" / run_id / "trace.json" for s in studies(folder)]
+    found = [p for p in found if p.is_file()]
+    if not found:
+        raise NothingToJudge(f"no trace of {run_id}")
+    return found[0]
+
+
+def judge_syncs(
+    per_step: dict[int, list[str]],
+    most: int,
+    allowed: frozenset[str] = frozenset(),
+    copies: dict[int, int] | None = None,
+) -> Check:
+    """per_step: profiled step -> its synchronising calls. A trace with no profiled step fails
+    (nothing was checked). At most `most` syncs a step, plus, with `copies` (step -> the
+    host-to-device copies in it), one call named in `allowed` per copy: a wait for the copy that
+    last read a staging buffer."""
+    if not per_step:
+        return verdict("syncs", False, "no ProfilerStep window in the trace: nothing was checked")
+    worst = 0
+    for step, calls in per_step.items():
+        waits = [c for c in calls if c in allowed]
+        others = [c for c in calls if c not in allowed]
+        copied = (copies or {}).get(step, 0)
+        if len(waits) > copied or len(others) > most:
+            return verdict(
+                "syncs",
+                False,
+                f"step {step}: {len(calls)} host-device syncs "
+                f"({', '.join(sorted(set(calls)))}); at most {most} + one "
+                f"{'/'.join(sorted(allowed)) or 'wait'} per copy ({copied} copies)",
+            )
+        worst = max(worst, len(calls))
+    return verdict(
+        "syncs", True, f"{len(per_step)} profiled steps, at most {worst} host-device syncs in one"
+    )
+
+
+def _copies_per_step(events: list[dict], per_step: dict[int, list[str]]) -> dict[int, int]:
+    runtime = [
+        e["ts"] for e in events if e.get("cat") == "cuda_runtime" and "Memcpy" in str(e.get("name"))
+    ]
+    return {
+        k: sum(a <= ts <= b for ts in runtime) for a, b, k in step_windows(events) if k in per_step
+    }
+
+
+def no_syncs(folder: Path) -> Check:
+    """Profiled steps of every cuda cell: no host-device synchronisation at all."""
+    return combine(
+        "no-syncs",
+        [
+            _labelled(r, judge_syncs(syncs_per_step(_trace(folder, r["run_id"])), 0))
+            for r in cuda_rows(rows_ok(folder))
+        ],
+    )
+
+
+def stnn_syncs(folder: Path) -> Check:
+    """stnn profiles: dense and sparse relations make no sync a step (row-sparse Adam reads
+    nothing back, optim.py); offload only waits, with cudaEventSynchronize, for the copy that
+    last read a staging buffer when the device fell behind: at most one wait per copy."""
+    out = []
+    for r in cuda_rows(rows_ok(folder), "stnn"):
+        path = _trace(folder, r["run_id"])
+        per_step = syncs_per_step(path)
+        if param(r, "relations") == "offload":
+            copies = _copies_per_step(json.loads(path.read_text())["traceEvents"], per_step)
+            out.append(
+                _labelled(r, judge_syncs(per_step, 0, frozenset({"cudaEventSynchronize"}), copies))
+            )
+        else:
+            out.append(_labelled(r, judge_syncs(per_step, 0)))
+    return combine("syncs", out)
+
+
+def _labelled(row: dict, check: Check) -> Check:
+    """The check with the cell it judged in front of its detail."""
+    what = param(row, "relations") or param(row, "batching") or row["workload"]
+    return Check(check.name, check.device, check.status, f"{what}: {check.detail}", check.figures)
+
+
+def overlap_share(
+    copies: list[tuple[float, float, object]], kernels: list[tuple[float, float, object]]
+) -> float:
+    """The share of the copies' time that a kernel on another stream overlaps."""
+    total = sum(b - a for a, b, _ in copies)
+    hidden = 0.0
+    for a, b, stream in copies:
+        spans = sorted(
+            (max(a, x), min(b, y)) for x, y, t in kernels if t != stream and x < b and y > a
+        )
+        end = a
+        for x, y in spans:
+            hidden += max(0.0, y - max(x, end))
+            end = max(end, y)
+    return hidden / total if total > 0 else 0.0
+
+
+def judge_side_stream(copies: list[tuple], kernels: list[tuple]) -> Check:
+    """The offload copies must run on a stream of their own (else nothing can hide them). How
+    much of them compute hides depends on the grid and chunk, and no threshold has been
+    measured on a GPU yet: the share is reported as a figure, not judged."""
+    if not copies:
+        return verdict("offload-side-stream", False, "no host-to-device copy in the trace")
+    busiest: dict[object, float] = {}
+    for a, b, t in kernels:
+        busiest[t] = busiest.get(t, 0.0) + b - a
+    compute = max(busiest, key=busiest.get) if busiest else None
+    on_compute = sum(b - a for a, b, t in copies if t == compute)
+    if on_compute > 0:
+        return verdict(
+            "offload-side-stream",
+            False,
+            f"{on_compute / 1e3:.2f} ms of host-to-device copies ran on the compute stream",
+        )
+    share = overlap_share(copies, kernels)
+    copied_ms = sum(b - a for a, b, _ in copies) / 1e3
+    return verdict(
+        "offload-side-stream",
+        True,
+        f"copies on a side stream; {100 * share:.0f}% of {copied_ms:.1f} ms "
+        "overlaps compute (a figure, not judged)",
+        {"overlap": share},
+    )
+
+
+def offload_stream(folder: Path) -> Check:
+    """stnn's offload profile: its relation copies run on a side stream; the overlap a figure."""
+    rows = [r for r in cuda_rows(rows_ok(folder), "stnn") if param(r, "relations") == "offload"]
+    if not rows:
+        raise NothingToJudge("no offload cuda row")
+    events = json.loads(_trace(folder, rows[0]["run_id"]).read_text())["traceEvents"]
+
+    def spans(cat: str, name: str = "") -> list[tuple]:
+        return [
+            (e["ts"], e["ts"] + e.get("dur", 0), e.get("tid"))
+            for e in events
+            if e.get("cat") == cat and name in str(e.get("name", ""))
+        ]
+
+    return judge_side_stream(spans("gpu_memcpy", "HtoD"), spans("kernel"))

@@ -1,0 +1,139 @@
+"""The acceptance's steps, in priority order: what a step runs, its cap and the checks that read
+what it wrote. The correctness part is here, the reference studies in `studies.py`, and the
+extras (not in a default run) at the end.
+
+Caps are seconds on one H100 (16 cores beside it), the step's checks included. Each cell is a
+process of its own: importing torch and initialising CUDA costs it ~4-5 s before it trains, so
+a cap is about 5 s a cell plus what it trains (the smoke presets train a few seconds on the
+2-core CPU machine and less on a GPU). The first cuda study also measures the GPU's peaks (~6
+s, cached for the rest). A step that ends early leaves its time to the next (engine.py)."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..device import is_cuda
+from . import checks_rows as rows
+from . import checks_traces as traces
+from .reference import cpu_gpu_agree
+
+CORRECTNESS, REFERENCE, EXTRA = "correctness", "reference", "extra"
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A check of a step: its name and the reader + judge it runs on the step's folder."""
+
+    name: str
+    judge: Callable[..., Any]  # (folder, **kwargs) -> Check, or the doctor's list of them
+    kwargs: tuple[tuple[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step: an stbench command line run in the acceptance's process (the engine adds
+    `--out` the step's folder), or another program in a process of its own."""
+
+    name: str
+    part: str  # CORRECTNESS | REFERENCE | EXTRA
+    cap_s: int  # seconds on one H100, checks included
+    what: str  # one line for --list
+    argv: tuple[str, ...] = ()  # stbench's arguments
+    command: tuple[str, ...] = ()  # or a program's
+    env: tuple[tuple[str, str], ...] = ()
+    checks: tuple[Probe, ...] = ()
+    # a rehearsal's arguments instead of argv: the same command with its CPU cells small, since
+    # its cuda cells stop at the CPU build's error and its CPU cells would run for real on 2 cores
+    rehearse_argv: tuple[str, ...] = ()
+    cpu_argv: tuple[str, ...] = ()  # smoke steps: the same cells on the CPU (reference.py)
+    result: str = ""  # reference studies: commit the folder as results/reference/ref-<gpu>-<result>
+
+
+def args(line: str) -> tuple[str, ...]:
+    """A command line as typed, as its arguments."""
+    return tuple(shlex.split(line))
+
+
+# what each workload's smoke adds: cnn-strain's checkpoint levels make its cells the checkpoint
+# check's too; dcrnn-pems' gpu-index cell is the device-data check's (unprofiled)
+SMOKE_SETS = {
+    "cnn-strain": "--set checkpoint=none,sqrt,full",
+    "dcrnn-pems": "--set batching=index,gpu-index",
+    "lstm-era5": "",
+    "stnn": "",
+}
+AGREE = (Probe("cpu-gpu-agree", cpu_gpu_agree), Probe("phases-sum", rows.phases_sum))
+NO_SYNCS = Probe("no-syncs", traces.no_syncs)
+
+
+def smoke_argv(workload: str, device: str) -> tuple[str, ...]:
+    """A workload's smoke cells on one device; on cuda each killed at 60 s (the CPU's, made
+    beforehand for the reference, have no time to keep)."""
+    limit = "--timeout 60" if is_cuda(device) else ""
+    return args(f"run {workload} --smoke --device {device} {SMOKE_SETS[workload]} {limit}")
+
+
+def smoke(workload: str, cap_s: int, *extra: Probe) -> Step:
+    what = f"{workload} trains on cuda, agrees with the CPU"
+    return Step(f"smoke-{workload}", CORRECTNESS, cap_s, what, argv=smoke_argv(workload, "cuda"),
+                checks=(*AGREE, *extra), cpu_argv=smoke_argv(workload, "cpu"))
+
+
+def profile(workload: str, cap_s: int, sets: str, *checks: Probe, what: str = "") -> Step:
+    """A profiled run of a few steps on cuda (`stbench profile`: warm-up, then 10 steps)."""
+    argv = args(f"profile {workload} --device cuda {sets} --steps 10 --timeout 60")
+    what = what or "no host-device sync in a profiled step"
+    checks = checks or (NO_SYNCS,)
+    return Step(f"profile-{workload}", CORRECTNESS, cap_s, what, argv=argv, checks=checks)
+
+
+# cnn-strain's smoke as a world of ranks on the one GPU, 10 steps an epoch
+WORLD = "run cnn-strain --smoke --device cuda --set max_steps=10 --timeout 60 --strategy"
+GLOO, NCCL = (("backend", "gloo"),), (("backend", "nccl"),)
+
+STEPS = (
+    # 3 cells, after the GPU's peaks are measured (~6 s, once)
+    smoke("cnn-strain", 35, Probe("nvml", rows.nvml),
+          Probe("checkpoint-lowers-peak", rows.checkpoint)),
+    smoke("dcrnn-pems", 18, Probe("dcrnn-device-data", rows.device_data)),  # 2 cells
+    smoke("lstm-era5", 10),
+    smoke("stnn", 10),
+    profile("cnn-strain", 14, "--smoke", NO_SYNCS, Probe("h2d-plausible", rows.h2d_plausible)),
+    profile("dcrnn-pems", 20, "--smoke --set batching=index,gpu-index"),
+    profile("lstm-era5", 12, "--smoke"),
+    # the grid and chunk at which offload streams its relations in chunks (60x168: 9,072 cells);
+    # dense and sparse beside it for sparse = dense and the memory model: 3 cells
+    profile("stnn", 35, "--set grid=60x168 --set chunk=250 --set relations=dense,offload,sparse",
+            Probe("syncs", traces.stnn_syncs), Probe("offload-side-stream", traces.offload_stream),
+            Probe("sparse-equals-dense", rows.backends_agree),
+            Probe("memory-prediction", rows.memory_prediction),
+            what="stnn: syncs, side stream, sparse = dense, memory"),
+    # a 2-rank gloo world on the one GPU; the NCCL world of 2 needs 2 GPUs: skipped, UNTESTED
+    Step("distributed", CORRECTNESS, 20, "ddp: 2 gloo ranks on 1 GPU; NCCL",
+         argv=args(f"{WORLD} ddp --nproc 2 --set backend=gloo,nccl --expect skipped"),
+         checks=(Probe("distributed-gloo", rows.distributed, GLOO),
+                 Probe("distributed-nccl", rows.distributed, NCCL))),
+    Step("two-nodes", CORRECTNESS, 20, "ddp: two loopback nodes, gloo",
+         argv=args(f"{WORLD} ddp --nproc 1 --nnodes 2 --set backend=gloo"),
+         checks=(Probe("two-nodes", rows.distributed, GLOO),)),
+    Step("doctor", CORRECTNESS, 30, "doctor --quick: phase timing, sampling, peaks",
+         argv=args("doctor --quick --device cpu cuda"),
+         checks=(Probe("doctor", rows.doctor_checks),)),
+)
+
+EXTRAS = (
+    # dense factor gradients: the sanitizer reads data_ptr() of every tensor an operator
+    # touches, which sparse COO gradients do not have (DESIGN.md)
+    Step("sanitizer", EXTRA, 150, "stnn under TORCH_CUDA_SANITIZER",
+         argv=args("run stnn --smoke --device cuda --set relations=dense,offload "
+                   "--set factor_grad=dense --set chunk=16 --set max_steps=40 --timeout 120"),
+         env=(("TORCH_CUDA_SANITIZER", "1"),)),
+    Step("gpu-tests", EXTRA, 90, "the gpu-marked tests (tests/test_gpu.py)",
+         command=args("python -m pytest -q -p no:cacheprovider -m gpu -rfE --tb=short "
+                      "tests/test_gpu.py")),
+    Step("strategies", EXTRA, 40, "zero1 and fsdp: 2 gloo ranks on 1 GPU",
+         argv=args(f"{WORLD} zero1 fsdp --nproc 2 --set backend=gloo"),
+         checks=(Probe("strategies-gloo", rows.distributed, GLOO),)),
+)

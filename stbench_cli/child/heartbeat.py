@@ -1,0 +1,80 @@
+"""This rank's progress for the parent's stall watchdog (the record: store/progress.py).
+
+The trainer names its phase and counts its steps on a `Heartbeat` in memory (an attribute set,
+no file, no device synchronisation per step); a thread of its own writes the beat file when
+something changed, at most every `period` seconds (0.5: a small file replaced at most twice a
+second while the rank trains, which a shared file system of many ranks bears; the watchdog
+reads once a second and its limits are tens of seconds). A rank blocked in a collective or on
+the device stops changing, which is what the parent watches for, and its last beat says where
+it is. `close()` stops and joins the thread before the process leaves: nothing of it is alive
+at exit. Without a folder (a cell run in a test's process) nothing is written.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from pathlib import Path
+
+from ..store.progress import Beat, write_beat
+
+
+class Heartbeat:
+    def __init__(self, folder: Path | None = None, rank: int = 0, node: int = 0,
+                 period: float = 0.5):
+        self.folder, self.rank, self.node, self.period = folder, rank, node, period
+        self.name = "starting"
+        self.familiar = False  # in a phase it was in before
+        self._seen = {self.name}
+        self.steps = self.work = 0
+        self.slowest = 0.0
+        self.done = False
+        self._stop = threading.Event()
+        self._thread = None
+        if folder is not None:
+            self._host = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+            self._thread = threading.Thread(target=self._run, name="stbench-heartbeat", daemon=True)
+            self._thread.start()
+
+    def phase(self, name: str) -> None:
+        """Entering a phase: a unit of work when it is another one than before."""
+        if name != self.name:
+            self.name = name
+            self.work += 1
+            self.familiar = name in self._seen
+            self._seen.add(name)
+
+    def step(self, seconds: float) -> None:
+        """A training step ended after `seconds` (host time)."""
+        self.steps += 1
+        self.work += 1
+        if seconds > self.slowest:
+            self.slowest = seconds
+
+    def tick(self) -> None:
+        """A unit of work that is not a step (an evaluation batch)."""
+        self.work += 1
+
+    def beat(self) -> Beat:
+        host = getattr(self, "_host", "")
+        return Beat(self.rank, self.node, os.getpid(), host, self.name, self.steps, self.work,
+                    self.slowest, self.done, self.familiar)
+
+    def _run(self) -> None:
+        last = None
+        while not self._stop.wait(self.period):
+            now = self.beat()
+            if now != last:
+                write_beat(self.folder, now)
+                last = now
+
+    def close(self, phase: str = "left the world", done: bool = True) -> None:
+        """The last beat (written here, at once), with the thread stopped and joined; `done`:
+        the rank's training ended and it left the world (not so for a rank that failed)."""
+        self.phase(phase)
+        self.done = done
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            write_beat(self.folder, self.beat())

@@ -1,0 +1,255 @@
+"""Judging a cell's repeats (pure): flags where its numbers cannot be trusted at a glance, as
+pyperf warns of an unstable benchmark, and the regression gate's verdict against a baseline's.
+
+Flags, each with its reason, for one cell's repeats (or one run):
+
+    spread    the standard deviation of the main measure is > 10% of its mean over the repeats
+    load      the 1-minute load average rose above the machine's cores (the cell's own included)
+    busy      other processes used > 25% of all cores on average while a run ran
+    steal     a hypervisor took > 5% of the cores for other guests (CPU steal)
+    throttle  NVML reported the GPU's clocks slowed (power cap, thermal, hardware) in > 5% of
+              samples
+    contended other processes used more cores than the cell's threads left free (the load
+              check before a CPU cell and its samples: store.conditions)
+
+The machine's figures are the row's `Conditions` columns (report.read.conditions: for an older
+row, what its system.csv samples give).
+
+The gate gives each cell and metric one verdict, judged as `compare` judges a ratio:
+- `regression`: worse than its baseline by more than the margin *and* the difference is
+  significant (both sides have >= 2 repeats, their 95% intervals do not overlap, Welch's
+  t-test p < 0.05), or it ended ok in the baseline and not now;
+- `inconclusive`: worse by more than the margin but not significant: the repeats cannot tell a
+  slowdown from noise, and the verdict names the repeats per side that could (repeats_needed);
+  never `ok`, since a 30% slowdown on one repeat is not a pass;
+- `unchanged`: the medians differ by less than 0.05%, which the line would print as 0.0%;
+- `ok`: better, or worse within the margin.
+Cells are matched by what ran (workload, device kind, strategy, world, batch, epochs,
+parameters), not by machine: CI runners change hosts.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, replace
+from typing import Mapping, Sequence
+
+import pandas as pd
+
+from ..device import parse
+from ..errors import StbenchError
+from .cells import HIGHER_IS_BETTER, Cell, cells, groups, repeats_needed, significant
+from .labels import format_number
+from .model import HARDWARE, Key, axes, frame, keys_of, name_of
+from .read import SKIPPED_EXIT, Run, conditions
+
+CV_LIMIT = 0.10  # pyperf's: a standard deviation above 10% of the mean
+OTHERS_LIMIT = 25.0  # % of all cores used by other processes
+STEAL_LIMIT = 5.0  # % of all cores taken by the hypervisor
+THROTTLE_LIMIT = 0.05  # share of a run's samples with the GPU's clocks slowed
+UNCHANGED = 0.0005  # a relative change the gate's line would print as 0.0%
+
+
+@dataclass(frozen=True)
+class Flag:
+    kind: str  # spread | load | busy | steal | throttle | contended
+    reason: str  # one line: what was seen, against which limit
+
+    def __str__(self) -> str:
+        return self.reason
+
+
+def _number(value) -> float | None:
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+
+
+def main_measure(runs: Sequence[Mapping]) -> str:
+    """The measure a cell's repeats are judged on: the time to target where two or more reached
+    it (a target none reached has no spread to judge), else wall_s."""
+    hit = [r for r in runs if _number(r.get("time_to_target_s")) is not None]
+    return "time_to_target_s" if len(hit) >= 2 else "wall_s"
+
+
+def noise_flags(runs: Sequence[Mapping], metric: str | None = None,
+                system: Sequence[Mapping] = ()) -> list[Flag]:
+    """Flags of one cell's runs (Runs, or a study frame's rows); `metric` the measure whose
+    spread counts (main_measure by default); `system` system.csv rows, for older rows."""
+    metric = metric or main_measure(runs)
+    seen = [conditions(r, system) for r in runs]
+    return [f for f in (_spread(runs, metric), *_busy(runs, seen)) if f is not None]
+
+
+def _spread(runs: Sequence[Mapping], metric: str) -> Flag | None:
+    values = [v for r in runs
+              if r.get("status") == "ok" and (v := _number(r.get(metric))) is not None]
+    if len(values) < 2 or statistics.mean(values) <= 0:
+        return None
+    sd, mean = statistics.stdev(values), statistics.mean(values)
+    if sd <= CV_LIMIT * mean:
+        return None
+    return Flag("spread", f"unstable: the standard deviation of {metric} ({format_number(sd)}) is "
+                          f"{sd / mean:.0%} of the mean ({format_number(mean)}) over {len(values)} "
+                          f"repeats (limit {CV_LIMIT:.0%})")
+
+
+def _busy(runs: Sequence[Mapping], seen: list) -> list[Flag | None]:
+    cores = [_number(r.get("cores")) for r in runs]
+    load = [(c.load_max, n) for c, n in zip(seen, cores) if c.load_max is not None and n
+            and c.load_max > n]
+    others = [c.others_cpu_pct for c in seen
+              if c.others_cpu_pct is not None and c.others_cpu_pct > OTHERS_LIMIT]
+    steal = [c.cpu_steal_pct for c in seen
+             if c.cpu_steal_pct is not None and c.cpu_steal_pct > STEAL_LIMIT]
+    slowed = [c for c in seen if c.gpu_throttle_share is not None
+              and c.gpu_throttle_share > THROTTLE_LIMIT]
+
+    contended = [c.contention or "contended" for c in seen if c.contended]
+
+    def when(k: int) -> str:
+        return "while it ran" if len(seen) == 1 else f"in {k} of {len(seen)} runs"
+
+    return [
+        Flag("contended", contended[0] + ("" if len(seen) == 1 else f" ({when(len(contended))})"))
+        if contended else None,
+        Flag("load", f"busy: the load average reached {max(load)[0]:.1f} on {max(load)[1]:.0f} "
+                     f"cores {when(len(load))}") if load else None,
+        Flag("busy", f"busy: other processes used {max(others):.0f}% of the CPUs "
+                     f"{when(len(others))} (limit {OTHERS_LIMIT:.0f}%)") if others else None,
+        Flag("steal", f"busy: the hypervisor took {max(steal):.0f}% of the CPUs (steal) "
+                      f"{when(len(steal))} (limit {STEAL_LIMIT:.0f}%)") if steal else None,
+        Flag("throttle", f"throttled: the GPU slowed its clocks ({_reasons(slowed)}) in up to "
+                         f"{max(c.gpu_throttle_share for c in slowed):.0%} of the samples "
+                         f"{when(len(slowed))}") if slowed else None,
+    ]
+
+
+def _reasons(seen: list) -> str:
+    names = [n.strip() for c in seen for n in str(c.gpu_throttle or "").split(",") if n.strip()]
+    return ", ".join(dict.fromkeys(names)) or "reason not named"
+
+
+def study_flags(s: pd.DataFrame) -> list[str]:
+    """A study's flags: one line per kind, naming the first cell it hit and how many others."""
+    hits: dict[str, list[tuple[str, str]]] = {}
+    varied = axes(s)
+    for _, rows in groups(s, keys_of(s), ordered=False):
+        first = rows.iloc[0]
+        name = name_of(varied, [first[k.column] for k in varied])
+        for flag in noise_flags(rows.to_dict("records")):
+            hits.setdefault(flag.kind, []).append((name, flag.reason))
+    lines = []
+    for found in hits.values():
+        (name, reason), others = found[0], len(found) - 1
+        lines.append((f"{name}: " if name else "") + reason
+                     + (f" (and {others} other cells)" if others else ""))
+    return lines
+
+
+@dataclass(frozen=True)
+class Verdict:
+    cell: str  # the cell in one line
+    metric: str
+    base: float
+    new: float
+    change: float  # relative change in the worse direction (+0.30: 30% worse)
+    significant: bool
+    kind: str  # regression, inconclusive, unchanged, ok, or "no value"
+    repeats: tuple[int, int] = (0, 0)  # ok repeats on the baseline's side and the new side
+    needs: int = 0  # inconclusive: the repeats per side that could make it significant
+    note: str = ""
+
+    @property
+    def regression(self) -> bool:
+        return self.kind == "regression"
+
+
+def gate(base: Sequence[Run], new: Sequence[Run], metrics: tuple[str, ...] = ("wall_s",),
+         margin: float = 0.10) -> list[Verdict]:
+    """One verdict per cell present on both sides and metric."""
+    df = frame([replace(r, folder=side) for side, runs in (("base", base), ("new", new))
+                for r in runs])
+    df["label"] = [parse(d).kind for d in df["device"]]  # the device kind, whichever host ran it
+    keys = [Key("workload", "workload"), *keys_of(df)]
+    out = []
+    for metric in metrics:
+        if metric not in df.columns:
+            raise StbenchError(f"unknown metric {metric!r}: runs.csv has no such column")
+        sides = [{c.shown: c for c in cells(df[df["study"] == side], metric, keys, every=True)}
+                 for side in ("base", "new")]
+        matched = [(sides[0][k], sides[1][k]) for k in sides[0] if k in sides[1]]
+        if not matched:
+            raise StbenchError("no cell of the new run matches a cell of the baseline (same "
+                               "workload, device kind, strategy, world, batch size, epochs and "
+                               "parameters)")
+        out += [_verdict(_cell_name(keys, b.key), metric, b, n, margin) for b, n in matched]
+    return out
+
+
+def _cell_name(keys: list[Key], values: tuple) -> str:
+    shown = dict(zip((k.name for k in keys), values))
+    parts = [str(shown["workload"]), str(shown[HARDWARE.name]), str(shown["strategy"])]
+    return " ".join(parts + [f"{k}={v}" for k, v in list(shown.items())[3:] if k != "strategy"])
+
+
+def _verdict(cell: str, metric: str, base: Cell, new: Cell, margin: float) -> Verdict:
+    b, n, repeats = base.median, new.median, (len(base.values), len(new.values))
+    if base.status == "ok" and new.status != "ok":
+        return Verdict(cell, metric, b, n, math.inf, True, "regression", repeats,
+                       note=f"ended {new.status} (ok in the baseline)")
+    if not (math.isfinite(b) and math.isfinite(n)) or b == 0:
+        return Verdict(cell, metric, b, n, math.nan, False, "no value", repeats,
+                       note="no value on one side")
+    change = (b - n) / b if metric in HIGHER_IS_BETTER else (n - b) / b
+    values = list(base.values), list(new.values)
+    sig = significant(*values)
+    if abs(change) < UNCHANGED:
+        return Verdict(cell, metric, b, n, change, sig, "unchanged", repeats)
+    if change <= margin:
+        return Verdict(cell, metric, b, n, change, sig, "ok", repeats)
+    if sig:
+        return Verdict(cell, metric, b, n, change, sig, "regression", repeats)
+    needs = repeats_needed(*values)
+    return Verdict(cell, metric, b, n, change, sig, "inconclusive", repeats, needs)
+
+
+ORDER = {"regression": 0, "inconclusive": 1, "no value": 2, "ok": 3, "unchanged": 4}
+
+
+def line(v: Verdict, margin: float) -> str:
+    """One verdict as pyperf words it: the values, the change, and what it means."""
+    head = f"{v.kind.upper() if v.kind in ('regression', 'inconclusive') else v.kind:<12} {v.cell}"
+    values = f"{head}: {v.metric} {format_number(v.base)} -> {format_number(v.new)}"
+    if v.note:
+        return f"{values}: {v.note}"
+    if v.kind == "unchanged":
+        return values
+    change = f"{values}, {100 * abs(v.change):.1f}% {'worse' if v.change > 0 else 'better'}"
+    if v.kind == "inconclusive":
+        b, n = v.repeats
+        ran = f"{b} repeat{'s' * (b != 1)}" if b == n else f"{b} vs {n} repeats"
+        return f"{change} with {ran}: inconclusive (needs ≥ {v.needs} repeats)"
+    within = f", within the {100 * margin:.0f}% margin" if v.change > 0 and v.kind == "ok" else ""
+    return f"{change} ({'significant' if v.significant else 'not significant'}{within})"
+
+
+def lines(verdicts: list[Verdict], margin: float) -> list[str]:
+    """One line per verdict, regressions first, then the inconclusive, then the rest."""
+    ordered = sorted(verdicts, key=lambda v: (ORDER[v.kind], v.cell, v.metric))
+    out = [line(v, margin) for v in ordered]
+    count = {kind: sum(v.kind == kind for v in verdicts) for kind in ORDER}
+    out.append(f"{count['regression']} regression(s), {count['inconclusive']} inconclusive in "
+               f"{len(verdicts)} comparison(s) (margin {100 * margin:.0f}%, 95% intervals and "
+               "Welch's t-test)")
+    return out
+
+
+def exit_code(verdicts: list[Verdict], skipped: bool = False) -> int:
+    """1 on a regression; 4 where none is but a result folder was left out (a cell may be
+    missing); 3 where a cell is inconclusive (a CI fails on it too, unless it allows 3: rerun
+    with more repeats); 0 otherwise."""
+    if any(v.regression for v in verdicts):
+        return 1
+    if skipped:
+        return SKIPPED_EXIT
+    return 3 if any(v.kind == "inconclusive" for v in verdicts) else 0

@@ -1,0 +1,240 @@
+"""A study's view (pure): what the study asks and its answer (its finding, with the table behind
+it), the tables and figures after it, and the flags on its numbers. `compare` prints views
+(report.text), `report` writes them (report.html), `run` and `profile` end with one.
+
+What a study asks follows from what it varies, the first kind in KINDS that fits:
+
+    kind       it varies                     its answer
+    device     the hardware                  samples/s, time to target, energy against the first
+    target     under a budget or a target    MLPerf score; which cell reached the target first
+    scaling    world size or nodes           speedup, efficiency, sync share; efficiency < 50%
+    precision  precision or compile          speedup over fp32 eager; compile s and payback
+    size       a problem-size parameter      fitted exponents of memory and step time
+    batch      batch size                    samples/s smallest to largest; the knee
+    epochs     epochs                        fixed and per-epoch cost (a fitted line)
+    tradeoff   anything else                 memory per rank against samples/s
+    cell       nothing                       samples/s, wall time, memory
+
+Two cells whose 95% intervals overlap have "no significant difference", never a winner. A new
+kind is a `Kind` line in KINDS (where it asks first) and two functions of a study's frame: its
+sentences, and its table as (title, table) or None.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Callable
+
+import pandas as pd
+
+from . import cost, scaling, speed, tables, ttt
+from .judge import study_flags
+from .model import Study, axes
+from .tables import FIRST
+
+if TYPE_CHECKING:  # the figures import matplotlib: only a view that draws them loads it
+    from .plotting import Picture
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A kind of study: when a study is one (its frame, the names of what it varies), its
+    answer in words, and the table that supports it."""
+
+    name: str
+    asks: Callable[[pd.DataFrame, set[str]], bool]
+    words: Callable[[pd.DataFrame], str]
+    table: Callable[[pd.DataFrame], tuple[str, pd.DataFrame] | None]
+
+
+KINDS = (
+    Kind("device", lambda s, v: "device" in v, speed.device, speed.device_view),
+    Kind("target", lambda s, v: ttt.asked(s), ttt.finding, ttt.view),
+    Kind("scaling", lambda s, v: bool(v & {"world_size", "nodes"})
+         and bool((s["strategy"] != "single").any()), scaling.finding, scaling.view),
+    Kind("precision", lambda s, v: bool(v & {"precision", "compile"}), speed.precision,
+         speed.precision_view),
+    Kind("size", lambda s, v: cost.size_axis(s) is not None, cost.size, cost.size_view),
+    Kind("batch", lambda s, v: "batch_size" in v, speed.batch, speed.batch_view),
+    Kind("epochs", lambda s, v: "epochs" in v, cost.epochs, cost.epochs_view),
+    Kind("tradeoff", lambda s, v: bool(v), cost.tradeoff, cost.tradeoff_view),
+    Kind("cell", lambda s, v: True, cost.single, cost.single_view),
+)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A study's answer and the table that supports it."""
+
+    kind: str  # what the study asks (KINDS)
+    text: str  # one or two sentences, with the uncertainty
+    title: str = ""  # the supporting table's title
+    table: pd.DataFrame | None = None
+    flags: tuple[str, ...] = ()  # reasons not to trust the numbers at a glance (report.judge)
+
+
+def kind_of(s: pd.DataFrame) -> Kind:
+    """What a study asks, from what it varies (the first kind that it is)."""
+    varied = {k.name for k in axes(s)}
+    return next(k for k in KINDS if k.asks(s, varied))
+
+
+def finding_of(s: pd.DataFrame, flags: bool = True) -> Finding:
+    """One study's finding (its frame: one workload), and its flags."""
+    kind = kind_of(s)
+    shown = kind.table(s)
+    title, table = shown if shown else ("", None)
+    return Finding(kind.name, kind.words(s), title, table, tuple(study_flags(s)) if flags else ())
+
+
+@dataclass(frozen=True)
+class Options:
+    """What a view holds: the table of a metric (compare's --metric, --rows, --cols,
+    --baseline), every table or the one that answers, and figures or none."""
+
+    metric: str = "wall_s"
+    rows: str = "epochs"
+    cols: str = "device"
+    baseline: str | None = None  # "key=value": the column the others are held against
+    every: bool = False  # every table, not only the one that answers (--full, compare.md)
+    figures: tuple[str, ...] = ()  # the kinds of block whose figures are drawn (FIGURES)
+    against_first: bool = False  # with no baseline, hold every column against the first
+
+    @property
+    def asked(self) -> bool:
+        """Whether a table was asked for by name (it then leads in place of the finding's)."""
+        asked = (self.metric, self.rows, self.cols, self.baseline)
+        return asked != ("wall_s", "epochs", "device", None)
+
+
+FIGURES = ("metric", "target", "phases", "scaling", "memory", "system")  # the report's
+PLOTS = ("metric", "phases", "scaling", "memory")  # compare --plot's: time and memory
+REPORT = Options(every=True, figures=FIGURES, against_first=True)
+
+
+@dataclass(frozen=True)
+class Block:
+    """A table and the figure that illustrates it (either may be missing); a lead block is
+    shown without --full."""
+
+    title: str
+    table: pd.DataFrame | None = None
+    picture: Picture | None = None
+    lead: bool = False
+    kind: str = ""  # finding, metric, target, phases, scaling, memory, system: what figure it has
+
+
+@dataclass(frozen=True)
+class View:
+    """A study as every command shows it."""
+
+    study: Study
+    number: int  # its place among the studies shown: its figures and its anchor are named by it
+    finding: Finding
+    blocks: tuple[Block, ...]
+    notes: tuple[str, ...] = ()  # what could not be drawn, and why
+
+    @property
+    def anchor(self) -> str:
+        return f"study-{self.number}"
+
+
+DETAILS = (("where the time went: median share of train + eval time", tables.phase_shares,
+            "phases"),
+           ("data-parallel scaling against the smallest world", scaling.table, "scaling"),
+           ("where the memory went: MiB per rank, median", tables.memory_table, "memory"))
+
+
+def view(study: Study, options: Options = Options(), number: int = 1) -> View:
+    """The study's finding and its blocks: the finding's table first (said once), the metric's
+    table, time to target, where the time and memory went and scaling; with figures, each
+    table's figure and the system timelines, named by the study's number."""
+    s, o = study.runs, options
+    finding = finding_of(s)
+    blocks = [] if o.asked or finding.table is None else [
+        Block(finding.title, finding.table, lead=True, kind="finding")]
+    if o.every or o.asked:
+        blocks += _tables(s, o)
+    notes: list[str] = []
+    if o.figures:
+        blocks, notes = _with_figures(study, blocks, o.figures)
+    lead = {b.title for b in blocks if b.kind == "finding"}  # the finding's table, said once
+    said = [replace(b, table=None) if b.title in lead and b.kind != "finding" else b
+            for b in blocks]
+    kept = tuple(b for b in said if b.table is not None or b.picture is not None)
+    return _named(View(study, number, finding, kept, tuple(notes)))
+
+
+def _tables(s: pd.DataFrame, o: Options) -> list[Block]:
+    """The metric's table (under a time budget it leads only where asked for another metric:
+    the wall time is the budget), time to target, and with `every` the details."""
+    ttt_table, answered = ttt.table(s), ttt.asked(s) or ttt.reached_any(s)
+    baseline = o.baseline or (FIRST if o.against_first else None)
+    lead = o.asked and (o.metric != "wall_s" or ttt_table is None or not ttt.budgeted(s))
+    table = tables.pivot(s, o.metric, o.rows, o.cols, baseline, missing_ok=True)
+    out = [Block(tables.pivot_title(o.metric, baseline), table, lead=lead, kind="metric")]
+    if ttt_table is not None and (o.every or answered):
+        out.append(Block(ttt.TITLE, ttt_table, lead=o.asked and answered, kind="target"))
+    for title, build, kind in DETAILS if o.every else ():
+        table = build(s)
+        if table is not None:
+            out.append(Block(title, table, kind=kind))
+    return out
+
+
+def _with_figures(study: Study, blocks: list[Block],
+                  kinds: tuple[str, ...]) -> tuple[list[Block], list[str]]:
+    """Each block of these kinds with its figure, a time-to-quality block right after the
+    metric's where that figure has no table, the system timelines last, and a note on each
+    figure that could not be drawn."""
+    from . import figures, quality
+
+    s, name = study.runs, study.workload
+    drawn = {"metric": figures.time_vs_epochs, "phases": figures.phase_bars,
+             "scaling": figures.scaling, "memory": figures.memory}
+    ttq = quality.time_to_quality(s, study.epochs, name) if "target" in kinds else None
+    out = [replace(b, picture=drawn[b.kind](s, name)) if b.kind in drawn and b.kind in kinds
+           else replace(b, picture=ttq) if b.kind == "target" else b for b in blocks]
+    notes = ["no cell ran at two or more epoch counts: no time-vs-epochs plot"
+             for b in out if b.kind == "metric" and b.picture is None and "metric" in kinds]
+    if ttq is None and "target" in kinds:
+        notes.append("no cell evaluated twice or more (epochs.csv): no time-to-quality plot")
+    elif ttq is not None and not any(b.kind == "target" for b in out):
+        at = next((i + 1 for i, b in enumerate(out) if b.kind == "metric"), len(out))
+        out.insert(at, Block("time to quality", picture=ttq, kind="target"))
+    if "system" in kinds:
+        out += [Block(p.title, picture=p, kind="system")
+                for p in quality.system_timelines(s, study.system, name)]
+    return out, notes
+
+
+def _named(v: View) -> View:
+    """Figures named by the study's number, so two studies of a workload never overwrite
+    each other's PNGs."""
+    blocks = tuple(replace(b, picture=replace(b.picture, name=f"{v.anchor}-{b.picture.name}"))
+                   if b.picture is not None else b for b in v.blocks)
+    return replace(v, blocks=blocks)
+
+
+# the kind of study whose figure heads the report, most telling first (KINDS' names)
+HEADLINE_KINDS = ("device", "target", "scaling", "batch", "precision", "size", "tradeoff", "epochs")
+HEADLINE_FIGURE = {"target": "time-to-quality", "scaling": "scaling", "tradeoff": "memory",
+                   "size": "memory"}
+
+
+def headline(views: list[View]) -> tuple[View, Picture] | None:
+    """The figure the report opens with, and its view: of the most telling kind of study
+    present (HEADLINE_KINDS), the study with the fewest cells that still compares two, its
+    first figure (of the kind HEADLINE_FIGURE names, where it has one)."""
+    def cells(v: View) -> int:
+        return max((len(b.table) for b in v.blocks if b.table is not None), default=0)
+
+    for kind in HEADLINE_KINDS:
+        found = [v for v in views if v.finding.kind == kind and cells(v) >= 2
+                 and any(b.picture for b in v.blocks)]
+        if found:
+            best = min(found, key=cells)
+            pictures = [b.picture for b in best.blocks if b.picture]
+            wanted = [p for p in pictures if p.name.endswith(HEADLINE_FIGURE.get(kind, "-"))]
+            return best, (wanted or pictures)[0]
+    return None

@@ -1,0 +1,105 @@
+"""Reading result folders is strict per study and forgiving across studies: a folder that cannot
+be read (a runs.csv cut short, a number that is not one, no manifest) is named in one line on
+stderr (its file, line and column, what was expected) and left out; the other studies are shown;
+the exit code is 4; nothing is rewritten. `compare` with no folder shows the user's newest study."""
+
+import csv
+import hashlib
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import ROOT, stbench
+
+REF = ROOT / "results" / "reference"
+GOOD, OTHER = REF / "ref-cpu2-cnn-strain-epochs", REF / "ref-cpu2-cnn-strain-batch-sweep"
+
+
+def digest(folder: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.iterdir() if p.is_file()}
+
+
+def cut_short(folder: Path) -> str:
+    """runs.csv cut in the middle of its fourth line (a copy stopped mid-write)."""
+    path = folder / "runs.csv"
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[:3]) + lines[3][:40])
+    return "line 4, column "
+
+
+def not_a_number(folder: Path) -> str:
+    """A wall time that is not a number, on the file's second row (line 3)."""
+    path = folder / "runs.csv"
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    rows[1]["wall_s"] = "oops"
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    return "line 3, column wall_s: expected a number, found 'oops'"
+
+
+def no_manifest(folder: Path) -> str:
+    (folder / "manifest.json").unlink()
+    return "has no manifest.json"
+
+
+@pytest.fixture(params=[cut_short, not_a_number, no_manifest], ids=lambda f: f.__name__)
+def results(request, tmp_path):
+    """results/ holding one good study and one made bad (what is said of it)."""
+    shutil.copytree(GOOD, tmp_path / "results" / "good")
+    shutil.copytree(OTHER, tmp_path / "results" / "bad")
+    said = request.param(tmp_path / "results" / "bad")
+    return tmp_path / "results", said
+
+
+def test_compare_shows_the_good_study_and_names_the_bad_one_in_a_line(results):
+    folder, said = results
+    before = digest(folder / "bad")
+    proc = stbench("compare", folder)
+    assert proc.returncode == 4, proc.stderr
+    assert "## good\nstbench run cnn-strain" in proc.stdout and "## bad" not in proc.stdout
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("skipped: ") and str(folder / "bad") in line and said in line, line
+    assert digest(folder / "bad") == before  # nothing is ever rewritten
+
+
+def test_report_and_gate_leave_the_bad_study_out_too(results, tmp_path):
+    folder, said = results
+    proc = stbench("report", folder, "--out", tmp_path / "report")
+    assert proc.returncode == 4 and said in proc.stderr.splitlines()[-1], proc.stderr
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "\n## good\n" in md and "\n## bad\n" not in md and "Left out (could not be read):" in md
+    # the headline figure is the shown study's own
+    assert re.search(r"\]\(study-1-cnn-strain-[a-z-]+\.png\)\n\n\*[^*\n]*, from \[good\]", md)
+    gate = stbench("gate", folder / "good", folder)
+    assert gate.returncode == 4 and said in gate.stderr, gate.stderr
+    assert gate.stdout.splitlines()[-1].startswith("0 regression(s), 0 inconclusive in 3")
+
+
+def test_a_bad_study_alone_is_one_line_and_exit_2(results):
+    folder, said = results
+    proc = stbench("compare", folder / "bad")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and said in proc.stderr
+
+
+def test_compare_without_a_folder_shows_the_newest_study_of_the_users_own(tmp_path):
+    """The committed references live in results/reference/, one level further down: never
+    shown for a user's `compare`, whatever their age."""
+    shutil.copytree(GOOD, tmp_path / "results" / "20260101-000000-vm-cnn-strain")
+    shutil.copytree(OTHER, tmp_path / "results" / "20260102-000000-vm-cnn-strain")
+    shutil.copytree(REF / "ref-cpu2-stnn-relations", tmp_path / "results" / "reference" / "ref-x")
+    older = tmp_path / "results" / "20260102-000000-vm-cnn-strain" / "runs.csv"
+    os.utime(older, (1, 1))  # written to long ago: the other is the newest
+    proc = stbench("compare", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert [ln for ln in proc.stdout.splitlines() if ln.startswith("## ")] == [
+        "## 20260101-000000-vm-cnn-strain"]
+    listed = stbench("compare", tmp_path / "results", cwd=tmp_path).stdout
+    assert "## 20260102-" in listed and "ref-x" not in listed
+    empty = stbench("compare", cwd=tmp_path / "results" / "reference")
+    assert empty.returncode == 2 and "no study in results/ yet" in empty.stderr
