@@ -45,7 +45,7 @@ def test_an_old_folder_is_read_back_with_the_ids_its_rows_carried(old):
     assert proc.stdout.count("-> 2") == 2 and "run ids kept" in proc.stdout
     for name, rows in before.items():
         folder = old / name
-        after = read_runs(folder)  # a reader of schema 2 takes it
+        after = read_runs(folder)  # a reader of today's schema takes it
         assert [r["run_id"] for r in after] == [r["run_id"] for r in rows]
         manifest = _manifest(folder)
         names = set(registry.get(manifest["workload"]).all_params)

@@ -1,7 +1,9 @@
 """`stbench migrate`: a result folder of an older schema rewritten, once, to the current one.
 
 Readers take the current schema only (store.files.check_schema names this command), so what an
-older folder meant is known here and nowhere else. Schema 1 -> 2:
+older folder meant is known here and nowhere else.
+
+Schema 1 -> 2:
 
 - every parameter written out, in the manifest's cells and matrix and in runs.csv's `params`: a
   parameter the study's stbench did not have yet ran at its default, the value its code used;
@@ -14,6 +16,16 @@ older folder meant is known here and nowhere else. Schema 1 -> 2:
   workload's own figures are;
 - the matrix states seed_per_repeat (off: every repeat of such a study kept the study's seed)
   and the manifest its launcher (local).
+
+Schema 2 -> 3 (the CPU levers): the parameters added since, interop_threads, bind and
+max_eval_samples, written out at their defaults (torch's inter-op threads, no binding, every
+validation sample: what such a cell ran with); rows get the columns added since (threads_why,
+the energy methods, the load check, contention), empty: nothing was measured. `threads=0` now
+means the physical cores not busy at the cell's start; a schema-2 cell ran torch's default
+(every logical CPU), which its row's `threads` column states where it was recorded.
+
+A migration is the same steps whatever the older schema: each only fills what a row or cell
+lacks, so a schema-2 folder takes the schema-1 steps as no change.
 
 Each file is replaced atomically (runs.csv first, the manifest last) and nothing is dropped; a
 folder already current is left as it is, so migrating twice is migrating once.

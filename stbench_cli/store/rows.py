@@ -13,7 +13,7 @@ from typing import Mapping
 
 # The result folder's layout: runs.csv's `schema` column and the manifest's `schema`. A folder of
 # an older one is rewritten once by `stbench migrate` (plan/migrate.py); readers take only this.
-SCHEMA = 2
+SCHEMA = 3  # 3: the CPU levers' parameters and columns (interop_threads, bind, ...)
 STEP_PHASES = ("data", "h2d", "compute", "sync")  # one training step, in order
 PHASE_COLUMNS = ("data_s", "h2d_s", "compute_s", "sync_s", "eval_s")  # where a run's time went
 EXTRA_PREFIX = "x."
