@@ -105,6 +105,7 @@ def test_a_cell_beside_a_busy_core_gets_fewer_threads_and_says_why(tmp_path):
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         proc = stbench("run", "cnn-strain", "--smoke", "--epochs", "1", "--set", "max_steps=5",
+                       "--set", "threads=0",  # auto: the smoke preset gives one thread
                        "--out", tmp_path / "out", timeout=300)
     finally:
         busy.kill()

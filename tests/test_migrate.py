@@ -42,7 +42,7 @@ def test_an_old_folder_is_read_back_with_the_ids_its_rows_carried(old):
     before = {name: _rows(old / name) for name in (DDP, STNN)}
     assert all(r["schema"] == "1" for rows in before.values() for r in rows)
     proc = stbench("migrate", old, check=True)
-    assert proc.stdout.count("-> 2") == 2 and "run ids kept" in proc.stdout
+    assert proc.stdout.count(f"-> {SCHEMA}") == 2 and "run ids kept" in proc.stdout
     for name, rows in before.items():
         folder = old / name
         after = read_runs(folder)  # a reader of today's schema takes it
@@ -69,7 +69,7 @@ def test_an_old_folder_is_read_back_with_the_ids_its_rows_carried(old):
 
 
 def test_migrating_twice_is_migrating_once(old):
-    assert "-> 2" in migrate(old / DDP)
+    assert f"-> {SCHEMA}" in migrate(old / DDP)
     written = {p.name: p.read_bytes() for p in (old / DDP).iterdir()}
     assert "already" in migrate(old / DDP)
     assert {p.name: p.read_bytes() for p in (old / DDP).iterdir()} == written
@@ -120,3 +120,37 @@ def test_a_folder_of_a_newer_schema_or_a_row_that_is_no_cell_is_left_as_it_is(ol
     (old / STNN / "manifest.json").write_text(json.dumps({**manifest, "schema": SCHEMA + 1}))
     with pytest.raises(StbenchError, match="a newer stbench wrote it"):
         migrate(old / STNN)
+
+
+LEVERS = ("interop_threads", "bind", "max_eval_samples")  # the parameters schema 3 added
+
+
+def test_a_schema_2_folder_gets_the_cpu_levers_at_the_values_it_ran_with(old):
+    """Schema 2 -> 3: the levers added since are written out at their defaults (what such a
+    cell ran with); ids and every other value stay as they were."""
+    folder = old / STNN
+    migrate(folder)  # today's schema, then made as a schema-2 stbench wrote it
+    manifest = _manifest(folder)
+    manifest["schema"] = 2
+    for cell in manifest["cells"]:
+        cell["params"] = [p for p in cell["params"] if p[0] not in LEVERS]
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    rows = _rows(folder)
+    for r in rows:
+        r["schema"] = "2"
+        r["params"] = json.dumps({k: v for k, v in json.loads(r["params"]).items()
+                                  if k not in LEVERS})
+    with open(folder / "runs.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    with pytest.raises(StbenchError, match="stbench migrate"):
+        read_runs(folder)
+    assert "schema 2 -> 3" in migrate(folder)
+    after = read_runs(folder)
+    assert [r["run_id"] for r in after] == [r["run_id"] for r in rows]
+    params = [json.loads(r["params"]) for r in after]
+    assert all((p["interop_threads"], p["bind"], p["max_eval_samples"]) == (0, "none", 0)
+               for p in params)
+    cells = _manifest(folder)["cells"]
+    assert all({"interop_threads", "bind"} <= {k for k, _ in c["params"]} for c in cells)
