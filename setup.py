@@ -11,7 +11,9 @@ HERE = Path(__file__).parent
 
 def packages(folder: str, name: str) -> list[str]:
     root = HERE / folder
-    return sorted(".".join([name, *p.parent.relative_to(root).parts]) for p in root.rglob("__init__.py"))
+    return sorted(
+        ".".join([name, *p.parent.relative_to(root).parts]) for p in root.rglob("__init__.py")
+    )
 
 
 def all_packages() -> list[str]:

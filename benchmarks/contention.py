@@ -44,21 +44,37 @@ def one_cell(threads: int, budget: float, out: Path) -> dict:
     load, others = os.getloadavg()[0], measure_others(0.5)
     before = set(out.iterdir()) if out.exists() else set()
     exe = Path(sys.executable).parent / "stbench"
-    cmd = [str(exe), "run", *CELL, "--time-budget", f"{budget:g}", "--set", f"threads={threads}",
-           "--out", str(out)]
+    cmd = [
+        str(exe),
+        "run",
+        *CELL,
+        "--time-budget",
+        f"{budget:g}",
+        "--set",
+        f"threads={threads}",
+        "--out",
+        str(out),
+    ]
     subprocess.run(cmd, capture_output=True, text=True, check=False)
     (folder,) = set(out.iterdir()) - before
     row = next(csv.DictReader(open(folder / "runs.csv")))
-    return {"threads_asked": threads, "threads": int(row["threads"] or 0),
-            "steps_per_s": float(row["steps_per_s"] or "nan"), "status": row["status"],
-            "threads_why": row["threads_why"], "contended": row["contended"],
-            "load_1m_before": load, "others_cores_before": round(others, 2), "folder": folder.name}
+    return {
+        "threads_asked": threads,
+        "threads": int(row["threads"] or 0),
+        "steps_per_s": float(row["steps_per_s"] or "nan"),
+        "status": row["status"],
+        "threads_why": row["threads_why"],
+        "contended": row["contended"],
+        "load_1m_before": load,
+        "others_cores_before": round(others, 2),
+        "folder": folder.name,
+    }
 
 
 def measure(settings: list[int], rounds: int, budget: float, out: Path) -> list[dict]:
     runs = []
     for r in range(rounds):
-        for condition in (("idle", "busy") if r % 2 == 0 else ("busy", "idle")):
+        for condition in ("idle", "busy") if r % 2 == 0 else ("busy", "idle"):
             loop = busy_loop() if condition == "busy" else None
             try:
                 for threads in settings:
@@ -75,15 +91,24 @@ def measure(settings: list[int], rounds: int, budget: float, out: Path) -> list[
 def summary(runs: list[dict], settings: list[int]) -> list[dict]:
     out = []
     for threads in settings:
+
         def of(cond, key="steps_per_s"):
-            return [r[key] for r in runs
-                    if r["threads_asked"] == threads and r["condition"] == cond]
+            return [
+                r[key] for r in runs if r["threads_asked"] == threads and r["condition"] == cond
+            ]
+
         idle, busy = statistics.median(of("idle")), statistics.median(of("busy"))
-        out.append({"threads": "auto (0)" if threads == 0 else str(threads),
-                    "idle_steps_per_s": idle, "busy_steps_per_s": busy, "kept": busy / idle,
-                    "threads_idle": sorted(set(of("idle", "threads"))),
-                    "threads_busy": sorted(set(of("busy", "threads"))),
-                    "contended_busy": sorted(set(of("busy", "contended")))})
+        out.append(
+            {
+                "threads": "auto (0)" if threads == 0 else str(threads),
+                "idle_steps_per_s": idle,
+                "busy_steps_per_s": busy,
+                "kept": busy / idle,
+                "threads_idle": sorted(set(of("idle", "threads"))),
+                "threads_busy": sorted(set(of("busy", "threads"))),
+                "contended_busy": sorted(set(of("busy", "contended"))),
+            }
+        )
     return out
 
 
@@ -100,16 +125,21 @@ def main() -> None:
     start = {"load_1m": os.getloadavg()[0], "cores": os.cpu_count()}
     runs = measure(settings, args.rounds, args.budget, out)
     table = summary(runs, settings)
-    print(f"\nsparse STNN 60x168, {args.budget:g} s of training per cell, {args.rounds} rounds, "
-          f"{start['cores']} cores; load average at the start {start['load_1m']:.2f}, at the end "
-          f"{os.getloadavg()[0]:.2f}")
+    print(
+        f"\nsparse STNN 60x168, {args.budget:g} s of training per cell, {args.rounds} rounds, "
+        f"{start['cores']} cores; load average at the start {start['load_1m']:.2f}, at the end "
+        f"{os.getloadavg()[0]:.2f}"
+    )
     print("threads   idle steps/s   busy steps/s   busy/idle   threads idle -> busy   contended")
     for t in table:
-        print(f"{t['threads']:<9} {t['idle_steps_per_s']:>12.1f}   {t['busy_steps_per_s']:>12.1f}"
-              f"   {t['kept']:>9.1%}   {t['threads_idle']} -> {t['threads_busy']}"
-              f"   {t['contended_busy']}")
-    (out / "summary.json").write_text(json.dumps({"start": start, "runs": runs, "table": table},
-                                                 indent=1))
+        print(
+            f"{t['threads']:<9} {t['idle_steps_per_s']:>12.1f}   {t['busy_steps_per_s']:>12.1f}"
+            f"   {t['kept']:>9.1%}   {t['threads_idle']} -> {t['threads_busy']}"
+            f"   {t['contended_busy']}"
+        )
+    (out / "summary.json").write_text(
+        json.dumps({"start": start, "runs": runs, "table": table}, indent=1)
+    )
     print(f"studies and summary.json in {out}")
 
 

@@ -35,7 +35,10 @@ sys.path.insert(0, str(ROOT))
 
 from tests.gcs_server import GCSServer, arco_like, grid, write_arco_store  # noqa: E402
 
-SPAN = ("2020-01-01", "2021-01-31T23")  # the smoke preset's train (2020-01..03) and test (2021-01) hours
+SPAN = (
+    "2020-01-01",
+    "2021-01-31T23",
+)  # the smoke preset's train (2020-01..03) and test (2021-01) hours
 REMOTE = "gs://era5-loading/ar/full_37-1h-{step}deg-chunk-1.zarr"
 
 
@@ -62,13 +65,48 @@ def main() -> None:
         env = {**os.environ, "STORAGE_EMULATOR_HOST": server.endpoint}
         write_arco_store(work / "arco-layout.zarr", arco_like(*grid(args.step), *SPAN))
         local, copy = "arco-layout.zarr", "time-major.zarr"
-        stbench("data", "lstm-era5", "--prepare", "--source", local, "--points", "40:280+20:280",
-                "--start", SPAN[0], "--end", SPAN[1], "--out", copy, env=env, cwd=work)
-        stbench("run", "lstm-era5", "--smoke", "--epochs", "1", "--set", f"data={remote},{local},{copy}",
-                "--set", "points=40:280+20:280",  # a local file's default is every series it holds
-                "--set", "read=memory,stream", "--set", f"workers={args.workers}", "--set", f"prefetch={args.prefetch}",
-                "--set", f"max_steps={args.steps}", "--set", "max_eval_batches=5", "--out", str(args.out.resolve()),
-                env=env, cwd=work)
+        stbench(
+            "data",
+            "lstm-era5",
+            "--prepare",
+            "--source",
+            local,
+            "--points",
+            "40:280+20:280",
+            "--start",
+            SPAN[0],
+            "--end",
+            SPAN[1],
+            "--out",
+            copy,
+            env=env,
+            cwd=work,
+        )
+        stbench(
+            "run",
+            "lstm-era5",
+            "--smoke",
+            "--epochs",
+            "1",
+            "--set",
+            f"data={remote},{local},{copy}",
+            "--set",
+            "points=40:280+20:280",  # a local file's default is every series it holds
+            "--set",
+            "read=memory,stream",
+            "--set",
+            f"workers={args.workers}",
+            "--set",
+            f"prefetch={args.prefetch}",
+            "--set",
+            f"max_steps={args.steps}",
+            "--set",
+            "max_eval_batches=5",
+            "--out",
+            str(args.out.resolve()),
+            env=env,
+            cwd=work,
+        )
         print(f"requests the loopback server answered: {len(server.requests()):,}")
     finally:
         server.stop()

@@ -70,7 +70,8 @@ def pip(*args: str) -> bool:
 
 def install(wheels: Path | None) -> None:
     """Check the modules, then install stbench from its wheel without an index or dependencies."""
-    if sys.version_info < (3, 10):
+    # this script runs under whatever python the GPU machine has, before stbench is installed
+    if sys.version_info < (3, 10):  # noqa: UP036
         fail(f"stbench needs Python 3.10 or newer; this is {sys.version.split()[0]}")
     missing = [DIST.get(m, m) for m in REQUIRED if importlib.util.find_spec(m) is None]
     if missing and not (
@@ -130,12 +131,13 @@ def build_venv(env_dir: Path) -> tuple[Path, Path]:
     listed = (ROOT / "benchmarks" / "gpu_machine.txt").read_text().splitlines()
     packages = [ln.strip() for ln in listed if ln.strip() and not ln.lstrip().startswith("#")]
     torch = f"torch=={os.environ.get('REHEARSE_TORCH', '2.13.0')}"
-    steps = [[sys.executable, "-m", "venv", str(env_dir / "venv")],
-             [str(vpy), "-m", "pip", "install", "-q", "--upgrade", "pip"],
-             [str(vpy), "-m", "pip", "install", "-q", torch],
-             [str(vpy), "-m", "pip", "install", "-q", *packages],
-             [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels),
-              str(ROOT)]]
+    steps = [
+        [sys.executable, "-m", "venv", str(env_dir / "venv")],
+        [str(vpy), "-m", "pip", "install", "-q", "--upgrade", "pip"],
+        [str(vpy), "-m", "pip", "install", "-q", torch],
+        [str(vpy), "-m", "pip", "install", "-q", *packages],
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(ROOT)],
+    ]
     for argv in steps:
         with open(log, "ab") as f:
             if subprocess.run(argv, stdout=f, stderr=f).returncode != 0:
@@ -154,18 +156,34 @@ def rehearse(out: Path, rest: list[str]) -> int:
         print(f"rehearsal: building the GPU machine's environment in {tmp}", flush=True)
         vpy, wheels = build_venv(Path(tmp))
         fake = str(ROOT / "tests" / "fakecuda")
-        env = {**os.environ, "PATH": f"{vpy.parent}{os.pathsep}{os.environ['PATH']}",
-               "PIP_NO_INDEX": "1", "STBENCH_FAKE_CUDA": "1", "VIRTUAL_ENV": str(vpy.parent.parent),
-               "PYTHONPATH": os.pathsep.join(filter(None, [fake, os.environ.get("PYTHONPATH")]))}
+        env = {
+            **os.environ,
+            "PATH": f"{vpy.parent}{os.pathsep}{os.environ['PATH']}",
+            "PIP_NO_INDEX": "1",
+            "STBENCH_FAKE_CUDA": "1",
+            "VIRTUAL_ENV": str(vpy.parent.parent),
+            "PYTHONPATH": os.pathsep.join(filter(None, [fake, os.environ.get("PYTHONPATH")])),
+        }
         print("rehearsal: the acceptance, CUDA faked, pip without an index", flush=True)
-        argv = [str(vpy), str(Path(__file__).resolve()), "--wheels", str(wheels), "--out", str(out),
-                "--rehearsal", *rest]
+        argv = [
+            str(vpy),
+            str(Path(__file__).resolve()),
+            "--wheels",
+            str(wheels),
+            "--out",
+            str(out),
+            "--rehearsal",
+            *rest,
+        ]
         return subprocess.run(argv, env=env, cwd=ROOT).returncode
 
 
 def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
-    p = argparse.ArgumentParser(prog="gpu_acceptance.py", description=__doc__.split("\n\n")[0],
-                                epilog="Other arguments go to `python -m stbench.acceptance`.")
+    p = argparse.ArgumentParser(
+        prog="gpu_acceptance.py",
+        description=__doc__.split("\n\n")[0],
+        epilog="Other arguments go to `python -m stbench.acceptance`.",
+    )
     p.add_argument("--list", action="store_true", help="the steps, their caps and the total")
     p.add_argument("--out", type=Path, help="gets summary.md, state.json, run.log, results.tar.gz")
     p.add_argument("--wheels", type=Path, help="a folder with stbench's wheel (and missing ones)")

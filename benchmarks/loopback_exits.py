@@ -33,8 +33,19 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SMOKE = ["run", "cnn-strain", "--smoke", "--strategy", "ddp", "--nproc", "1", "--nnodes", "2",
-         "--epochs", "1"]
+SMOKE = [
+    "run",
+    "cnn-strain",
+    "--smoke",
+    "--strategy",
+    "ddp",
+    "--nproc",
+    "1",
+    "--nnodes",
+    "2",
+    "--epochs",
+    "1",
+]
 
 
 def load() -> float:
@@ -47,8 +58,9 @@ def smoke(runs: int, out: Path) -> None:
     print("| study | s | status | rank aborted | load before, after |\n|---|---|---|---|---|")
     for i in range(1, runs + 1):
         before, t0 = load(), time.monotonic()
-        proc = subprocess.run([str(exe), *SMOKE, "--out", str(out / str(i))], capture_output=True,
-                              text=True)
+        proc = subprocess.run(
+            [str(exe), *SMOKE, "--out", str(out / str(i))], capture_output=True, text=True
+        )
         took = time.monotonic() - t0
         (folder,) = (out / str(i)).iterdir()
         (row,) = list(csv.DictReader(open(folder / "runs.csv")))
@@ -56,10 +68,15 @@ def smoke(runs: int, out: Path) -> None:
         abort = "terminate called" in logs or "SIGABRT" in logs or "SIGABRT" in row["reason"]
         seconds.append(took)
         aborted += abort
-        print(f"| {i} | {took:.1f} | {row['status']} (exit {proc.returncode}) | "
-              f"{'yes' if abort else 'no'} | {before:.1f}, {load():.1f} |", flush=True)
-    print(f"\n{runs} studies: {aborted} with a rank that aborted; seconds median "
-          f"{statistics.median(seconds):.1f}, max {max(seconds):.1f}")
+        print(
+            f"| {i} | {took:.1f} | {row['status']} (exit {proc.returncode}) | "
+            f"{'yes' if abort else 'no'} | {before:.1f}, {load():.1f} |",
+            flush=True,
+        )
+    print(
+        f"\n{runs} studies: {aborted} with a rank that aborted; seconds median "
+        f"{statistics.median(seconds):.1f}, max {max(seconds):.1f}"
+    )
 
 
 def _register_faulty() -> None:
@@ -74,10 +91,12 @@ def _run(plan) -> list[tuple[dict, float]]:
     from stbench.runner import envinfo, study
 
     began, took = {}, {}
-    rows = study.run_study(plan, envinfo.collect(),
-                           on_start=lambda s: began.update({s.run_id: time.monotonic()}),
-                           on_done=lambda s, r: took.update(
-                               {s.run_id: time.monotonic() - began[s.run_id]}))
+    rows = study.run_study(
+        plan,
+        envinfo.collect(),
+        on_start=lambda s: began.update({s.run_id: time.monotonic()}),
+        on_done=lambda s, r: took.update({s.run_id: time.monotonic() - began[s.run_id]}),
+    )
     return [(r, took.get(r["run_id"], 0.0)) for r in rows]
 
 
@@ -95,8 +114,17 @@ def faults(out: Path) -> None:
     from stbench.runner import envinfo
 
     env = envinfo.collect()
-    plan = plan_new(Request("faulty", strategies=("ddp",), nnodes=(2,), smoke=True, out=out,
-                            sets=("fault=exit,stuck,abort,lost,none",)), env)
+    plan = plan_new(
+        Request(
+            "faulty",
+            strategies=("ddp",),
+            nnodes=(2,),
+            smoke=True,
+            out=out,
+            sets=("fault=exit,stuck,abort,lost,none",),
+        ),
+        env,
+    )
     print(f"load before: {load():.1f}")
     _print(_run(plan))
     print(f"\nload after: {load():.1f}; the resume:")
@@ -108,8 +136,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("what", choices=("smoke", "faults"))
     parser.add_argument("--runs", type=int, default=50)
-    parser.add_argument("--out", type=Path, default=None,
-                        help="where the studies go (default: a new temporary folder)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="where the studies go (default: a new temporary folder)",
+    )
     args = parser.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix=f"stbench-{args.what}-"))
     out.mkdir(parents=True, exist_ok=True)

@@ -45,12 +45,19 @@ def notebook(epochs: int, threads: int, keep: bool) -> dict:
         torch.set_num_threads(threads)
     workload = get("lstm-era5")
     params = {p.name: p.default for p in workload.params}
-    params.update({k: v for k, v in workload.presets["paper"].items() if k not in ("batch_size", "epochs")})
+    params.update(
+        {k: v for k, v in workload.presets["paper"].items() if k not in ("batch_size", "epochs")}
+    )
     task = make_task({**params, "workers": 0}, BuildContext(seed=0))
     model = task.model.module
     optimizer = torch.optim.Adam(model.parameters(), lr=params["lr"])
-    loader = DataLoader(task.data.train, batch_size=128, shuffle=True, drop_last=True,  # stbench drops it too
-                        generator=torch.Generator().manual_seed(0))
+    loader = DataLoader(
+        task.data.train,
+        batch_size=128,
+        shuffle=True,
+        drop_last=True,  # stbench drops it too
+        generator=torch.Generator().manual_seed(0),
+    )
     data = compute = 0.0
     for _ in range(epochs):
         model.train()
@@ -69,34 +76,77 @@ def notebook(epochs: int, threads: int, keep: bool) -> dict:
         with torch.no_grad():
             for x, y in DataLoader(task.data.val, batch_size=128):
                 model(x)
-    return {"train_s": data + compute, "data_s": data, "compute_s": compute,
-            "loss": torch.stack(losses).mean().item()}  # the last epoch's mean, as stbench's final_train_loss
+    return {
+        "train_s": data + compute,
+        "data_s": data,
+        "compute_s": compute,
+        "loss": torch.stack(losses).mean().item(),
+    }  # the last epoch's mean, as stbench's final_train_loss
 
 
-def stbench_cell(bin_dir: Path, loader: str, epochs: int, threads: int, extra: tuple[str, ...]) -> dict:
+def stbench_cell(
+    bin_dir: Path, loader: str, epochs: int, threads: int, extra: tuple[str, ...]
+) -> dict:
     """One `stbench run` of one cell in its own result folder; its runs.csv row."""
     with tempfile.TemporaryDirectory() as out:
-        cmd = [str(bin_dir / "stbench"), "run", "lstm-era5", "--preset", "paper", "--epochs", str(epochs),
-               "--set", "workers=0", "--set", f"loader={loader}", "--set", f"threads={threads}", *extra, "--out", out]
+        cmd = [
+            str(bin_dir / "stbench"),
+            "run",
+            "lstm-era5",
+            "--preset",
+            "paper",
+            "--epochs",
+            str(epochs),
+            "--set",
+            "workers=0",
+            "--set",
+            f"loader={loader}",
+            "--set",
+            f"threads={threads}",
+            *extra,
+            "--out",
+            out,
+        ]
         subprocess.run(cmd, check=True, capture_output=True, text=True)
         (row,) = csv.DictReader(next(Path(out).glob("*/runs.csv")).open())
     return {**{c: float(row[c]) for c in COLUMNS}, "loss": float(row["final_train_loss"])}
 
 
 def run_notebook(epochs: int, threads: int, keep: bool) -> dict:
-    cmd = [sys.executable, __file__, "--notebook", "--epochs", str(epochs), "--threads", str(threads)]
-    out = subprocess.run([*cmd, *(["--keep"] if keep else [])], check=True, capture_output=True, text=True).stdout
+    cmd = [
+        sys.executable,
+        __file__,
+        "--notebook",
+        "--epochs",
+        str(epochs),
+        "--threads",
+        str(threads),
+    ]
+    out = subprocess.run(
+        [*cmd, *(["--keep"] if keep else [])], check=True, capture_output=True, text=True
+    ).stdout
     return json.loads(out.splitlines()[-1])
 
 
 def pipelines(args) -> dict:
     here = Path(sys.executable).parent
-    runs = {f"stbench {loader}": (lambda loader=loader: stbench_cell(here, loader, args.epochs, args.threads, ()))
-            for loader in ("per-item", "vectorized")}
+    runs = {
+        f"stbench {loader}": (
+            lambda loader=loader: stbench_cell(here, loader, args.epochs, args.threads, ())
+        )
+        for loader in ("per-item", "vectorized")
+    }
     if args.before:
-        runs.update({f"before {loader}": (lambda loader=loader: stbench_cell(Path(args.before), loader, args.epochs,
-                                                                           args.threads, ()))
-                     for loader in ("per-item", "vectorized")})
+        runs.update(
+            {
+                f"before {loader}": (
+                    lambda loader=loader: stbench_cell(
+                        Path(args.before), loader, args.epochs, args.threads, ()
+                    )
+                )
+                for loader in ("per-item", "vectorized")
+            }
+        )
     runs["notebook"] = lambda: run_notebook(args.epochs, args.threads, keep=False)
     runs["notebook, cell's allocator"] = lambda: run_notebook(args.epochs, args.threads, keep=True)
     return runs
@@ -104,13 +154,17 @@ def pipelines(args) -> dict:
 
 def table(results: dict) -> str:
     base = statistics.median(r["train_s"] for r in results["notebook"])
-    lines = ["| pipeline | train s | data s | compute s | notebook train / train | loss | rounds (train s) |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| pipeline | train s | data s | compute s | notebook train / train | loss | rounds (train s) |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name, rows in results.items():
         med = {c: statistics.median(r[c] for r in rows) for c in (*COLUMNS, "loss")}
         each = ", ".join(f"{r['train_s']:.1f}" for r in rows)
-        lines.append(f"| {name} | {med['train_s']:.2f} | {med['data_s']:.2f} | {med['compute_s']:.2f} | "
-                     f"{base / med['train_s']:.2f}x | {med['loss']:.5f} | {each} |")
+        lines.append(
+            f"| {name} | {med['train_s']:.2f} | {med['data_s']:.2f} | {med['compute_s']:.2f} | "
+            f"{base / med['train_s']:.2f}x | {med['loss']:.5f} | {each} |"
+        )
     return "\n".join(lines)
 
 
@@ -118,9 +172,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--epochs", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
-    ap.add_argument("--before", help="bin folder of another checkout's venv, run in the same rounds")
-    ap.add_argument("--notebook", action="store_true", help=argparse.SUPPRESS)  # one notebook run (a child)
+    ap.add_argument(
+        "--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)"
+    )
+    ap.add_argument(
+        "--before", help="bin folder of another checkout's venv, run in the same rounds"
+    )
+    ap.add_argument(
+        "--notebook", action="store_true", help=argparse.SUPPRESS
+    )  # one notebook run (a child)
     ap.add_argument("--keep", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.notebook:
@@ -129,9 +189,12 @@ def main() -> None:
     runs = pipelines(args)
     results: dict = {name: [] for name in runs}
     for r in range(args.rounds):
-        for name in (list(runs) if r % 2 == 0 else list(runs)[::-1]):
+        for name in list(runs) if r % 2 == 0 else list(runs)[::-1]:
             results[name].append(runs[name]())
-            print(f"round {r} {name}: {json.dumps({k: round(v, 3) for k, v in results[name][-1].items()})}", flush=True)
+            print(
+                f"round {r} {name}: {json.dumps({k: round(v, 3) for k, v in results[name][-1].items()})}",
+                flush=True,
+            )
     print(table(results))
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import time
 
-
 from stbench.child.checks import overhead
 from stbench.child.timing import Clock, StepMarks, resolve
 from stbench.device import Accelerator
@@ -23,7 +22,10 @@ def marks_cost(device: str, n: int) -> float:
     """Seconds per step spent taking a step's five marks, recording them and resolving them."""
     clock = Clock(Accelerator(device))
     t = time.perf_counter()
-    marks = [StepMarks(clock.mark(), clock.mark(), clock.mark(), clock.mark(), clock.mark()) for _ in range(n)]
+    marks = [
+        StepMarks(clock.mark(), clock.mark(), clock.mark(), clock.mark(), clock.mark())
+        for _ in range(n)
+    ]
     resolve(clock, marks)
     return (time.perf_counter() - t) / n
 
@@ -41,9 +43,13 @@ def main() -> None:
     direct = marks_cost(args.device, 10_000)
     print(f"{args.workload} preset={args.preset} device={args.device} threads={f['threads']}")
     print(f"bare step: {step * 1e3:.3f} ms (median of {args.blocks} blocks x {args.steps} steps)")
-    print(f"instrumentation: {over * 1e6:+.1f} us/step = {100 * over / step:+.2f}% of a step "
-          f"(block spread {f['spread_s'][0] * 1e6:+.1f} .. {f['spread_s'][1] * 1e6:+.1f} us)")
-    print(f"direct cost of one step's marks and read-out: {direct * 1e6:.2f} us = {100 * direct / step:.3f}% of a step")
+    print(
+        f"instrumentation: {over * 1e6:+.1f} us/step = {100 * over / step:+.2f}% of a step "
+        f"(block spread {f['spread_s'][0] * 1e6:+.1f} .. {f['spread_s'][1] * 1e6:+.1f} us)"
+    )
+    print(
+        f"direct cost of one step's marks and read-out: {direct * 1e6:.2f} us = {100 * direct / step:.3f}% of a step"
+    )
 
 
 if __name__ == "__main__":

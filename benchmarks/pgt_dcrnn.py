@@ -31,12 +31,15 @@ def batched_dcrnn_class():
         sys.exit("torch-geometric-temporal is not installed: nothing to compare with")
     try:
         from torch_geometric_temporal.nn.recurrent import BatchedDCRNN
+
         return BatchedDCRNN
     except ImportError:  # its __init__ wants torch_sparse; the model's module does not
         path = Path(spec.origin).parent / "nn" / "recurrent" / "dcrnn.py"
         module_spec = importlib.util.spec_from_file_location("pgt_dcrnn_module", path)
         module = importlib.util.module_from_spec(module_spec)
-        sys.modules[module_spec.name] = module  # torch_geometric's inspector looks the module up by name
+        sys.modules[module_spec.name] = (
+            module  # torch_geometric's inspector looks the module up by name
+        )
         module_spec.loader.exec_module(module)
         return module.BatchedDCRNN
 
@@ -84,23 +87,36 @@ def main() -> None:
     from stbench.workloads.dcrnn_pems.source import load_graph
     from stbench.workloads.dcrnn_pems.task import make_task
 
-    params = {**preset_params("dcrnn-pems", "pgt-i")[0], "steps": 3_000}  # a short series: same shapes
+    params = {
+        **preset_params("dcrnn-pems", "pgt-i")[0],
+        "steps": 3_000,
+    }  # a short series: same shapes
     task = make_task(params, BuildContext(seed=0))
     x, y = task.data.train[list(range(args.batch))]
     torch.manual_seed(0)
-    models = {"stbench": task.model.module,
-              "pgt": PgtModel(cls, load_graph(params, 0)[1], params["units"], params["k"], params["horizon"])}
+    models = {
+        "stbench": task.model.module,
+        "pgt": PgtModel(
+            cls, load_graph(params, 0)[1], params["units"], params["k"], params["horizon"]
+        ),
+    }
     times: dict[str, list[float]] = {name: [] for name in models}
     for name, m in models.items():
         timed_steps(task, m, x, y, 2)  # warm-up
     for i in range(args.blocks):
-        for name in (("stbench", "pgt", "pgt", "stbench") if i % 2 else ("pgt", "stbench", "stbench", "pgt")):
+        for name in (
+            ("stbench", "pgt", "pgt", "stbench") if i % 2 else ("pgt", "stbench", "stbench", "pgt")
+        ):
             times[name].append(timed_steps(task, models[name], x, y, args.steps))
     med = {name: statistics.median(t) for name, t in times.items()}
     for name, s in med.items():
-        print(f"{name}: {s * 1e3:.1f} ms/step, {1 / s:.2f} steps/s "
-              f"({sum(p.numel() for p in models[name].parameters())} parameters)")
-    print(f"stbench / pgt steps/s: {med['pgt'] / med['stbench']:.1f}x (threads={torch.get_num_threads()})")
+        print(
+            f"{name}: {s * 1e3:.1f} ms/step, {1 / s:.2f} steps/s "
+            f"({sum(p.numel() for p in models[name].parameters())} parameters)"
+        )
+    print(
+        f"stbench / pgt steps/s: {med['pgt'] / med['stbench']:.1f}x (threads={torch.get_num_threads()})"
+    )
 
 
 if __name__ == "__main__":

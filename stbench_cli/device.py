@@ -72,8 +72,10 @@ def visible_devices(first: int, count: int, base: dict[str, str]) -> str:
     wanted = range(first, first + count)
     if "CUDA_VISIBLE_DEVICES" in base:
         if first + count > len(given):
-            raise ValueError(f"GPUs {first}..{first + count - 1} asked for, but CUDA_VISIBLE_DEVICES="
-                             f"{base['CUDA_VISIBLE_DEVICES']!r} shows {len(given)}")
+            raise ValueError(
+                f"GPUs {first}..{first + count - 1} asked for, but CUDA_VISIBLE_DEVICES="
+                f"{base['CUDA_VISIBLE_DEVICES']!r} shows {len(given)}"
+            )
         return ",".join(given[i] for i in wanted)
     return ",".join(str(i) for i in wanted)
 
@@ -280,7 +282,9 @@ def cuda_devices() -> list[dict]:
     out = []
     for i in range(torch.cuda.device_count()):
         p = torch.cuda.get_device_properties(i)
-        out.append({"index": i, "name": p.name, "uuid": str(p.uuid), "memory_mb": p.total_memory / 2**20})
+        out.append(
+            {"index": i, "name": p.name, "uuid": str(p.uuid), "memory_mb": p.total_memory / 2**20}
+        )
     return out
 
 
@@ -294,7 +298,14 @@ def match_gpus(cuda: list[dict], nvml_devices: list[dict]) -> tuple[dict, ...]:
         key = c["uuid"].lower().removeprefix("gpu-")
         n = by_uuid.get(key, {})
         used.add(key)
-        out.append({**n, "index": c["index"], "name": c["name"], "memory_mb": c["memory_mb"],
-                    "uuid": n.get("uuid") or f"GPU-{c['uuid']}"})
+        out.append(
+            {
+                **n,
+                "index": c["index"],
+                "name": c["name"],
+                "memory_mb": c["memory_mb"],
+                "uuid": n.get("uuid") or f"GPU-{c['uuid']}",
+            }
+        )
     out += [{**d, "index": None} for k, d in by_uuid.items() if k not in used]
     return tuple(out)

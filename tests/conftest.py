@@ -15,8 +15,12 @@ def _register_test_workloads(site: Path) -> None:
     of this process and of every child process (cells, the console script)."""
     dist = site / "stbench_test_workloads-0.0.dist-info"
     dist.mkdir(parents=True, exist_ok=True)
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: stbench-test-workloads\nVersion: 0.0\n")
-    (dist / "entry_points.txt").write_text("[stbench.workloads]\nfaulty = fault_workload:WORKLOAD\n")
+    (dist / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: stbench-test-workloads\nVersion: 0.0\n"
+    )
+    (dist / "entry_points.txt").write_text(
+        "[stbench.workloads]\nfaulty = fault_workload:WORKLOAD\n"
+    )
     paths = [str(site), str(TESTS), str(ROOT)]
     sys.path[:0] = paths[:2]
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [*paths, os.environ.get("PYTHONPATH")]))
@@ -43,7 +47,9 @@ def slurm_nodes() -> int:
     if shutil.which("sinfo") is None:
         return 0
     try:
-        out = subprocess.run(["sinfo", "-h", "-N", "-o", "%t"], capture_output=True, text=True, timeout=20).stdout
+        out = subprocess.run(
+            ["sinfo", "-h", "-N", "-o", "%t"], capture_output=True, text=True, timeout=20
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return 0
     return sum(state.strip() in ("idle", "mix", "alloc") for state in out.splitlines())
@@ -67,7 +73,11 @@ def pytest_collection_modifyitems(config, items):
         # Slurm tests need 2 nodes (.ci/slurm-single-host.sh starts 2 on one host); with
         # STBENCH_SLURM=1 (CI) a missing Slurm fails them instead of skipping them.
         if "slurm" in item.keywords and slurm < 2 and not need_slurm:
-            item.add_marker(pytest.mark.skip(reason="needs a running 2-node Slurm: sudo .ci/slurm-single-host.sh start"))
+            item.add_marker(
+                pytest.mark.skip(
+                    reason="needs a running 2-node Slurm: sudo .ci/slurm-single-host.sh start"
+                )
+            )
 
 
 @pytest.fixture(autouse=True)

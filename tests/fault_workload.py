@@ -80,11 +80,18 @@ def build(params: dict, ctx: BuildContext) -> Task:
     x = torch.randn(256, 4, generator=g)
     y = x @ torch.tensor([[1.0], [2.0], [-1.0], [0.5]])
     torch.manual_seed(ctx.seed)
-    loss = _loss(params["fault"], ctx) if params["fault"] in ONCE else Supervised(
-        torch.nn.functional.mse_loss)
+    loss = (
+        _loss(params["fault"], ctx)
+        if params["fault"] in ONCE
+        else Supervised(torch.nn.functional.mse_loss)
+    )
     return Task(
-        data=Data(TensorDataset(x[:192], y[:192]), TensorDataset(x[192:], y[192:]),
-                  source="generated", mb=0.0),
+        data=Data(
+            TensorDataset(x[:192], y[:192]),
+            TensorDataset(x[192:], y[192:]),
+            source="generated",
+            mb=0.0,
+        ),
         model=Model(torch.nn.Linear(4, 1), loss),
         metric=Metric("val_mse", sum=lambda p, t: ((p - t) ** 2).sum(), naive=float(y[192:].var())),
     )
@@ -93,8 +100,9 @@ def build(params: dict, ctx: BuildContext) -> Task:
 WORKLOAD = Workload(
     name="faulty",
     summary="linear regression that can raise, run out of memory, hang, or lose a rank or a node",
-    params=(Param("fault", str, "none", "what goes wrong",
-                  ("none", "raise", "oom", "hang", *ONCE)),),
+    params=(
+        Param("fault", str, "none", "what goes wrong", ("none", "raise", "oom", "hang", *ONCE)),
+    ),
     presets={"default": {"batch_size": 16, "epochs": 1}, "smoke": {}},
     build=build,
     target_ratio=0.5,

@@ -13,7 +13,6 @@ its storage: ten thousand uploads over HTTP would take the fixture minutes).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -30,7 +29,9 @@ class GCSServer:
 
     def __init__(self, log: Path, seeds: dict | None = None, threads: bool = False):
         self.log = Path(log)
-        args = [sys.executable, __file__, str(self.log), json.dumps(seeds or {})] + (["--threads"] if threads else [])
+        args = [sys.executable, __file__, str(self.log), json.dumps(seeds or {})] + (
+            ["--threads"] if threads else []
+        )
         self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline().strip()
         if not line.isdigit():
@@ -44,7 +45,9 @@ class GCSServer:
         deadline = time.monotonic() + timeout
         while True:
             try:
-                urllib.request.urlopen(f"{self.endpoint}/storage/v1/b?project=test", timeout=2).read()
+                urllib.request.urlopen(
+                    f"{self.endpoint}/storage/v1/b?project=test", timeout=2
+                ).read()
                 return
             except OSError:
                 if time.monotonic() > deadline or self.proc.poll() is not None:
@@ -53,7 +56,9 @@ class GCSServer:
 
     def requests(self) -> list[str]:
         """The request lines the server has logged ('GET /download/storage/v1/b/... 200')."""
-        return [line for line in self.log.read_text().splitlines() if '"' in line and "HTTP/" in line]
+        return [
+            line for line in self.log.read_text().splitlines() if '"' in line and "HTTP/" in line
+        ]
 
     def filesystem(self):
         # gcsfs' HTTP class: its default one first asks a gRPC API for the bucket's layout (see
@@ -84,12 +89,21 @@ def arco_like(lats, lons, start: str, end: str, seed: int = 0):
     lat, lon = np.asarray(lats, np.float32)[:, None], np.asarray(lons, np.float32)[None, :]
     base = 300.0 - 0.45 * np.abs(lat)
     day = (hours[:, None, None] % 24 + lon / 15.0) % 24
-    season = -np.cos(2 * np.pi * (hours[:, None, None] / 24 - 15) / 365.25) * (2 + 0.2 * np.abs(lat)) * np.sign(lat + 1e-9)
+    season = (
+        -np.cos(2 * np.pi * (hours[:, None, None] / 24 - 15) / 365.25)
+        * (2 + 0.2 * np.abs(lat))
+        * np.sign(lat + 1e-9)
+    )
     noise = rng.standard_normal((1, *base.shape)).astype(np.float32) * 0.5
     t2m = (base + season + 4.0 * np.cos(2 * np.pi * (day - 15) / 24) + noise).astype(np.float32)
-    return xr.Dataset({"2m_temperature": (("time", "latitude", "longitude"), t2m, dict(ARCO_ATTRS))},
-                      coords={"time": time_.astype("datetime64[ns]"), "latitude": np.asarray(lats, np.float32),
-                              "longitude": np.asarray(lons, np.float32)})
+    return xr.Dataset(
+        {"2m_temperature": (("time", "latitude", "longitude"), t2m, dict(ARCO_ATTRS))},
+        coords={
+            "time": time_.astype("datetime64[ns]"),
+            "latitude": np.asarray(lats, np.float32),
+            "longitude": np.asarray(lons, np.float32),
+        },
+    )
 
 
 def grid(step: float):
@@ -131,7 +145,9 @@ def _seed(emulator_storage, url: str, start: str, end: str, step: float) -> None
     buckets.create_bucket(bucket, emulator_storage)
     for key, value in store._store_dict.items():
         data, name = value.to_bytes(), f"{prefix}/{key}"
-        obj = objects._make_object_resource("http://127.0.0.1", bucket, name, "application/octet-stream", str(len(data)))
+        obj = objects._make_object_resource(
+            "http://127.0.0.1", bucket, name, "application/octet-stream", str(len(data))
+        )
         emulator_storage.create_file(bucket, name, data, objects._checksums(data, obj))
 
 

@@ -13,10 +13,16 @@ ROOT = Path(__file__).parent.parent
 def stbench(*args, cwd=None, check=False, timeout=300):
     """The installed console script, as a user runs it."""
     exe = shutil.which("stbench") or str(Path(sys.executable).parent / "stbench")
-    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}  # output as in a pipe, whatever the terminal
-    proc = subprocess.run([exe, *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=timeout, env=env)
+    env = {
+        k: v for k, v in os.environ.items() if k != "COLUMNS"
+    }  # output as in a pipe, whatever the terminal
+    proc = subprocess.run(
+        [exe, *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=timeout, env=env
+    )
     if check and proc.returncode != 0:
-        raise AssertionError(f"stbench {' '.join(map(str, args))} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+        raise AssertionError(
+            f"stbench {' '.join(map(str, args))} exited {proc.returncode}:\n{proc.stderr[-3000:]}"
+        )
     return proc
 
 
@@ -33,7 +39,9 @@ def train(task, spec, device="cpu", step_hook=None):
 
     from stbench.child.trainer import LoopConfig, Trainer
 
-    return Trainer(task, LoopConfig.from_spec(spec), torch.device(device), step_hook=step_hook).run()
+    return Trainer(
+        task, LoopConfig.from_spec(spec), torch.device(device), step_hook=step_hook
+    ).run()
 
 
 def committed_folders(root: Path = ROOT) -> list[Path]:

@@ -114,8 +114,9 @@ def test_cpu_gpu_agree_compares_each_cuda_cell_with_its_carried_cpu_twin(tmp_pat
     )
 
 
-def test_the_carried_cpu_reference_has_a_twin_for_every_cuda_smoke_cell_planned_now(tmp_path,
-                                                                                  monkeypatch):
+def test_the_carried_cpu_reference_has_a_twin_for_every_cuda_smoke_cell_planned_now(
+    tmp_path, monkeypatch
+):
     """A smoke preset that changed makes the GPU run's cells differ from the carried CPU rows:
     rewrite them (`python -m stbench.acceptance --cpu-reference`). Planned as on one GPU."""
     import torch
@@ -129,8 +130,9 @@ def test_the_carried_cpu_reference_has_a_twin_for_every_cuda_smoke_cell_planned_
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     ref, env = reference.load(), envinfo.collect()
     for workload, sets in SMOKE_SETS.items():
-        req = Request(workload, devices=("cuda",), smoke=True, sets=tuple(sets.split()[1::2]),
-                      out=tmp_path)
+        req = Request(
+            workload, devices=("cuda",), smoke=True, sets=tuple(sets.split()[1::2]), out=tmp_path
+        )
         cells = plan_new(req, env).cells
         assert cells and all(reference.key(vars(identity(c))) in ref for c in cells), workload
 
@@ -333,8 +335,10 @@ def test_a_step_that_fails_another_way_or_never_reaches_cuda_fails(tmp_path):
     )
     assert rehearsal.judge(0, "PASS activation peak MiB none 3")[1].startswith("never reached CUDA")
     assert rehearsal.judge(124, NOT_COMPILED) == (False, "ran past its time limit")
-    pytest_out = (f"FAILED tests/test_gpu.py::a - {NOT_COMPILED}\n"
-                  "ERROR tests/test_gpu.py - ModuleNotFoundError: x\n")
+    pytest_out = (
+        f"FAILED tests/test_gpu.py::a - {NOT_COMPILED}\n"
+        "ERROR tests/test_gpu.py - ModuleNotFoundError: x\n"
+    )
     assert (
         rehearsal.judge(1, pytest_out)[1]
         == "failed before CUDA: ERROR tests/test_gpu.py - ModuleNotFoundError: x"

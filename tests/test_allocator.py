@@ -29,7 +29,9 @@ PAGES = 64 * 2**20 // 4096
 
 def page_faults(policy: str) -> list[int]:
     """Minor page faults of four rounds, in a fresh process (the heap's history decides glibc's thresholds)."""
-    out = subprocess.run([sys.executable, "-c", ROUNDS, policy], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", ROUNDS, policy], capture_output=True, text=True, check=True
+    ).stdout
     return json.loads(out)
 
 
@@ -40,16 +42,24 @@ def test_freed_memory_is_reused_not_faulted_in_again():
     equal blocks would land in the heap and be kept or trimmed by chance."""
     system, keep = page_faults("system"), page_faults("keep")
     assert system[-1] > PAGES // 2  # glibc's defaults map every round's blocks and fault them in
-    assert keep[0] > PAGES // 2 and keep[-1] < PAGES // 16  # kept: later rounds write pages they have
+    assert (
+        keep[0] > PAGES // 2 and keep[-1] < PAGES // 16
+    )  # kept: later rounds write pages they have
 
 
 def test_a_cell_keeps_freed_memory_unless_told_otherwise(monkeypatch):
     calls = []
-    monkeypatch.setattr(allocator, "keep_freed_memory", lambda: calls.append("keep") or "not glibc here")
+    monkeypatch.setattr(
+        allocator, "keep_freed_memory", lambda: calls.append("keep") or "not glibc here"
+    )
     results = {}
     for policy in ("keep", "system"):
         p = preset_params("lstm-era5", allocator=policy, max_steps=2, max_eval_batches=1)
-        results[policy] = cell.run(RunSpec("lstm-era5", "cpu", "single", 32, 1, params=tuple(sorted(p.items()))))
+        results[policy] = cell.run(
+            RunSpec("lstm-era5", "cpu", "single", 32, 1, params=tuple(sorted(p.items())))
+        )
     assert calls == ["keep"]
-    assert results["keep"].unavailable["allocator"] == "not glibc here"  # said, and the cell still ran
+    assert (
+        results["keep"].unavailable["allocator"] == "not glibc here"
+    )  # said, and the cell still ran
     assert results["keep"].status == "ok" and "allocator" not in results["system"].unavailable

@@ -9,7 +9,6 @@ from stbench.plan.spec import RunSpec, identify
 from stbench.runner import study
 
 
-
 @pytest.fixture
 def captured(monkeypatch):
     seen = {}
@@ -29,24 +28,81 @@ def run_cli(argv):
 
 
 def test_run_passes_the_exact_cells(captured, tmp_path):
-    code = run_cli(["run", "cnn-strain", "--smoke", "--device", "cpu", "--epochs", "1", "2",
-                    "--batch-size", "32", "--set", "lr=0.01,0.02", "--repeat", "2", "--seed", "3",
-                    "--timeout", "30", "--out", str(tmp_path)])
+    code = run_cli(
+        [
+            "run",
+            "cnn-strain",
+            "--smoke",
+            "--device",
+            "cpu",
+            "--epochs",
+            "1",
+            "2",
+            "--batch-size",
+            "32",
+            "--set",
+            "lr=0.01,0.02",
+            "--repeat",
+            "2",
+            "--seed",
+            "3",
+            "--timeout",
+            "30",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert code == 0
     plan = captured["plan"]
     assert captured["timeout"] == 30
     assert plan.folder.parent == tmp_path and plan.folder.name.endswith("-cnn-strain")
-    base = dict(allocator="keep", backend="auto", bucket_cap_mb=25.0, checkpoint="none", compile="none", data="generated",
-                ddp_log_every=100, prefetch=2, precision="default", loader="vectorized", lr_scaling="none", lr_warmup_steps=0,
-                max_eval_batches=0, max_steps=0, n_samples=2048, noise=0.01, threads=1,
-                val_fraction=0.25,
-                warmup_steps=2, workers=0, lr_base_batch=75, target=0.0, eval_every=0, eval_every_s=0.0, time_budget=0.0,
-                stop_at_target=False,
-                interop_threads=0, bind="none", max_eval_samples=0)  # issue 32
+    base = dict(
+        allocator="keep",
+        backend="auto",
+        bucket_cap_mb=25.0,
+        checkpoint="none",
+        compile="none",
+        data="generated",
+        ddp_log_every=100,
+        prefetch=2,
+        precision="default",
+        loader="vectorized",
+        lr_scaling="none",
+        lr_warmup_steps=0,
+        max_eval_batches=0,
+        max_steps=0,
+        n_samples=2048,
+        noise=0.01,
+        threads=1,
+        val_fraction=0.25,
+        warmup_steps=2,
+        workers=0,
+        lr_base_batch=75,
+        target=0.0,
+        eval_every=0,
+        eval_every_s=0.0,
+        time_budget=0.0,
+        stop_at_target=False,
+        interop_threads=0,
+        bind="none",
+        max_eval_samples=0,
+    )  # issue 32
     expected = [
-        identify(RunSpec("cnn-strain", "cpu", "single", 32, epochs, repeat=repeat, seed=3 + repeat,
-                         params=tuple(sorted({**base, "lr": lr}.items()))))  # each repeat its seed
-        for repeat in (0, 1) for epochs in (1, 2) for lr in (0.01, 0.02)
+        identify(
+            RunSpec(
+                "cnn-strain",
+                "cpu",
+                "single",
+                32,
+                epochs,
+                repeat=repeat,
+                seed=3 + repeat,
+                params=tuple(sorted({**base, "lr": lr}.items())),
+            )
+        )  # each repeat its seed
+        for repeat in (0, 1)
+        for epochs in (1, 2)
+        for lr in (0.01, 0.02)
     ]
     assert list(plan.cells) == expected
     assert [RunSpec.from_dict(c) for c in plan.manifest["cells"]] == expected  # each kept whole
@@ -55,7 +111,10 @@ def test_run_passes_the_exact_cells(captured, tmp_path):
 
 
 def test_same_seed_gives_every_repeat_the_seed(captured):
-    assert run_cli(["run", "cnn-strain", "--smoke", "--repeat", "3", "--seed", "5", "--same-seed"]) == 0
+    assert (
+        run_cli(["run", "cnn-strain", "--smoke", "--repeat", "3", "--seed", "5", "--same-seed"])
+        == 0
+    )
     assert [c.seed for c in captured["plan"].cells] == [5, 5, 5]
     assert captured["plan"].manifest["matrix"]["seed_per_repeat"] is False
 
@@ -69,23 +128,59 @@ def test_defaults_come_from_the_preset(captured):
 
 
 def test_ddp_axes(captured):
-    assert run_cli(["run", "cnn-strain", "--strategy", "single", "ddp", "--nproc", "1", "2",
-                    "--set", "lr_scaling=linear"]) == 0
-    assert [(c.strategy, c.world_size) for c in captured["plan"].cells] == [("single", 1), ("ddp", 1), ("ddp", 2)]
+    assert (
+        run_cli(
+            [
+                "run",
+                "cnn-strain",
+                "--strategy",
+                "single",
+                "ddp",
+                "--nproc",
+                "1",
+                "2",
+                "--set",
+                "lr_scaling=linear",
+            ]
+        )
+        == 0
+    )
+    assert [(c.strategy, c.world_size) for c in captured["plan"].cells] == [
+        ("single", 1),
+        ("ddp", 1),
+        ("ddp", 2),
+    ]
     assert {c.param_dict["lr_scaling"] for c in captured["plan"].cells} == {"linear"}
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["run", "nope"], "unknown workload 'nope'; valid: cnn-strain, dcrnn-pems, faulty, lstm-era5"),
-    (["run", "cnn-strain", "--set", "colour=red"],
-     "unknown parameter 'colour' for cnn-strain; valid: allocator, backend, bind, bucket_cap_mb, "
-     "checkpoint, compile, data, ddp_log_every, eval_every, eval_every_s"),
-    (["run", "cnn-strain", "--set", "lr=fast"], "--set lr='fast' is not a valid float"),
-    (["run", "cnn-strain", "--set", "loader=magic"], "--set loader='magic' is not allowed; valid: vectorized, per-item"),
-    (["run", "cnn-strain", "--device", "tpu"], "--device 'tpu' is not a device; valid: cpu, cuda, cuda:N"),
-    (["run", "cnn-strain", "--preset", "huge"], "unknown preset 'huge' for cnn-strain; valid: default, smoke, paper, large-batch"),
-    (["run", "cnn-strain", "--batch-size", "0"], "--batch-size 0 must be a positive integer"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (
+            ["run", "nope"],
+            "unknown workload 'nope'; valid: cnn-strain, dcrnn-pems, faulty, lstm-era5",
+        ),
+        (
+            ["run", "cnn-strain", "--set", "colour=red"],
+            "unknown parameter 'colour' for cnn-strain; valid: allocator, backend, bind, bucket_cap_mb, "
+            "checkpoint, compile, data, ddp_log_every, eval_every, eval_every_s",
+        ),
+        (["run", "cnn-strain", "--set", "lr=fast"], "--set lr='fast' is not a valid float"),
+        (
+            ["run", "cnn-strain", "--set", "loader=magic"],
+            "--set loader='magic' is not allowed; valid: vectorized, per-item",
+        ),
+        (
+            ["run", "cnn-strain", "--device", "tpu"],
+            "--device 'tpu' is not a device; valid: cpu, cuda, cuda:N",
+        ),
+        (
+            ["run", "cnn-strain", "--preset", "huge"],
+            "unknown preset 'huge' for cnn-strain; valid: default, smoke, paper, large-batch",
+        ),
+        (["run", "cnn-strain", "--batch-size", "0"], "--batch-size 0 must be a positive integer"),
+    ],
+)
 def test_bad_input_is_one_clear_line(captured, capsys, argv, message):
     assert run_cli(argv) == 2
     err = capsys.readouterr().err

@@ -35,7 +35,10 @@ def test_generated_curves_have_padding_flags_and_depend_on_labels():
     assert np.all(x[:, 0][pad] == 0) and np.all(x[:, 1][pad] == 0)
     assert pad.any() and (~pad).any()
     strain = np.linspace(0, 1, 50)
-    soft, stiff = data.stress(strain, np.array(20.0), np.array(1.0)), data.stress(strain, np.array(80.0), np.array(1.0))
+    soft, stiff = (
+        data.stress(strain, np.array(20.0), np.array(1.0)),
+        data.stress(strain, np.array(80.0), np.array(1.0)),
+    )
     assert np.all(stiff[1:] > soft[1:])  # G0 moves the curve: the inverse problem is learnable
 
 
@@ -52,19 +55,29 @@ def test_user_files_load(tmp_path, suffix):
     assert len(task.data.train) == 30 and len(task.data.val) == 10
     lx, ly = data.load(str(path))
     np.testing.assert_array_equal(lx, x)
-    assert task.data.train.tensors[1].min() >= 0 and task.data.train.tensors[1].max() <= 1  # min-max on training stats
+    assert (
+        task.data.train.tensors[1].min() >= 0 and task.data.train.tensors[1].max() <= 1
+    )  # min-max on training stats
 
 
 def test_labels_normalized_with_training_statistics_only():
     task = build(params(n_samples=500), seed=0)
     ytr = task.data.train.tensors[1]
-    assert torch.allclose(ytr.min(0).values, torch.zeros(2)) and torch.allclose(ytr.max(0).values, torch.ones(2))
+    assert torch.allclose(ytr.min(0).values, torch.zeros(2)) and torch.allclose(
+        ytr.max(0).values, torch.ones(2)
+    )
 
 
 def test_beats_the_naive_baseline_in_its_smoke_preset():
     w = get("cnn-strain")
-    spec = RunSpec("cnn-strain", "cpu", "single", w.presets["smoke"]["batch_size"], w.presets["smoke"]["epochs"],
-                   params=tuple(sorted(params().items())))
+    spec = RunSpec(
+        "cnn-strain",
+        "cpu",
+        "single",
+        w.presets["smoke"]["batch_size"],
+        w.presets["smoke"]["epochs"],
+        params=tuple(sorted(params().items())),
+    )
     task = build(spec.param_dict, spec.seed)
     result = train(task, spec)
     assert result.status == "ok"
@@ -78,7 +91,14 @@ def test_per_item_and_vectorized_loaders_give_identical_batches():
     task = build(params(n_samples=300), seed=0)
     batches = {}
     for mode in ("vectorized", "per-item"):
-        spec = RunSpec("cnn-strain", "cpu", "single", 16, 1, params=tuple(sorted(params(n_samples=300, loader=mode).items())))
+        spec = RunSpec(
+            "cnn-strain",
+            "cpu",
+            "single",
+            16,
+            1,
+            params=tuple(sorted(params(n_samples=300, loader=mode).items())),
+        )
         trainer = Trainer(task, LoopConfig.from_spec(spec), torch.device("cpu"))
         trainer.sampler.set_epoch(0)
         batches[mode] = [b for _, b in zip(range(3), trainer.train_loader)]

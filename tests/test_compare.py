@@ -16,7 +16,11 @@ ROOT = Path(__file__).parent.parent
 @pytest.fixture(scope="module")
 def committed():
     """The committed reference studies only: what a user ran into results/ is no part of a test."""
-    return narrow("compare", *sorted(p.relative_to(ROOT) for p in ROOT.glob("results/reference/ref-*")), cwd=ROOT)
+    return narrow(
+        "compare",
+        *sorted(p.relative_to(ROOT) for p in ROOT.glob("results/reference/ref-*")),
+        cwd=ROOT,
+    )
 
 
 def sections(text: str) -> dict[str, str]:
@@ -33,7 +37,9 @@ def test_every_line_fits_80_columns_and_the_hint_comes_first(committed):
 
 def test_each_study_is_headed_by_its_folder_and_command_and_opens_with_its_finding(committed):
     studies = sections(committed)
-    assert len(studies) == len(list((ROOT / "results" / "reference").glob("ref-*"))) and all(s.startswith("ref-") for s in studies)
+    assert len(studies) == len(list((ROOT / "results" / "reference").glob("ref-*"))) and all(
+        s.startswith("ref-") for s in studies
+    )
     for folder, text in studies.items():
         heading, finding = text.split("\n\n")[:2]
         assert heading.split("\n")[1].startswith("stbench "), folder  # the command under the folder
@@ -44,42 +50,57 @@ def test_no_path_of_the_machine_that_ran_it(committed):
     assert not re.search(r"/(tmp|work|home)/|\.venv|--out", committed)
     assert "data=pacific_sst_anomaly_2deg_1970-2003.nc" in committed.replace("\n    ", " ")
     command = ["/x/bin/stbench", "run", "w", "--set", "data=/a/b.nc,c/d.nc", "--out=/tmp/o"]
-    assert command_text(command) == \
-        "stbench run w --set data=b.nc,d.nc"
+    assert command_text(command) == "stbench run w --set data=b.nc,d.nc"
 
 
 def test_the_ddp_study_shows_speedup_efficiency_and_sync(committed):
     ddp = sections(committed)["ref-cpu2-cnn-strain-ddp"]
     assert "Finding: At 2 processes: 0.72x the samples/s of 1 process (no significant" in ddp
     header = next(line for line in ddp.splitlines() if line.startswith("| world"))
-    assert [c.strip() for c in header.strip("|").split("|")] == ["world", "samples/s", "speedup", "efficiency", "sync"]
+    assert [c.strip() for c in header.strip("|").split("|")] == [
+        "world",
+        "samples/s",
+        "speedup",
+        "efficiency",
+        "sync",
+    ]
     assert "| 2       | 18,524      | 0.72x (not significant) | 36%          | 33.0%  |" in ddp
 
 
 def test_memory_studies_show_memory_and_the_batch_sweep_samples_per_second(committed):
     studies = sections(committed)
-    for folder, column in (("ref-cpu2-dcrnn-pems-bay-memory", "peak RSS MiB"), ("ref-cpu2-dcrnn-pems-checkpoint",
-                                                                              "model state + activations MiB"),
-                           ("ref-cpu2-cnn-strain-strategies", "model state + activations MiB")):
+    for folder, column in (
+        ("ref-cpu2-dcrnn-pems-bay-memory", "peak RSS MiB"),
+        ("ref-cpu2-dcrnn-pems-checkpoint", "model state + activations MiB"),
+        ("ref-cpu2-cnn-strain-strategies", "model state + activations MiB"),
+    ):
         assert f"| {column} " in studies[folder] and "wall_s" not in studies[folder], folder
     bay = studies["ref-cpu2-dcrnn-pems-bay-memory"]
     assert "| data MiB " in bay and "3.27x less than batching=base" in bay.replace("\n", " ")
     sweep = studies["ref-cpu2-cnn-strain-batch-sweep"]
-    assert "| batch_size   | samples/s " in sweep and "The knee is at batch 150" in sweep.replace("\n", " ")
+    assert "| batch_size   | samples/s " in sweep and "The knee is at batch 150" in sweep.replace(
+        "\n", " "
+    )
 
 
 def test_labels_sort_as_numbers(committed):
     long = sections(committed)["ref-cpu2-stnn-sparse-long"]
     grids = re.findall(r"^\| (\d+x\d+) ", long, flags=re.M)
     assert grids == ["30x84", "60x168", "180x360"]
-    sizes = re.findall(r"^\| \w+ +\| (2k7|11k) ", sections(committed)["ref-cpu2-dcrnn-pems-sizes"], flags=re.M)
+    sizes = re.findall(
+        r"^\| \w+ +\| (2k7|11k) ", sections(committed)["ref-cpu2-dcrnn-pems-sizes"], flags=re.M
+    )
     assert sizes == ["2k7", "11k", "2k7", "11k"]
 
 
 def test_full_keeps_every_table_after_the_finding():
-    full = narrow("compare", "results/reference/ref-cpu2-cnn-strain-ddp", "--full", cwd=ROOT, columns=None)
+    full = narrow(
+        "compare", "results/reference/ref-cpu2-cnn-strain-ddp", "--full", cwd=ROOT, columns=None
+    )
     assert full.startswith("## ref-cpu2-cnn-strain-ddp\nstbench run cnn-strain")
     titles = re.findall(r"^### (.*)$", full, flags=re.M)
     assert titles[0].startswith("data-parallel scaling against the smallest world: speedup")
-    assert any(t.startswith("wall_s") for t in titles) and any(t.startswith("where the time went") for t in titles)
+    assert any(t.startswith("wall_s") for t in titles) and any(
+        t.startswith("where the time went") for t in titles
+    )
     assert "ms_per_sync" in full  # the scaling table whole

@@ -54,8 +54,10 @@ def _topology(root, cpus):
 
 def test_physical_cores_count_hyperthreads_once_and_binding_takes_one_cpu_per_core(tmp_path):
     # 2 packages x 2 cores x 2 hyperthreads, Linux's numbering: siblings are n and n + 4
-    _topology(tmp_path, {0: (0, 0), 1: (0, 1), 2: (1, 0), 3: (1, 1),
-                         4: (0, 0), 5: (0, 1), 6: (1, 0), 7: (1, 1)})
+    _topology(
+        tmp_path,
+        {0: (0, 0), 1: (0, 1), 2: (1, 0), 3: (1, 1), 4: (0, 0), 5: (0, 1), 6: (1, 0), 7: (1, 1)},
+    )
     every = list(range(8))
     assert host.physical_cores(every, str(tmp_path)) == 4
     assert host.physical_cores([0, 4], str(tmp_path)) == 1  # a taskset of one core's two threads
@@ -66,8 +68,10 @@ def test_physical_cores_count_hyperthreads_once_and_binding_takes_one_cpu_per_co
 def test_contended_when_others_use_more_than_the_threads_left_free():
     assert contention(50.0, True, 2, 1) == (False, None)  # one busy core beside one thread
     busy, why = contention(50.0, True, 2, 2)  # the same beside two threads: the 25x
-    assert busy and why == ("contended: other processes used 1.00 of 2 cores on average while the "
-                            "cell ran; its 2 threads left 0 free")
+    assert busy and why == (
+        "contended: other processes used 1.00 of 2 cores on average while the "
+        "cell ran; its 2 threads left 0 free"
+    )
     assert contention(10.0, True, 2, 2) == (False, None)  # 0.2 cores: within the slack
     assert contention(None, False, 2, 2) == (None, None)
     state = conditions([], 2, threads=2, before_cores=1.0)  # no sample: the check before it
@@ -76,8 +80,14 @@ def test_contended_when_others_use_more_than_the_threads_left_free():
 
 
 def test_a_contended_row_is_flagged_with_its_reason():
-    row = {"status": "ok", "wall_s": "1.0", "cores": "2", "others_cpu_pct": "50.0",
-           "contended": "True", "contention": "contended: other processes used 1.00 of 2 cores"}
+    row = {
+        "status": "ok",
+        "wall_s": "1.0",
+        "cores": "2",
+        "others_cpu_pct": "50.0",
+        "contended": "True",
+        "contention": "contended: other processes used 1.00 of 2 cores",
+    }
     flags = {f.kind: f.reason for f in noise_flags([run_of(row)])}
     assert flags["contended"] == "contended: other processes used 1.00 of 2 cores"
 
@@ -104,9 +114,20 @@ def test_the_row_says_which_allocator_ran():
 def test_a_cell_beside_a_busy_core_gets_fewer_threads_and_says_why(tmp_path):
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
-        proc = stbench("run", "cnn-strain", "--smoke", "--epochs", "1", "--set", "max_steps=5",
-                       "--set", "threads=0",  # auto: the smoke preset gives one thread
-                       "--out", tmp_path / "out", timeout=300)
+        proc = stbench(
+            "run",
+            "cnn-strain",
+            "--smoke",
+            "--epochs",
+            "1",
+            "--set",
+            "max_steps=5",
+            "--set",
+            "threads=0",  # auto: the smoke preset gives one thread
+            "--out",
+            tmp_path / "out",
+            timeout=300,
+        )
     finally:
         busy.kill()
         busy.wait()
@@ -136,10 +157,15 @@ def test_the_parent_preloads_an_installed_allocator_and_skips_one_that_is_not(mo
     assert prep.others_cores is not None and prep.prefix == ()
     monkeypatch.setattr(host, "allocator_library", lambda name: None)
     assert hostprep.prepare(spec(allocator="tcmalloc"), window_s=0.01).failure.startswith(
-        "allocator=tcmalloc: no tcmalloc library found (looked for libtcmalloc.so")
+        "allocator=tcmalloc: no tcmalloc library found (looked for libtcmalloc.so"
+    )
     monkeypatch.setattr(host, "numactl", lambda: None)
     assert hostprep.prepare(spec(bind="numa"), window_s=0.01).failure == (
-        "bind=numa: numactl is not installed (apt install numactl)")
+        "bind=numa: numactl is not installed (apt install numactl)"
+    )
     monkeypatch.setattr(host, "numactl", lambda: "/usr/bin/numactl")
     assert hostprep.prepare(spec(bind="numa"), window_s=0.01).prefix == (
-        "/usr/bin/numactl", "--cpunodebind=0", "--membind=0")
+        "/usr/bin/numactl",
+        "--cpunodebind=0",
+        "--membind=0",
+    )

@@ -50,28 +50,56 @@ def _assert_reached_cuda(folder: Path, cells: int) -> list[dict]:
     rows = read_runs(folder)
     assert len(rows) == cells
     for r in rows:
-        assert (r["status"], r["reason"]) == ("failed", NOT_COMPILED), (r["strategy"], r["world_size"], r["reason"])
+        assert (r["status"], r["reason"]) == ("failed", NOT_COMPILED), (
+            r["strategy"],
+            r["world_size"],
+            r["reason"],
+        )
         # the error came from selecting the device, the first thing a cell does with it
         assert _cuda_failures(folder / "logs" / f"{r['run_id']}.log") == {"device.py:select"}
     return rows
 
 
 def test_run_on_cuda_reaches_cuda_for_every_workload_and_exits_non_zero(fake_cuda, tmp_path):
-    proc = stbench("run", "--all", "--smoke", "--device", "cuda", "--epochs", "1", "--out", tmp_path / "out")
+    proc = stbench(
+        "run", "--all", "--smoke", "--device", "cuda", "--epochs", "1", "--out", tmp_path / "out"
+    )
     assert proc.returncode == 1, proc.stderr[-2000:]
     folders = sorted((tmp_path / "out").iterdir())
     workloads = {read_runs(f)[0]["workload"]: f for f in folders}
     assert set(BUILT_IN) <= set(workloads)  # (and the tests' own faulty workload)
-    assert f"{len(folders)} of {len(folders)} cells did not end ok ({len(folders)} failed)" in " ".join(proc.stderr.split())
+    assert (
+        f"{len(folders)} of {len(folders)} cells did not end ok ({len(folders)} failed)"
+        in " ".join(proc.stderr.split())
+    )
     for name in BUILT_IN:
         _assert_reached_cuda(workloads[name], 1)
         # the peak could not be measured: named in the manifest, and the study went on
-        assert "Torch not compiled with CUDA enabled" in read_manifest(workloads[name])["unavailable"]["peak cuda"]
+        assert (
+            "Torch not compiled with CUDA enabled"
+            in read_manifest(workloads[name])["unavailable"]["peak cuda"]
+        )
 
 
 def test_worlds_of_one_and_two_gloo_ranks_reach_cuda(fake_cuda, tmp_path):
-    proc = stbench("run", "cnn-strain", "--smoke", "--device", "cuda", "--strategy", "ddp", "--nproc", "1", "2",
-                   "--set", "backend=gloo", "--out", tmp_path / "out", "--expect", "skipped")
+    proc = stbench(
+        "run",
+        "cnn-strain",
+        "--smoke",
+        "--device",
+        "cuda",
+        "--strategy",
+        "ddp",
+        "--nproc",
+        "1",
+        "2",
+        "--set",
+        "backend=gloo",
+        "--out",
+        tmp_path / "out",
+        "--expect",
+        "skipped",
+    )
     assert proc.returncode == 1, proc.stderr[-2000:]
     (folder,) = (tmp_path / "out").iterdir()
     rows = _assert_reached_cuda(folder, 2)
@@ -79,7 +107,18 @@ def test_worlds_of_one_and_two_gloo_ranks_reach_cuda(fake_cuda, tmp_path):
 
 
 def test_profile_on_cuda_reaches_cuda(fake_cuda, tmp_path):
-    proc = stbench("profile", "stnn", "--smoke", "--device", "cuda", "--offload", "--steps", "2", "--out", tmp_path / "out")
+    proc = stbench(
+        "profile",
+        "stnn",
+        "--smoke",
+        "--device",
+        "cuda",
+        "--offload",
+        "--steps",
+        "2",
+        "--out",
+        tmp_path / "out",
+    )
     assert proc.returncode == 1, proc.stderr[-2000:]
     (folder,) = (tmp_path / "out").iterdir()
     _assert_reached_cuda(folder, 1)
@@ -88,8 +127,21 @@ def test_profile_on_cuda_reaches_cuda(fake_cuda, tmp_path):
 def test_doctor_cuda_checks_reach_cuda(fake_cuda, tmp_path):
     proc = stbench("doctor", "--device", "cuda", "--out", tmp_path / "doctor", timeout=600)
     assert proc.returncode == 1, proc.stderr[-2000:]
-    checks = {c["name"]: c for c in json.loads((tmp_path / "doctor" / "doctor.json").read_text())["checks"]}
+    checks = {
+        c["name"]: c
+        for c in json.loads((tmp_path / "doctor" / "doctor.json").read_text())["checks"]
+    }
     assert all(c["status"] == "FAIL" for c in checks.values())
-    for name in ("phase-timing", "overhead", "peaks", "sampling"):  # sampling: its GPU load's own error
-        assert "Torch not compiled with CUDA enabled" in checks[name]["detail"], checks[name]["detail"]
-    assert checks["ddp-sync"]["figures"].get("reason") == NOT_COMPILED or NOT_COMPILED in checks["ddp-sync"]["detail"]
+    for name in (
+        "phase-timing",
+        "overhead",
+        "peaks",
+        "sampling",
+    ):  # sampling: its GPU load's own error
+        assert "Torch not compiled with CUDA enabled" in checks[name]["detail"], checks[name][
+            "detail"
+        ]
+    assert (
+        checks["ddp-sync"]["figures"].get("reason") == NOT_COMPILED
+        or NOT_COMPILED in checks["ddp-sync"]["detail"]
+    )

@@ -28,6 +28,7 @@ def reference_terms(x, supports, k):
 
 def reference_cell(cell, supports, x, h):
     """The DCGRU cell as DCRNN writes it: diffuse [x, h] and [x, r h], one weight product each."""
+
     def conv(layer, inp):
         terms = reference_terms(inp, supports, cell.k)  # (n, T f, b)
         return torch.einsum("ntb,to->nob", terms, layer.weight) + layer.bias.view(1, -1, 1)
@@ -39,7 +40,9 @@ def reference_cell(cell, supports, x, h):
 
 def random_supports(n=11, density=0.3, seed=0):
     g = torch.Generator().manual_seed(seed)
-    mats = [(torch.rand(n, n, generator=g) < density) * torch.rand(n, n, generator=g) for _ in range(2)]
+    mats = [
+        (torch.rand(n, n, generator=g) < density) * torch.rand(n, n, generator=g) for _ in range(2)
+    ]
     return [m.double().to_sparse().coalesce() for m in mats]
 
 
@@ -50,7 +53,9 @@ def test_stacked_diffusion_matches_the_plain_recurrence_and_its_gradient(layout,
     graph_ = Supports(sup, layout)
     assert graph_.layout == layout
     x = torch.randn(11, 3, 2, dtype=torch.double, requires_grad=True)
-    torch.testing.assert_close(diffuse(x, graph_, k), reference_terms(x, [s.to_dense() for s in sup], k))
+    torch.testing.assert_close(
+        diffuse(x, graph_, k), reference_terms(x, [s.to_dense() for s in sup], k)
+    )
     assert torch.autograd.gradcheck(lambda t: diffuse(t, graph_, k), (x,))
 
 
@@ -78,7 +83,11 @@ def test_dense_and_sparse_supports_give_the_same_outputs_and_gradients(model):
     results = {}
     for layout in ("sparse", "dense"):
         torch.manual_seed(0)
-        net = TinyDCRNN(supports, layout=layout) if model == "tiny" else DCRNN(supports, units=8, layers=2, layout=layout)
+        net = (
+            TinyDCRNN(supports, layout=layout)
+            if model == "tiny"
+            else DCRNN(supports, units=8, layers=2, layout=layout)
+        )
         assert net.graph.layout == layout
         out = net(x, y, 0)
         out.abs().mean().backward()

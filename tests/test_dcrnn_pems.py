@@ -21,7 +21,10 @@ from tests.helpers import preset_params, train
 def build(params, seed=0):
     return make_task(params, BuildContext(seed=seed))
 
-needs_shared = pytest.mark.skipif(not (SHARED_DATA / "pems-bay").exists(), reason="../shared/data is not beside the checkout")
+
+needs_shared = pytest.mark.skipif(
+    not (SHARED_DATA / "pems-bay").exists(), reason="../shared/data is not beside the checkout"
+)
 
 
 def params(**overrides):
@@ -33,12 +36,16 @@ def spec_for(p, batch=32, epochs=2):
 
 
 @needs_shared
-@pytest.mark.parametrize("folder,file,n", [("pems-bay", "adj_mx_bay.pkl", 325), ("metr-la", "adj_mx.pkl", 207)])
+@pytest.mark.parametrize(
+    "folder,file,n", [("pems-bay", "adj_mx_bay.pkl", 325), ("metr-la", "adj_mx.pkl", 207)]
+)
 def test_restricted_unpickler_loads_the_real_graphs(folder, file, n):
     ids, adj = graph.load_adj_pickle(SHARED_DATA / folder / file)
     assert len(ids) == n and adj.shape == (n, n) and adj.dtype == np.float32
     packaged_ids, packaged = load_graph({"graph": "bay" if n == 325 else "la", "size": "bay"}, 0)
-    assert packaged_ids == ids and np.array_equal(packaged, adj)  # the packaged copy is the same graph
+    assert packaged_ids == ids and np.array_equal(
+        packaged, adj
+    )  # the packaged copy is the same graph
 
 
 class _Exploit:
@@ -115,11 +122,16 @@ def horizon_mae(task, h: int) -> float:
     return float((pred[:, h - 1] - y[:, h - 1]).abs()[mask].mean())
 
 
-@pytest.mark.parametrize("source,steps,epochs,horizons", [
-    pytest.param("bay", 2_000, 2, (3, 6), id="bay-short"),  # generated speeds on the real PeMS-BAY graph
-    pytest.param("bay", 6_000, 6, (3, 6, 12), id="bay-long", marks=pytest.mark.slow),
-    pytest.param("chickenpox", 0, 8, (3, 6, 12), id="chickenpox"),
-])
+@pytest.mark.parametrize(
+    "source,steps,epochs,horizons",
+    [
+        pytest.param(
+            "bay", 2_000, 2, (3, 6), id="bay-short"
+        ),  # generated speeds on the real PeMS-BAY graph
+        pytest.param("bay", 6_000, 6, (3, 6, 12), id="bay-long", marks=pytest.mark.slow),
+        pytest.param("chickenpox", 0, 8, (3, 6, 12), id="chickenpox"),
+    ],
+)
 def test_beats_persistence(source, steps, epochs, horizons):
     if source == "bay":
         p, batch = params(steps=steps, max_steps=0), 32  # whole epochs, not the smoke's 5 steps
@@ -135,14 +147,24 @@ def test_beats_persistence(source, steps, epochs, horizons):
 
 
 def test_two_process_ddp_with_sharded_index(tmp_path):
-    request = Request("dcrnn-pems", strategies=("ddp",), nprocs=(2,), batch_sizes=(16,), epochs=(1,), smoke=True,
-                      sets=("batching=sharded-index", "steps=1500", "max_steps=4"), out=tmp_path)
+    request = Request(
+        "dcrnn-pems",
+        strategies=("ddp",),
+        nprocs=(2,),
+        batch_sizes=(16,),
+        epochs=(1,),
+        smoke=True,
+        sets=("batching=sharded-index", "steps=1500", "max_steps=4"),
+        out=tmp_path,
+    )
     env = envinfo.collect()
     (row,) = study.run_study(plan_new(request, env), env, timeout=240)
     assert row["status"] == "ok", row["reason"]
     assert row["world_size"] == 2 and row["sync_s"] > 0
     single = build(params(batching="index", steps=1500), seed=0)
-    assert row["data_mb"] < 0.75 * single.data.mb  # a rank holds its half of the training range, not all of it
+    assert (
+        row["data_mb"] < 0.75 * single.data.mb
+    )  # a rank holds its half of the training range, not all of it
 
 
 def test_gpu_index_batches_cut_on_the_device_train_as_index_does():
@@ -184,4 +206,7 @@ def test_the_default_preset_beats_the_historical_average():
     p = preset_params("dcrnn-pems", "default", max_steps=60)
     result = train(build(p), spec_for(p, 32, 1))
     assert result.status == "ok" and result.figures.val_metric == "val_masked_mae"
-    assert result.figures.val_value < result.figures.naive_baseline, (result.figures.val_value, result.figures.naive_baseline)
+    assert result.figures.val_value < result.figures.naive_baseline, (
+        result.figures.val_value,
+        result.figures.naive_baseline,
+    )

@@ -12,23 +12,34 @@ from stbench.device import Accelerator, Device, is_cuda, parse, resolve, visible
 ROOT = Path(__file__).parent.parent
 
 # What a CPU build of torch says when an operation truly needs CUDA (the build's own words).
-NOT_COMPILED = ("Torch not compiled with CUDA enabled", "not linked with support for cuda devices",
-                "Cannot access accelerator device when none is available")
+NOT_COMPILED = (
+    "Torch not compiled with CUDA enabled",
+    "not linked with support for cuda devices",
+    "Cannot access accelerator device when none is available",
+)
 
 
 def test_parse_and_its_errors():
-    assert parse("cpu") == Device("cpu") and str(parse("cuda")) == "cuda" and parse("cuda:3") == Device("cuda", 3)
+    assert (
+        parse("cpu") == Device("cpu")
+        and str(parse("cuda")) == "cuda"
+        and parse("cuda:3") == Device("cuda", 3)
+    )
     for bad in ("gpu", "cuda:", "cuda:x", "cpu:0", "CUDA", "cuda:-1", ""):
         with pytest.raises(ValueError, match="use cpu, cuda or cuda:N"):
             parse(bad)
-    assert is_cuda("cuda:1") and not is_cuda("cpu") and not is_cuda("")  # an empty cell of an old row
+    assert (
+        is_cuda("cuda:1") and not is_cuda("cpu") and not is_cuda("")
+    )  # an empty cell of an old row
 
 
 def test_a_bare_cuda_resolves_to_the_index_the_process_uses():
     assert resolve("cuda", local_rank=3, count=2) == Device("cuda", 1)  # gloo ranks share GPUs
     assert resolve("cuda:1", local_rank=0, count=4) == Device("cuda", 1)
     assert resolve("cpu", local_rank=5, count=0) == Device("cpu")
-    assert Accelerator("cuda").device == Device("cuda", 0)  # never the bare kind: set_device needs an index
+    assert Accelerator("cuda").device == Device(
+        "cuda", 0
+    )  # never the bare kind: set_device needs an index
     assert Accelerator("cuda").torch == torch.device("cuda", 0)
 
 
@@ -46,7 +57,11 @@ def test_the_cpu_accelerator_is_a_no_op_where_cpu_has_nothing_to_do():
     accel.reset_peak()
     assert accel.peak_bytes() is None and accel.allocated_bytes() is None and not accel.pins
     t = torch.ones(3)
-    assert accel.pin(t) is t and accel.name("my cpu") == "my cpu" and accel.matmul_precision() == "fp32"
+    assert (
+        accel.pin(t) is t
+        and accel.name("my cpu") == "my cpu"
+        and accel.matmul_precision() == "fp32"
+    )
 
 
 CUDA_CALLS = {
@@ -73,12 +88,17 @@ def test_every_cuda_call_reaches_the_builds_own_error(call, monkeypatch):
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     with pytest.raises(BaseException) as info:
         CUDA_CALLS[call](Accelerator("cuda"))
-    assert any(m in str(info.value) for m in NOT_COMPILED), f"{call}: {type(info.value).__name__}: {info.value}"
+    assert any(m in str(info.value) for m in NOT_COMPILED), (
+        f"{call}: {type(info.value).__name__}: {info.value}"
+    )
 
 
 def _code_files():
-    return [p for p in [*(ROOT / "stbench_cli").rglob("*.py"), *(ROOT / "workloads").rglob("*.py")]
-            if p.name != "device.py" or p.parent.name != "stbench_cli"]
+    return [
+        p
+        for p in [*(ROOT / "stbench_cli").rglob("*.py"), *(ROOT / "workloads").rglob("*.py")]
+        if p.name != "device.py" or p.parent.name != "stbench_cli"
+    ]
 
 
 def test_device_specific_calls_live_in_the_device_layer_only():
@@ -86,14 +106,30 @@ def test_device_specific_calls_live_in_the_device_layer_only():
     alone (strings inside messages aside)."""
     for path in _code_files():
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch":
-                assert node.attr not in ("cuda", "backends", "accelerator"), f"{path.relative_to(ROOT)}:{node.lineno}"
-            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "startswith" and node.args:
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "torch"
+            ):
+                assert node.attr not in ("cuda", "backends", "accelerator"), (
+                    f"{path.relative_to(ROOT)}:{node.lineno}"
+                )
+            if (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "attr", "") == "startswith"
+                and node.args
+            ):
                 arg = node.args[0]
-                assert not (isinstance(arg, ast.Constant) and arg.value == "cuda"), f"{path.relative_to(ROOT)}:{node.lineno}"
-            if isinstance(node, ast.Compare) and any(isinstance(c, ast.Constant) and c.value == "cuda"
-                                                     for c in [node.left, *node.comparators]):
-                raise AssertionError(f"device string compared at {path.relative_to(ROOT)}:{node.lineno}")
+                assert not (isinstance(arg, ast.Constant) and arg.value == "cuda"), (
+                    f"{path.relative_to(ROOT)}:{node.lineno}"
+                )
+            if isinstance(node, ast.Compare) and any(
+                isinstance(c, ast.Constant) and c.value == "cuda"
+                for c in [node.left, *node.comparators]
+            ):
+                raise AssertionError(
+                    f"device string compared at {path.relative_to(ROOT)}:{node.lineno}"
+                )
 
 
 def test_a_worlds_peak_counts_the_distinct_devices_it_runs_on():
@@ -125,13 +161,23 @@ def test_a_world_on_one_gpu_has_one_gpus_peak():
     from stbench.runner.study import derived
     from stbench.store.rows import CellResult, Figures
 
-    spec = RunSpec("cnn-strain", "cuda", "ddp", 64, 1, world_size=2, nodes=2,
-                   params=(("backend", "gloo"), ("precision", "default")))
+    spec = RunSpec(
+        "cnn-strain",
+        "cuda",
+        "ddp",
+        64,
+        1,
+        world_size=2,
+        nodes=2,
+        params=(("backend", "gloo"), ("precision", "default")),
+    )
     peaks = {"cuda": {"matmul_gflops": 100.0}}
 
     def fraction(gpus_used):
         figures = Figures(wall_s=1.0, achieved_gflops=50.0, gpus_used=gpus_used)
-        return derived(spec, Outcome(CellResult("ok", figures=figures), cell_s=2.0), peaks, gpu_count=1).peak_fraction
+        return derived(
+            spec, Outcome(CellResult("ok", figures=figures), cell_s=2.0), peaks, gpu_count=1
+        ).peak_fraction
 
     assert fraction(1) == 0.5  # two emulated nodes, one GPU by UUID: one GPU's peak
     assert fraction(2) == 0.25

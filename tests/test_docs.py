@@ -12,8 +12,10 @@ from stbench.cli import main
 ROOT = Path(__file__).parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 # Files a user brings (their own data): the docs name them as examples, the repository has none.
-USER_FILES = re.compile(r"data=(my_|era5\.zarr|pems-bay\.h5|metr-la\.h5|sst\.mon|pacific_sst|\.\./shared)"
-                        r"|data=arco|WORKLOAD|…")  # the network's store; a synopsis, not a command
+USER_FILES = re.compile(
+    r"data=(my_|era5\.zarr|pems-bay\.h5|metr-la\.h5|sst\.mon|pacific_sst|\.\./shared)"
+    r"|data=arco|WORKLOAD|…"
+)  # the network's store; a synopsis, not a command
 
 
 def bash_lines(page: Path):
@@ -25,7 +27,9 @@ def bash_lines(page: Path):
                 yield line
 
 
-RUN_LINES = sorted({(p.relative_to(ROOT).as_posix(), line) for p in PAGES for line in bash_lines(p)})
+RUN_LINES = sorted(
+    {(p.relative_to(ROOT).as_posix(), line) for p in PAGES for line in bash_lines(p)}
+)
 
 
 def test_the_pages_have_examples():
@@ -37,6 +41,7 @@ def test_every_run_example_plans_as_written(page, line, capsys, monkeypatch):
     # Planned as on a machine with 8 GPUs and NCCL (a dry run starts nothing, so the CPU build is
     # asked only these availability questions); cells still skipped there would be a wrong example.
     import torch
+
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
     monkeypatch.setattr(torch.distributed, "is_nccl_available", lambda: True)
@@ -66,8 +71,12 @@ def test_the_readme_is_short_and_opens_with_a_result():
 def test_the_readmes_quoted_finding_is_what_compare_prints(capsys, monkeypatch):
     """The result on the README's first screen is stbench's own words for the committed study."""
     text = (ROOT / "README.md").read_text()
-    command = re.search(r"as `(stbench compare results/reference/ref-[^`]+)` states it", text).group(1)
-    quoted = " ".join(ln.removeprefix(">").strip() for ln in text.splitlines() if ln.startswith("> "))
+    command = re.search(
+        r"as `(stbench compare results/reference/ref-[^`]+)` states it", text
+    ).group(1)
+    quoted = " ".join(
+        ln.removeprefix(">").strip() for ln in text.splitlines() if ln.startswith("> ")
+    )
     monkeypatch.chdir(ROOT)
     monkeypatch.setenv("COLUMNS", "200")
     with pytest.raises(SystemExit) as exit_info:

@@ -22,9 +22,12 @@ def test_doctor_runs_on_the_cpu_and_writes_doctor_json(tmp_path):
     # Correctness checks must pass here. The overhead check compares two timings on a shared
     # machine: it is a measurement (reported, and its verdict tested in isolation below),
     # so here it only has to be measured and judged, and the exit code has to follow it.
-    assert {n: verdicts[n] for n in ("phase-timing", "ddp-sync", "sampling", "peaks")} == dict.fromkeys(
-        ("phase-timing", "ddp-sync", "sampling", "peaks"), "PASS"), proc.stdout
-    assert proc.returncode == (0 if set(verdicts.values()) == {"PASS"} else 1), proc.stdout + proc.stderr
+    assert {
+        n: verdicts[n] for n in ("phase-timing", "ddp-sync", "sampling", "peaks")
+    } == dict.fromkeys(("phase-timing", "ddp-sync", "sampling", "peaks"), "PASS"), proc.stdout
+    assert proc.returncode == (0 if set(verdicts.values()) == {"PASS"} else 1), (
+        proc.stdout + proc.stderr
+    )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(("PASS ", "FAIL "))]
     assert len(lines) == 5 and "DDP's exposed communication" in proc.stdout
     over = next(c for c in report["checks"] if c["name"] == "overhead")["figures"]
@@ -45,7 +48,9 @@ class SkewedClock(Clock):
 
 def test_a_skewed_clock_fails_phase_timing():
     good = doctor.judge_phase_timing("cpu", checks.phase_timing("cpu", steps=12))
-    bad = doctor.judge_phase_timing("cpu", checks.phase_timing("cpu", steps=12, clock=SkewedClock(Accelerator("cpu"))))
+    bad = doctor.judge_phase_timing(
+        "cpu", checks.phase_timing("cpu", steps=12, clock=SkewedClock(Accelerator("cpu")))
+    )
     assert good.status == "PASS" and bad.status == "FAIL" and "20.0% apart" in bad.detail
 
 
@@ -54,29 +59,49 @@ def _raise(handle):
 
 
 def test_a_sampler_field_that_raises_fails_sampling():
-    readers = {"gpu_util_pct": lambda h: 90.0, "gpu_mem_mb": lambda h: 1e3, "gpu_power_w": _raise,
-               "gpu_energy_mj": lambda h: 1e6}
+    readers = {
+        "gpu_util_pct": lambda h: 90.0,
+        "gpu_mem_mb": lambda h: 1e3,
+        "gpu_power_w": _raise,
+        "gpu_energy_mj": lambda h: 1e6,
+    }
     sampler = SystemSampler(os.getpid(), GpuReader([object()], readers), 0.05).start()
     time.sleep(0.4)
     sampler.stop()
-    check = doctor.judge_sampling("cuda:0", sampler.rows, sampler.unavailable, sampler.errors, 100.0, 1.0)
+    check = doctor.judge_sampling(
+        "cuda:0", sampler.rows, sampler.unavailable, sampler.errors, 100.0, 1.0
+    )
     assert check.status == "FAIL" and "unreadable: gpu_power_w" in check.detail
     assert sampler.rows  # the sampler itself went on
 
 
 def test_energy_that_disagrees_with_power_times_time_fails():
     rows = [{**dict.fromkeys(doctor.CPU_FIELDS, 1.0), "gpu_power_w": 300.0} for _ in range(10)]
-    assert doctor.judge_sampling("cuda", rows, set(), [], 1500.0, 5.0).status == "PASS"  # 300 W x 5 s
+    assert (
+        doctor.judge_sampling("cuda", rows, set(), [], 1500.0, 5.0).status == "PASS"
+    )  # 300 W x 5 s
     assert doctor.judge_sampling("cuda", rows, set(), [], 900.0, 5.0).status == "FAIL"
 
 
 def test_ddp_overhead_and_peak_verdicts_can_fail():
-    ddp = {"status": "ok", "steps": 40, "sync_s": 0.10, "ddp_exposed_comm_s": 0.096, "backend": "gloo"}
+    ddp = {
+        "status": "ok",
+        "steps": 40,
+        "sync_s": 0.10,
+        "ddp_exposed_comm_s": 0.096,
+        "backend": "gloo",
+    }
     assert doctor.judge_ddp("cpu", ddp).status == "PASS"
     assert doctor.judge_ddp("cpu", {**ddp, "sync_s": 0.2}).status == "FAIL"  # sync_s counted twice
     assert doctor.judge_ddp("cpu", {"status": "failed", "reason": "x"}).status == "FAIL"
-    assert doctor.judge_overhead("cpu", {"min_overhead_s": 1e-6, "min_bare_step_s": 1e-3}).status == "PASS"
-    assert doctor.judge_overhead("cpu", {"min_overhead_s": 1e-4, "min_bare_step_s": 1e-3}).status == "FAIL"
+    assert (
+        doctor.judge_overhead("cpu", {"min_overhead_s": 1e-6, "min_bare_step_s": 1e-3}).status
+        == "PASS"
+    )
+    assert (
+        doctor.judge_overhead("cpu", {"min_overhead_s": 1e-4, "min_bare_step_s": 1e-3}).status
+        == "FAIL"
+    )
     assert doctor.judge_peaks("cpu", None).status == "FAIL"
 
 
@@ -86,9 +111,14 @@ def test_cuda_without_a_gpu_is_one_line():
 
 
 def test_sampling_on_a_gpu_nvml_cannot_see_fails_with_the_reason_not_a_key_error():
-    rows = [{"proc_cpu_pct": 90.0, "proc_rss_mb": 900.0, "sys_cpu_pct": 50.0, "sys_mem_pct": 10.0}] * 3
+    rows = [
+        {"proc_cpu_pct": 90.0, "proc_rss_mb": 900.0, "sys_cpu_pct": 50.0, "sys_mem_pct": 10.0}
+    ] * 3
     check = doctor.judge_sampling("cuda", rows, set(), [], None, 1.0)
-    assert (check.status, check.detail) == ("FAIL", "no NVML field sampled: NVML cannot see this GPU")
+    assert (check.status, check.detail) == (
+        "FAIL",
+        "no NVML field sampled: NVML cannot see this GPU",
+    )
 
 
 def _doctor_cli(argv, monkeypatch, fake_check):
@@ -130,7 +160,9 @@ def test_ctrl_c_in_doctor_is_one_line_and_exit_130(monkeypatch, tmp_path, capsys
     assert _doctor_cli(["--quick", "--out", str(tmp_path)], monkeypatch, second_interrupted) == 130
     captured = capsys.readouterr()
     assert captured.err == "interrupted: 1 of 3 checks ran; doctor.json not written\n"
-    assert captured.out == "PASS phase-timing cpu: fine\n" and not (tmp_path / "doctor.json").exists()
+    assert (
+        captured.out == "PASS phase-timing cpu: fine\n" and not (tmp_path / "doctor.json").exists()
+    )
 
 
 def test_ctrl_c_before_a_command_starts_is_one_line_and_exit_130(monkeypatch, capsys):

@@ -16,8 +16,20 @@ FILES = ("manifest.json", "runs.csv", "epochs.csv", "system.csv")
 def study(tmp_path_factory):
     """One real smoke matrix, shared by the tests below (they must not change it)."""
     out = tmp_path_factory.mktemp("results")
-    stbench("run", "cnn-strain", "--smoke", "--epochs", "1", "2", "--batch-size", "32", "64", "--out", out,
-            check=True)
+    stbench(
+        "run",
+        "cnn-strain",
+        "--smoke",
+        "--epochs",
+        "1",
+        "2",
+        "--batch-size",
+        "32",
+        "64",
+        "--out",
+        out,
+        check=True,
+    )
     (folder,) = out.iterdir()
     return folder
 
@@ -31,7 +43,12 @@ def test_run_writes_all_four_files(study):
 
     assert all((study / f).is_file() for f in FILES)
     runs = list(csv.DictReader(open(study / "runs.csv")))
-    assert [(r["batch_size"], r["epochs"]) for r in runs] == [("32", "1"), ("32", "2"), ("64", "1"), ("64", "2")]
+    assert [(r["batch_size"], r["epochs"]) for r in runs] == [
+        ("32", "1"),
+        ("32", "2"),
+        ("64", "1"),
+        ("64", "2"),
+    ]
     assert all(r["status"] == "ok" and r["schema"] == str(SCHEMA) for r in runs)
     assert all(float(r["samples_per_s"]) > 0 and float(r["peak_fraction"]) > 0 for r in runs)
     epochs = list(csv.DictReader(open(study / "epochs.csv")))
@@ -47,16 +64,28 @@ def test_compare_reads_the_study(study, tmp_path):
     # the hint to --full first; one section per study, headed by its folder and command, its
     # finding first and then the one table behind it (a batch sweep: samples/s)
     hint, headline = proc.stdout.split("\n\n", 1)
-    assert "--full" in hint and headline.startswith(f"## {study.name}\nstbench run cnn-strain --smoke")
+    assert "--full" in hint and headline.startswith(
+        f"## {study.name}\nstbench run cnn-strain --smoke"
+    )
     assert headline.split("\n\n")[1].startswith("Finding: Samples/s goes from ")
-    assert "\n### samples/s per batch size (median ± 95% CI" in headline and "### wall_s" not in headline
+    assert (
+        "\n### samples/s per batch size (median ± 95% CI" in headline
+        and "### wall_s" not in headline
+    )
     assert "| epochs   | batch_size   | samples/s " in headline
     full = (tmp_path / "compare.md").read_text()
-    assert full.startswith(headline) and "### where the time went" in full and "where the time went" not in headline
+    assert (
+        full.startswith(headline)
+        and "### where the time went" in full
+        and "where the time went" not in headline
+    )
     assert " cores) " in full  # the CPU by name
     assert (tmp_path / "compare.csv").read_text().startswith("workload,device,")
-    assert sorted(p.name for p in tmp_path.glob("*.png")) == ["cnn-strain-memory.png", "cnn-strain-phases.png",
-                                                                "cnn-strain-time-vs-epochs.png"]
+    assert sorted(p.name for p in tmp_path.glob("*.png")) == [
+        "cnn-strain-memory.png",
+        "cnn-strain-phases.png",
+        "cnn-strain-time-vs-epochs.png",
+    ]
 
 
 def test_bad_data_files_leave_results_intact(study, tmp_path):
@@ -72,7 +101,9 @@ def test_bad_data_files_leave_results_intact(study, tmp_path):
     }
     for setting, message in cases.items():
         proc = stbench("run", "cnn-strain", "--smoke", "--set", setting, "--out", study.parent)
-        assert proc.returncode == 2 and message in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+        assert proc.returncode == 2 and message in proc.stderr and proc.stderr.count("\n") == 1, (
+            proc.stderr
+        )
     assert len(list(study.parent.iterdir())) == 1  # no half-made result folder
     assert digest(study) == before
 
@@ -80,7 +111,10 @@ def test_bad_data_files_leave_results_intact(study, tmp_path):
 def test_cuda_without_gpu_is_refused(study):
     proc = stbench("run", "cnn-strain", "--smoke", "--device", "cuda", "--out", study.parent)
     assert proc.returncode == 2
-    assert proc.stderr == "error: nothing to run: cuda requested, but no GPU is visible (torch.cuda.is_available() is False)\n"
+    assert (
+        proc.stderr
+        == "error: nothing to run: cuda requested, but no GPU is visible (torch.cuda.is_available() is False)\n"
+    )
 
 
 def test_corrupt_results_are_named_and_untouched(study, tmp_path):
@@ -108,18 +142,26 @@ def test_resume_of_a_finished_study_adds_nothing(study):
     before = digest(study)
     stbench("run", "cnn-strain", "--resume", study, check=True)
     stbench("run", "--resume", study, check=True)  # the workload is the study's own
-    assert "nothing left to run" in stbench("run", "--resume", study, "--dry-run", check=True).stdout
+    assert (
+        "nothing left to run" in stbench("run", "--resume", study, "--dry-run", check=True).stdout
+    )
     assert digest(study) == before
     wrong = stbench("run", "stnn", "--resume", study)
     assert wrong.returncode == 2 and "holds a cnn-strain study, not stnn" in wrong.stderr
     neither = stbench("run")
-    assert neither.returncode == 2 and neither.stderr.count("\n") == 1 and "--resume DIR" in neither.stderr
+    assert (
+        neither.returncode == 2
+        and neither.stderr.count("\n") == 1
+        and "--resume DIR" in neither.stderr
+    )
     assert digest(study) == before
 
 
 def test_list_and_env():
     listing = stbench("list", check=True).stdout
-    assert "cnn-strain" in listing and "lstm-era5" in listing and "lr_scaling" not in listing  # one line each
+    assert (
+        "cnn-strain" in listing and "lstm-era5" in listing and "lr_scaling" not in listing
+    )  # one line each
     detail = stbench("list", "cnn-strain", check=True).stdout
     assert "large-batch" in detail and "lr_scaling" in detail
     env = stbench("env", check=True).stdout

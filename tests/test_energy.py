@@ -89,8 +89,18 @@ def test_gpu_methods_and_the_short_window_rule():
 
 
 def test_this_machines_rows_name_each_energy_method(tmp_path):
-    proc = stbench("run", "cnn-strain", "--smoke", "--epochs", "1", "--set", "max_steps=3",
-                   "--out", tmp_path / "out", timeout=300)
+    proc = stbench(
+        "run",
+        "cnn-strain",
+        "--smoke",
+        "--epochs",
+        "1",
+        "--set",
+        "max_steps=3",
+        "--out",
+        tmp_path / "out",
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     (folder,) = (tmp_path / "out").iterdir()
     (row,) = read_runs(folder)

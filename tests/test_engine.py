@@ -8,7 +8,6 @@ import sys
 import time
 from pathlib import Path
 
-
 from stbench.plan.planner import Request, plan_new
 from stbench.runner import envinfo, study
 from stbench.store.files import read_runs
@@ -20,8 +19,10 @@ def runs(folder: Path) -> list[dict]:
 
 
 def plan(tmp_path, workload, **kw):
-    return plan_new(Request(workload, smoke=True, out=tmp_path, **{k: tuple(v) for k, v in kw.items()}),
-                    envinfo.collect())
+    return plan_new(
+        Request(workload, smoke=True, out=tmp_path, **{k: tuple(v) for k, v in kw.items()}),
+        envinfo.collect(),
+    )
 
 
 def execute(p, timeout=None):
@@ -44,7 +45,9 @@ def test_failure_rows_and_the_matrix_goes_on(tmp_path):
 
 
 def test_nan_loss_is_diverged(tmp_path):
-    p = plan(tmp_path, "cnn-strain", sets=["lr=1e30", "n_samples=512"], epochs=[2], batch_sizes=[64])
+    p = plan(
+        tmp_path, "cnn-strain", sets=["lr=1e30", "n_samples=512"], epochs=[2], batch_sizes=[64]
+    )
     (row,) = execute(p)
     assert row["status"] == "diverged"
     assert row["reason"].startswith("non-finite loss")
@@ -58,8 +61,15 @@ def test_cuda_without_gpu_is_a_skipped_row(tmp_path):
 
 
 def test_ddp_two_process_gloo_cell(tmp_path):
-    p = plan(tmp_path, "cnn-strain", strategies=["ddp"], nprocs=[2], epochs=[1], batch_sizes=[32],
-             sets=["n_samples=1024"])
+    p = plan(
+        tmp_path,
+        "cnn-strain",
+        strategies=["ddp"],
+        nprocs=[2],
+        epochs=[1],
+        batch_sizes=[32],
+        sets=["n_samples=1024"],
+    )
     (row,) = execute(p, timeout=240)
     assert row["status"] == "ok", row["reason"]
     assert row["world_size"] == 2 and row["global_batch_size"] == 64
@@ -70,10 +80,14 @@ def test_ddp_two_process_gloo_cell(tmp_path):
 def test_resume_after_sigkill_of_the_parent(tmp_path):
     p = plan(tmp_path, "faulty", epochs=[1, 2, 3], sets=["fault=none"], batch_sizes=[8, 16])
     write_manifest(p.folder, p.manifest)
-    script = ("import sys; from pathlib import Path; from stbench.plan.planner import plan_resume;"
-              "from stbench.runner import envinfo, study; env = envinfo.collect();"
-              "study.run_study(plan_resume('faulty', Path(sys.argv[1]), env), env)")
-    parent = subprocess.Popen([sys.executable, "-c", script, str(p.folder)], stderr=subprocess.DEVNULL)
+    script = (
+        "import sys; from pathlib import Path; from stbench.plan.planner import plan_resume;"
+        "from stbench.runner import envinfo, study; env = envinfo.collect();"
+        "study.run_study(plan_resume('faulty', Path(sys.argv[1]), env), env)"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script, str(p.folder)], stderr=subprocess.DEVNULL
+    )
     deadline = time.time() + 120
     while time.time() < deadline and len(_ids(p.folder)) < 2:
         time.sleep(0.05)
@@ -81,7 +95,9 @@ def test_resume_after_sigkill_of_the_parent(tmp_path):
     parent.wait()
     before = _ids(p.folder)
     assert 2 <= len(before) < len(p.cells)
-    finish = subprocess.run([sys.executable, "-c", script, str(p.folder)], capture_output=True, text=True)
+    finish = subprocess.run(
+        [sys.executable, "-c", script, str(p.folder)], capture_output=True, text=True
+    )
     assert finish.returncode == 0, finish.stderr[-2000:]
     after = [r["run_id"] for r in runs(p.folder)]
     assert sorted(after) == sorted(c.run_id for c in p.cells)  # exactly one row per cell
@@ -89,7 +105,9 @@ def test_resume_after_sigkill_of_the_parent(tmp_path):
     with open(p.folder / "epochs.csv") as f:
         epoch_ids = [r["run_id"] for r in csv.DictReader(f)]
     expected = {c.run_id: c.epochs for c in p.cells}
-    assert {i: epoch_ids.count(i) for i in set(epoch_ids)} == expected  # no orphan or duplicate epochs
+    assert {
+        i: epoch_ids.count(i) for i in set(epoch_ids)
+    } == expected  # no orphan or duplicate epochs
 
 
 def _ids(folder):

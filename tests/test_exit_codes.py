@@ -20,7 +20,17 @@ def test_unexpected_counts_the_statuses_not_accepted():
 
 
 def test_a_study_whose_every_cell_diverges_exits_non_zero(tmp_path):
-    args = ["run", "cnn-strain", "--smoke", "--set", "lr=1e12", "--epochs", "1", "--set", "max_steps=8"]
+    args = [
+        "run",
+        "cnn-strain",
+        "--smoke",
+        "--set",
+        "lr=1e12",
+        "--epochs",
+        "1",
+        "--set",
+        "max_steps=8",
+    ]
     proc = stbench(*args, "--out", tmp_path / "a")
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert "1 of 1 cells did not end ok (1 diverged)" in " ".join(proc.stderr.split())
@@ -48,8 +58,20 @@ def test_a_full_disk_is_one_line_and_what_was_written_stays_readable(tmp_path, m
         real(folder, row, epochs, system)
 
     monkeypatch.setattr(study, "write_cell", fill_up)
-    argv = ["run", "cnn-strain", "--smoke", "--epochs", "1", "--batch-size", "64", "128", "--set", "max_steps=2",
-            "--out", str(tmp_path / "out")]
+    argv = [
+        "run",
+        "cnn-strain",
+        "--smoke",
+        "--epochs",
+        "1",
+        "--batch-size",
+        "64",
+        "128",
+        "--set",
+        "max_steps=2",
+        "--out",
+        str(tmp_path / "out"),
+    ]
     with pytest.raises(SystemExit) as info:
         main(argv)
     assert info.value.code == 1

@@ -13,7 +13,6 @@ import csv
 import json
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -29,17 +28,30 @@ BOUND_S = 120.0  # a cell that ends at all ends far sooner; a hang would not end
 def _run(plan, **options) -> tuple[list[dict], dict[str, float]]:
     """Run a plan in this process: its rows, and each cell's seconds from start to row."""
     began, took = {}, {}
-    rows = study.run_study(plan, envinfo.collect(), interval=0.5,
-                           on_start=lambda spec: began.update({spec.run_id: time.monotonic()}),
-                           on_done=lambda spec, row: took.update(
-                               {spec.run_id: time.monotonic() - began[spec.run_id]}), **options)
+    rows = study.run_study(
+        plan,
+        envinfo.collect(),
+        interval=0.5,
+        on_start=lambda spec: began.update({spec.run_id: time.monotonic()}),
+        on_done=lambda spec, row: took.update({spec.run_id: time.monotonic() - began[spec.run_id]}),
+        **options,
+    )
     return rows, took
 
 
 def _faults(tmp_path, *faults) -> tuple:
     env = envinfo.collect()
-    plan = plan_new(Request("faulty", strategies=("ddp",), nnodes=(2,), smoke=True, out=tmp_path,
-                            sets=(f"fault={','.join(faults)}",)), env)
+    plan = plan_new(
+        Request(
+            "faulty",
+            strategies=("ddp",),
+            nnodes=(2,),
+            smoke=True,
+            out=tmp_path,
+            sets=(f"fault={','.join(faults)}",),
+        ),
+        env,
+    )
     return plan, _run(plan)
 
 
@@ -69,8 +81,9 @@ def test_a_lost_node_and_an_abort_at_exit_end_their_worlds_and_a_resume_complete
     assert "rank 1 in a step's" in lost["reason"]  # the orphan was still training when it was ended
     # the abort came after the measurements: the row keeps them, and says what happened
     assert abort["status"] == "failed" and abort["wall_s"] != ""
-    assert abort["reason"].startswith("rank 1 (node 1) killed by signal 6 (SIGABRT) after it left "
-                                      "the world"), abort["reason"]
+    assert abort["reason"].startswith(
+        "rank 1 (node 1) killed by signal 6 (SIGABRT) after it left the world"
+    ), abort["reason"]
     assert abort["reason"].endswith("(rank 0's figures kept)")
     assert by["none"]["status"] == "ok"  # the next cell ran
     _resume_completes(plan)
@@ -96,8 +109,9 @@ def test_a_world_whose_rank_never_joins_is_a_hung_row_by_the_watchdog(tmp_path, 
     assert row["status"] == "hung", row["reason"]
     assert row["reason"].startswith("no progress for "), row["reason"]
     assert "(limit 20 s: at least 20 s while a rank is in a phase new to it)" in row["reason"]
-    assert row["reason"].endswith("no rank started: a node's torchrun agent never joined the "
-                                  "rendezvous")
+    assert row["reason"].endswith(
+        "no rank started: a node's torchrun agent never joined the rendezvous"
+    )
     manifest = json.loads((plan.folder / "manifest.json").read_text())
     assert manifest["timeout_s"] is None and manifest["stall_limit_s"] is None
 
@@ -122,8 +136,19 @@ def test_no_study_hangs_without_a_row_the_default_watchdog_through_the_cli(tmp_p
     """Both ranks of a world hang in their workload's build (before any step, a phase new to
     them): no option given, the default floor ends the cell as hung, and the study goes on."""
     out = tmp_path / "out"
-    proc = stbench("run", "faulty", "--strategy", "ddp", "--nnodes", "2", "--set",
-                   "fault=hang,none", "--out", out, timeout=progress.STALL_FLOOR_S + 300)
+    proc = stbench(
+        "run",
+        "faulty",
+        "--strategy",
+        "ddp",
+        "--nnodes",
+        "2",
+        "--set",
+        "fault=hang,none",
+        "--out",
+        out,
+        timeout=progress.STALL_FLOOR_S + 300,
+    )
     assert proc.returncode == 1, proc.stderr[-2000:]
     (folder,) = out.iterdir()
     hang, ok = _by_fault(list(csv.DictReader(open(folder / "runs.csv")))).values()

@@ -12,7 +12,9 @@ from stbench.report.read import run_of
 from stbench.store.files import read_runs
 from tests.helpers import stbench
 
-REF = Path(__file__).parent.parent / "results" / "reference" / "ref-cpu2-cnn-strain-epochs"  # 3 repeats per cell
+REF = (
+    Path(__file__).parent.parent / "results" / "reference" / "ref-cpu2-cnn-strain-epochs"
+)  # 3 repeats per cell
 
 
 def _slower(folder: Path, factor: float, repeats: int = 3, times: int = 1) -> None:
@@ -20,7 +22,9 @@ def _slower(folder: Path, factor: float, repeats: int = 3, times: int = 1) -> No
     kept, each kept `times` times over (as more repeats with the same spread)."""
     path = folder / "runs.csv"
     kept = [r for r in csv.DictReader(path.open()) if int(r["repeat"]) < repeats]
-    rows = [{**r, "repeat": str(int(r["repeat"]) + k * repeats)} for k in range(times) for r in kept]
+    rows = [
+        {**r, "repeat": str(int(r["repeat"]) + k * repeats)} for k in range(times) for r in kept
+    ]
     for r in rows:
         r["wall_s"] = str(float(r["wall_s"]) * factor)
     with path.open("w", newline="") as f:
@@ -35,17 +39,22 @@ def test_the_gate_fails_on_a_copy_made_30_percent_slower_and_passes_on_the_same_
     proc = stbench("gate", REF, tmp_path / "slow")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     out = proc.stdout.splitlines()
-    assert out[0] == ("REGRESSION   cnn-strain cpu single world_size=1 nodes=1 batch_size=75 "
-                      "epochs=3: wall_s 37.21 -> 48.37, 30.0% worse (significant)")
+    assert out[0] == (
+        "REGRESSION   cnn-strain cpu single world_size=1 nodes=1 batch_size=75 "
+        "epochs=3: wall_s 37.21 -> 48.37, 30.0% worse (significant)"
+    )
     # the one-epoch cells' three repeats spread too widely to tell 30% from noise
-    assert out[1].endswith("epochs=1: wall_s 13.13 -> 17.07, 30.0% worse with 3 repeats: inconclusive (needs ≥ 9 repeats)")
+    assert out[1].endswith(
+        "epochs=1: wall_s 13.13 -> 17.07, 30.0% worse with 3 repeats: inconclusive (needs ≥ 9 repeats)"
+    )
     same = stbench("gate", REF, REF)
     assert same.returncode == 0, same.stdout + same.stderr
     assert same.stdout.splitlines() == [
         "unchanged    cnn-strain cpu single world_size=1 nodes=1 batch_size=75 epochs=1: wall_s 13.13 -> 13.13",
         "unchanged    cnn-strain cpu single world_size=1 nodes=1 batch_size=75 epochs=2: wall_s 27.55 -> 27.55",
         "unchanged    cnn-strain cpu single world_size=1 nodes=1 batch_size=75 epochs=3: wall_s 37.21 -> 37.21",
-        "0 regression(s), 0 inconclusive in 3 comparison(s) (margin 10%, 95% intervals and Welch's t-test)"]
+        "0 regression(s), 0 inconclusive in 3 comparison(s) (margin 10%, 95% intervals and Welch's t-test)",
+    ]
 
 
 def test_a_copy_30_percent_slower_with_too_few_repeats_is_inconclusive_and_exits_3(tmp_path):
@@ -61,8 +70,11 @@ def test_a_copy_30_percent_slower_with_too_few_repeats_is_inconclusive_and_exits
         "30.0% worse with 1 repeat: inconclusive (needs ≥ 2 repeats)",
         "INCONCLUSIVE cnn-strain cpu single world_size=1 nodes=1 batch_size=75 epochs=3: wall_s 37.44 -> 48.68, "
         "30.0% worse with 1 repeat: inconclusive (needs ≥ 2 repeats)",
-        "0 regression(s), 3 inconclusive in 3 comparison(s) (margin 10%, 95% intervals and Welch's t-test)"]
-    mixed = stbench("gate", REF, tmp_path / "slow")  # 3 repeats against 1: the lone side borrows the spread
+        "0 regression(s), 3 inconclusive in 3 comparison(s) (margin 10%, 95% intervals and Welch's t-test)",
+    ]
+    mixed = stbench(
+        "gate", REF, tmp_path / "slow"
+    )  # 3 repeats against 1: the lone side borrows the spread
     assert mixed.returncode == 3 and "with 3 vs 1 repeats: inconclusive (needs ≥ " in mixed.stdout
 
 
@@ -72,7 +84,9 @@ def test_with_the_repeats_an_inconclusive_line_names_the_slowdown_is_a_regressio
         _slower(tmp_path / side, factor, times=3)  # 9 repeats a side, the spread measured
     proc = stbench("gate", tmp_path / "base", tmp_path / "slow")
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert proc.stdout.splitlines()[-1].startswith("3 regression(s), 0 inconclusive in 3 comparison(s)")
+    assert proc.stdout.splitlines()[-1].startswith(
+        "3 regression(s), 0 inconclusive in 3 comparison(s)"
+    )
 
 
 def _runs(records: list[dict]):
@@ -86,14 +100,20 @@ def test_a_worse_median_that_is_not_significant_is_inconclusive_never_ok():
         if r["repeat"] == "0":
             r["wall_s"] = str(float(r["wall_s"]) * 1.3)
     verdicts = gate(_runs(base), _runs(new))
-    assert len(verdicts) == 3 and {v.kind for v in verdicts} <= {"ok", "unchanged"}  # medians moved < 10%
+    assert len(verdicts) == 3 and {v.kind for v in verdicts} <= {
+        "ok",
+        "unchanged",
+    }  # medians moved < 10%
     slower = _runs([{**r, "wall_s": str(float(r["wall_s"]) * 1.3)} for r in base])
     base = _runs(base)
     slow = {v.cell[-8:]: v for v in gate(base, slower)}
-    assert slow["epochs=1"].kind == "inconclusive" and slow["epochs=1"].needs == 9  # noisy repeats: never ok
+    assert (
+        slow["epochs=1"].kind == "inconclusive" and slow["epochs=1"].needs == 9
+    )  # noisy repeats: never ok
     assert slow["epochs=3"].kind == "regression"
-    faster = gate(base, _runs([{**r, "wall_s": str(float(r["wall_s"]) / 1.3)}
-                               for r in read_runs(REF)]))
+    faster = gate(
+        base, _runs([{**r, "wall_s": str(float(r["wall_s"]) / 1.3)} for r in read_runs(REF)])
+    )
     assert {v.kind for v in faster} == {"ok"} and all(v.change < 0 for v in faster)
     assert all(", 23.1% better (" in line(v, 0.10) for v in faster)
 
@@ -108,21 +128,43 @@ def test_repeats_needed_is_where_the_test_would_say_yes():
     a, b = [10.0, 11.0, 12.0], [13.0, 14.5, 16.0]  # a spread the size of the gap
     n = repeats_needed(a, b)
     assert not significant(a, b) and n == 5
-    assert significant(_sample(a, n), _sample(b, n)) and not significant(_sample(a, n - 1), _sample(b, n - 1))
+    assert significant(_sample(a, n), _sample(b, n)) and not significant(
+        _sample(a, n - 1), _sample(b, n - 1)
+    )
     assert repeats_needed([10.0], [13.0]) == 2  # no spread measured: the test's floor
-    assert repeats_needed([10.0, 10.0], [13.0]) == 2  # a lone value borrows the other side's (nil) spread
-    assert repeats_needed([10.0, 11.0], [10.5, 10.5]) == 1000  # the means agree: no number of repeats settles it
+    assert (
+        repeats_needed([10.0, 10.0], [13.0]) == 2
+    )  # a lone value borrows the other side's (nil) spread
+    assert (
+        repeats_needed([10.0, 11.0], [10.5, 10.5]) == 1000
+    )  # the means agree: no number of repeats settles it
 
 
 def test_each_verdict_is_worded_as_pyperf_words_it():
-    v = lambda kind, change, sig=False, **kw: Verdict("c", "wall_s", 10.0, 10.0 * (1 + change), change, sig, kind, **kw)  # noqa: E731
+    def v(kind, change, sig=False, **kw):
+        return Verdict("c", "wall_s", 10.0, 10.0 * (1 + change), change, sig, kind, **kw)
+
     assert line(v("unchanged", 0.0), 0.1) == "unchanged    c: wall_s 10.00 -> 10.00"
-    assert line(v("ok", 0.05), 0.1) == "ok           c: wall_s 10.00 -> 10.50, 5.0% worse (not significant, within the 10% margin)"
-    assert line(v("ok", -0.2, True), 0.1) == "ok           c: wall_s 10.00 -> 8.00, 20.0% better (significant)"
-    assert line(v("regression", 0.3, True), 0.1) == "REGRESSION   c: wall_s 10.00 -> 13.00, 30.0% worse (significant)"
-    assert line(v("inconclusive", 0.3, repeats=(1, 1), needs=2), 0.1) == \
-        "INCONCLUSIVE c: wall_s 10.00 -> 13.00, 30.0% worse with 1 repeat: inconclusive (needs ≥ 2 repeats)"
-    assert exit_code([v("ok", 0.0), v("inconclusive", 0.3)]) == 3 and exit_code([v("regression", 0.3, True)]) == 1
+    assert (
+        line(v("ok", 0.05), 0.1)
+        == "ok           c: wall_s 10.00 -> 10.50, 5.0% worse (not significant, within the 10% margin)"
+    )
+    assert (
+        line(v("ok", -0.2, True), 0.1)
+        == "ok           c: wall_s 10.00 -> 8.00, 20.0% better (significant)"
+    )
+    assert (
+        line(v("regression", 0.3, True), 0.1)
+        == "REGRESSION   c: wall_s 10.00 -> 13.00, 30.0% worse (significant)"
+    )
+    assert (
+        line(v("inconclusive", 0.3, repeats=(1, 1), needs=2), 0.1)
+        == "INCONCLUSIVE c: wall_s 10.00 -> 13.00, 30.0% worse with 1 repeat: inconclusive (needs ≥ 2 repeats)"
+    )
+    assert (
+        exit_code([v("ok", 0.0), v("inconclusive", 0.3)]) == 3
+        and exit_code([v("regression", 0.3, True)]) == 1
+    )
     assert exit_code([v("unchanged", 0.0)]) == 0
 
 

@@ -41,8 +41,11 @@ def test_events_come_from_a_pool():
     spec = RunSpec("cnn-strain", "cuda", "single", 64, 3, params=tuple(sorted(params.items())))
     from stbench.child.trainer import LoopConfig, Trainer
 
-    trainer = Trainer(get("cnn-strain").build(params, BuildContext(device="cuda")), LoopConfig.from_spec(spec),
-                      torch.device("cuda"))
+    trainer = Trainer(
+        get("cnn-strain").build(params, BuildContext(device="cuda")),
+        LoopConfig.from_spec(spec),
+        torch.device("cuda"),
+    )
     result = trainer.run()
     steps = sum(e.steps for e in result.epochs)
     assert result.status == "ok" and steps == 3 * (6144 // 64)
@@ -53,7 +56,9 @@ def test_events_come_from_a_pool():
 def test_no_device_synchronisation_inside_the_steps_of_cnn_strain():
     trainer = checks.make_trainer("cuda")
     it, loss_sum = iter(trainer.train_loader), torch.zeros((), device="cuda")
-    start = trainer._step(it, trainer.clock.mark(), loss_sum).end  # the first step may allocate and pin
+    start = trainer._step(
+        it, trainer.clock.mark(), loss_sum
+    ).end  # the first step may allocate and pin
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")  # from here any synchronising CUDA call raises
     try:

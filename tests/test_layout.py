@@ -26,7 +26,10 @@ ALLOWED = {
     "cli": {"cli", "plan", "runner", "store", "report", "contract"},
     # the GPU acceptance drives the CLI's commands in its own process and reads their folders
     "acceptance": {"acceptance", "cli", "plan", "runner", "store", "report", "contract"},
-    "": set(), "errors": set(), "device": set(), "__main__": {"cli"},
+    "": set(),
+    "errors": set(),
+    "device": set(),
+    "__main__": {"cli"},
 }
 ALWAYS = {"", "errors", "device"}
 
@@ -92,14 +95,22 @@ def test_workloads_import_only_the_contract(path):
     own = ".".join(module_name(path).split(".")[:3])
     for target in imports(path):
         if target.startswith("stbench"):
-            assert target == "stbench.contract" or target.startswith(("stbench.contract.", own)), \
+            assert target == "stbench.contract" or target.startswith(("stbench.contract.", own)), (
                 f"{path.relative_to(ROOT)} imports {target}"
+            )
 
 
 def test_nothing_imports_the_repository_folder_names():
-    for path in [*sources(ROOT / "tests"), *sources(ROOT / "benchmarks"), *sources(ENGINE), *sources(WORKLOADS)]:
+    for path in [
+        *sources(ROOT / "tests"),
+        *sources(ROOT / "benchmarks"),
+        *sources(ENGINE),
+        *sources(WORKLOADS),
+    ]:
         for target in _plain(path):
-            assert target.split(".")[0] not in ("workloads", "stbench_cli"), f"{path.relative_to(ROOT)}: {target}"
+            assert target.split(".")[0] not in ("workloads", "stbench_cli"), (
+                f"{path.relative_to(ROOT)}: {target}"
+            )
 
 
 def _plain(path: Path) -> list[str]:
@@ -117,14 +128,16 @@ def import_cycles() -> list[list[str]]:
     lazy import that closes a circle is still a circle, only a hidden one)."""
     graph = {}
     for p in [*sources(ENGINE), *sources(WORKLOADS)]:
-        name = module_name(p)  # `from . import x` in a package names the package itself: not an edge
+        name = module_name(
+            p
+        )  # `from . import x` in a package names the package itself: not an edge
         graph[name] = {t for t in imports(p) if t.startswith("stbench") and t != name}
     state: dict[str, int] = {}
     cycles: list[list[str]] = []
 
     def visit(node, trail):
         if state.get(node) == 1:
-            cycles.append(trail[trail.index(node):] + [node])
+            cycles.append(trail[trail.index(node) :] + [node])
             return
         if state.get(node) == 2 or node not in graph:
             return
@@ -142,7 +155,9 @@ def test_no_import_cycle():
     assert import_cycles() == []
 
 
-@pytest.mark.parametrize("path", [*sources(ENGINE), *sources(WORKLOADS)], ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize(
+    "path", [*sources(ENGINE), *sources(WORKLOADS)], ids=lambda p: str(p.relative_to(ROOT))
+)
 def test_small_files_and_functions(path):
     text = path.read_text()
     assert text.count("\n") <= 300, f"{path.name}: {text.count(chr(10))} lines"
@@ -159,16 +174,20 @@ def test_every_package_folder_is_installed():
     spec = importlib.util.spec_from_file_location("stbench_setup", ROOT / "setup.py")
     setup = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(setup)
-    folders = {module_name(p) for p in [*ENGINE.rglob("__init__.py"), *WORKLOADS.rglob("__init__.py")]}
+    folders = {
+        module_name(p) for p in [*ENGINE.rglob("__init__.py"), *WORKLOADS.rglob("__init__.py")]
+    }
     assert set(setup.all_packages()) == folders and "stbench.workloads.stnn" in folders
 
 
 def test_report_and_planning_import_no_torch():
     report = ", ".join(module_name(p) for p in sources(ENGINE / "report"))
-    code = (f"import sys, {report}, stbench.plan.planner, stbench.store.files, "
-            "stbench.runner.study, stbench.cli.app, stbench.plan.registry as r; r.all_workloads(); "
-            "t = sorted(m for m in sys.modules if m.startswith('torch')); "
-            "sys.exit(str(t) if t else 0)")
+    code = (
+        f"import sys, {report}, stbench.plan.planner, stbench.store.files, "
+        "stbench.runner.study, stbench.cli.app, stbench.plan.registry as r; r.all_workloads(); "
+        "t = sorted(m for m in sys.modules if m.startswith('torch')); "
+        "sys.exit(str(t) if t else 0)"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-500:]
 
@@ -183,21 +202,42 @@ def test_no_module_imports_another_ones_private_names():
     for path in [*sources(ENGINE), *sources(WORKLOADS)]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module != "__future__":
-                private = [a.name for a in node.names
-                           if a.name.startswith("_") and not a.name.endswith("__")]
+                private = [
+                    a.name
+                    for a in node.names
+                    if a.name.startswith("_") and not a.name.endswith("__")
+                ]
                 assert not private, f"{path.relative_to(ROOT)} imports {private} from {node.module}"
 
 
 def test_the_wheel_holds_one_import_root_and_the_entry_points(tmp_path):
     """What `pip install .` puts into site-packages (built here without network)."""
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                           "-w", str(tmp_path), str(ROOT)], capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     (wheel,) = tmp_path.glob("stbench-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")} == {"stbench"}
+    assert {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")} == {
+        "stbench"
+    }
     assert "stbench/workloads/lstm_era5/era5_t2m_2pts.npz" in names
-    entry_points = next(zipfile.ZipFile(wheel).read(n).decode() for n in names if n.endswith("entry_points.txt"))
+    entry_points = next(
+        zipfile.ZipFile(wheel).read(n).decode() for n in names if n.endswith("entry_points.txt")
+    )
     for name in ("cnn-strain", "dcrnn-pems", "lstm-era5", "stnn"):
         assert f"{name} = stbench.workloads." in entry_points
     assert "stbench = stbench.cli:main" in entry_points
@@ -212,11 +252,14 @@ def test_a_fresh_venv_install_from_outside_the_checkout(tmp_path):
     py = venv / "bin" / "python"
     subprocess.run([str(py), "-m", "pip", "install", "-q", "torch==2.13.0"], check=True)
     subprocess.run([str(py), "-m", "pip", "install", "-q", str(ROOT)], check=True)
-    code = ("import importlib, importlib.metadata as m, stbench\n"
-            "try:\n    import workloads\n    raise SystemExit('workloads importable')\nexcept ImportError: pass\n"
-            "print(sorted(e.name for e in m.entry_points(group='stbench.workloads')))")
+    code = (
+        "import importlib, importlib.metadata as m, stbench\n"
+        "try:\n    import workloads\n    raise SystemExit('workloads importable')\nexcept ImportError: pass\n"
+        "print(sorted(e.name for e in m.entry_points(group='stbench.workloads')))"
+    )
     # as a user's shell has it: without the PYTHONPATH conftest gives this session's children
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    out = subprocess.run([str(py), "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run(
+        [str(py), "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip() == "['cnn-strain', 'dcrnn-pems', 'lstm-era5', 'stnn']"

@@ -39,13 +39,30 @@ def test_a_model_that_cannot_compile_runs_eager_with_the_reason():
 
     trained, seconds, why = apply_compile(model, "default", broken, Accelerator("cpu"))
     assert trained is model and seconds is None
-    assert why == "torch.compile(mode=default) failed, the cell ran eager: RuntimeError: no backend for this operator"
+    assert (
+        why
+        == "torch.compile(mode=default) failed, the cell ran eager: RuntimeError: no backend for this operator"
+    )
     assert apply_compile(model, "none", broken, Accelerator("cpu")) == (model, None, "")
 
 
 def test_bf16_and_compile_as_axes_give_ok_rows_with_compile_time_apart(tmp_path):
-    proc = stbench("run", "cnn-strain", "--smoke", "--epochs", "1", "--set", "max_steps=4", "--set", "precision=bf16",
-                   "--set", "compile=none,default", "--out", tmp_path / "out", timeout=600)
+    proc = stbench(
+        "run",
+        "cnn-strain",
+        "--smoke",
+        "--epochs",
+        "1",
+        "--set",
+        "max_steps=4",
+        "--set",
+        "precision=bf16",
+        "--set",
+        "compile=none,default",
+        "--out",
+        tmp_path / "out",
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     (folder,) = (tmp_path / "out").iterdir()
     rows = {json.loads(r["params"])["compile"]: r for r in read_runs(folder)}
@@ -53,28 +70,56 @@ def test_bf16_and_compile_as_axes_give_ok_rows_with_compile_time_apart(tmp_path)
     assert rows["none"]["compile_s"] == "" and float(rows["default"]["compile_s"]) > 0
     assert all(float(r["samples_per_s"]) > 0 for r in rows.values())
     peak = read_manifest(folder)["peaks"]["cpu"]
-    assert peak["bf16_matmul_gflops"] > 0  # measured because a cell runs bf16: its peak_fraction divides by it
+    assert (
+        peak["bf16_matmul_gflops"] > 0
+    )  # measured because a cell runs bf16: its peak_fraction divides by it
     fraction = float(rows["none"]["achieved_gflops"]) / peak["bf16_matmul_gflops"]
     assert float(rows["none"]["peak_fraction"]) == pytest.approx(fraction, rel=1e-6)
 
 
 @pytest.mark.slow  # compiling two custom-autograd workloads takes two minutes on 2 cores: STBENCH_SLOW=1 runs it
-@pytest.mark.parametrize("workload, axes", [
-    ("stnn", ["--set", "relations=offload,sparse", "--set", "mode=stnn-r"]),  # custom autograd functions, sparse grads
-    ("dcrnn-pems", ["--set", "model=tiny", "--set", "max_eval_batches=1"]),  # CSR products with no bf16 kernel
-])
+@pytest.mark.parametrize(
+    "workload, axes",
+    [
+        (
+            "stnn",
+            ["--set", "relations=offload,sparse", "--set", "mode=stnn-r"],
+        ),  # custom autograd functions, sparse grads
+        (
+            "dcrnn-pems",
+            ["--set", "model=tiny", "--set", "max_eval_batches=1"],
+        ),  # CSR products with no bf16 kernel
+    ],
+)
 def test_bf16_and_compile_run_through_the_custom_autograd_workloads(tmp_path, workload, axes):
     """bf16 autocast hands these workloads' own backward functions bf16 gradients and their
     sparse products bf16 inputs; compiling must not fail inside a timed step (stnn's decoder and
     dynamics passes are two graphs: both compile in the compile pass)."""
-    proc = stbench("run", workload, "--smoke", "--epochs", "1", "--set", "max_steps=4", "--set", "precision=fp32,bf16",
-                   "--set", "compile=default", *axes, "--out", tmp_path / "out", timeout=900)
+    proc = stbench(
+        "run",
+        workload,
+        "--smoke",
+        "--epochs",
+        "1",
+        "--set",
+        "max_steps=4",
+        "--set",
+        "precision=fp32,bf16",
+        "--set",
+        "compile=default",
+        *axes,
+        "--out",
+        tmp_path / "out",
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     (folder,) = (tmp_path / "out").iterdir()
     rows = read_runs(folder)
     assert len(rows) == (4 if workload == "stnn" else 2)
     assert all(r["status"] == "ok" and float(r["compile_s"]) > 0 for r in rows)
-    assert "compile" not in read_manifest(folder).get("unavailable", {})  # compiled, not fallen back to eager
+    assert "compile" not in read_manifest(folder).get(
+        "unavailable", {}
+    )  # compiled, not fallen back to eager
 
 
 def test_stnn_names_a_batch_of_each_pass_for_the_compile_pass():

@@ -19,8 +19,11 @@ from tests.helpers import preset_params, stbench, train
 def build(params, seed=0):
     return make_task(params, BuildContext(seed=seed))
 
+
 CSV = SHARED_DATA / "era5" / "t2m_2020-2021_2pts.csv"
-needs_csv = pytest.mark.skipif(not CSV.exists(), reason="../shared/data/era5 is not beside the checkout")
+needs_csv = pytest.mark.skipif(
+    not CSV.exists(), reason="../shared/data/era5 is not beside the checkout"
+)
 SPAN = ("2020-01-01", "2021-12-31T23")
 
 
@@ -50,7 +53,9 @@ def test_netcdf_file_yields_the_csv_series(tmp_path):
     ds = data.open_dataset(str(CSV))
     ds.to_netcdf(tmp_path / "t2m.nc")
     _, expected, _ = data.select(ds, "40:280+20:280", "", *SPAN)
-    _, from_nc, _ = data.select(data.open_dataset(str(tmp_path / "t2m.nc")), "40:280+20:280", "", *SPAN)
+    _, from_nc, _ = data.select(
+        data.open_dataset(str(tmp_path / "t2m.nc")), "40:280+20:280", "", *SPAN
+    )
     np.testing.assert_array_equal(from_nc, expected)
 
 
@@ -59,7 +64,11 @@ def test_generated_store_has_the_era5_schema(tmp_path):
     data.generate(tmp_path / "g.zarr", lats, lons, "2020-01-01", "2020-02-29T23", time_chunk=24 * 7)
     ds = data.open_dataset(str(tmp_path / "g.zarr"))
     da = ds["2m_temperature"]
-    assert da.dims == ("time", "latitude", "longitude") and da.dtype == np.float32 and da.attrs["units"] == "K"
+    assert (
+        da.dims == ("time", "latitude", "longitude")
+        and da.dtype == np.float32
+        and da.attrs["units"] == "K"
+    )
     assert da.shape == (60 * 24, len(lats), len(lons)) and da.encoding["chunks"][0] == 24 * 7
     assert ds["latitude"].values[0] > ds["latitude"].values[-1]  # north to south, as ERA5
     _, values, coords = data.select(ds, "", "30:40:250:251", "2020-01-01", "2020-01-31T23")
@@ -87,7 +96,9 @@ def test_per_item_and_vectorized_loaders_yield_identical_batches():
     task = build(params(), seed=0)
     batches = {}
     for mode in ("vectorized", "per-item"):
-        spec = RunSpec("lstm-era5", "cpu", "single", 32, 1, params=tuple(sorted(params(loader=mode).items())))
+        spec = RunSpec(
+            "lstm-era5", "cpu", "single", 32, 1, params=tuple(sorted(params(loader=mode).items()))
+        )
         trainer = Trainer(task, LoopConfig.from_spec(spec), torch.device("cpu"))
         trainer.sampler.set_epoch(3)
         batches[mode] = [b for _, b in zip(range(4), trainer.train_loader)]
@@ -95,14 +106,25 @@ def test_per_item_and_vectorized_loaders_yield_identical_batches():
         assert torch.equal(xv, xp) and torch.equal(yv, yp)
         # the same layout too: a strided or float64 batch would cost the LSTM more in its compute phase
         for v, p in ((xv, xp), (yv, yp)):
-            assert v.dtype == p.dtype == torch.float32 and v.stride() == p.stride() and v.is_contiguous()
+            assert (
+                v.dtype == p.dtype == torch.float32
+                and v.stride() == p.stride()
+                and v.is_contiguous()
+            )
 
 
 @needs_csv
 def test_beats_the_climatological_mean_on_the_real_csv():
     p = params(data=str(CSV))
     smoke = get("lstm-era5").presets["smoke"]
-    spec = RunSpec("lstm-era5", "cpu", "single", smoke["batch_size"], smoke["epochs"], params=tuple(sorted(p.items())))
+    spec = RunSpec(
+        "lstm-era5",
+        "cpu",
+        "single",
+        smoke["batch_size"],
+        smoke["epochs"],
+        params=tuple(sorted(p.items())),
+    )
     train_k, test_k, *_ = load_split(p, BuildContext())
     climatology = float(np.sqrt(((test_k[24:] - train_k.mean()) ** 2).mean()))
     result = train(build(p, 0), spec)
@@ -111,23 +133,45 @@ def test_beats_the_climatological_mean_on_the_real_csv():
 
 
 @needs_csv
-@pytest.mark.parametrize("setting,message", [
-    ("data=/nowhere/t2m.csv", "data source /nowhere/t2m.csv does not exist; valid: embedded, generated, arco"),
-    ("data={bad_csv}", "lacks column(s) 2m_temperature; expected columns time, latitude, longitude, 2m_temperature"),
-    ("points=10:280", "point (10, 280) is not on the data's grid (latitude 20..40, longitude 280..280)"),
-    ("points=forty", "points='forty' is malformed; expected lat:lon pairs joined by '+'"),
-])
+@pytest.mark.parametrize(
+    "setting,message",
+    [
+        (
+            "data=/nowhere/t2m.csv",
+            "data source /nowhere/t2m.csv does not exist; valid: embedded, generated, arco",
+        ),
+        (
+            "data={bad_csv}",
+            "lacks column(s) 2m_temperature; expected columns time, latitude, longitude, 2m_temperature",
+        ),
+        (
+            "points=10:280",
+            "point (10, 280) is not on the data's grid (latitude 20..40, longitude 280..280)",
+        ),
+        ("points=forty", "points='forty' is malformed; expected lat:lon pairs joined by '+'"),
+    ],
+)
 def test_bad_input_is_one_clear_line(tmp_path, setting, message):
     bad_csv = tmp_path / "bad.csv"
     bad_csv.write_text("time,latitude,longitude,t2m\n2020-01-01,40,280,270.0\n")
-    proc = stbench("run", "lstm-era5", "--smoke", "--set", setting.format(bad_csv=bad_csv), "--out", tmp_path / "r")
+    proc = stbench(
+        "run",
+        "lstm-era5",
+        "--smoke",
+        "--set",
+        setting.format(bad_csv=bad_csv),
+        "--out",
+        tmp_path / "r",
+    )
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert message in proc.stderr
     assert not (tmp_path / "r").exists()
 
 
 def test_prepare_without_network_is_one_clear_line():
-    proc = stbench("data", "lstm-era5", "--prepare", "--source", "gs://gcp-public-data-arco-era5/x.zarr")
+    proc = stbench(
+        "data", "lstm-era5", "--prepare", "--source", "gs://gcp-public-data-arco-era5/x.zarr"
+    )
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert "cannot reach storage.googleapis.com" in proc.stderr or "does not exist" in proc.stderr
 
@@ -140,8 +184,14 @@ def one_point_year(path, year=2017):
     hours = np.arange(len(t))
     kelvin = 283 + 9 * np.sin(2 * np.pi * hours / 8766) + 4 * np.sin(2 * np.pi * hours / 24)
     kelvin += np.random.default_rng(0).normal(0, 0.3, len(t))
-    pd.DataFrame({"time": t.strftime("%Y-%m-%dT%H:%M"), "latitude": 52.5, "longitude": 13.25,
-                  "2m_temperature": kelvin.round(2)}).to_csv(path, index=False)
+    pd.DataFrame(
+        {
+            "time": t.strftime("%Y-%m-%dT%H:%M"),
+            "latitude": 52.5,
+            "longitude": 13.25,
+            "2m_temperature": kelvin.round(2),
+        }
+    ).to_csv(path, index=False)
     return path
 
 
@@ -152,28 +202,49 @@ def test_a_users_one_point_year_runs_with_no_other_option(tmp_path):
     import json
 
     one_point_year(tmp_path / "berlin_2017.csv")
-    stbench("run", "lstm-era5", "--set", "data=berlin_2017.csv", "--epochs", "1", "--out", "r", cwd=tmp_path,
-            check=True)
+    stbench(
+        "run",
+        "lstm-era5",
+        "--set",
+        "data=berlin_2017.csv",
+        "--epochs",
+        "1",
+        "--out",
+        "r",
+        cwd=tmp_path,
+        check=True,
+    )
     (row,) = csv.DictReader(open(next((tmp_path / "r").glob("*/runs.csv"))))
     assert row["status"] == "ok", row["reason"]
-    assert row["data_source"] == ("berlin_2017.csv: 1 series (all series in the file); train 2017-01-01T00.."
-                                  "2017-10-19T23, test 2017-10-20T00..2017-12-31T23 (last 20% of hours for test)")
+    assert row["data_source"] == (
+        "berlin_2017.csv: 1 series (all series in the file); train 2017-01-01T00.."
+        "2017-10-19T23, test 2017-10-20T00..2017-12-31T23 (last 20% of hours for test)"
+    )
     assert json.loads(row["params"])["data"] == "berlin_2017.csv"
 
 
-@pytest.mark.parametrize("given,train_end,test_start,how", [
-    ({}, "2017-10-19T23", "2017-10-20T00", "last 20% of hours for test"),
-    ({"test_start": "2017-12-01"}, "2017-11-30T23", "2017-12-01", "the given split"),
-    ({"train_end": "2017-06-30T23"}, "2017-06-30T23", "2017-07-01T00", "the given split"),
-])
+@pytest.mark.parametrize(
+    "given,train_end,test_start,how",
+    [
+        ({}, "2017-10-19T23", "2017-10-20T00", "last 20% of hours for test"),
+        ({"test_start": "2017-12-01"}, "2017-11-30T23", "2017-12-01", "the given split"),
+        ({"train_end": "2017-06-30T23"}, "2017-06-30T23", "2017-07-01T00", "the given split"),
+    ],
+)
 def test_a_files_split_follows_the_dates_given(tmp_path, given, train_end, test_start, how):
     from stbench.workloads.lstm_era5.split import resolve
 
     ds = data.open_dataset(str(one_point_year(tmp_path / "t.csv")))
     dates = {k: "auto" for k in ("train_start", "train_end", "test_start", "test_end")}
     p, said = resolve(params(data=str(tmp_path / "t.csv"), **{**dates, **given}), ds)
-    assert (p["points"], p["train_start"], p["train_end"], p["test_start"], p["test_end"], said) == (
-        "all", "2017-01-01T00", train_end, test_start, "2017-12-31T23", how)
+    assert (
+        p["points"],
+        p["train_start"],
+        p["train_end"],
+        p["test_start"],
+        p["test_end"],
+        said,
+    ) == ("all", "2017-01-01T00", train_end, test_start, "2017-12-31T23", how)
 
 
 def test_the_embedded_default_keeps_the_studys_selection():
@@ -186,8 +257,10 @@ def test_the_embedded_default_keeps_the_studys_selection():
     auto, explicit = load_split(default, ctx), load_split({**default, **STUDY}, ctx)
     assert np.array_equal(auto[0], explicit[0]) and np.array_equal(auto[1], explicit[1])
     assert auto[2] == [(40.0, 280.0), (20.0, 280.0)]
-    assert auto[3] == ("embedded: 2 series (the study's points); train 2020-01-01..2020-12-31T23, "
-                       "test 2021-01-01..2021-12-31T23 (the study's split)")
+    assert auto[3] == (
+        "embedded: 2 series (the study's points); train 2020-01-01..2020-12-31T23, "
+        "test 2021-01-01..2021-12-31T23 (the study's split)"
+    )
 
 
 def test_the_default_preset_beats_persistence_on_its_embedded_data():
@@ -195,7 +268,17 @@ def test_the_default_preset_beats_persistence_on_its_embedded_data():
     baseline its target is set from; workers=0 only to keep the test's process count down."""
     p = preset_params("lstm-era5", "default", workers=0)
     default = get("lstm-era5").presets["default"]
-    spec = RunSpec("lstm-era5", "cpu", "single", default["batch_size"], default["epochs"], params=tuple(sorted(p.items())))
+    spec = RunSpec(
+        "lstm-era5",
+        "cpu",
+        "single",
+        default["batch_size"],
+        default["epochs"],
+        params=tuple(sorted(p.items())),
+    )
     result = train(build(p, 0), spec)
     assert result.status == "ok" and result.figures.val_metric == "test_rmse_k"
-    assert result.figures.val_value < result.figures.naive_baseline, (result.figures.val_value, result.figures.naive_baseline)
+    assert result.figures.val_value < result.figures.naive_baseline, (
+        result.figures.val_value,
+        result.figures.naive_baseline,
+    )

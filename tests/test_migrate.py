@@ -52,19 +52,28 @@ def test_an_old_folder_is_read_back_with_the_ids_its_rows_carried(old):
         assert [c["run_id"] for c in manifest["cells"]] == [r["run_id"] for r in rows]
         assert all({k for k, _ in c["params"]} == names for c in manifest["cells"])
         assert all(set(json.loads(r["params"])) == names for r in after)
-        assert all({**json.loads(r["params"]), **json.loads(o["params"])} == json.loads(r["params"])
-                   for r, o in zip(after, rows))  # what the row had is kept as it was
-        assert list(after[0])[:len(RUN_COLUMNS)] == RUN_COLUMNS
-        assert all(r[k] == o[k] for r, o in zip(after, rows) for k in o if k not in (
-            "schema", "params", "stream_s", "stream_mb"))  # every other value as it was
+        assert all(
+            {**json.loads(r["params"]), **json.loads(o["params"])} == json.loads(r["params"])
+            for r, o in zip(after, rows)
+        )  # what the row had is kept as it was
+        assert list(after[0])[: len(RUN_COLUMNS)] == RUN_COLUMNS
+        assert all(
+            r[k] == o[k]
+            for r, o in zip(after, rows)
+            for k in o
+            if k not in ("schema", "params", "stream_s", "stream_mb")
+        )  # every other value as it was
     ddp = read_runs(old / DDP)
     assert {(r["world_size"], r["backend"], r["nproc_per_node"]) for r in ddp} == {
-        ("1", "gloo", "1"), ("2", "gloo", "2")}  # a ddp world of the gloo `auto` gave on CPU
+        ("1", "gloo", "1"),
+        ("2", "gloo", "2"),
+    }  # a ddp world of the gloo `auto` gave on CPU
     assert _manifest(old / DDP)["matrix"]["seed_per_repeat"] is False  # every repeat seed 0
     stnn = read_runs(old / STNN)
     assert {json.loads(r["params"])["state"] for r in stnn} == {"auto"}
-    assert all("x.stream_s" in r and "stream_s" not in r and r["cores"] and r["machine_id"]
-               for r in stnn)  # stnn's figure as a workload's own, the machine from the manifest
+    assert all(
+        "x.stream_s" in r and "stream_s" not in r and r["cores"] and r["machine_id"] for r in stnn
+    )  # stnn's figure as a workload's own, the machine from the manifest
     assert all(r["epochs_done"] == r["epochs"] for r in stnn if r["status"] == "ok")
 
 
@@ -96,8 +105,12 @@ def test_a_resumed_migrated_study_runs_nothing_that_was_done(old):
 @pytest.mark.parametrize("command", ["compare", "gate", "report", "run"])
 def test_reading_an_older_folder_names_the_migration_in_one_line(old, tmp_path, command):
     folder = old / DDP
-    args = {"compare": (folder,), "gate": (folder, folder), "run": ("--resume", folder),
-            "report": (folder, "--out", tmp_path / "r")}[command]
+    args = {
+        "compare": (folder,),
+        "gate": (folder, folder),
+        "run": ("--resume", folder),
+        "report": (folder, "--out", tmp_path / "r"),
+    }[command]
     proc = stbench(command, *args)
     (error,) = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert proc.returncode == 2 and not proc.stdout and f"stbench migrate {folder}` once" in error
@@ -138,8 +151,9 @@ def test_a_schema_2_folder_gets_the_cpu_levers_at_the_values_it_ran_with(old):
     rows = _rows(folder)
     for r in rows:
         r["schema"] = "2"
-        r["params"] = json.dumps({k: v for k, v in json.loads(r["params"]).items()
-                                  if k not in LEVERS})
+        r["params"] = json.dumps(
+            {k: v for k, v in json.loads(r["params"]).items() if k not in LEVERS}
+        )
     with open(folder / "runs.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
@@ -150,7 +164,8 @@ def test_a_schema_2_folder_gets_the_cpu_levers_at_the_values_it_ran_with(old):
     after = read_runs(folder)
     assert [r["run_id"] for r in after] == [r["run_id"] for r in rows]
     params = [json.loads(r["params"]) for r in after]
-    assert all((p["interop_threads"], p["bind"], p["max_eval_samples"]) == (0, "none", 0)
-               for p in params)
+    assert all(
+        (p["interop_threads"], p["bind"], p["max_eval_samples"]) == (0, "none", 0) for p in params
+    )
     cells = _manifest(folder)["cells"]
     assert all({"interop_threads", "bind"} <= {k for k, _ in c["params"]} for c in cells)

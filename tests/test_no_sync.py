@@ -40,7 +40,8 @@ class HostReads(TorchFunctionMode):
         name = getattr(func, "__name__", "")
         caller = sys._getframe(1)
         if caller.f_code.co_filename.startswith(self.roots) and (
-                name in BLOCKING or (name in ("as_tensor", "tensor") and "device" in kwargs)):
+            name in BLOCKING or (name in ("as_tensor", "tensor") and "device" in kwargs)
+        ):
             self.calls.append(f"{name} at {Path(caller.f_code.co_filename).name}:{caller.f_lineno}")
         return func(*args, **kwargs)
 
@@ -67,8 +68,17 @@ def test_training_steps_make_no_blocking_host_read(case):
     name = {"dcrnn": "dcrnn-pems", "stnn-r": "stnn"}.get(case.split()[0], case.split()[0])
     params = preset_params(name, warmup_steps=0, **CASES[case])
     w = get(name)
-    spec = RunSpec(name, "cpu", "single", w.presets["smoke"]["batch_size"], 1, params=tuple(sorted(params.items())))
-    trainer = Trainer(w.build(params, BuildContext()), LoopConfig.from_spec(spec), torch.device("cpu"))
+    spec = RunSpec(
+        name,
+        "cpu",
+        "single",
+        w.presets["smoke"]["batch_size"],
+        1,
+        params=tuple(sorted(params.items())),
+    )
+    trainer = Trainer(
+        w.build(params, BuildContext()), LoopConfig.from_spec(spec), torch.device("cpu")
+    )
     trainer.sampler.set_epoch(0)
     it, loss_sum = iter(trainer.train_loader), torch.zeros(())
     steps = min(4, len(trainer.train_loader))
@@ -87,7 +97,9 @@ def test_the_spy_sees_a_blocking_read_in_a_step():
             self.lin = torch.nn.Linear(4, 1)
 
         def forward(self, x):
-            return self.lin(x) * float(x.sum().item() > -1e9)  # a host read, as a careless model does
+            return self.lin(x) * float(
+                x.sum().item() > -1e9
+            )  # a host read, as a careless model does
 
     with HostReads(roots=(__file__,)) as spy:
         Leaky()(torch.ones(2, 4))
@@ -122,15 +134,19 @@ def test_synchronisations_are_counted_per_profiled_step(tmp_path):
 
     from stbench.report.profile import summary, syncs_per_step
 
-    events = [{"name": "ProfilerStep#3", "ph": "X", "ts": 0, "dur": 100, "cat": "user_annotation"},
-              {"name": "ProfilerStep#4", "ph": "X", "ts": 100, "dur": 100, "cat": "user_annotation"},
-              {"name": "cudaLaunchKernel", "ph": "X", "ts": 10, "dur": 1, "cat": "cuda_runtime"},
-              {"name": "cudaMemcpyAsync", "ph": "X", "ts": 150, "dur": 1, "cat": "cuda_runtime"},
-              {"name": "cudaStreamSynchronize", "ph": "X", "ts": 152, "dur": 5, "cat": "cuda_runtime"}]
+    events = [
+        {"name": "ProfilerStep#3", "ph": "X", "ts": 0, "dur": 100, "cat": "user_annotation"},
+        {"name": "ProfilerStep#4", "ph": "X", "ts": 100, "dur": 100, "cat": "user_annotation"},
+        {"name": "cudaLaunchKernel", "ph": "X", "ts": 10, "dur": 1, "cat": "cuda_runtime"},
+        {"name": "cudaMemcpyAsync", "ph": "X", "ts": 150, "dur": 1, "cat": "cuda_runtime"},
+        {"name": "cudaStreamSynchronize", "ph": "X", "ts": 152, "dur": 5, "cat": "cuda_runtime"},
+    ]
     path = tmp_path / "trace.json"
     path.write_text(json.dumps({"traceEvents": events}))
     assert syncs_per_step(path) == {3: [], 4: ["cudaStreamSynchronize"]}
-    assert summary(path).startswith("host-device synchronisations per profiled step: max 1, total 1 over 2 steps")
+    assert summary(path).startswith(
+        "host-device synchronisations per profiled step: max 1, total 1 over 2 steps"
+    )
 
 
 def test_steps_are_the_hosts_ranges_not_their_gpu_copies(tmp_path):
@@ -140,10 +156,12 @@ def test_steps_are_the_hosts_ranges_not_their_gpu_copies(tmp_path):
 
     from stbench.report.profile import syncs_per_step
 
-    events = [{"name": "ProfilerStep#1", "ph": "X", "ts": 0, "dur": 100, "cat": "user_annotation"},
-              {"name": "ProfilerStep#2", "ph": "X", "ts": 100, "dur": 100, "cat": "user_annotation"},
-              {"name": "ProfilerStep#1", "ph": "X", "ts": 150, "dur": 100, "cat": "gpu_user_annotation"},
-              {"name": "cudaStreamSynchronize", "ph": "X", "ts": 120, "dur": 5, "cat": "cuda_runtime"}]
+    events = [
+        {"name": "ProfilerStep#1", "ph": "X", "ts": 0, "dur": 100, "cat": "user_annotation"},
+        {"name": "ProfilerStep#2", "ph": "X", "ts": 100, "dur": 100, "cat": "user_annotation"},
+        {"name": "ProfilerStep#1", "ph": "X", "ts": 150, "dur": 100, "cat": "gpu_user_annotation"},
+        {"name": "cudaStreamSynchronize", "ph": "X", "ts": 120, "dur": 5, "cat": "cuda_runtime"},
+    ]
     path = tmp_path / "trace.json"
     path.write_text(json.dumps({"traceEvents": events}))
     assert syncs_per_step(path) == {1: [], 2: ["cudaStreamSynchronize"]}
@@ -153,16 +171,34 @@ def _step_trace(tmp_path, *calls):
     """A trace of one profiled step (ProfilerStep#1, 0-1000 µs) holding `calls`."""
     import json
 
-    events = [{"name": "ProfilerStep#1", "ph": "X", "ts": 0, "dur": 1000, "cat": "user_annotation", "pid": 1, "tid": 1},
-              *calls]
+    events = [
+        {
+            "name": "ProfilerStep#1",
+            "ph": "X",
+            "ts": 0,
+            "dur": 1000,
+            "cat": "user_annotation",
+            "pid": 1,
+            "tid": 1,
+        },
+        *calls,
+    ]
     path = tmp_path / "trace.json"
     path.write_text(json.dumps({"traceEvents": events}))
     return path
 
 
 def _call(name, ts, cat="cuda_runtime", dur=5, correlation=None, tid=1):
-    return {"name": name, "ph": "X", "ts": ts, "dur": dur, "cat": cat, "pid": 1, "tid": tid,
-            "args": {} if correlation is None else {"correlation": correlation}}
+    return {
+        "name": name,
+        "ph": "X",
+        "ts": ts,
+        "dur": dur,
+        "cat": cat,
+        "pid": 1,
+        "tid": tid,
+        "args": {} if correlation is None else {"correlation": correlation},
+    }
 
 
 def test_driver_calls_frees_and_sync_copies_are_syncs(tmp_path):
@@ -170,31 +206,75 @@ def test_driver_calls_frees_and_sync_copies_are_syncs(tmp_path):
     directly), cudaFree/cudaFreeHost (they wait for the whole device) and suffixed names."""
     from stbench.report.profile import syncs_per_step
 
-    path = _step_trace(tmp_path, _call("cuStreamSynchronize", 10, "cuda_driver"), _call("cuCtxSynchronize", 20, "cuda_driver"),
-                       _call("cuEventSynchronize", 30, "cuda_driver"), _call("cuMemcpyDtoH_v2", 40, "cuda_driver"),
-                       _call("cuMemFree_v2", 50, "cuda_driver"), _call("cudaFree", 60), _call("cudaFreeHost", 70),
-                       _call("cudaMemcpy", 80), _call("cudaStreamSynchronize_ptsz", 90),
-                       _call("cuLaunchKernel", 100, "cuda_driver"), _call("cudaMalloc", 110),
-                       _call("cudaStreamWaitEvent", 120), _call("cudaEventQuery", 130))
-    assert syncs_per_step(path) == {1: ["cuStreamSynchronize", "cuCtxSynchronize", "cuEventSynchronize", "cuMemcpyDtoH",
-                                        "cuMemFree", "cudaFree", "cudaFreeHost", "cudaMemcpy", "cudaStreamSynchronize"]}
+    path = _step_trace(
+        tmp_path,
+        _call("cuStreamSynchronize", 10, "cuda_driver"),
+        _call("cuCtxSynchronize", 20, "cuda_driver"),
+        _call("cuEventSynchronize", 30, "cuda_driver"),
+        _call("cuMemcpyDtoH_v2", 40, "cuda_driver"),
+        _call("cuMemFree_v2", 50, "cuda_driver"),
+        _call("cudaFree", 60),
+        _call("cudaFreeHost", 70),
+        _call("cudaMemcpy", 80),
+        _call("cudaStreamSynchronize_ptsz", 90),
+        _call("cuLaunchKernel", 100, "cuda_driver"),
+        _call("cudaMalloc", 110),
+        _call("cudaStreamWaitEvent", 120),
+        _call("cudaEventQuery", 130),
+    )
+    assert syncs_per_step(path) == {
+        1: [
+            "cuStreamSynchronize",
+            "cuCtxSynchronize",
+            "cuEventSynchronize",
+            "cuMemcpyDtoH",
+            "cuMemFree",
+            "cudaFree",
+            "cudaFreeHost",
+            "cudaMemcpy",
+            "cudaStreamSynchronize",
+        ]
+    }
 
 
 def test_an_async_copy_of_pageable_memory_is_a_sync_and_of_pinned_memory_is_not(tmp_path):
     """The GPU side of a copy names its memory kinds and carries the call's correlation id."""
     from stbench.report.profile import syncs_per_step
 
-    gpu = [{"name": f"Memcpy {kind}", "ph": "X", "ts": 500 + k, "dur": 3, "cat": "gpu_memcpy", "pid": 0, "tid": 7,
-            "args": {"correlation": k}}
-           for k, kind in enumerate(["DtoH (Device -> Pageable)", "HtoD (Pinned -> Device)", "HtoD (Pageable -> Device)"])]
-    path = _step_trace(tmp_path, *gpu, _call("cudaMemcpyAsync", 10, correlation=0), _call("cudaMemcpyAsync", 20, correlation=1),
-                       _call("cuMemcpyHtoDAsync_v2", 30, "cuda_driver", correlation=2))
-    assert syncs_per_step(path) == {1: ["cudaMemcpyAsync (pageable)", "cuMemcpyHtoDAsync (pageable)"]}
+    gpu = [
+        {
+            "name": f"Memcpy {kind}",
+            "ph": "X",
+            "ts": 500 + k,
+            "dur": 3,
+            "cat": "gpu_memcpy",
+            "pid": 0,
+            "tid": 7,
+            "args": {"correlation": k},
+        }
+        for k, kind in enumerate(
+            ["DtoH (Device -> Pageable)", "HtoD (Pinned -> Device)", "HtoD (Pageable -> Device)"]
+        )
+    ]
+    path = _step_trace(
+        tmp_path,
+        *gpu,
+        _call("cudaMemcpyAsync", 10, correlation=0),
+        _call("cudaMemcpyAsync", 20, correlation=1),
+        _call("cuMemcpyHtoDAsync_v2", 30, "cuda_driver", correlation=2),
+    )
+    assert syncs_per_step(path) == {
+        1: ["cudaMemcpyAsync (pageable)", "cuMemcpyHtoDAsync (pageable)"]
+    }
 
 
 def test_a_driver_call_inside_a_runtime_sync_is_that_sync_not_a_second(tmp_path):
     from stbench.report.profile import syncs_per_step
 
-    path = _step_trace(tmp_path, _call("cudaStreamSynchronize", 10, dur=50), _call("cuStreamSynchronize", 12, "cuda_driver"),
-                       _call("cuStreamSynchronize", 30, "cuda_driver", tid=2))  # another thread's own call
+    path = _step_trace(
+        tmp_path,
+        _call("cudaStreamSynchronize", 10, dur=50),
+        _call("cuStreamSynchronize", 12, "cuda_driver"),
+        _call("cuStreamSynchronize", 30, "cuda_driver", tid=2),
+    )  # another thread's own call
     assert syncs_per_step(path) == {1: ["cudaStreamSynchronize", "cuStreamSynchronize"]}

@@ -3,29 +3,44 @@ precision=default runs cuDNN's convolutions and RNNs at TF32 but cuBLAS's produc
 
 import pytest
 
-from stbench.plan.spec import RunSpec
 from stbench.plan.registry import get
+from stbench.plan.spec import RunSpec
 from stbench.runner.peak_math import math_ran, peak_key
 from stbench.runner.processes import Outcome
 from stbench.runner.study import derived
 from stbench.store.rows import CellResult, Figures
 
-CUDA_DEFAULT = "matmul fp32, cudnn tf32"  # what Accelerator.use_precision records under torch's defaults
+CUDA_DEFAULT = (
+    "matmul fp32, cudnn tf32"  # what Accelerator.use_precision records under torch's defaults
+)
 H100 = {"matmul_gflops": 50_000.0, "tf32_matmul_gflops": 400_000.0, "matmul_precision": "fp32"}
 
 
-@pytest.mark.parametrize("precision, ran, flops_in, expected", [
-    ("default", CUDA_DEFAULT, "cudnn", "tf32"),  # convolutions, RNNs: cuDNN allows TF32 by default
-    ("default", CUDA_DEFAULT, "matmul", "fp32"),  # cuBLAS does not
-    ("default", "matmul tf32, cudnn tf32", "matmul", "tf32"),  # matmul precision 'high' or 'medium'
-    ("default", "matmul fp32, cudnn fp32", "cudnn", "fp32"),  # cudnn.allow_tf32 switched off
-    ("default", "fp32", "cudnn", "fp32"),  # a CPU: no TF32
-    ("tf32", "matmul tf32, cudnn tf32", "matmul", "tf32"),
-    ("fp32", "matmul fp32, cudnn fp32", "cudnn", "fp32"),
-    ("bf16", "bf16 autocast", "cudnn", "bf16"),
-    ("tf32", None, "matmul", "tf32"),  # no record of what ran: the parameter's own math
-    ("default", None, "cudnn", "fp32"),
-])
+@pytest.mark.parametrize(
+    "precision, ran, flops_in, expected",
+    [
+        (
+            "default",
+            CUDA_DEFAULT,
+            "cudnn",
+            "tf32",
+        ),  # convolutions, RNNs: cuDNN allows TF32 by default
+        ("default", CUDA_DEFAULT, "matmul", "fp32"),  # cuBLAS does not
+        (
+            "default",
+            "matmul tf32, cudnn tf32",
+            "matmul",
+            "tf32",
+        ),  # matmul precision 'high' or 'medium'
+        ("default", "matmul fp32, cudnn fp32", "cudnn", "fp32"),  # cudnn.allow_tf32 switched off
+        ("default", "fp32", "cudnn", "fp32"),  # a CPU: no TF32
+        ("tf32", "matmul tf32, cudnn tf32", "matmul", "tf32"),
+        ("fp32", "matmul fp32, cudnn fp32", "cudnn", "fp32"),
+        ("bf16", "bf16 autocast", "cudnn", "bf16"),
+        ("tf32", None, "matmul", "tf32"),  # no record of what ran: the parameter's own math
+        ("default", None, "cudnn", "fp32"),
+    ],
+)
 def test_the_math_a_cell_ran_at(precision, ran, flops_in, expected):
     assert math_ran(precision, ran, flops_in) == expected
 
@@ -54,7 +69,13 @@ def test_conv_and_rnn_workloads_on_cuda_divide_by_the_tf32_peak_under_precision_
     assert _fraction("cnn-strain", "cuda", CUDA_DEFAULT, H100) == (pytest.approx(0.25), "tf32")
     assert _fraction("lstm-era5", "cuda", CUDA_DEFAULT, H100) == (pytest.approx(0.25), "tf32")
     assert _fraction("stnn", "cuda", CUDA_DEFAULT, H100) == (pytest.approx(2.0), "fp32")
-    assert _fraction("cnn-strain", "cuda", "matmul fp32, cudnn fp32", H100, "fp32") == (pytest.approx(2.0), "fp32")
+    assert _fraction("cnn-strain", "cuda", "matmul fp32, cudnn fp32", H100, "fp32") == (
+        pytest.approx(2.0),
+        "fp32",
+    )
     cpu = {"matmul_gflops": 200_000.0, "matmul_precision": "fp32"}
     assert _fraction("cnn-strain", "cpu", "fp32", cpu) == (pytest.approx(0.5), "fp32")
-    assert _fraction("cnn-strain", "cuda", "bf16 autocast", H100, "bf16") == (None, None)  # no bf16 peak measured
+    assert _fraction("cnn-strain", "cuda", "bf16 autocast", H100, "bf16") == (
+        None,
+        None,
+    )  # no bf16 peak measured

@@ -5,22 +5,35 @@ import json
 
 import pytest
 
-from stbench.store.manifest import read_manifest
-from stbench.store.prices import (cost_per_million_samples, cost_to_target, devices_held,
-                                  parse_price, price_of, read_prices)
 from stbench.report.read import read_folder
+from stbench.store.manifest import read_manifest
+from stbench.store.prices import (
+    cost_per_million_samples,
+    cost_to_target,
+    devices_held,
+    parse_price,
+    price_of,
+    read_prices,
+)
 from tests.helpers import stbench
 
 
 def test_prices_are_parsed_from_flags_and_each_file_format(tmp_path):
     assert parse_price("cpu=0.68") == {"cpu": 0.68}
     assert parse_price("cpu=0.68, cuda=2.99") == {"cpu": 0.68, "cuda": 2.99}
-    for bad, said in (("cpu", "malformed"), ("cpu=", "malformed"), ("cpu=abc", "not a number"),
-                      ("cuda=-1", "non-negative")):
+    for bad, said in (
+        ("cpu", "malformed"),
+        ("cpu=", "malformed"),
+        ("cpu=abc", "not a number"),
+        ("cuda=-1", "non-negative"),
+    ):
         with pytest.raises(ValueError, match=said):
             parse_price(bad)
-    files = {"p.toml": 'cpu = 0.68\n"cuda:1" = 2.99\n', "p.json": '{"prices": {"cpu": 0.68}}',
-             "p.csv": "device,usd_per_hour\ncpu,0.68\ncuda,2.99\n"}
+    files = {
+        "p.toml": 'cpu = 0.68\n"cuda:1" = 2.99\n',
+        "p.json": '{"prices": {"cpu": 0.68}}',
+        "p.csv": "device,usd_per_hour\ncpu,0.68\ncuda,2.99\n",
+    }
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     assert read_prices(tmp_path / "p.toml") == {"cpu": 0.68, "cuda:1": 2.99}
@@ -28,8 +41,11 @@ def test_prices_are_parsed_from_flags_and_each_file_format(tmp_path):
     assert read_prices(tmp_path / "p.csv") == {"cpu": 0.68, "cuda": 2.99}
     (tmp_path / "bad.csv").write_text("gpu,price\ncuda,3\n")
     (tmp_path / "p.yaml").write_text("cpu: 1\n")
-    for name, said in (("bad.csv", "header must be device,usd_per_hour"), ("p.yaml", "use a .toml"),
-                       ("absent.json", "No such file")):
+    for name, said in (
+        ("bad.csv", "header must be device,usd_per_hour"),
+        ("p.yaml", "use a .toml"),
+        ("absent.json", "No such file"),
+    ):
         with pytest.raises(ValueError, match=said):
             read_prices(tmp_path / name)
 
@@ -41,8 +57,13 @@ def test_a_row_and_the_prices_give_cost_per_million_samples_and_to_target():
     cpu = {"device": "cpu", "nodes": "1", "samples_per_s": "1000", "time_to_target_s": "3600"}
     assert cost_per_million_samples(cpu, prices) == pytest.approx(0.68 / 3600 * 1000)
     assert cost_to_target(cpu, prices) == pytest.approx(0.68)
-    world = {"device": "cuda", "world_size": "4", "gpus_used": "2", "samples_per_s": "20000",
-             "time_to_target_s": "1800"}
+    world = {
+        "device": "cuda",
+        "world_size": "4",
+        "gpus_used": "2",
+        "samples_per_s": "20000",
+        "time_to_target_s": "1800",
+    }
     assert devices_held(world) == 2  # four ranks on two GPUs hold two GPUs
     assert cost_to_target(world, prices) == pytest.approx(2 * 2.99 / 2)
     assert cost_to_target({**cpu, "time_to_target_s": ""}, prices) is None  # not reached
@@ -51,9 +72,22 @@ def test_a_row_and_the_prices_give_cost_per_million_samples_and_to_target():
 
 def test_run_stores_the_prices_and_rows_read_back_with_their_cost(tmp_path):
     (tmp_path / "prices.json").write_text(json.dumps({"cuda": 2.99, "cpu": 0.10}))
-    proc = stbench("run", "cnn-strain", "--smoke", "--epochs", "1", "--set", "max_steps=3",
-                   "--prices", tmp_path / "prices.json", "--price", "cpu=0.68",
-                   "--out", tmp_path / "out", timeout=300)
+    proc = stbench(
+        "run",
+        "cnn-strain",
+        "--smoke",
+        "--epochs",
+        "1",
+        "--set",
+        "max_steps=3",
+        "--prices",
+        tmp_path / "prices.json",
+        "--price",
+        "cpu=0.68",
+        "--out",
+        tmp_path / "out",
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     (folder,) = (tmp_path / "out").iterdir()
     assert read_manifest(folder)["prices"] == {"cuda": 2.99, "cpu": 0.68}  # --price over the file
@@ -67,5 +101,6 @@ def test_a_bad_price_is_one_line_and_exit_2(tmp_path):
     proc = stbench("run", "cnn-strain", "--smoke", "--price", "cpu=cheap", "--out", tmp_path)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
-        "error: price of cpu 'cheap' is not a number (USD per hour)"]
+        "error: price of cpu 'cheap' is not a number (USD per hour)"
+    ]
     assert not any(tmp_path.iterdir())

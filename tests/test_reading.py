@@ -19,7 +19,9 @@ GOOD, OTHER = REF / "ref-cpu2-cnn-strain-epochs", REF / "ref-cpu2-cnn-strain-bat
 
 
 def digest(folder: Path) -> dict[str, str]:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.iterdir() if p.is_file()}
+    return {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.iterdir() if p.is_file()
+    }
 
 
 def cut_short(folder: Path) -> str:
@@ -98,7 +100,8 @@ def test_compare_without_a_folder_shows_the_newest_study_of_the_users_own(tmp_pa
     proc = stbench("compare", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert [ln for ln in proc.stdout.splitlines() if ln.startswith("## ")] == [
-        "## 20260101-000000-vm-cnn-strain"]
+        "## 20260101-000000-vm-cnn-strain"
+    ]
     listed = stbench("compare", tmp_path / "results", cwd=tmp_path).stdout
     assert "## 20260102-" in listed and "ref-x" not in listed
     empty = stbench("compare", cwd=tmp_path / "results" / "reference")

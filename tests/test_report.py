@@ -22,9 +22,20 @@ from tests.helpers import committed_folders, committed_studies, stbench
 # The committed result folders only, never a run a user made beside them (tests.helpers); the
 # commands get the `committed_results` copy of them.
 COMMITTED = committed_folders()
-CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
-BROWSER_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars"]
+CHROMIUM = next(
+    (p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None
+)
+BROWSER_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+]
 # Appended to a copy of report.html: after the page has loaded, what the browser made of it.
 PROBE = """<script>window.addEventListener("load", () => {
   const images = [...document.images];
@@ -55,17 +66,34 @@ def test_report_files_are_self_contained(committed_report):
     page = (committed_report / "report.html").read_text()
     md = (committed_report / "report.md").read_text()
     pngs = sorted(p.name for p in committed_report.glob("*.png"))
-    assert re.findall(r"!\[[^]]*\]\(([^)]+)\)", md) and sorted(set(re.findall(r"!\[[^]]*\]\(([^)]+)\)", md))) == pngs
-    body = re.sub(r"data:image/png;base64,[A-Za-z0-9+/=]+", "", page.split("<body>")[1])  # base64 may spell "http"
+    assert (
+        re.findall(r"!\[[^]]*\]\(([^)]+)\)", md)
+        and sorted(set(re.findall(r"!\[[^]]*\]\(([^)]+)\)", md))) == pngs
+    )
+    body = re.sub(
+        r"data:image/png;base64,[A-Za-z0-9+/=]+", "", page.split("<body>")[1]
+    )  # base64 may spell "http"
     # every figure embedded, the headline's twice (at the top and in its study)
     assert page.count('src="data:image/png;base64,') == len(pngs) + 1 and "http" not in body
-    for name in ("cnn-strain-time-vs-epochs.png", "cnn-strain-scaling.png", "lstm-era5-time-to-quality.png",
-                 "stnn-phases.png", "dcrnn-pems-system-1.png"):  # each named by its study: study-N-<name>
+    for name in (
+        "cnn-strain-time-vs-epochs.png",
+        "cnn-strain-scaling.png",
+        "lstm-era5-time-to-quality.png",
+        "stnn-phases.png",
+        "dcrnn-pems-system-1.png",
+    ):  # each named by its study: study-N-<name>
         assert any(re.fullmatch(rf"study-\d+-{name}", p) for p in pngs), name
     assert "| EPYC (2 cores)" in md and "400000.0" not in md
     # one section per study, headed by its folder and command
-    for workload in ("cnn-strain", "stnn"):  # every committed reference folder is a study of its own
-        folders = [f for f in COMMITTED if json.loads((f / "manifest.json").read_text())["workload"] == workload]
+    for workload in (
+        "cnn-strain",
+        "stnn",
+    ):  # every committed reference folder is a study of its own
+        folders = [
+            f
+            for f in COMMITTED
+            if json.loads((f / "manifest.json").read_text())["workload"] == workload
+        ]
         headed = re.findall(rf"\n## (ref-[^\n]+)\n\n`stbench \w+ {workload} ", md)
         assert sorted(headed) == sorted(f.name for f in folders) and len(folders) > 4
 
@@ -75,12 +103,17 @@ def test_report_opens_with_findings_the_hardware_and_a_figure(committed_report):
     hardware, a headline figure; captions name only what varies; no path of the machine that ran it."""
     md = (committed_report / "report.md").read_text()
     head = md.split("\n## Hardware")[0]
-    assert re.match(r"# stbench report\n\n\d+ studies, measured on EPYC \(2 cores\) \(AMD EPYC, 2 cores, torch ", head)
+    assert re.match(
+        r"# stbench report\n\n\d+ studies, measured on EPYC \(2 cores\) \(AMD EPYC, 2 cores, torch ",
+        head,
+    )
     listed = re.findall(r"^- \[(ref-[^]]+)\]\(#study-\d+\): \S", head, flags=re.M)
     assert sorted(listed) == sorted(p.name for p in COMMITTED)
     assert re.search(r"!\[Time to quality\]\(study-\d+-cnn-strain-time-to-quality\.png\)", head)
     assert "all cells:" not in md and "on a logarithmic axis" in md
-    page = re.sub(r"data:image/png;base64,[A-Za-z0-9+/=]+", "", (committed_report / "report.html").read_text())
+    page = re.sub(
+        r"data:image/png;base64,[A-Za-z0-9+/=]+", "", (committed_report / "report.html").read_text()
+    )
     assert not re.search(r"/(tmp|work|home)/|\.venv|--out", md + page)
     progress = (committed_report / "progress.txt").read_text().splitlines()
     assert progress[0].startswith("reading ") and re.fullmatch(r"\[1/\d+\] ref-\S+", progress[1])
@@ -102,29 +135,60 @@ def test_a_parameter_added_after_a_study_shows_its_value_in_every_row():
 def browser_check(page: Path, tmp_path: Path, width: int = 1280) -> dict:
     probe = tmp_path / f"probe{width}.html"
     probe.write_text(page.read_text().replace("</body>", PROBE + "</body>"))
-    dom = subprocess.run([CHROMIUM, *BROWSER_FLAGS, f"--user-data-dir={tmp_path / f'profile{width}'}",
-                          f"--window-size={width},2000", "--virtual-time-budget=10000", "--dump-dom", probe.as_uri()],
-                         capture_output=True, text=True, timeout=180).stdout
+    dom = subprocess.run(
+        [
+            CHROMIUM,
+            *BROWSER_FLAGS,
+            f"--user-data-dir={tmp_path / f'profile{width}'}",
+            f"--window-size={width},2000",
+            "--virtual-time-budget=10000",
+            "--dump-dom",
+            probe.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    ).stdout
     found = re.search(r'<pre id="stbench-probe">([^<]*)</pre>', dom)
     assert found, f"the page did not finish loading in the browser: {dom[:500]}"
     return json.loads(found.group(1))
 
 
-@pytest.mark.skipif(not CHROMIUM and not os.environ.get("CI"), reason="no chromium here (apt install chromium)")
+@pytest.mark.skipif(
+    not CHROMIUM and not os.environ.get("CI"), reason="no chromium here (apt install chromium)"
+)
 def test_report_opens_in_a_headless_browser(committed_report, tmp_path):
     assert CHROMIUM, "CI must have chromium: .ci/run installs it"
     md = (committed_report / "report.md").read_text()
     studies = len(COMMITTED)  # each committed folder is a study of its own
     for width in (1280, 390):  # a laptop's browser window and a phone
         seen = browser_check(committed_report / "report.html", tmp_path, width)
-        assert seen["images"] == len(list(committed_report.glob("*.png"))) + 1 > 1  # the headline twice
+        assert (
+            seen["images"] == len(list(committed_report.glob("*.png"))) + 1 > 1
+        )  # the headline twice
         assert seen["loaded"] == seen["images"] and seen["external"] == 0
-        assert seen["sections"] == ["findings", "hardware", *(f"study-{i}" for i in range(1, studies + 1)), "folders"]
-        assert seen["tables"] == md.count("\n|:") and seen["cut"] == 0 and not seen["page_overflow"], seen
+        assert seen["sections"] == [
+            "findings",
+            "hardware",
+            *(f"study-{i}" for i in range(1, studies + 1)),
+            "folders",
+        ]
+        assert (
+            seen["tables"] == md.count("\n|:") and seen["cut"] == 0 and not seen["page_overflow"]
+        ), seen
         shot = tmp_path / f"report{width}.png"
-        subprocess.run([CHROMIUM, *BROWSER_FLAGS, f"--user-data-dir={tmp_path / f'shot{width}'}",
-                        f"--window-size={width},2000", f"--screenshot={shot}", (committed_report / "report.html").as_uri()],
-                       capture_output=True, timeout=180)
+        subprocess.run(
+            [
+                CHROMIUM,
+                *BROWSER_FLAGS,
+                f"--user-data-dir={tmp_path / f'shot{width}'}",
+                f"--window-size={width},2000",
+                f"--screenshot={shot}",
+                (committed_report / "report.html").as_uri(),
+            ],
+            capture_output=True,
+            timeout=180,
+        )
         assert shot.stat().st_size > 10_000  # a rendered page, not a blank one
 
 
@@ -145,20 +209,31 @@ def test_compare_plot_writes_each_studys_figures_apart(tmp_path):
     """compare --plot draws each study's figures of time and memory, one line per cell; two
     studies of one workload are never drawn into one figure (their files carry the study's
     number, as the report's do)."""
-    names = ("ref-cpu2-cnn-strain-ddp", "ref-cpu2-cnn-strain-epochs",
-             "ref-cpu2-cnn-strain-strategies")
+    names = (
+        "ref-cpu2-cnn-strain-ddp",
+        "ref-cpu2-cnn-strain-epochs",
+        "ref-cpu2-cnn-strain-strategies",
+    )
     folders = [f for f in COMMITTED if f.name in names]
     stbench("compare", *folders, "--out", tmp_path, "--plot", check=True)
     assert sorted(p.name for p in tmp_path.glob("*.png")) == [
-        "study-1-cnn-strain-phases.png", "study-1-cnn-strain-time-vs-epochs.png",
-        "study-2-cnn-strain-phases.png", "study-2-cnn-strain-scaling.png",
-        "study-3-cnn-strain-memory.png", "study-3-cnn-strain-phases.png"]
+        "study-1-cnn-strain-phases.png",
+        "study-1-cnn-strain-time-vs-epochs.png",
+        "study-2-cnn-strain-phases.png",
+        "study-2-cnn-strain-scaling.png",
+        "study-3-cnn-strain-memory.png",
+        "study-3-cnn-strain-phases.png",
+    ]
 
 
 def values(text: str) -> set[str]:
     """The cells of a Markdown text's table bodies (header lines left out)."""
     lines = text.splitlines()
-    body = [line for line, after in zip(lines, lines[1:] + [""]) if line.startswith("| ") and not after.startswith("|:")]
+    body = [
+        line
+        for line, after in zip(lines, lines[1:] + [""])
+        if line.startswith("| ") and not after.startswith("|:")
+    ]
     return {c.strip() for line in body for c in line.strip("|").split("|")}
 
 
@@ -174,23 +249,43 @@ def test_narrow_tables_keep_every_value_whole(width):
 
 
 def test_fit_table_splits_only_what_does_not_fit():
-    table = pd.DataFrame({"grid": ["30x84", "60x168"], "epochs": [1, 2], "a": ["1.00 ± 0.5", "1.50 ± 0.5"],
-                          "b": ["2.00", "3.00"], "target": ["0.1"] * 2})
+    table = pd.DataFrame(
+        {
+            "grid": ["30x84", "60x168"],
+            "epochs": [1, 2],
+            "a": ["1.00 ± 0.5", "1.50 ± 0.5"],
+            "b": ["2.00", "3.00"],
+            "target": ["0.1"] * 2,
+        }
+    )
     table.attrs["keys"] = ["grid", "epochs"]
     assert fit_table(table, 200, markdown) == [("", table)]
     pieces = fit_table(table, 30, markdown)
     assert all(max(map(len, markdown(t).splitlines())) <= 30 for _, t in pieces)
     # nothing lost: values in the tables, what every line shares once in the heading
     assert sorted(v for _, t in pieces for c in ("a", "b") if c in t for v in t[c]) == [
-        "1.00 ± 0.5", "1.50 ± 0.5", "2.00", "3.00"]
+        "1.00 ± 0.5",
+        "1.50 ± 0.5",
+        "2.00",
+        "3.00",
+    ]
     assert all(heading.startswith("target=0.1") and "target" not in t for heading, t in pieces)
 
 
 def test_profile_memory_is_summarised_not_listed():
-    rows = [{"step": str(i), "profiled": "True", "alloc_peak_above_start_mb": str(float(i % 17)), "rss_mb": "1000"}
-            for i in range(1, 201)]
+    rows = [
+        {
+            "step": str(i),
+            "profiled": "True",
+            "alloc_peak_above_start_mb": str(float(i % 17)),
+            "rss_mb": "1000",
+        }
+        for i in range(1, 201)
+    ]
     text = memory_summary(rows)
     assert len(text.splitlines()) < 20
     assert "| alloc_peak_above_start_mb | 0     | 8        | 16    | 200     |" in text
-    largest = [line.split("|")[1].strip() for line in text.split("Largest steps")[1].splitlines()[4:]]
+    largest = [
+        line.split("|")[1].strip() for line in text.split("Largest steps")[1].splitlines()[4:]
+    ]
     assert largest == ["16", "33", "50", "67", "84"]

@@ -3,7 +3,6 @@ appended, and a workload's own figures become `x.` columns."""
 
 import csv
 import json
-import shutil
 import subprocess
 from dataclasses import replace
 
@@ -20,13 +19,23 @@ def test_append_follows_the_files_own_header(tmp_path):
     old_columns = [c for c in RUN_COLUMNS if c not in ("steps_per_s", "predicted_mb")]
     row = {"schema": SCHEMA, "workload": "w", "device": "cpu"}
     append(path, [{**row, "run_id": "a", "status": "ok"}], old_columns)
-    append(path, [{**row, "run_id": "b", "status": "failed", "steps_per_s": 3.0, "reason": "x"}],
-           RUN_COLUMNS)
+    append(
+        path,
+        [{**row, "run_id": "b", "status": "failed", "steps_per_s": 3.0, "reason": "x"}],
+        RUN_COLUMNS,
+    )
     rows = read_runs(tmp_path)
-    assert [r["run_id"] for r in rows] == ["a", "b"] and rows[1]["status"] == "failed" and rows[1]["reason"] == "x"
+    assert (
+        [r["run_id"] for r in rows] == ["a", "b"]
+        and rows[1]["status"] == "failed"
+        and rows[1]["reason"] == "x"
+    )
     # the old header keeps its order; what it lacked is added at the end, nothing shifted or dropped
     header = path.read_text().splitlines()[0].split(",")
-    assert header[: len(old_columns)] == old_columns and header[len(old_columns):] == ["steps_per_s", "predicted_mb"]
+    assert header[: len(old_columns)] == old_columns and header[len(old_columns) :] == [
+        "steps_per_s",
+        "predicted_mb",
+    ]
     assert rows[0]["steps_per_s"] == "" and rows[1]["steps_per_s"] == "3.0"
 
 
@@ -39,7 +48,9 @@ def test_workload_figures_are_prefixed_columns(tmp_path):
     write_cell(tmp_path, second, [], [])
     with open(tmp_path / "runs.csv") as f:
         rows = list(csv.DictReader(f))
-    assert rows[0]["x.stream_s"] == "0.25" and rows[0]["wall_s"] == "1.5" and rows[0]["x.other"] == ""
+    assert (
+        rows[0]["x.stream_s"] == "0.25" and rows[0]["wall_s"] == "1.5" and rows[0]["x.other"] == ""
+    )
     assert rows[1]["x.other"] == "2.0" and rows[1]["x.stream_s"] == ""
 
 
@@ -47,12 +58,17 @@ def test_every_ranks_row_travels_through_json_and_a_cell_without_a_run_row_loses
     from stbench.store.files import prune_orphans, write_ranks
     from stbench.store.rows import CellResult, RankRow
 
-    ranks = tuple(RankRow("r1", i, i == 1, i, 10, 1.0 + i, 0.1, 0.0, 0.8 + i, 0.1, 0.2, 0.05, 2.0 + i)
-                  for i in range(2))
+    ranks = tuple(
+        RankRow("r1", i, i == 1, i, 10, 1.0 + i, 0.1, 0.0, 0.8 + i, 0.1, 0.2, 0.05, 2.0 + i)
+        for i in range(2)
+    )
     assert CellResult.from_json(CellResult("ok", ranks=ranks).to_json()).ranks == ranks
     write_ranks(tmp_path, list(ranks))
     rows = read_csv(tmp_path / "ranks.csv", ["run_id", "rank", "reported", "compute_s"])
-    assert [(r["rank"], r["reported"], r["node"]) for r in rows] == [("0", "False", "0"), ("1", "True", "1")]
+    assert [(r["rank"], r["reported"], r["node"]) for r in rows] == [
+        ("0", "False", "0"),
+        ("1", "True", "1"),
+    ]
     prune_orphans(tmp_path, {"r2"})  # r1 has no runs.csv row: a parent killed between the writes
     assert read_csv(tmp_path / "ranks.csv", ["run_id"]) == []
 
@@ -71,9 +87,13 @@ def test_committed_results_resume_and_travel(folder):
     assert {r["run_id"] for r in rows} <= set(cells)
     for r in rows:
         assert json.loads(r["params"]) == dict(cells[r["run_id"]]["params"])
-        assert not [v for v in json.loads(r["params"]).values() if isinstance(v, str) and v.startswith("/")]
+        assert not [
+            v for v in json.loads(r["params"]).values() if isinstance(v, str) and v.startswith("/")
+        ]
     for name in ("epochs.csv", "system.csv"):
-        assert {r["run_id"] for r in read_csv(folder / name, ["run_id"])} <= {r["run_id"] for r in rows}
+        assert {r["run_id"] for r in read_csv(folder / name, ["run_id"])} <= {
+            r["run_id"] for r in rows
+        }
 
 
 def _study(folder, workload="cnn-strain"):
@@ -88,13 +108,19 @@ def test_a_run_a_user_made_beside_the_committed_folders_changes_nothing_the_test
     repo = tmp_path / "repo"
     _study(repo / "results" / "reference" / "ref-cpu2-a")
     before = committed_folders(repo)
-    _study(repo / "results" / "20260101-120000-host-cnn-strain")  # what `stbench run cnn-strain` writes
+    _study(
+        repo / "results" / "20260101-120000-host-cnn-strain"
+    )  # what `stbench run cnn-strain` writes
     assert committed_folders(repo) == before == [repo / "results" / "reference" / "ref-cpu2-a"]
     copy = committed_copy(tmp_path / "copy", repo)
     assert sorted(p.name for p in copy.iterdir()) == ["ref-cpu2-a"]
 
 
 def test_the_tests_read_every_committed_folder():
-    listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "results"], capture_output=True, text=True).stdout
-    assert {f.split("/")[2] for f in listed.split() if f.count("/") > 2} == {f.name for f in REFERENCE}
+    listed = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-files", "results"], capture_output=True, text=True
+    ).stdout
+    assert {f.split("/")[2] for f in listed.split() if f.count("/") > 2} == {
+        f.name for f in REFERENCE
+    }
     assert len(REFERENCE) > 20

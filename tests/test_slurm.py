@@ -19,7 +19,19 @@ from tests.helpers import stbench
 
 pytestmark = pytest.mark.slurm
 EXE = str(Path(sys.executable).parent / "stbench")
-STUDY = ("--strategy", "ddp", "--nproc", "1", "--nnodes", "1", "2", "--epochs", "1", "--timeout", "300")
+STUDY = (
+    "--strategy",
+    "ddp",
+    "--nproc",
+    "1",
+    "--nnodes",
+    "1",
+    "2",
+    "--epochs",
+    "1",
+    "--timeout",
+    "300",
+)
 
 
 @pytest.fixture
@@ -44,8 +56,12 @@ def _jobs(folder: Path) -> dict:
 
 def _accounted(since: str) -> list[tuple[str, str, str]]:
     """(job id, name, state) of every job Slurm's accounting has since `since`."""
-    out = subprocess.run(["sacct", "-n", "-X", "-P", "-S", since, "-o", "JobID,JobName,State"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["sacct", "-n", "-X", "-P", "-S", since, "-o", "JobID,JobName,State"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return [tuple(line.split("|")) for line in out.splitlines() if line.strip()]
 
 
@@ -65,12 +81,26 @@ def _wait_for(predicate, timeout=180.0):
 
 def test_slurm_launcher_runs_a_study_one_job_per_cell(out):
     since = dt.datetime.now().strftime("%Y-%m-%dT%H:%M:%S")
-    stbench("run", "cnn-strain", "--smoke", *STUDY, "--set", "threads=1", "--launcher", "slurm",
-            "--out", out, check=True, timeout=600)
+    stbench(
+        "run",
+        "cnn-strain",
+        "--smoke",
+        *STUDY,
+        "--set",
+        "threads=1",
+        "--launcher",
+        "slurm",
+        "--out",
+        out,
+        check=True,
+        timeout=600,
+    )
     folder = _only_folder(out)
     rows = _rows(folder)
     assert [(r["status"], r["nodes"], r["world_size"], r["launcher"]) for r in rows] == [
-        ("ok", "1", "1", "slurm"), ("ok", "2", "2", "slurm")], [r["reason"] for r in rows]
+        ("ok", "1", "1", "slurm"),
+        ("ok", "2", "2", "slurm"),
+    ], [r["reason"] for r in rows]
     jobs = _jobs(folder)
     assert jobs == {r["run_id"]: r["job_id"] for r in rows} and len(set(jobs.values())) == 2
     states = {job: state for job, _, state in _accounted(since)}
@@ -82,23 +112,67 @@ def test_slurm_launcher_runs_a_study_one_job_per_cell(out):
 
 
 def test_srun_launcher_inside_an_allocation(out):
-    proc = subprocess.run(["salloc", "-Q", "-N", "2", "--ntasks-per-node=1", EXE, "run", "cnn-strain", "--smoke", *STUDY,
-                           "--set", "threads=1", "--launcher", "srun", "--out", str(out)],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            "salloc",
+            "-Q",
+            "-N",
+            "2",
+            "--ntasks-per-node=1",
+            EXE,
+            "run",
+            "cnn-strain",
+            "--smoke",
+            *STUDY,
+            "--set",
+            "threads=1",
+            "--launcher",
+            "srun",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     folder = _only_folder(out)
     rows = _rows(folder)
-    assert [(r["status"], r["nodes"], r["launcher"]) for r in rows] == [("ok", "1", "srun"), ("ok", "2", "srun")], \
-        [r["reason"] for r in rows]
+    assert [(r["status"], r["nodes"], r["launcher"]) for r in rows] == [
+        ("ok", "1", "srun"),
+        ("ok", "2", "srun"),
+    ], [r["reason"] for r in rows]
     steps = [r["job_id"] for r in rows]
     job = steps[0].split(".")[0]
-    assert steps == [f"{job}.0", f"{job}.1"] and _jobs(folder) == {r["run_id"]: r["job_id"] for r in rows}
+    assert steps == [f"{job}.0", f"{job}.1"] and _jobs(folder) == {
+        r["run_id"]: r["job_id"] for r in rows
+    }
     assert len(set(rows[1]["node_hosts"].split(","))) == 2
 
 
 def test_srun_refuses_more_nodes_than_the_allocation(out):
-    proc = subprocess.run(["salloc", "-Q", "-N", "1", EXE, "run", "faulty", "--strategy", "ddp", "--nnodes", "2",
-                           "--launcher", "srun", "--out", str(out)], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            "salloc",
+            "-Q",
+            "-N",
+            "1",
+            EXE,
+            "run",
+            "faulty",
+            "--strategy",
+            "ddp",
+            "--nnodes",
+            "2",
+            "--launcher",
+            "srun",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: --nnodes 2 is more than the 1 node(s) of allocation ")
     assert proc.stderr.count("\n") == 1 and list(out.iterdir()) == []
@@ -118,14 +192,29 @@ def test_killed_parent_reattaches_to_its_jobs(out):
     rows = _rows(folder)
     assert [r["status"] for r in rows] == ["ok", "ok"], [r["reason"] for r in rows]
     jobs = _jobs(folder)
-    assert sorted(jobs) == sorted(r["run_id"] for r in rows) and jobs.items() >= first.items()  # re-attached
+    assert (
+        sorted(jobs) == sorted(r["run_id"] for r in rows) and jobs.items() >= first.items()
+    )  # re-attached
     names = [name for _, name, _ in _accounted(since)]
-    assert sorted(n for n in names if n.removeprefix("stbench-") in jobs) == sorted(f"stbench-{r}" for r in jobs)
+    assert sorted(n for n in names if n.removeprefix("stbench-") in jobs) == sorted(
+        f"stbench-{r}" for r in jobs
+    )
 
 
 def test_a_job_slurm_cancels_is_a_row_and_the_matrix_goes_on(out):
-    argv = [EXE, "run", "faulty", "--set", "fault=hang,none", "--launcher", "slurm", "--timeout", "300",
-            "--out", str(out)]
+    argv = [
+        EXE,
+        "run",
+        "faulty",
+        "--set",
+        "fault=hang,none",
+        "--launcher",
+        "slurm",
+        "--timeout",
+        "300",
+        "--out",
+        str(out),
+    ]
     parent = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     _wait_for(lambda: any(out.iterdir()) and len(_jobs(_only_folder(out))) == 1)
     (job,) = _jobs(_only_folder(out)).values()
@@ -141,20 +230,57 @@ def test_a_job_slurm_cancels_is_a_row_and_the_matrix_goes_on(out):
 
 @pytest.mark.slow
 def test_a_job_past_its_time_limit_is_a_timeout_row(out):
-    stbench("run", "faulty", "--set", "fault=hang", "--launcher", "slurm", "--timeout", "30", "--expect", "timeout",
-            "--out", out, check=True, timeout=600)
+    stbench(
+        "run",
+        "faulty",
+        "--set",
+        "fault=hang",
+        "--launcher",
+        "slurm",
+        "--timeout",
+        "30",
+        "--expect",
+        "timeout",
+        "--out",
+        out,
+        check=True,
+        timeout=600,
+    )
     (row,) = _rows(_only_folder(out))
     assert row["status"] == "timeout"
-    assert f"slurm job {row['job_id']} TIMEOUT" in row["reason"] and "time limit of 1 min (--timeout 30 s)" in row["reason"]
+    assert (
+        f"slurm job {row['job_id']} TIMEOUT" in row["reason"]
+        and "time limit of 1 min (--timeout 30 s)" in row["reason"]
+    )
 
 
 def _lose_node_1(out: Path, launcher: str, salloc: tuple[str, ...] = ()) -> tuple[Path, float]:
     """A 2-node study whose first cell loses node 1's torchrun agent (SIGKILL) mid-training
     (the faulty workload's `lost`, once), the second clean; its folder and its seconds."""
     t0 = time.monotonic()
-    proc = subprocess.run([*salloc, EXE, "run", "faulty", "--strategy", "ddp", "--nnodes", "2",
-                           "--set", "fault=lost,none", "--timeout", "300", "--launcher", launcher,
-                           "--out", str(out)], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            *salloc,
+            EXE,
+            "run",
+            "faulty",
+            "--strategy",
+            "ddp",
+            "--nnodes",
+            "2",
+            "--set",
+            "fault=lost,none",
+            "--timeout",
+            "300",
+            "--launcher",
+            launcher,
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 1, proc.stderr[-3000:]  # one cell did not end ok, the other ran
     folder = _only_folder(out)
     lost, ok = _rows(folder)

@@ -56,28 +56,70 @@ def test_no_late_knob_and_no_late_default_table():
 
 
 def test_nnodes_multiplies_the_world_of_multi_process_cells_only():
-    cells = expand(MatrixSpec("w", strategies=("single", "ddp"), nprocs=(1, 2), nnodes=(1, 2),
-                              base_params=(("backend", "auto"),)))
+    cells = expand(
+        MatrixSpec(
+            "w",
+            strategies=("single", "ddp"),
+            nprocs=(1, 2),
+            nnodes=(1, 2),
+            base_params=(("backend", "auto"),),
+        )
+    )
     assert [(c.strategy, c.nodes, c.nproc_per_node, c.world_size) for c in cells] == [
-        ("single", 1, 1, 1), ("ddp", 1, 1, 1), ("ddp", 2, 1, 2), ("ddp", 1, 2, 2), ("ddp", 2, 2, 4)]
+        ("single", 1, 1, 1),
+        ("ddp", 1, 1, 1),
+        ("ddp", 2, 1, 2),
+        ("ddp", 1, 2, 2),
+        ("ddp", 2, 2, 4),
+    ]
     assert [c.backend for c in cells] == [None, "gloo", "gloo", "gloo", "gloo"]
 
 
 TWO_NODES = RunSpec("w", "cuda", "ddp", 1, 1, world_size=4, nodes=2, params=(("backend", "auto"),))
 
 
-@pytest.mark.parametrize("spec,gpus,backends,launcher,expected", [
-    (RunSpec("w", "cpu", "ddp", 1, 1, world_size=2, params=(("backend", "mpi"),)), 0, ("gloo",), "local",
-     "backend mpi is not available in this torch build (torch.distributed.is_mpi_available() is False; available: gloo)"),
-    (RunSpec("w", "cpu", "ddp", 1, 1, world_size=2, params=(("backend", "nccl"),)), 0, ("gloo", "nccl"), "local",
-     "backend nccl needs CUDA devices; on cpu use backend gloo (or auto)"),
-    (RunSpec("w", "cuda", "ddp", 1, 1, world_size=2, params=(("backend", "gloo"),)), 1, ("gloo", "nccl"), "local", None),
-    (TWO_NODES, 2, ("gloo", "nccl"), "local",
-     "ddp with 2 nodes x nproc=2 on cuda needs 4 GPUs, 2 visible"),
-    (TWO_NODES, 2, ("gloo", "nccl"), "srun", None),
-    (TWO_NODES, 0, ("gloo", "nccl"), "slurm", None),
-    (RunSpec("w", "cpu", "single", 1, 1, params=(("backend", "mpi"),)), 0, ("gloo",), "local", None),
-])
+@pytest.mark.parametrize(
+    "spec,gpus,backends,launcher,expected",
+    [
+        (
+            RunSpec("w", "cpu", "ddp", 1, 1, world_size=2, params=(("backend", "mpi"),)),
+            0,
+            ("gloo",),
+            "local",
+            "backend mpi is not available in this torch build (torch.distributed.is_mpi_available() is False; available: gloo)",
+        ),
+        (
+            RunSpec("w", "cpu", "ddp", 1, 1, world_size=2, params=(("backend", "nccl"),)),
+            0,
+            ("gloo", "nccl"),
+            "local",
+            "backend nccl needs CUDA devices; on cpu use backend gloo (or auto)",
+        ),
+        (
+            RunSpec("w", "cuda", "ddp", 1, 1, world_size=2, params=(("backend", "gloo"),)),
+            1,
+            ("gloo", "nccl"),
+            "local",
+            None,
+        ),
+        (
+            TWO_NODES,
+            2,
+            ("gloo", "nccl"),
+            "local",
+            "ddp with 2 nodes x nproc=2 on cuda needs 4 GPUs, 2 visible",
+        ),
+        (TWO_NODES, 2, ("gloo", "nccl"), "srun", None),
+        (TWO_NODES, 0, ("gloo", "nccl"), "slurm", None),
+        (
+            RunSpec("w", "cpu", "single", 1, 1, params=(("backend", "mpi"),)),
+            0,
+            ("gloo",),
+            "local",
+            None,
+        ),
+    ],
+)
 def test_backend_and_node_skips(spec, gpus, backends, launcher, expected):
     assert skip_reason(spec, gpus, ("single", "ddp"), backends, launcher) == expected
 
@@ -93,4 +135,6 @@ def test_a_study_with_a_seed_per_repeat_resumes_with_the_cells_it_planned(tmp_pa
     assert [c.seed for c in plan.cells] == [4, 5, 6]
     write_manifest(plan.folder, json.loads(json.dumps(plan.manifest, default=str)))
     again = plan_resume(None, plan.folder, env)
-    assert [c.run_id for c in again.cells] == [c.run_id for c in plan.cells] and again.cells == plan.cells
+    assert [c.run_id for c in again.cells] == [
+        c.run_id for c in plan.cells
+    ] and again.cells == plan.cells

@@ -20,7 +20,9 @@ def small_model(backend: str, sparse_grad: bool, t_train: int = 6) -> STNN:
     ocean = np.random.default_rng(3).random((7, 11)) > 0.2
     edges = grid.grid_edges(ocean, "4")
     torch.manual_seed(0)
-    rel = relations.make(backend, edges, "stnn-r" if backend != "dense" else "stnn", 13, sparse_grad)
+    rel = relations.make(
+        backend, edges, "stnn-r" if backend != "dense" else "stnn", 13, sparse_grad
+    )
     return STNN(rel, edges.n, t_train, 4, 1, sparse_grad=sparse_grad)
 
 
@@ -72,11 +74,18 @@ def test_factor_grad_reaches_the_task_and_makes_another_cell():
     p = preset_params("stnn", relations="sparse", factor_grad="dense")
     model = make_task(p, BuildContext(seed=0)).model.module
     assert not model.sparse_grad and not model.relations.sparse_grad
-    default = make_task(preset_params("stnn", relations="sparse"), BuildContext(seed=0)).model.module
+    default = make_task(
+        preset_params("stnn", relations="sparse"), BuildContext(seed=0)
+    ).model.module
     assert default.sparse_grad and default.relations.sparse_grad
-    sparse, dense = (identify(RunSpec("stnn", "cpu", "single", 1000, 1,
-                                      params=(("factor_grad", grad), ("grid", "30x84"))))
-                     for grad in ("sparse", "dense"))
+    sparse, dense = (
+        identify(
+            RunSpec(
+                "stnn", "cpu", "single", 1000, 1, params=(("factor_grad", grad), ("grid", "30x84"))
+            )
+        )
+        for grad in ("sparse", "dense")
+    )
     assert sparse.run_id != dense.run_id
 
 
@@ -84,13 +93,18 @@ def test_dense_factor_gradients_are_in_the_memory_model():
     """factor_grad=dense: a gradient the size of all factors, and a second one while a dynamics
     step's two paths into the factors are added, in every relations mode."""
     p = preset_params("stnn", grid="60x168", relations="sparse")
-    sparse, dense = sizing.predict_bytes(p, 1000), sizing.predict_bytes({**p, "factor_grad": "dense"}, 1000)
+    sparse, dense = (
+        sizing.predict_bytes(p, 1000),
+        sizing.predict_bytes({**p, "factor_grad": "dense"}, 1000),
+    )
     factors = sparse["t_train"] * sparse["n"] * p["nz"] * 4
     assert "factor gradient (dense)" not in sparse["device"]
     assert dense["device_bytes"] - sparse["device_bytes"] == 2 * factors
     on_dense = {**p, "relations": "dense"}
-    assert (sizing.predict_bytes({**on_dense, "factor_grad": "dense"}, 1000)["device_bytes"]
-            - sizing.predict_bytes(on_dense, 1000)["device_bytes"]) == factors
+    assert (
+        sizing.predict_bytes({**on_dense, "factor_grad": "dense"}, 1000)["device_bytes"]
+        - sizing.predict_bytes(on_dense, 1000)["device_bytes"]
+    ) == factors
 
 
 def recording(model: STNN, log: list) -> None:
@@ -112,15 +126,28 @@ def test_warm_up_runs_both_passes_before_the_first_timed_step(backend):
     model, log = task.model.module, []
     recording(model, log)
     spec = RunSpec("stnn", "cpu", "single", 200, 1, params=tuple(sorted(p.items())))
-    trainer = Trainer(task, LoopConfig.from_spec(spec), torch.device("cpu"), step_hook=lambda step: log.append(step))
+    trainer = Trainer(
+        task,
+        LoopConfig.from_spec(spec),
+        torch.device("cpu"),
+        step_hook=lambda step: log.append(step),
+    )
     before = list(log)
     assert sorted(set(before)) == ["decoder_loss", "dynamics_loss"]
-    assert all(len(trainer.optimizer.state[q]) for q in model.parameters())  # no state made in a timed step
+    assert all(
+        len(trainer.optimizer.state[q]) for q in model.parameters()
+    )  # no state made in a timed step
     if backend == "offload":
-        assert len(model.relations.staging) == 2  # the staging buffers exist before the clock starts
+        assert (
+            len(model.relations.staging) == 2
+        )  # the staging buffers exist before the clock starts
     trainer.run()
-    timed = log[len(before):]  # each timed step: its batch's pass, then the step hook's count
-    epoch = [name for name, steps in zip(("decoder_loss", "dynamics_loss"), trainer.sampler.batches) for _ in range(steps)]
+    timed = log[len(before) :]  # each timed step: its batch's pass, then the step hook's count
+    epoch = [
+        name
+        for name, steps in zip(("decoder_loss", "dynamics_loss"), trainer.sampler.batches)
+        for _ in range(steps)
+    ]
     epochs = sum(isinstance(entry, int) for entry in timed) // len(epoch)
     assert epochs >= 1 and "dynamics_loss" in epoch
     assert timed == [entry for k, name in enumerate(epoch * epochs) for entry in (name, k + 1)]
@@ -147,12 +174,18 @@ def test_cuda_predictions_hold_cublas_workspaces_and_cpu_ones_do_not(monkeypatch
     32 MiB cuBLAS workspace for the forward thread's handle and one for autograd's."""
     monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
     p = preset_params("stnn", relations="sparse")
-    cpu, h100 = sizing.predict_bytes(p, 200, "cpu"), sizing.predict_bytes(p, 200, "cuda", capability=(9, 0))
+    cpu, h100 = (
+        sizing.predict_bytes(p, 200, "cpu"),
+        sizing.predict_bytes(p, 200, "cuda", capability=(9, 0)),
+    )
     assert "cuBLAS workspaces" not in cpu["device"]
     assert h100["device"]["cuBLAS workspaces"] == 2 * 32 * MiB
     assert h100["device_bytes"] - cpu["device_bytes"] == 2 * 32 * MiB
     monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:2")
-    assert sizing.predict_bytes(p, 200, "cuda", capability=(9, 0))["device"]["cuBLAS workspaces"] == 2 * 8 * MiB
+    assert (
+        sizing.predict_bytes(p, 200, "cuda", capability=(9, 0))["device"]["cuBLAS workspaces"]
+        == 2 * 8 * MiB
+    )
 
 
 class _Stub:
@@ -171,8 +204,14 @@ def test_the_rows_prediction_is_for_the_gpu_the_cell_ran_on(monkeypatch):
 
     monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
     p = preset_params("stnn", relations="sparse")
-    on = {device: RunSpec("stnn", device, "single", 200, 1, params=tuple(sorted(p.items()))) for device in ("cpu", "cuda")}
+    on = {
+        device: RunSpec("stnn", device, "single", 200, 1, params=tuple(sorted(p.items())))
+        for device in ("cpu", "cuda")
+    }
     h100, a100 = (_predicted_mb(get("stnn"), on["cuda"], _Stub(c)) for c in ((9, 0), (8, 0)))
     assert h100 - a100 == pytest.approx(2 * (32 - 8.125))
     cpu = sizing.predict_bytes(p, 200, "cpu")
-    assert _predicted_mb(get("stnn"), on["cpu"], _Stub(None)) == (cpu["device_bytes"] + cpu["host_bytes"]) / MiB
+    assert (
+        _predicted_mb(get("stnn"), on["cpu"], _Stub(None))
+        == (cpu["device_bytes"] + cpu["host_bytes"]) / MiB
+    )

@@ -33,7 +33,11 @@ def test_row_sparse_adam_is_adam_with_beta1_zero():
         rows = torch.randint(0, 50, (8,))
         for p, opt, sparse in ((a, reference, False), (b, ours, step % 3 != 0)):
             opt.zero_grad()
-            loss = (p ** 2).sum() if step % 7 == 0 else (torch.nn.functional.embedding(rows, p, sparse=sparse) ** 2).sum()
+            loss = (
+                (p**2).sum()
+                if step % 7 == 0
+                else (torch.nn.functional.embedding(rows, p, sparse=sparse) ** 2).sum()
+            )
             loss.backward()
             opt.step()
     assert (a - start).abs().max() > 1e-2
@@ -51,10 +55,16 @@ def test_bf16_state_follows_adam_within_its_rounding(renorm):
     reference = torch.optim.Adam([a], lr=1e-2, betas=(0.0, 0.9))
     ours = RowSparseAdam([b], lr=1e-2, betas=(0.0, 0.9), state="bf16", renorm=renorm)
     for step in range(120):
-        rows = torch.randint(0, 60 if step % 2 else 10, (8,))  # rows 10-59 are skipped for steps at a time
+        rows = torch.randint(
+            0, 60 if step % 2 else 10, (8,)
+        )  # rows 10-59 are skipped for steps at a time
         for p, opt, sparse in ((a, reference, False), (b, ours, step % 3 != 0)):
             opt.zero_grad()
-            loss = (p ** 2).sum() if step % 29 == 0 else (torch.nn.functional.embedding(rows, p, sparse=sparse) ** 2).sum()
+            loss = (
+                (p**2).sum()
+                if step % 29 == 0
+                else (torch.nn.functional.embedding(rows, p, sparse=sparse) ** 2).sum()
+            )
             loss.backward()
             opt.step()
     assert ours.state[b]["u"].dtype == torch.bfloat16 and "last" not in ours.state[b]
@@ -91,7 +101,9 @@ def test_pair_order_is_int32_and_the_int64_order():
     sampler = TwoPassSampler(n_dec=5000, n_dyn=4000, batch_size=100, seed=3)
     sampler.set_epoch(2)
     g = torch.Generator().manual_seed(3 * 1000 + 2)
-    reference = torch.cat([torch.randperm(5000, generator=g), torch.randperm(4000, generator=g) + 5000])
+    reference = torch.cat(
+        [torch.randperm(5000, generator=g), torch.randperm(4000, generator=g) + 5000]
+    )
     batches = list(sampler)
     assert {b.dtype for b in batches} == {torch.int32}
     assert torch.equal(torch.cat(batches).long(), reference)
@@ -108,14 +120,22 @@ def test_memory_prediction_and_skip():
     sparse = sizing.predict_bytes({**p, "relations": "sparse"}, 1000)
     assert sparse["device_bytes"] < dense["device_bytes"] / 20
     ram = {"host_bytes": 24 * 2**30, "device_bytes": None}
-    assert "predicted" in sizing.skip(p, 1000, "cpu", ram) and "exceeds the 24.0 GiB RAM" in sizing.skip(p, 1000, "cpu", ram)
+    assert "predicted" in sizing.skip(
+        p, 1000, "cpu", ram
+    ) and "exceeds the 24.0 GiB RAM" in sizing.skip(p, 1000, "cpu", ram)
     assert sizing.skip({**p, "relations": "sparse"}, 1000, "cpu", ram) is None
     offload = {**p, "relations": "offload"}
     v100 = {"host_bytes": 2**40, "device_bytes": 16 * 2**30}
-    assert sizing.skip(offload, 1000, "cuda", v100) is None  # W in a 1 TiB host, streamed to a 16 GB GPU
+    assert (
+        sizing.skip(offload, 1000, "cuda", v100) is None
+    )  # W in a 1 TiB host, streamed to a 16 GB GPU
     assert "on the GPU" in sizing.skip(p, 1000, "cuda", v100)
-    assert sizing.skip(p, 1000, "cuda", {**v100, "device_bytes": 80 * 2**30}) is None  # dense fits an 80 GB GPU
-    assert "does not apply" in sizing.skip({**p, "relations": "sparse", "mode": "stnn-d"}, 1000, "cpu", ram)
+    assert (
+        sizing.skip(p, 1000, "cuda", {**v100, "device_bytes": 80 * 2**30}) is None
+    )  # dense fits an 80 GB GPU
+    assert "does not apply" in sizing.skip(
+        {**p, "relations": "sparse", "mode": "stnn-d"}, 1000, "cpu", ram
+    )
     # on CUDA the two staging buffers are pinned: the caching host allocator rounds each up to 2^k
     staging = 250 * dense["r"] * dense["n"] * 4  # chunk rows of W
     on_gpu = sizing.predict_bytes(offload, 1000, "cuda")["host"]["staging buffers"]
@@ -129,17 +149,31 @@ def test_the_quarter_degree_globe_fits_24_gb_with_bf16_state_only():
     is out: 19.6 GiB, terms that add up to the total. On a GPU the model and state are its."""
     p = params(grid="721x1440", months=399, relations="sparse", state="fp32")
     ram = {"host_bytes": int(23.5 * 2**30), "device_bytes": None}
-    exact, compact = sizing.predict_bytes(p, 1000), sizing.predict_bytes({**p, "state": "bf16"}, 1000)
+    exact, compact = (
+        sizing.predict_bytes(p, 1000),
+        sizing.predict_bytes({**p, "state": "bf16"}, 1000),
+    )
     rows, G = 387 * 934416, 2**30
     assert compact["n"] == 934416 and compact["t_train"] == 387
-    assert exact["device"]["Adam step counters"] == rows * 4 and exact["host"]["pair order (one pass)"] == rows * 4
-    assert compact["device"]["Adam second moment (bf16)"] == rows * 8 * 2 and "Adam step counters" not in compact["device"]
+    assert (
+        exact["device"]["Adam step counters"] == rows * 4
+        and exact["host"]["pair order (one pass)"] == rows * 4
+    )
+    assert (
+        compact["device"]["Adam second moment (bf16)"] == rows * 8 * 2
+        and "Adam step counters" not in compact["device"]
+    )
     assert "exceeds the 23.5 GiB RAM" in sizing.skip(p, 1000, "cpu", ram)
     assert sizing.skip({**p, "state": "bf16"}, 1000, "cpu", ram) is None
     total = compact["device_bytes"] + compact["host_bytes"]
-    assert total == sum(compact["device"].values()) + sum(compact["host"].values()) and 18 * G < total < 20 * G
+    assert (
+        total == sum(compact["device"].values()) + sum(compact["host"].values())
+        and 18 * G < total < 20 * G
+    )
     on_gpu = sizing.predict_bytes(p, 1000, "cuda")
-    assert "ocean series" in on_gpu["host"] and 22 * G < on_gpu["device_bytes"] < 24 * G  # fp32 state on one H100
+    assert (
+        "ocean series" in on_gpu["host"] and 22 * G < on_gpu["device_bytes"] < 24 * G
+    )  # fp32 state on one H100
     assert sizing.skip(p, 1000, "cuda", {"host_bytes": 128 * G, "device_bytes": 80 * 10**9}) is None
 
 
@@ -148,19 +182,29 @@ def test_state_auto_is_exact_where_it_fits_and_bf16_where_only_that_fits():
     GPU and on any smaller grid it is torch's exact fp32 Adam. The parent's skip agrees."""
     globe, G = params(grid="721x1440", months=399, relations="sparse", state="auto"), 2**30
     assert sizing.resolve_state(globe, "cpu", 23.5 * G) == "bf16"
-    assert sizing.skip(globe, 1000, "cpu", {"host_bytes": int(23.5 * G), "device_bytes": None}) is None
+    assert (
+        sizing.skip(globe, 1000, "cpu", {"host_bytes": int(23.5 * G), "device_bytes": None}) is None
+    )
     assert sizing.resolve_state(globe, "cpu", 64 * G) == "fp32"
     assert sizing.resolve_state(globe, "cuda:0", 23.5 * G) == "fp32"
     assert sizing.resolve_state(params(state="auto"), "cpu", 23.5 * G) == "fp32"
     assert sizing.resolve_state({**globe, "state": "fp32"}, "cpu", 23.5 * G) == "fp32"
-    ran = sizing.resolve_state(globe, "cpu", psutil.virtual_memory().total)  # the row's prediction is of what runs
-    assert sizing.predict_bytes(globe, 1000)["device"] == sizing.predict_bytes({**globe, "state": ran}, 1000)["device"]
+    ran = sizing.resolve_state(
+        globe, "cpu", psutil.virtual_memory().total
+    )  # the row's prediction is of what runs
+    assert (
+        sizing.predict_bytes(globe, 1000)["device"]
+        == sizing.predict_bytes({**globe, "state": ran}, 1000)["device"]
+    )
 
 
 def test_each_state_is_a_cell_of_its_own():
-    auto, bf16 = (identify(RunSpec("stnn", "cpu", "single", 1000, 1,
-                                   params=(("grid", "30x84"), ("state", state))))
-                  for state in ("auto", "bf16"))
+    auto, bf16 = (
+        identify(
+            RunSpec("stnn", "cpu", "single", 1000, 1, params=(("grid", "30x84"), ("state", state)))
+        )
+        for state in ("auto", "bf16")
+    )
     assert auto.run_id != bf16.run_id
 
 
@@ -186,7 +230,9 @@ for batch in task.data.batch_sampler(1000, 0, 0):
 
 def test_sparse_stnn_r_step_on_a_grid_dense_w_cannot_hold():
     budget = 2 * 2**30
-    proc = subprocess.run([sys.executable, "-c", _BUDGET_SCRIPT], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", _BUDGET_SCRIPT], capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     n, learned, peak = proc.stdout.split()
     dense_w = 2 * int(n) ** 2 * 4

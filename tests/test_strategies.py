@@ -18,8 +18,15 @@ STRATEGIES = ("ddp", "zero1", "fsdp")
 
 def run_study(tmp_path, workload: str, sets: tuple[str, ...], epochs: int = 2) -> tuple[dict, dict]:
     env = envinfo.collect()
-    request = Request(workload, strategies=STRATEGIES, nprocs=(2,), epochs=(epochs,), smoke=True, out=tmp_path,
-                      sets=sets)
+    request = Request(
+        workload,
+        strategies=STRATEGIES,
+        nprocs=(2,),
+        epochs=(epochs,),
+        smoke=True,
+        out=tmp_path,
+        sets=sets,
+    )
     plan = plan_new(request, env)
     rows = {r["strategy"]: r for r in study.run_study(plan, env, timeout=600)}
     with open(plan.folder / "epochs.csv") as f:
@@ -30,18 +37,29 @@ def run_study(tmp_path, workload: str, sets: tuple[str, ...], epochs: int = 2) -
 
 
 def test_ddp_zero1_and_fsdp_train_the_same_curve_and_shard_what_they_promise(tmp_path):
-    rows, curves = run_study(tmp_path, "dcrnn-pems", ("steps=1200", "max_steps=5", "max_eval_batches=2"))
-    assert all(r["status"] == "ok" for r in rows.values()), {s: r["reason"] for s, r in rows.items()}
+    rows, curves = run_study(
+        tmp_path, "dcrnn-pems", ("steps=1200", "max_steps=5", "max_eval_batches=2")
+    )
+    assert all(r["status"] == "ok" for r in rows.values()), {
+        s: r["reason"] for s, r in rows.items()
+    }
     for strategy in ("zero1", "fsdp"):
-        assert curves[strategy] == pytest.approx(curves["ddp"], rel=1e-4), strategy  # 2 ranks, one seed
+        assert curves[strategy] == pytest.approx(curves["ddp"], rel=1e-4), (
+            strategy
+        )  # 2 ranks, one seed
     ddp, zero1, fsdp = rows["ddp"], rows["zero1"], rows["fsdp"]
     # per rank (the max over the two): zero1 and fsdp hold about half of ddp's optimizer state
     for sharded in (zero1, fsdp):
         assert 0.4 < sharded["optim_state_mb"] / ddp["optim_state_mb"] < 0.65
     assert zero1["param_mb"] == ddp["param_mb"]  # zero1 keeps every parameter
-    assert 0.45 < fsdp["param_mb"] / ddp["param_mb"] < 0.6 and 0.45 < fsdp["grad_mb"] / ddp["grad_mb"] < 0.6
-    assert all(r["activation_peak_mb"] > 0 and r["activation_source"] == "profiler memory events"
-               for r in rows.values())
+    assert (
+        0.45 < fsdp["param_mb"] / ddp["param_mb"] < 0.6
+        and 0.45 < fsdp["grad_mb"] / ddp["grad_mb"] < 0.6
+    )
+    assert all(
+        r["activation_peak_mb"] > 0 and r["activation_source"] == "profiler memory events"
+        for r in rows.values()
+    )
 
 
 def test_zero1_shards_by_whole_tensors(tmp_path):
@@ -62,12 +80,19 @@ def _gradients(workload: str, **overrides) -> dict:
     return {name: p.grad.clone() for name, p in module.named_parameters() if p.grad is not None}
 
 
-@pytest.mark.parametrize("workload,overrides,exact", [
-    ("cnn-strain", dict(n_samples=256), True),
-    ("dcrnn-pems", dict(steps=600), True),
-    ("dcrnn-pems", dict(steps=600, model="tiny"), True),
-    ("lstm-era5", {}, False),  # steps run one by one: the same recurrence, summed in another order
-])
+@pytest.mark.parametrize(
+    "workload,overrides,exact",
+    [
+        ("cnn-strain", dict(n_samples=256), True),
+        ("dcrnn-pems", dict(steps=600), True),
+        ("dcrnn-pems", dict(steps=600, model="tiny"), True),
+        (
+            "lstm-era5",
+            {},
+            False,
+        ),  # steps run one by one: the same recurrence, summed in another order
+    ],
+)
 def test_checkpointing_gives_the_same_gradients(workload, overrides, exact):
     reference = _gradients(workload, checkpoint="none", **overrides)
     assert reference and all(g.abs().sum() > 0 for g in reference.values())
@@ -83,10 +108,21 @@ def test_checkpointing_gives_the_same_gradients(workload, overrides, exact):
 
 def test_checkpointing_lowers_the_measured_activation_peak(tmp_path):
     env = envinfo.collect()
-    request = Request("dcrnn-pems", preset="pgt-i", batch_sizes=(32,), epochs=(1,), out=tmp_path,
-                      sets=("checkpoint=none,full", "steps=1500", "max_steps=2", "max_eval_batches=1"))
-    rows = {json.loads(r["params"])["checkpoint"]: r for r in study.run_study(plan_new(request, env), env)}
-    assert rows["none"]["x.checkpoint_segments"] == 0 and rows["full"]["x.checkpoint_segments"] == 12
+    request = Request(
+        "dcrnn-pems",
+        preset="pgt-i",
+        batch_sizes=(32,),
+        epochs=(1,),
+        out=tmp_path,
+        sets=("checkpoint=none,full", "steps=1500", "max_steps=2", "max_eval_batches=1"),
+    )
+    rows = {
+        json.loads(r["params"])["checkpoint"]: r
+        for r in study.run_study(plan_new(request, env), env)
+    }
+    assert (
+        rows["none"]["x.checkpoint_segments"] == 0 and rows["full"]["x.checkpoint_segments"] == 12
+    )
     assert rows["full"]["activation_peak_mb"] < 0.8 * rows["none"]["activation_peak_mb"]
 
 
@@ -94,8 +130,16 @@ def test_fsdp_evaluates_uneven_validation_shards_without_hanging(tmp_path):
     """257 validation samples over 2 ranks at batch 128: rank 0 has 2 batches, rank 1 has 1.
     Every fsdp forward all-gathers, so rank 1 must run a matching (uncounted) forward."""
     env = envinfo.collect()
-    request = Request("cnn-strain", strategies=("fsdp",), nprocs=(2,), epochs=(1,), batch_sizes=(128,), smoke=True,
-                      out=tmp_path, sets=("n_samples=1028", "max_steps=2"))
+    request = Request(
+        "cnn-strain",
+        strategies=("fsdp",),
+        nprocs=(2,),
+        epochs=(1,),
+        batch_sizes=(128,),
+        smoke=True,
+        out=tmp_path,
+        sets=("n_samples=1028", "max_steps=2"),
+    )
     (row,) = study.run_study(plan_new(request, env), env, timeout=120)
     assert row["status"] == "ok", row["reason"]
 
@@ -116,7 +160,9 @@ def test_zero1_marks_where_its_local_step_ends_so_the_broadcast_counts_as_sync()
         model(torch.ones(3, 4)).sum().backward()
         assert probe.take_broadcast() is None
         optimizer.step()
-        assert probe.take_broadcast() is not None and probe.take_broadcast() is None  # once per step
+        assert (
+            probe.take_broadcast() is not None and probe.take_broadcast() is None
+        )  # once per step
     finally:
         dist.destroy_process_group()
 
@@ -131,4 +177,6 @@ def test_the_flop_count_leaves_sparse_products_out():
     x = torch.randn(50, 8)
     with_graph = warm_up(lambda b: layer(torch.mm(support, b)).sum(), layer, [x], 50, True)
     without = warm_up(lambda b: layer(b).sum(), layer, [x], 50, True)
-    assert with_graph == without == pytest.approx(2 * 8 * 4 * 2)  # forward and the weight gradient (x needs none)
+    assert (
+        with_graph == without == pytest.approx(2 * 8 * 4 * 2)
+    )  # forward and the weight gradient (x needs none)

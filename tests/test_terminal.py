@@ -18,7 +18,9 @@ def narrow(*args, columns: int | None = 80, cwd=None) -> str:
     if columns:
         env["COLUMNS"] = str(columns)
     exe = shutil.which("stbench") or str(Path(sys.executable).parent / "stbench")
-    proc = subprocess.run([exe, *map(str, args)], capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
+    proc = subprocess.run(
+        [exe, *map(str, args)], capture_output=True, text=True, env=env, cwd=cwd, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return proc.stdout + proc.stderr
 
@@ -39,22 +41,51 @@ def test_run_summary_fits_80_columns(tmp_path):
 
 
 def test_a_narrower_terminal_drops_whole_columns(tmp_path):
-    text = narrow("run", "cnn-strain", "--smoke", "--epochs", "1", "--batch-size", "16", "32", "--set",
-                  "lr_warmup_steps=0,1", "--out", tmp_path, columns=50)
-    fits(text.split("cpu single batch")[0], 50)  # the table and the note (progress lines name the cell)
+    text = narrow(
+        "run",
+        "cnn-strain",
+        "--smoke",
+        "--epochs",
+        "1",
+        "--batch-size",
+        "16",
+        "32",
+        "--set",
+        "lr_warmup_steps=0,1",
+        "--out",
+        tmp_path,
+        columns=50,
+    )
+    fits(
+        text.split("cpu single batch")[0], 50
+    )  # the table and the note (progress lines name the cell)
     assert "not shown:" in text and "strategy single" in text
     header = next(line for line in text.splitlines() if "device" in line and "status" in line)
-    assert "batch" in header and "lr_warmup_steps" in header  # what tells the cells apart is kept first
+    assert (
+        "batch" in header and "lr_warmup_steps" in header
+    )  # what tells the cells apart is kept first
 
 
-@pytest.mark.parametrize("args", [("list",), ("list", "cnn-strain"), ("list", "dcrnn-pems"), ("list", "lstm-era5"),
-                                  ("list", "stnn")])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("list",),
+        ("list", "cnn-strain"),
+        ("list", "dcrnn-pems"),
+        ("list", "lstm-era5"),
+        ("list", "stnn"),
+    ],
+)
 def test_list_fits_80_columns(args):
     text = narrow(*args)
     fits(text, 80)
     if args == ("list",):
-        names = [line.split()[0] for line in text.strip().splitlines()[:-1]]  # one line each, then a hint
-        assert {"cnn-strain", "dcrnn-pems", "lstm-era5", "stnn"} <= set(names) and len(names) == len(set(names))
+        names = [
+            line.split()[0] for line in text.strip().splitlines()[:-1]
+        ]  # one line each, then a hint
+        assert {"cnn-strain", "dcrnn-pems", "lstm-era5", "stnn"} <= set(names) and len(
+            names
+        ) == len(set(names))
     else:
         assert "preset smoke:" in text and "max_steps" in text
 
@@ -69,15 +100,32 @@ def test_compare_shows_time_to_target_where_a_run_reached_it():
     """A throughput study whose runs never reached the target keeps its column of 0/2 for --full."""
     reached = narrow("compare", "results/reference/ref-cpu2-cnn-strain-ttt", cwd=ROOT)
     missed = narrow("compare", "results/reference/ref-cpu2-cnn-strain-precision-compile", cwd=ROOT)
-    full = narrow("compare", "results/reference/ref-cpu2-cnn-strain-precision-compile", "--full", cwd=ROOT)
+    full = narrow(
+        "compare", "results/reference/ref-cpu2-cnn-strain-precision-compile", "--full", cwd=ROOT
+    )
     assert "### time to target" in reached and "3/3" in reached
     assert "### time to target" not in missed and "0/2" in full
 
 
 def test_progress_into_a_log_is_one_line_per_finished_cell(tmp_path):
     """A Slurm or nohup log gets no live bar: each finished cell is a line as it ends."""
-    text = narrow("run", "cnn-strain", "--smoke", "--epochs", "1", "--repeat", "2", "--out", tmp_path, columns=None)
+    text = narrow(
+        "run",
+        "cnn-strain",
+        "--smoke",
+        "--epochs",
+        "1",
+        "--repeat",
+        "2",
+        "--out",
+        tmp_path,
+        columns=None,
+    )
     lines = [line for line in text.splitlines() if line.startswith("[")]
     assert [line.split("]")[0] for line in lines] == ["[1/2", "[2/2"]
-    assert all(re.search(r"cpu single batch=\d+ epochs=1 repeat=\d: ok in \d+\.\d s \(0:\d\d so far\)", line)
-               for line in lines), lines
+    assert all(
+        re.search(
+            r"cpu single batch=\d+ epochs=1 repeat=\d: ok in \d+\.\d s \(0:\d\d so far\)", line
+        )
+        for line in lines
+    ), lines

@@ -13,7 +13,9 @@ def test_phases_add_up_to_the_wall_time_of_the_steps_with_a_slow_step_hook():
     params = preset_params("cnn-strain", n_samples=1024, warmup_steps=0)
     spec = RunSpec("cnn-strain", "cpu", "single", 64, 2, params=tuple(sorted(params.items())))
     delay, steps = 0.03, 2 * (768 // 64)
-    result = train(make_task(params, BuildContext()), spec, step_hook=lambda step: time.sleep(delay))
+    result = train(
+        make_task(params, BuildContext()), spec, step_hook=lambda step: time.sleep(delay)
+    )
     f = result.figures
     assert result.status == "ok" and sum(e.steps for e in result.epochs) == steps
     # the hook's time is inside the steps' phases, not in a gap between two steps
@@ -53,12 +55,17 @@ def test_a_profiled_runs_device_peak_is_the_most_of_its_steps_not_the_last_ones(
             self.peaks.pop(0)
 
     prof = StepProfiler(tmp_path, Accelerator("cpu"), warmup=1, active=2)
-    prof.accel, prof.cuda = Allocator([5.0, 9.0, 3.0, 4.0]), True  # 4.0: the evaluation after the last step
+    prof.accel, prof.cuda = (
+        Allocator([5.0, 9.0, 3.0, 4.0]),
+        True,
+    )  # 4.0: the evaluation after the last step
     for step in (1, 2, 3):
         prof.hook(step)
     prof.finish()
     assert prof.accel.calls == ["peak", "reset"] * 3  # each step's own peak
     with open(tmp_path / "memory.csv") as f:
         assert [float(r["cuda_max_allocated_mb"]) for r in csv.DictReader(f)] == [5.0, 9.0, 3.0]
-    assert prof.peak_mb(4.0) == 9.0 and prof.peak_mb(12.0) == 12.0  # not 4.0, the last reading alone
+    assert (
+        prof.peak_mb(4.0) == 9.0 and prof.peak_mb(12.0) == 12.0
+    )  # not 4.0, the last reading alone
     assert prof.peak_mb(None) is None  # CPU: no device allocator

@@ -17,32 +17,59 @@ from stbench.runner.tune import gain
 from stbench.store.files import read_runs
 from tests.helpers import stbench
 
-HOST = HostOffer(physical=4, logical=8, torch_threads=8, allocators=("jemalloc",),
-                 binding={"none": None, "cores": None, "numa": "numactl is not installed"})
+HOST = HostOffer(
+    physical=4,
+    logical=8,
+    torch_threads=8,
+    allocators=("jemalloc",),
+    binding={"none": None, "cores": None, "numa": "numactl is not installed"},
+)
 
 
 def test_levers_in_their_order_with_what_this_machine_offers():
-    assert levers.NAMES == ("threads", "interop_threads", "bind", "precision", "compile",
-                            "allocator", "workers", BATCH)
-    assert levers.baseline(HOST, 75) == {"threads": 8, "interop_threads": 0, "bind": "none",
-                                         "precision": "default", "compile": "none",
-                                         "allocator": "system", "workers": 0, BATCH: 75}
+    assert levers.NAMES == (
+        "threads",
+        "interop_threads",
+        "bind",
+        "precision",
+        "compile",
+        "allocator",
+        "workers",
+        BATCH,
+    )
+    assert levers.baseline(HOST, 75) == {
+        "threads": 8,
+        "interop_threads": 0,
+        "bind": "none",
+        "precision": "default",
+        "compile": "none",
+        "allocator": "system",
+        "workers": 0,
+        BATCH: 75,
+    }
     assert levers.tried(levers.get("threads"), HOST, 75, 8) == (8, 4, 2, 1)  # logical, physical
     allocators = levers.tried(levers.get("allocator"), HOST, 75, "system")
     assert allocators == ("system", "keep", "jemalloc")
     assert levers.tried(levers.get(BATCH), HOST, 75, 75) == (75, 37, 150)
     assert levers.tried(levers.get("bind"), HOST, 75, "none") == ("none", "cores")
-    assert levers.get("bind").missing(HOST) == (
-        "bind=numa: numactl is not installed", )
+    assert levers.get("bind").missing(HOST) == ("bind=numa: numactl is not installed",)
     assert levers.get("allocator").missing(HOST) == (
-        "allocator=tcmalloc: not installed (e.g. apt install libtcmalloc-minimal4)",)
+        "allocator=tcmalloc: not installed (e.g. apt install libtcmalloc-minimal4)",
+    )
 
 
 def _row(value, repeat, sps, val=0.5, ttt="", lever="threads", status="ok"):
     params = {"threads": 2, lever: value} if lever != BATCH else {"threads": 2}
-    return {"params": json.dumps(params), "batch_size": str(value if lever == BATCH else 64),
-            "repeat": str(repeat), "status": status, "reason": "" if status == "ok" else "boom",
-            SPS: str(sps), QUALITY: str(val), TTT: str(ttt)}
+    return {
+        "params": json.dumps(params),
+        "batch_size": str(value if lever == BATCH else 64),
+        "repeat": str(repeat),
+        "status": status,
+        "reason": "" if status == "ok" else "boom",
+        SPS: str(sps),
+        QUALITY: str(val),
+        TTT: str(ttt),
+    }
 
 
 def test_paired_ratios_round_by_round():
@@ -98,8 +125,14 @@ def test_each_step_is_a_normal_study_and_the_best_is_reproduced_by_run_options()
     spec = TuneSpec("stnn", sets=("grid=60x168", "relations=sparse", "threads=1"), cell_s=8)
     config = {**levers.baseline(HOST, 1000), "threads": 1, "precision": "bf16"}
     req = request(spec, config, "allocator", ("system", "keep"))
-    assert req.sets[:6] == ("grid=60x168", "relations=sparse", "threads=1", "time_budget=8",
-                            "eval_every_s=2", "max_eval_samples=1024")
+    assert req.sets[:6] == (
+        "grid=60x168",
+        "relations=sparse",
+        "threads=1",
+        "time_budget=8",
+        "eval_every_s=2",
+        "max_eval_samples=1024",
+    )
     assert "allocator=system,keep" in req.sets and "precision=bf16" in req.sets
     assert sum(s.startswith("threads=") for s in req.sets) == 1  # the user's, once
     assert req.batch_sizes == (1000,) and req.epochs == (1,) and req.repeat == 3
@@ -107,7 +140,8 @@ def test_each_step_is_a_normal_study_and_the_best_is_reproduced_by_run_options()
     assert reproduce(spec, config) == (
         "stbench run stnn --device cpu --batch-size 1000 --set grid=60x168 --set relations=sparse "
         "--set threads=1 --set interop_threads=0 --set bind=none --set precision=bf16 "
-        "--set compile=none --set allocator=system --set workers=0")
+        "--set compile=none --set allocator=system --set workers=0"
+    )
     with pytest.raises(StbenchError, match="at least 2 rounds"):
         TuneSpec("stnn", repeats=1).check()
     with pytest.raises(StbenchError, match="a tune fixes one value per parameter"):
@@ -119,45 +153,98 @@ def test_the_gain_over_torchs_defaults_and_the_finding_sentences():
 
     def row(config, r, sps, val):
         params = {k: v for k, v in config.items() if k != BATCH}
-        return {"params": json.dumps(params), "batch_size": "64", "repeat": str(r),
-                "status": "ok", SPS: str(sps), QUALITY: str(val), TTT: "", "contended": "False"}
+        return {
+            "params": json.dumps(params),
+            "batch_size": "64",
+            "repeat": str(r),
+            "status": "ok",
+            SPS: str(sps),
+            QUALITY: str(val),
+            TTT: "",
+            "contended": "False",
+        }
 
-    rows = [row(c, r, s, v) for r in range(3)
-            for c, s, v in ((start, 100 + r, 0.5), (best, 200, 0.45))]
+    rows = [
+        row(c, r, s, v) for r in range(3) for c, s, v in ((start, 100 + r, 0.5), (best, 200, 0.45))
+    ]
     g = gain(rows, start, best)
     mean_log = sum(math.log(200 / (100 + r)) for r in range(3)) / 3
     assert g[SPS]["ratio"] == pytest.approx(math.exp(mean_log))
     assert g[SPS]["baseline"] == 101 and g[SPS]["best"] == 200 and TTT not in g
     assert g["quality"] == {"base": 0.5, "best": 0.45} and g["contended"] == "0 of 6"
-    state = {"spec": {"workload": "cnn-strain", "cell_s": 8, "repeats": 3}, "host": {"physical": 4},
-             "steps": [{"index": 1, "lever": "threads", "reference": 8, "kept": 1,
-                        "measure": SPS, "contended": "0 of 6", "missing": [],
-                        "verdicts": [
-                            {"value": 8, "ratio": 1.0, "low": None, "high": None, "note": ""},
-                            {"value": 1, "ratio": 1.98, "low": 1.9, "high": 2.1, "note": ""}]}],
-             "result": {"best": best, "baseline": start, "gain": g,
-                        "command": "stbench run cnn-strain ...", "confirm_folder": "09-confirm"}}
+    state = {
+        "spec": {"workload": "cnn-strain", "cell_s": 8, "repeats": 3},
+        "host": {"physical": 4},
+        "steps": [
+            {
+                "index": 1,
+                "lever": "threads",
+                "reference": 8,
+                "kept": 1,
+                "measure": SPS,
+                "contended": "0 of 6",
+                "missing": [],
+                "verdicts": [
+                    {"value": 8, "ratio": 1.0, "low": None, "high": None, "note": ""},
+                    {"value": 1, "ratio": 1.98, "low": 1.9, "high": 2.1, "note": ""},
+                ],
+            }
+        ],
+        "result": {
+            "best": best,
+            "baseline": start,
+            "gain": g,
+            "command": "stbench run cnn-strain ...",
+            "confirm_folder": "09-confirm",
+        },
+    }
     text = finding(state)
-    assert text.startswith("cnn-strain on this CPU (4 physical cores, 8 s of training per cell, 3 "
-                           "rounds per step): the best configuration found changes threads=1 "
-                           "(torch's default: 8). In the confirming step (3 rounds side by side) "
-                           "it was significantly faster than torch's defaults: 1.98x, 95% interval")
+    assert text.startswith(
+        "cnn-strain on this CPU (4 physical cores, 8 s of training per cell, 3 "
+        "rounds per step): the best configuration found changes threads=1 "
+        "(torch's default: 8). In the confirming step (3 rounds side by side) "
+        "it was significantly faster than torch's defaults: 1.98x, 95% interval"
+    )
     assert "their samples/s (200 vs 101); validation metric 0.45 vs 0.5." in text
     assert "  threads 8 -> 1 kept [samples/s: threads=1: 1.98x, 95% interval 1.90-2.10x]" in text
     assert "Reproduce: stbench run cnn-strain ..." in text
 
 
 def test_a_tune_stops_at_its_budget_and_resume_continues_it(tmp_path):
-    fixed = ["--set", "interop_threads=0", "--set", "bind=none", "--set", "precision=default",
-             "--set", "compile=none", "--set", "allocator=keep", "--set", "workers=0"]
-    args = ["tune", "cnn-strain", "--smoke", *fixed, "--cell-seconds", "0.5", "--repeat", "2",
-            "--out", tmp_path]
+    fixed = [
+        "--set",
+        "interop_threads=0",
+        "--set",
+        "bind=none",
+        "--set",
+        "precision=default",
+        "--set",
+        "compile=none",
+        "--set",
+        "allocator=keep",
+        "--set",
+        "workers=0",
+    ]
+    args = [
+        "tune",
+        "cnn-strain",
+        "--smoke",
+        *fixed,
+        "--cell-seconds",
+        "0.5",
+        "--repeat",
+        "2",
+        "--out",
+        tmp_path,
+    ]
     first = stbench(*args, "--budget", "60", timeout=600)  # less than one step and the confirming
     assert first.returncode == 0, first.stderr[-2000:]
     (root,) = tmp_path.iterdir()
     state = json.loads((root / "tune.json").read_text())
-    assert [s["note"] for s in state["steps"]][:2] == ["not searched: the budget was spent",
-                                                      "fixed by --set interop_threads=0"]
+    assert [s["note"] for s in state["steps"]][:2] == [
+        "not searched: the budget was spent",
+        "fixed by --set interop_threads=0",
+    ]
     assert "Not every lever was searched: the budget of 60 s" in first.stdout
     again = stbench("tune", "--resume", root, "--budget", "3000", timeout=1200)
     assert again.returncode == 0, again.stderr[-2000:]

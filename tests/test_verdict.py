@@ -30,8 +30,9 @@ Root Cause (first observed failure):
 OK = CellResult("ok", figures=Figures(wall_s=1.5))
 
 
-def beat(rank, phase="a step's forward and backward", steps=3, done=False, familiar=True,
-         slowest=0.1):
+def beat(
+    rank, phase="a step's forward and backward", steps=3, done=False, familiar=True, slowest=0.1
+):
     return Beat(rank, rank, 100 + rank, "vm", phase, steps, steps + 7, slowest, done, familiar)
 
 
@@ -45,7 +46,7 @@ def test_torchruns_and_sruns_words_are_read():
     assert verdict.how(-9, rank=False) == "killed by signal 9 (SIGKILL)"
     assert "SIGKILL" in verdict.how(137)
     assert verdict.fatal_line(SUMMARY) == "terminate called without an active exception"
-    agents = SUMMARY[SUMMARY.index("W1126"):]  # torchrun's own lines: never a rank's last words
+    agents = SUMMARY[SUMMARY.index("W1126") :]  # torchrun's own lines: never a rank's last words
     assert verdict.last_words("RuntimeError: boom\n" + agents) == "RuntimeError: boom"
 
 
@@ -53,9 +54,11 @@ def test_a_rank_that_aborts_after_its_world_ended_keeps_the_figures_and_says_so(
     beats = {0: beat(0, "left the world", done=True), 1: beat(1, "left the world", done=True)}
     r = verdict.judge(WORLD, (1, 1, "agent"), SUMMARY, {0: OK}, beats)
     assert (r.status, r.figures.wall_s) == ("failed", 1.5)
-    assert r.reason == ("rank 1 (node 1) killed by signal 6 (SIGABRT) after it left the world, "
-                        "its training over; its last words: terminate called without an active "
-                        "exception (rank 0's figures kept)")
+    assert r.reason == (
+        "rank 1 (node 1) killed by signal 6 (SIGABRT) after it left the world, "
+        "its training over; its last words: terminate called without an active "
+        "exception (rank 0's figures kept)"
+    )
 
 
 def test_the_rank_that_died_is_named_before_the_one_that_saw_its_peer_go():
@@ -63,14 +66,18 @@ def test_the_rank_that_died_is_named_before_the_one_that_saw_its_peer_go():
     log = log.replace("terminate called", "x").replace("Fatal Python error: Aborted", "")
     lost = CellResult("failed", "RuntimeError: [pair.cc:553] Connection closed by peer [::1]:1")
     r = verdict.judge(WORLD, (0, 1, "agent"), log, {0: lost}, {0: beat(0), 1: beat(1)})
-    assert r == CellResult("failed", "rank 1 (node 1) exited with code 1 in a step's forward and "
-                                     "backward, after 3 steps")
+    assert r == CellResult(
+        "failed",
+        "rank 1 (node 1) exited with code 1 in a step's forward and backward, after 3 steps",
+    )
 
 
 def test_a_lost_node_a_failing_rank_and_a_clean_world():
     r = verdict.judge(WORLD, (1, -9, "agent"), "", {}, {1: beat(1)})
-    assert r.reason == ("node 1 lost: its torchrun agent was killed by signal 9 (SIGKILL) (rank 1 "
-                        "in a step's forward and backward, after 3 steps)")
+    assert r.reason == (
+        "node 1 lost: its torchrun agent was killed by signal 9 (SIGKILL) (rank 1 "
+        "in a step's forward and backward, after 3 steps)"
+    )
     oom = CellResult("oom", "OutOfMemoryError: CUDA out of memory")
     r = verdict.judge(WORLD, (1, 1, "agent"), SUMMARY.replace("-6", "1"), {1: oom}, {})
     assert r == CellResult("oom", "rank 1 (node 1): OutOfMemoryError: CUDA out of memory")
@@ -80,20 +87,25 @@ def test_a_lost_node_a_failing_rank_and_a_clean_world():
     single = RunSpec("faulty", "cpu", "single", 16, 1)
     assert verdict.judge(single, (0, -9, "cell"), "x\n", {}, {0: beat(0)}).reason == (
         "killed by signal 9 (SIGKILL: the kernel's OOM killer sends this) in a step's forward and "
-        "backward, after 3 steps; last log line: x")
+        "backward, after 3 steps; last log line: x"
+    )
 
 
 def test_a_stalled_world_names_where_each_rank_stopped():
     r = verdict.hung(WORLD, 31.0, 30.0, None, {0: beat(0), 1: beat(1, "a step's data")})
     assert r.status == "hung"
-    assert r.reason == ("no progress for 31 s (limit 30 s: 10 x the slowest step (0.1 s), at least "
-                        "30 s in phases the ranks were in before); killed; rank 0 (node 0) in a "
-                        "step's forward and backward, after 3 steps; rank 1 (node 1) in a step's "
-                        "data, after 3 steps")
+    assert r.reason == (
+        "no progress for 31 s (limit 30 s: 10 x the slowest step (0.1 s), at least "
+        "30 s in phases the ranks were in before); killed; rank 0 (node 0) in a "
+        "step's forward and backward, after 3 steps; rank 1 (node 1) in a step's "
+        "data, after 3 steps"
+    )
     joining = {0: beat(0, "joining the world", 0, familiar=False)}
     alone = verdict.hung(WORLD, 301.0, 300.0, 300.0, joining)
-    assert alone.reason.endswith("rank 0 (node 0) in joining the world, after 0 steps; rank 1 "
-                                 "(node 1) never reported: it never started or joined")
+    assert alone.reason.endswith(
+        "rank 0 (node 0) in joining the world, after 0 steps; rank 1 "
+        "(node 1) never reported: it never started or joined"
+    )
     assert "(limit 300 s: --stall-limit 300 s)" in alone.reason
 
 

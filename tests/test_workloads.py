@@ -35,8 +35,13 @@ def test_parameters_and_presets_are_well_formed(name):
 @pytest.mark.parametrize("name", NAMES)
 def test_one_step_in_its_own_process_writes_a_complete_row(name, tmp_path):
     env = envinfo.collect()
-    request = Request(name, smoke=True, epochs=(1,), out=tmp_path,
-                      sets=("max_steps=1", "max_eval_batches=1", "warmup_steps=0"))
+    request = Request(
+        name,
+        smoke=True,
+        epochs=(1,),
+        out=tmp_path,
+        sets=("max_steps=1", "max_eval_batches=1", "warmup_steps=0"),
+    )
     plan = plan_new(request, env)
     (row,) = study.run_study(plan, env, timeout=300)
     assert row["status"] == "ok", row["reason"]
@@ -45,7 +50,7 @@ def test_one_step_in_its_own_process_writes_a_complete_row(name, tmp_path):
     with open(plan.folder / "runs.csv") as f:
         header = next(csv.reader(f))
     assert header[: len(RUN_COLUMNS)] == RUN_COLUMNS
-    assert all(c.startswith(EXTRA_PREFIX) for c in header[len(RUN_COLUMNS):])
+    assert all(c.startswith(EXTRA_PREFIX) for c in header[len(RUN_COLUMNS) :])
     with open(plan.folder / "epochs.csv") as f:
         epochs = list(csv.DictReader(f))
     assert [e["run_id"] for e in epochs] == [row["run_id"]] and list(epochs[0]) == EPOCH_COLUMNS

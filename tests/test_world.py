@@ -49,8 +49,8 @@ def _recording_all_reduce(log: list, now: dict):
 def _rank(rank: int, folder: str, knobs: dict) -> None:
     import torch
     import torch.distributed as dist
-
     from fault_workload import build
+
     from stbench.child.trainer import LoopConfig, Trainer
     from stbench.contract import BuildContext
 
@@ -60,9 +60,13 @@ def _rank(rank: int, folder: str, knobs: dict) -> None:
     dist.all_reduce = _recording_all_reduce(log, now)
     task = build({"fault": "none"}, BuildContext(0, rank, 2))
     cfg = LoopConfig(16, 1, TrainerParams(**knobs), strategy="ddp")
-    result = Trainer(task, cfg, torch.device("cpu"), rank, 2, step_hook=lambda s: now.update(step=s)).run()
+    result = Trainer(
+        task, cfg, torch.device("cpu"), rank, 2, step_hook=lambda s: now.update(step=s)
+    ).run()
     dist.destroy_process_group()
-    Path(folder, f"rank{rank}.json").write_text(json.dumps({"result": result.to_json(), "log": log}))
+    Path(folder, f"rank{rank}.json").write_text(
+        json.dumps({"result": result.to_json(), "log": log})
+    )
 
 
 def gloo_world(folder: Path, **knobs) -> list[dict]:
@@ -82,7 +86,9 @@ def gloo_world(folder: Path, **knobs) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def budget_world(tmp_path_factory):
-    return gloo_world(tmp_path_factory.mktemp("world"), time_budget=BUDGET, warmup_steps=2, max_eval_batches=1)
+    return gloo_world(
+        tmp_path_factory.mktemp("world"), time_budget=BUDGET, warmup_steps=2, max_eval_batches=1
+    )
 
 
 def test_a_world_under_a_time_budget_stops_together_without_a_host_read_per_step(budget_world):
@@ -97,7 +103,9 @@ def test_a_world_under_a_time_budget_stops_together_without_a_host_read_per_step
         assert launched == list(range(1, done + 1))  # one asynchronous vote after every step
         waits = [e for e in r["log"] if e[0] == "wait"]
         # each read is of a vote launched a step before (or, the last, at the run's end)
-        assert all(launched_at < read_at or read_at == done for _, launched_at, read_at in waits), waits
+        assert all(launched_at < read_at or read_at == done for _, launched_at, read_at in waits), (
+            waits
+        )
         assert len(waits) == done
         # blocking all-reduces only where an evaluation synchronises anyway, never per step
         blocking = {e[1] for e in r["log"] if e[0] == "blocking"}
@@ -115,18 +123,30 @@ def test_the_row_reports_every_phase_of_the_slowest_rank_and_keeps_each_ranks(bu
     from stbench.store.rows import STEP_PHASES
 
     ranks = budget_world[0]["result"].ranks
-    assert [r.rank for r in ranks] == [0, 1] and budget_world[1]["result"].ranks == ranks  # the same on both
+    assert [r.rank for r in ranks] == [0, 1] and budget_world[1][
+        "result"
+    ].ranks == ranks  # the same on both
     (slowest,) = [r for r in ranks if r.reported]
     assert slowest.train_s == max(r.train_s for r in ranks)
     for r in budget_world:
         figures = r["result"].figures
-        assert sum(getattr(figures, f"{p}_s") for p in STEP_PHASES) == pytest.approx(figures.train_s, rel=1e-9)
-        assert (figures.train_s, figures.sync_s, figures.eval_s) == (slowest.train_s, slowest.sync_s, slowest.eval_s)
+        assert sum(getattr(figures, f"{p}_s") for p in STEP_PHASES) == pytest.approx(
+            figures.train_s, rel=1e-9
+        )
+        assert (figures.train_s, figures.sync_s, figures.eval_s) == (
+            slowest.train_s,
+            slowest.sync_s,
+            slowest.eval_s,
+        )
         # DDP's own exposed communication is that rank's too: sync_s is held against its own rank's
         assert figures.ddp_exposed_comm_s == slowest.ddp_exposed_comm_s is not None
     for rank in ranks:  # each rank's phases sum to its own step time too
-        assert sum(getattr(rank, f"{p}_s") for p in STEP_PHASES) == pytest.approx(rank.train_s, rel=1e-9)
-        assert rank.steps == slowest.steps and rank.sync_s > 0  # DDP's gradient all-reduce waited for
+        assert sum(getattr(rank, f"{p}_s") for p in STEP_PHASES) == pytest.approx(
+            rank.train_s, rel=1e-9
+        )
+        assert (
+            rank.steps == slowest.steps and rank.sync_s > 0
+        )  # DDP's gradient all-reduce waited for
 
 
 def test_cpu_ranks_report_no_gpu_and_count_none(budget_world):
@@ -138,7 +158,9 @@ def test_ddps_sampled_iterations_are_warm_up(budget_world):
     from stbench.child.ddp import SAMPLED_ITERATIONS, warmup_steps
 
     # DDP's logger samples its first 10 iterations with a host sync: never timed as steady steps
-    assert {r["result"].figures.warmup_steps for r in budget_world} == {SAMPLED_ITERATIONS}  # 2 asked
+    assert {r["result"].figures.warmup_steps for r in budget_world} == {
+        SAMPLED_ITERATIONS
+    }  # 2 asked
     assert warmup_steps(2, None, under_ddp=True) == warmup_steps(2, 100, under_ddp=True) == 10
     assert warmup_steps(25, 100, under_ddp=True) == 25
     assert warmup_steps(2, 100, under_ddp=False) == 2  # one process, fsdp: what was asked

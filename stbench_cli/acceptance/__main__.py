@@ -94,12 +94,21 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("steps", nargs="*", help="only these steps (default: all of --list)")
     p.add_argument("--list", action="store_true", help="the steps, their caps and the total")
     p.add_argument("--out", type=Path, help="summary.md, state.json, run.log, results.tar.gz")
-    p.add_argument("--deadline", type=float, default=DEADLINE_S,
-                   help="seconds from the command's start to end by (x3 in a rehearsal)")
+    p.add_argument(
+        "--deadline",
+        type=float,
+        default=DEADLINE_S,
+        help="seconds from the command's start to end by (x3 in a rehearsal)",
+    )
     p.add_argument("--started-at", type=float, default=None, help="the start, as time.time()")
     extras = ", ".join(s.name for s in EXTRAS)
-    p.add_argument("--extra", action="append", default=[], metavar="NAME",
-                   help=f"add an optional step (once each): {extras}")
+    p.add_argument(
+        "--extra",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help=f"add an optional step (once each): {extras}",
+    )
     p.add_argument("--rehearsal", action="store_true", help="CUDA faked: the rehearsal's verdicts")
     p.add_argument("--cpu-reference", action="store_true", help="rewrite the carried CPU rows")
     return p.parse_args(argv)
@@ -116,8 +125,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     steps = select(args.steps, args.extra)
     if args.out is None:
-        refuse("--out OUT is needed (the folder for summary.md, state.json, run.log, "
-               "results.tar.gz)")
+        refuse(
+            "--out OUT is needed (the folder for summary.md, state.json, run.log, results.tar.gz)"
+        )
     return run(steps, args)
 
 
@@ -135,8 +145,9 @@ def run(steps: list, args: argparse.Namespace) -> int:
     work = Path(tempfile.mkdtemp(prefix="stbench-acceptance-"))
     started = args.started_at or time.time()
     deadline_at = started + args.deadline * slack
-    settings = engine.Settings(args.out.resolve(), work, deadline_at, args.rehearsal, slack,
-                               state.header["gpu"])
+    settings = engine.Settings(
+        args.out.resolve(), work, deadline_at, args.rehearsal, slack, state.header["gpu"]
+    )
     try:
         return engine.run(steps, settings, state, names)
     finally:

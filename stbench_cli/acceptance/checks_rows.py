@@ -113,8 +113,10 @@ def device_data(folder: Path, share: float = 0.02) -> Check:
 def judge_h2d(per_step_s: float, bare_copy_s: float, factor: float = 1.5) -> Check:
     """The h2d phase of a step cannot take less than a bare pinned copy of the same bytes
     (divided by `factor` for timer granularity): a shorter phase is an under-measurement."""
-    text = (f"h2d {1e6 * per_step_s:.1f} us/step against {1e6 * bare_copy_s:.1f} us for a bare "
-            "pinned copy")
+    text = (
+        f"h2d {1e6 * per_step_s:.1f} us/step against {1e6 * bare_copy_s:.1f} us for a bare "
+        "pinned copy"
+    )
     ok = per_step_s * factor >= bare_copy_s
     return verdict(
         "h2d-plausible", ok, text + ("" if ok else f" / {factor}: the phase is under-measured")

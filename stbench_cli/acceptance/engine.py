@@ -52,8 +52,10 @@ def run(steps: list[Step], s: Settings, state: State, names: list[str]) -> int:
         left, cap = s.deadline_at - time.time(), step.cap_s * s.slack
         if cap > left:
             for rest in todo[i:]:
-                why = (f"the deadline: {max(left, 0):.0f} s were left, {step.name} needs its cap "
-                       f"of {cap:.0f} s")
+                why = (
+                    f"the deadline: {max(left, 0):.0f} s were left, {step.name} needs its cap "
+                    f"of {cap:.0f} s"
+                )
                 state.records[rest.name] = StepRecord(rest.name, NOT_REACHED, why)
             say(f"== stopped before {step.name}: {state.records[step.name].detail}")
             break
@@ -87,8 +89,11 @@ def run_step(step: Step, limit: float, s: Settings, archive: Path) -> StepRecord
     offset = log.stat().st_size
     with execute.captured(log):
         env = dict(step.env)
-        code = (execute.program(step.command, limit, env) if step.command
-                else execute.stbench((*argv, "--out", str(folder)), limit, env))
+        code = (
+            execute.program(step.command, limit, env)
+            if step.command
+            else execute.stbench((*argv, "--out", str(folder)), limit, env)
+        )
     with open(log, "rb") as f:
         f.seek(offset)
         text = f.read().decode(errors="replace")
@@ -100,8 +105,9 @@ def run_step(step: Step, limit: float, s: Settings, archive: Path) -> StepRecord
     return StepRecord(step.name, verdict, detail, time.monotonic() - t0, tuple(checks), folders)
 
 
-def judge_step(code: int, text: str, folder: Path, limit: float,
-               rehearsed: bool) -> tuple[str, str]:
+def judge_step(
+    code: int, text: str, folder: Path, limit: float, rehearsed: bool
+) -> tuple[str, str]:
     """(PASS or FAIL, the figure or reason) of a step's command."""
     if rehearsed:
         passed, why = rehearsal.judge(code, text, folder)

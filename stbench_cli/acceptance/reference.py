@@ -11,14 +11,12 @@ here (a smoke preset changed: rewrite the file)."""
 from __future__ import annotations
 
 import json
-import os
 import platform
 import tempfile
 from pathlib import Path
 
 from ..runner.doctor import Check
 from ..store.files import read_runs
-from ..store.machine import cpu_model
 from .checks_rows import judge_agree
 from .verdicts import NothingToJudge, cuda_rows, rows_ok
 

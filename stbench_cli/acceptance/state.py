@@ -35,7 +35,7 @@ class StepRecord:
         return self.verdict == PASS and all(c.status in (PASS, UNTESTED) for c in self.checks)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "StepRecord":
+    def from_dict(cls, d: dict) -> StepRecord:
         checks = tuple(Check(**c) for c in d.get("checks", ()))
         return cls(
             d["step"],
@@ -59,7 +59,7 @@ class State:
         _replace(out / "state.json", json.dumps(data, indent=1, default=str) + "\n")
 
     @classmethod
-    def load(cls, out: Path) -> "State":
+    def load(cls, out: Path) -> State:
         path = out / "state.json"
         if not path.is_file():
             return cls()

@@ -11,8 +11,9 @@ s, cached for the rest). A step that ends early leaves its time to the next (eng
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ..device import is_cuda
 from . import checks_rows as rows
@@ -77,8 +78,15 @@ def smoke_argv(workload: str, device: str) -> tuple[str, ...]:
 
 def smoke(workload: str, cap_s: int, *extra: Probe) -> Step:
     what = f"{workload} trains on cuda, agrees with the CPU"
-    return Step(f"smoke-{workload}", CORRECTNESS, cap_s, what, argv=smoke_argv(workload, "cuda"),
-                checks=(*AGREE, *extra), cpu_argv=smoke_argv(workload, "cpu"))
+    return Step(
+        f"smoke-{workload}",
+        CORRECTNESS,
+        cap_s,
+        what,
+        argv=smoke_argv(workload, "cuda"),
+        checks=(*AGREE, *extra),
+        cpu_argv=smoke_argv(workload, "cpu"),
+    )
 
 
 def profile(workload: str, cap_s: int, sets: str, *checks: Probe, what: str = "") -> Step:
@@ -95,8 +103,9 @@ GLOO, NCCL = (("backend", "gloo"),), (("backend", "nccl"),)
 
 STEPS = (
     # 3 cells, after the GPU's peaks are measured (~6 s, once)
-    smoke("cnn-strain", 35, Probe("nvml", rows.nvml),
-          Probe("checkpoint-lowers-peak", rows.checkpoint)),
+    smoke(
+        "cnn-strain", 35, Probe("nvml", rows.nvml), Probe("checkpoint-lowers-peak", rows.checkpoint)
+    ),
     smoke("dcrnn-pems", 18, Probe("dcrnn-device-data", rows.device_data)),  # 2 cells
     smoke("lstm-era5", 10),
     smoke("stnn", 10),
@@ -105,35 +114,75 @@ STEPS = (
     profile("lstm-era5", 12, "--smoke"),
     # the grid and chunk at which offload streams its relations in chunks (60x168: 9,072 cells);
     # dense and sparse beside it for sparse = dense and the memory model: 3 cells
-    profile("stnn", 35, "--set grid=60x168 --set chunk=250 --set relations=dense,offload,sparse",
-            Probe("syncs", traces.stnn_syncs), Probe("offload-side-stream", traces.offload_stream),
-            Probe("sparse-equals-dense", rows.backends_agree),
-            Probe("memory-prediction", rows.memory_prediction),
-            what="stnn: syncs, side stream, sparse = dense, memory"),
+    profile(
+        "stnn",
+        35,
+        "--set grid=60x168 --set chunk=250 --set relations=dense,offload,sparse",
+        Probe("syncs", traces.stnn_syncs),
+        Probe("offload-side-stream", traces.offload_stream),
+        Probe("sparse-equals-dense", rows.backends_agree),
+        Probe("memory-prediction", rows.memory_prediction),
+        what="stnn: syncs, side stream, sparse = dense, memory",
+    ),
     # a 2-rank gloo world on the one GPU; the NCCL world of 2 needs 2 GPUs: skipped, UNTESTED
-    Step("distributed", CORRECTNESS, 20, "ddp: 2 gloo ranks on 1 GPU; NCCL",
-         argv=args(f"{WORLD} ddp --nproc 2 --set backend=gloo,nccl --expect skipped"),
-         checks=(Probe("distributed-gloo", rows.distributed, GLOO),
-                 Probe("distributed-nccl", rows.distributed, NCCL))),
-    Step("two-nodes", CORRECTNESS, 20, "ddp: two loopback nodes, gloo",
-         argv=args(f"{WORLD} ddp --nproc 1 --nnodes 2 --set backend=gloo"),
-         checks=(Probe("two-nodes", rows.distributed, GLOO),)),
-    Step("doctor", CORRECTNESS, 30, "doctor --quick: phase timing, sampling, peaks",
-         argv=args("doctor --quick --device cpu cuda"),
-         checks=(Probe("doctor", rows.doctor_checks),)),
+    Step(
+        "distributed",
+        CORRECTNESS,
+        20,
+        "ddp: 2 gloo ranks on 1 GPU; NCCL",
+        argv=args(f"{WORLD} ddp --nproc 2 --set backend=gloo,nccl --expect skipped"),
+        checks=(
+            Probe("distributed-gloo", rows.distributed, GLOO),
+            Probe("distributed-nccl", rows.distributed, NCCL),
+        ),
+    ),
+    Step(
+        "two-nodes",
+        CORRECTNESS,
+        20,
+        "ddp: two loopback nodes, gloo",
+        argv=args(f"{WORLD} ddp --nproc 1 --nnodes 2 --set backend=gloo"),
+        checks=(Probe("two-nodes", rows.distributed, GLOO),),
+    ),
+    Step(
+        "doctor",
+        CORRECTNESS,
+        30,
+        "doctor --quick: phase timing, sampling, peaks",
+        argv=args("doctor --quick --device cpu cuda"),
+        checks=(Probe("doctor", rows.doctor_checks),),
+    ),
 )
 
 EXTRAS = (
     # dense factor gradients: the sanitizer reads data_ptr() of every tensor an operator
     # touches, which sparse COO gradients do not have (DESIGN.md)
-    Step("sanitizer", EXTRA, 150, "stnn under TORCH_CUDA_SANITIZER",
-         argv=args("run stnn --smoke --device cuda --set relations=dense,offload "
-                   "--set factor_grad=dense --set chunk=16 --set max_steps=40 --timeout 120"),
-         env=(("TORCH_CUDA_SANITIZER", "1"),)),
-    Step("gpu-tests", EXTRA, 90, "the gpu-marked tests (tests/test_gpu.py)",
-         command=args("python -m pytest -q -p no:cacheprovider -m gpu -rfE --tb=short "
-                      "tests/test_gpu.py")),
-    Step("strategies", EXTRA, 40, "zero1 and fsdp: 2 gloo ranks on 1 GPU",
-         argv=args(f"{WORLD} zero1 fsdp --nproc 2 --set backend=gloo"),
-         checks=(Probe("strategies-gloo", rows.distributed, GLOO),)),
+    Step(
+        "sanitizer",
+        EXTRA,
+        150,
+        "stnn under TORCH_CUDA_SANITIZER",
+        argv=args(
+            "run stnn --smoke --device cuda --set relations=dense,offload "
+            "--set factor_grad=dense --set chunk=16 --set max_steps=40 --timeout 120"
+        ),
+        env=(("TORCH_CUDA_SANITIZER", "1"),),
+    ),
+    Step(
+        "gpu-tests",
+        EXTRA,
+        90,
+        "the gpu-marked tests (tests/test_gpu.py)",
+        command=args(
+            "python -m pytest -q -p no:cacheprovider -m gpu -rfE --tb=short tests/test_gpu.py"
+        ),
+    ),
+    Step(
+        "strategies",
+        EXTRA,
+        40,
+        "zero1 and fsdp: 2 gloo ranks on 1 GPU",
+        argv=args(f"{WORLD} zero1 fsdp --nproc 2 --set backend=gloo"),
+        checks=(Probe("strategies-gloo", rows.distributed, GLOO),),
+    ),
 )

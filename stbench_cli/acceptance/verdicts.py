@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable
 
 from ..device import is_cuda
 from ..runner.doctor import Check

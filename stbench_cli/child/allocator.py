@@ -30,6 +30,8 @@ def keep_freed_memory() -> str | None:
         return f"the C library is {libc_name or 'not glibc'}; its allocator keeps its own policy"
     mallopt = ctypes.CDLL(None).mallopt
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
-    if not (mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) and mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)):
+    if not (
+        mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) and mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)
+    ):
         return "glibc's mallopt refused the thresholds"
     return None

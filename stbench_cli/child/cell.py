@@ -77,15 +77,18 @@ def _predicted_mb(workload, spec: RunSpec, accel: Accelerator) -> float | None:
     workspaces), to set beside the measured peak."""
     if not workload.predict:
         return None
-    predicted = workload.predict(spec.param_dict, spec.batch_size, spec.device, capability=accel.capability())
+    predicted = workload.predict(
+        spec.param_dict, spec.batch_size, spec.device, capability=accel.capability()
+    )
     if not predicted:
         return None
     # On CPU the device is the host: everything counts against one peak.
     return (predicted["device_bytes"] + (0 if accel.is_cuda else predicted["host_bytes"])) / 2**20
 
 
-def open_device(spec: RunSpec, timeout_s: float | None = None
-                ) -> tuple[Accelerator, tuple[int, int, int]]:
+def open_device(
+    spec: RunSpec, timeout_s: float | None = None
+) -> tuple[Accelerator, tuple[int, int, int]]:
     """This process's device, selected before anything touches it (NCCL and the caching
     allocator bind to the current device), then the torchrun world joined."""
     from . import ddp
@@ -98,8 +101,12 @@ def open_device(spec: RunSpec, timeout_s: float | None = None
     return accel, (rank, local_rank, world)
 
 
-def run(spec: RunSpec, profile_dir: Path | None = None, progress: Heartbeat | None = None,
-        pg_timeout_s: float | None = None) -> CellResult:
+def run(
+    spec: RunSpec,
+    profile_dir: Path | None = None,
+    progress: Heartbeat | None = None,
+    pg_timeout_s: float | None = None,
+) -> CellResult:
     """Train one cell; with `profile_dir`, under the step profiler (a profiler that cannot
     start is named in the result's `unavailable`, and the cell runs unprofiled). `progress`:
     this rank's heartbeat; `pg_timeout_s`: the process groups' timeout."""
@@ -133,10 +140,19 @@ def run(spec: RunSpec, profile_dir: Path | None = None, progress: Heartbeat | No
     progress.phase("the cell's last figures (an all-reduce, an all-gather)")
     rss = ddp.reduce([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0], accel.torch)[0]
     figures = replace(
-        result.figures, peak_gpu_mb=peak_gpu, peak_rss_mb=rss, base_rss_mb=base_rss, data_mb=task.data.mb, data_source=task.data.source,
-        node_hosts=ddp.node_hosts(), threads=torch.get_num_threads(),
-        predicted_mb=_predicted_mb(workload, spec, accel), device_name=accel.name(),
-        **(task.data.read().figures() if task.data.read else {}), **chosen, host_allocator=ran,
+        result.figures,
+        peak_gpu_mb=peak_gpu,
+        peak_rss_mb=rss,
+        base_rss_mb=base_rss,
+        data_mb=task.data.mb,
+        data_source=task.data.source,
+        node_hosts=ddp.node_hosts(),
+        threads=torch.get_num_threads(),
+        predicted_mb=_predicted_mb(workload, spec, accel),
+        device_name=accel.name(),
+        **(task.data.read().figures() if task.data.read else {}),
+        **chosen,
+        host_allocator=ran,
     )
     return replace(result, figures=figures, unavailable={**result.unavailable, **unavailable})
 

@@ -29,8 +29,13 @@ from .timing import Clock, resolve
 from .trainer import LoopConfig, Trainer
 
 
-def make_trainer(device: str, workload: str = "cnn-strain", preset: str = "smoke", samples: int = 4096,
-                 clock: Clock | None = None) -> Trainer:
+def make_trainer(
+    device: str,
+    workload: str = "cnn-strain",
+    preset: str = "smoke",
+    samples: int = 4096,
+    clock: Clock | None = None,
+) -> Trainer:
     """A trainer of a workload's preset on `device`, outside any study (warm-up 0)."""
     w = get(workload)
     params, engine = preset_params(workload, preset, warmup_steps=0)
@@ -40,7 +45,9 @@ def make_trainer(device: str, workload: str = "cnn-strain", preset: str = "smoke
     spec = RunSpec(workload, device, "single", batch, 1, params=tuple(sorted(params.items())))
     accel = Accelerator(device)
     accel.select()
-    trainer = Trainer(w.build(params, BuildContext(device=str(accel.device))), LoopConfig.from_spec(spec), accel)
+    trainer = Trainer(
+        w.build(params, BuildContext(device=str(accel.device))), LoopConfig.from_spec(spec), accel
+    )
     if clock is not None:
         trainer.clock = trainer.probe.clock = clock
     return trainer
@@ -61,16 +68,30 @@ def phase_timing(device: str, steps: int = 40, clock: Clock | None = None) -> di
         start = marks[-1].end
     times = resolve(trainer.clock, marks)
     # the hook runs inside a step, so step k's wall time ends at the hook of step k
-    return {"steps": steps - 1, "phases_s": times.step_seconds(skip=1), "wall_s": ends[-1] - ends[0]}
+    return {
+        "steps": steps - 1,
+        "phases_s": times.step_seconds(skip=1),
+        "wall_s": ends[-1] - ends[0],
+    }
 
 
-def overhead(device: str, steps: int = 50, blocks: int = 6, workload: str = "cnn-strain",
-             preset: str = "smoke") -> dict:
+def overhead(
+    device: str,
+    steps: int = 50,
+    blocks: int = 6,
+    workload: str = "cnn-strain",
+    preset: str = "smoke",
+) -> dict:
     """Seconds per step: a bare step and the trainer's instrumented step on the same batch.
     Blocks alternate (ABBA) so drift of the machine falls on both equally."""
     trainer = make_trainer(device, workload, preset)
     x, y = trainer.transfer(*next(iter(trainer.train_loader)), trainer.device)
-    model, opt, sched, loss = trainer.model, trainer.optimizer, trainer.schedule, trainer.task.model.loss
+    model, opt, sched, loss = (
+        trainer.model,
+        trainer.optimizer,
+        trainer.schedule,
+        trainer.task.model.loss,
+    )
     sync = trainer.accel.synchronize
 
     def bare(n: int) -> None:
@@ -106,10 +127,16 @@ def overhead(device: str, steps: int = 50, blocks: int = 6, workload: str = "cnn
         timed.append(i)
         diffs.append(i - s)
     # the fastest block of each kind is the least disturbed by whatever else the machine runs
-    return {"bare_step_s": statistics.median(bares), "overhead_s": statistics.median(diffs),
-            "min_bare_step_s": min(bares), "min_overhead_s": min(timed) - min(bares),
-            "spread_s": [min(diffs), max(diffs)], "steps": steps, "blocks": blocks,
-            "threads": torch.get_num_threads()}
+    return {
+        "bare_step_s": statistics.median(bares),
+        "overhead_s": statistics.median(diffs),
+        "min_bare_step_s": min(bares),
+        "min_overhead_s": min(timed) - min(bares),
+        "spread_s": [min(diffs), max(diffs)],
+        "steps": steps,
+        "blocks": blocks,
+        "threads": torch.get_num_threads(),
+    }
 
 
 def gpu_load(device: str, seconds: float = 6.0) -> dict:

@@ -23,7 +23,7 @@ def thread_choice(knobs: TrainerParams, local_ranks: int, environ=os.environ) ->
 def bind_cores(threads: int, local_rank: int) -> str:
     """Pin this process to one logical CPU of each of `threads` physical cores, rank after rank
     (ranks never share a core); the CPUs as text for the row."""
-    cpus = host.first_core_cpus(threads * (local_rank + 1))[threads * local_rank:]
+    cpus = host.first_core_cpus(threads * (local_rank + 1))[threads * local_rank :]
     cpus = cpus or host.first_core_cpus(threads)  # more ranks than cores: they share
     os.sched_setaffinity(0, cpus)
     return ",".join(map(str, cpus))
@@ -43,8 +43,11 @@ def apply(knobs: TrainerParams, environ=os.environ) -> dict:
     torch.set_num_threads(threads)
     if knobs.interop_threads:
         torch.set_num_interop_threads(knobs.interop_threads)  # before any inter-op work
-    return {"threads_why": why, "bound_cpus": bound,
-            "interop_threads": torch.get_num_interop_threads()}
+    return {
+        "threads_why": why,
+        "bound_cpus": bound,
+        "interop_threads": torch.get_num_interop_threads(),
+    }
 
 
 def loaded_allocator(maps: str | None = None) -> str | None:

@@ -67,7 +67,9 @@ class SyncProbe:
         self.broadcast_mark = self.clock.mark()
 
 
-def _timed_allreduce(probe: SyncProbe, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+def _timed_allreduce(
+    probe: SyncProbe, bucket: dist.GradBucket
+) -> torch.futures.Future[torch.Tensor]:
     if bucket.is_last():
         # Queued before DDP's finalize callback, so it runs when backward compute has ended
         # and before the wait for the all-reduces.
@@ -83,8 +85,9 @@ def world_from_env() -> tuple[int, int, int]:
     return int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0")), world
 
 
-def join(accel: Accelerator, backend: str | None, world: int,
-         timeout_s: float | None = None) -> None:
+def join(
+    accel: Accelerator, backend: str | None, world: int, timeout_s: float | None = None
+) -> None:
     """Join the torchrun world (the device already selected). backend: the cell's
     torch.distributed backend (None: nccl on CUDA, gloo on CPU). timeout_s: how long a
     collective may block before it fails with a message (store/progress.py), gloo's and NCCL's
@@ -100,7 +103,10 @@ def join(accel: Accelerator, backend: str | None, world: int,
 def node_hosts() -> str:
     """The host of each node (torchrun agent) in node-rank order, comma-separated."""
     # Slurm's node name where there is one (on a cluster, the host name; distinct for emulated nodes)
-    mine = (int(os.environ.get("GROUP_RANK", "0")), os.environ.get("SLURMD_NODENAME") or socket.gethostname())
+    mine = (
+        int(os.environ.get("GROUP_RANK", "0")),
+        os.environ.get("SLURMD_NODENAME") or socket.gethostname(),
+    )
     if not dist.is_initialized():
         return mine[1]
     everyone: list = [None] * dist.get_world_size()
@@ -108,17 +114,26 @@ def node_hosts() -> str:
     return ",".join(host for _, host in sorted(dict(everyone).items()))
 
 
-def wrap(model: torch.nn.Module, accel: Accelerator, probe: SyncProbe, bucket_cap_mb: float = 25.0,
-         log_every: int = 100) -> torch.nn.Module:
+def wrap(
+    model: torch.nn.Module,
+    accel: Accelerator,
+    probe: SyncProbe,
+    bucket_cap_mb: float = 25.0,
+    log_every: int = 100,
+) -> torch.nn.Module:
     ids = [accel.device.index] if accel.is_cuda else None
-    ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids, bucket_cap_mb=bucket_cap_mb)
+    ddp = torch.nn.parallel.DistributedDataParallel(
+        model, device_ids=ids, bucket_cap_mb=bucket_cap_mb
+    )
     ddp.register_comm_hook(probe, _timed_allreduce)
     if log_every != 100:  # torch's own default otherwise (see the module's docstring)
         ddp._set_ddp_runtime_logging_sample_rate(log_every)
     return ddp
 
 
-SAMPLED_ITERATIONS = 10  # DDP's logger samples its first 10 iterations, each with a host sync on CUDA
+SAMPLED_ITERATIONS = (
+    10  # DDP's logger samples its first 10 iterations, each with a host sync on CUDA
+)
 
 
 def wraps(model: torch.nn.Module) -> bool:
@@ -142,7 +157,10 @@ def logged_comm(model: torch.nn.Module, steps: int) -> tuple[float | None, float
         return None, None
     model = getattr(model, "_orig_mod", model)  # a compiled DDP model
     data = model._get_ddp_logging_data()
-    comm, overlap = data.get("avg_backward_comm_time"), data.get("avg_backward_compute_comm_overlap_time")
+    comm, overlap = (
+        data.get("avg_backward_comm_time"),
+        data.get("avg_backward_compute_comm_overlap_time"),
+    )
     if not comm:
         return None, None
     return comm * steps / 1e9, max(comm - (overlap or 0), 0) * steps / 1e9

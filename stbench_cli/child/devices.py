@@ -8,6 +8,5 @@ import json
 
 from ..device import cuda_devices
 
-
 if __name__ == "__main__":
     print(json.dumps(cuda_devices()))

@@ -21,8 +21,9 @@ from ..store.progress import Beat, write_beat
 
 
 class Heartbeat:
-    def __init__(self, folder: Path | None = None, rank: int = 0, node: int = 0,
-                 period: float = 0.5):
+    def __init__(
+        self, folder: Path | None = None, rank: int = 0, node: int = 0, period: float = 0.5
+    ):
         self.folder, self.rank, self.node, self.period = folder, rank, node, period
         self.name = "starting"
         self.familiar = False  # in a phase it was in before
@@ -58,8 +59,18 @@ class Heartbeat:
 
     def beat(self) -> Beat:
         host = getattr(self, "_host", "")
-        return Beat(self.rank, self.node, os.getpid(), host, self.name, self.steps, self.work,
-                    self.slowest, self.done, self.familiar)
+        return Beat(
+            self.rank,
+            self.node,
+            os.getpid(),
+            host,
+            self.name,
+            self.steps,
+            self.work,
+            self.slowest,
+            self.done,
+            self.familiar,
+        )
 
     def _run(self) -> None:
         last = None

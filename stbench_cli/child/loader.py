@@ -9,18 +9,28 @@ from ..contract import TrainerParams
 from ..device import Accelerator
 
 
-def make_loader(dataset, knobs: TrainerParams, sampler, pin: bool, batch_size: int, batched: bool = False) -> DataLoader:
+def make_loader(
+    dataset, knobs: TrainerParams, sampler, pin: bool, batch_size: int, batched: bool = False
+) -> DataLoader:
     """`vectorized` hands the dataset a whole list of indices (one tensor gather per batch);
     `per-item` indexes sample by sample and collates in Python, as most hand-written loops do.
     `batched`: the sampler already yields whole batches (a workload's own epoch order)."""
     drop_last = isinstance(sampler, DistributedSampler)  # constant train batches: honest throughput
-    common = dict(num_workers=knobs.workers, pin_memory=pin, persistent_workers=knobs.workers > 0,
-                  prefetch_factor=knobs.prefetch if knobs.workers > 0 else None)
+    common = dict(
+        num_workers=knobs.workers,
+        pin_memory=pin,
+        persistent_workers=knobs.workers > 0,
+        prefetch_factor=knobs.prefetch if knobs.workers > 0 else None,
+    )
     if batched:
         return DataLoader(dataset, sampler=sampler, batch_size=None, **common)
     if knobs.loader == "vectorized":
-        return DataLoader(dataset, sampler=BatchSampler(sampler, batch_size, drop_last), batch_size=None, **common)
-    return DataLoader(dataset, batch_size=batch_size, sampler=sampler, drop_last=drop_last, **common)
+        return DataLoader(
+            dataset, sampler=BatchSampler(sampler, batch_size, drop_last), batch_size=None, **common
+        )
+    return DataLoader(
+        dataset, batch_size=batch_size, sampler=sampler, drop_last=drop_last, **common
+    )
 
 
 class DeviceBatches:
@@ -31,7 +41,12 @@ class DeviceBatches:
     each batch is a slice of it on the device."""
 
     def __init__(self, order, batch_size: int, accel: Accelerator, drop_last: bool):
-        self.order, self.batch_size, self.accel, self.drop_last = order, batch_size, accel, drop_last
+        self.order, self.batch_size, self.accel, self.drop_last = (
+            order,
+            batch_size,
+            accel,
+            drop_last,
+        )
 
     def set_epoch(self, epoch: int) -> None:
         if hasattr(self.order, "set_epoch"):
@@ -45,11 +60,20 @@ class DeviceBatches:
         order = torch.as_tensor(list(self.order), dtype=torch.long)
         order = self.accel.pin(order).to(self.accel.torch, non_blocking=True)
         for b in range(len(self)):
-            yield order[b * self.batch_size:(b + 1) * self.batch_size]
+            yield order[b * self.batch_size : (b + 1) * self.batch_size]
 
 
-def build_loaders(train, val, data, knobs: TrainerParams, batch_size: int, seed: int, accel: Accelerator,
-                  rank: int, world_size: int) -> tuple:
+def build_loaders(
+    train,
+    val,
+    data,
+    knobs: TrainerParams,
+    batch_size: int,
+    seed: int,
+    accel: Accelerator,
+    rank: int,
+    world_size: int,
+) -> tuple:
     """(sampler with set_epoch, train loader, validation loader of this rank's share)."""
     if data.placement == "device":
         return _device_loaders(train, val, batch_size, seed, accel, rank, world_size)
@@ -62,15 +86,26 @@ def build_loaders(train, val, data, knobs: TrainerParams, batch_size: int, seed:
         sampler = DistributedSampler(train, *shards, shuffle=True, seed=seed, drop_last=True)
         train_loader = make_loader(train, knobs, sampler, pin, batch_size)
     val_part = Subset(val, range(rank, len(val), world_size))
-    return sampler, train_loader, make_loader(val_part, knobs, SequentialSampler(val_part), pin, batch_size)
+    return (
+        sampler,
+        train_loader,
+        make_loader(val_part, knobs, SequentialSampler(val_part), pin, batch_size),
+    )
 
 
-def _device_loaders(train, val, batch_size: int, seed: int, accel: Accelerator, rank: int, world_size: int) -> tuple:
+def _device_loaders(
+    train, val, batch_size: int, seed: int, accel: Accelerator, rank: int, world_size: int
+) -> tuple:
     order = DistributedSampler(train, world_size, rank, shuffle=True, seed=seed, drop_last=True)
     sampler = DeviceBatches(order, batch_size, accel, drop_last=True)
-    val_batches = DeviceBatches(range(rank, len(val), world_size), batch_size, accel, drop_last=False)
-    return (sampler, DataLoader(train, sampler=sampler, batch_size=None),
-            DataLoader(val, sampler=val_batches, batch_size=None))
+    val_batches = DeviceBatches(
+        range(rank, len(val), world_size), batch_size, accel, drop_last=False
+    )
+    return (
+        sampler,
+        DataLoader(train, sampler=sampler, batch_size=None),
+        DataLoader(val, sampler=val_batches, batch_size=None),
+    )
 
 
 def compile_batches(sampler, loader: DataLoader) -> list:

@@ -29,14 +29,21 @@ def grad_bytes(model: torch.nn.Module) -> int:
 
 
 def optimizer_state_bytes(optimizer: torch.optim.Optimizer) -> int:
-    return sum(tensor_bytes(v) for state in optimizer.state.values() for v in state.values() if torch.is_tensor(v))
+    return sum(
+        tensor_bytes(v)
+        for state in optimizer.state.values()
+        for v in state.values()
+        if torch.is_tensor(v)
+    )
 
 
 def _peak_above_start(trace: Path) -> float:
     """Highest CPU allocator total in a trace above its value before the first event, bytes."""
-    events = sorted((e["ts"], e["args"]["Total Allocated"], e["args"]["Bytes"])
-                    for e in json.loads(trace.read_text())["traceEvents"]
-                    if e.get("name") == "[memory]" and e["args"].get("Device Type", 0) == 0)
+    events = sorted(
+        (e["ts"], e["args"]["Total Allocated"], e["args"]["Bytes"])
+        for e in json.loads(trace.read_text())["traceEvents"]
+        if e.get("name") == "[memory]" and e["args"].get("Device Type", 0) == 0
+    )
     if not events:
         return 0.0
     base = events[0][1] - events[0][2]
@@ -65,7 +72,9 @@ def activation_peak(step, model: torch.nn.Module, accel: Accelerator) -> tuple[f
     return max(peak - grad_bytes(model), 0) / 2**20, source
 
 
-def held_figures(model: torch.nn.Module, optimizer: torch.optim.Optimizer, accel: Accelerator, step=None) -> dict:
+def held_figures(
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer, accel: Accelerator, step=None
+) -> dict:
     """A rank's memory figures after training, the max over ranks: parameters, gradients and
     optimizer state it holds (counted from the tensors), and with `step` (one more forward +
     backward) that step's activation peak."""
@@ -74,9 +83,18 @@ def held_figures(model: torch.nn.Module, optimizer: torch.optim.Optimizer, accel
     held = [param_bytes(model), grad_bytes(model), optimizer_state_bytes(optimizer)]
     activation, source = 0.0, None
     if step is not None:
-        model.zero_grad(set_to_none=True)  # every gradient, whatever share of them a zero1 optimizer holds
+        model.zero_grad(
+            set_to_none=True
+        )  # every gradient, whatever share of them a zero1 optimizer holds
         activation, source = activation_peak(step, model, accel)
         model.zero_grad(set_to_none=True)
-    params, grads, state, activation = ddp.reduce([v / 2**20 for v in held] + [activation], accel.torch)
-    return dict(param_mb=params, grad_mb=grads, optim_state_mb=state,
-                activation_peak_mb=activation if source else None, activation_source=source)
+    params, grads, state, activation = ddp.reduce(
+        [v / 2**20 for v in held] + [activation], accel.torch
+    )
+    return dict(
+        param_mb=params,
+        grad_mb=grads,
+        optim_state_mb=state,
+        activation_peak_mb=activation if source else None,
+        activation_source=source,
+    )

@@ -35,16 +35,26 @@ def measure_peak(device: str) -> dict:
     n = 8192 if accel.is_cuda else 2048
     a, b = torch.randn(n, n, device=accel.torch), torch.randn(n, n, device=accel.torch)
     mm = _best_seconds(lambda: a @ b, accel.synchronize, 5)
-    out = {"device": device, "name": accel.name(cpu_model()), "matmul_gflops": 2 * n**3 / mm / 1e9,
-           "matmul_precision": accel.matmul_precision()}
+    out = {
+        "device": device,
+        "name": accel.name(cpu_model()),
+        "matmul_gflops": 2 * n**3 / mm / 1e9,
+        "matmul_precision": accel.matmul_precision(),
+    }
     if accel.is_cuda:
         with accel.tf32_matmul():
-            out["tf32_matmul_gflops"] = 2 * n**3 / _best_seconds(lambda: a @ b, accel.synchronize, 5) / 1e9
+            out["tf32_matmul_gflops"] = (
+                2 * n**3 / _best_seconds(lambda: a @ b, accel.synchronize, 5) / 1e9
+            )
     words = (256 if accel.is_cuda else 32) * 2**20  # 1 GiB on GPU, 128 MiB on CPU
     src = torch.empty(words, device=accel.torch).fill_(1.0)
     dst = torch.empty_like(src)
     cp = _best_seconds(lambda: dst.copy_(src), accel.synchronize, 5)
-    return {**out, "mem_gbps": 2 * src.element_size() * words / cp / 1e9, "threads": torch.get_num_threads()}
+    return {
+        **out,
+        "mem_gbps": 2 * src.element_size() * words / cp / 1e9,
+        "threads": torch.get_num_threads(),
+    }
 
 
 def measure_bf16(device: str) -> dict:
@@ -55,7 +65,9 @@ def measure_bf16(device: str) -> dict:
     accel.select()
     n = 8192 if accel.is_cuda else 1024  # a CPU without bf16 units is slow at it
     a, b = (torch.randn(n, n, device=accel.torch, dtype=torch.bfloat16) for _ in range(2))
-    return {"bf16_matmul_gflops": 2 * n**3 / _best_seconds(lambda: a @ b, accel.synchronize, 5) / 1e9}
+    return {
+        "bf16_matmul_gflops": 2 * n**3 / _best_seconds(lambda: a @ b, accel.synchronize, 5) / 1e9
+    }
 
 
 if __name__ == "__main__":

@@ -38,9 +38,15 @@ class StepProfiler:
         self.done = False
         self.step_peak = 0  # bytes: the most any step's max_memory_allocated reached
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
-        self.prof = profile(activities=activities, profile_memory=True, record_shapes=True,
-                            schedule=schedule(wait=max(warmup - 1, 0), warmup=min(warmup, 1), active=active, repeat=1),
-                            on_trace_ready=self._ready)
+        self.prof = profile(
+            activities=activities,
+            profile_memory=True,
+            record_shapes=True,
+            schedule=schedule(
+                wait=max(warmup - 1, 0), warmup=min(warmup, 1), active=active, repeat=1
+            ),
+            on_trace_ready=self._ready,
+        )
         self.prof.start()
 
     def hook(self, step: int) -> None:
@@ -68,22 +74,49 @@ class StepProfiler:
         ops = sorted(prof.key_averages(), key=lambda e: getattr(e, key), reverse=True)
         with open(self.out / "operators.csv", "w", newline="") as f:
             w = csv.writer(f)
-            w.writerow(["operator", "calls", "self_cpu_ms", "cpu_total_ms", "self_device_ms", "self_cpu_mem_mb"])
+            w.writerow(
+                [
+                    "operator",
+                    "calls",
+                    "self_cpu_ms",
+                    "cpu_total_ms",
+                    "self_device_ms",
+                    "self_cpu_mem_mb",
+                ]
+            )
             for e in [e for e in ops if not e.key.startswith("ProfilerStep")][:TOP_OPERATORS]:
-                w.writerow([e.key, e.count, e.self_cpu_time_total / 1e3, e.cpu_time_total / 1e3,
-                            e.self_device_time_total / 1e3, e.self_cpu_memory_usage / 2**20])
+                w.writerow(
+                    [
+                        e.key,
+                        e.count,
+                        e.self_cpu_time_total / 1e3,
+                        e.cpu_time_total / 1e3,
+                        e.self_device_time_total / 1e3,
+                        e.self_cpu_memory_usage / 2**20,
+                    ]
+                )
 
     def finish(self) -> None:
         if not self.done:
             self.prof.stop()
-        peaks = step_memory_peaks(self.out / "trace.json") if (self.out / "trace.json").exists() else {}
+        peaks = (
+            step_memory_peaks(self.out / "trace.json") if (self.out / "trace.json").exists() else {}
+        )
         with open(self.out / "memory.csv", "w", newline="") as f:
-            cols = ["step", "profiled", "alloc_peak_above_start_mb", "rss_mb"] + (["cuda_max_allocated_mb"] if self.cuda else [])
+            cols = ["step", "profiled", "alloc_peak_above_start_mb", "rss_mb"] + (
+                ["cuda_max_allocated_mb"] if self.cuda else []
+            )
             w = csv.DictWriter(f, cols, extrasaction="ignore")
             w.writeheader()
             for row in self.steps:
                 peak = peaks.get(row["step"])
-                w.writerow({**row, "profiled": peak is not None, "alloc_peak_above_start_mb": "" if peak is None else peak})
+                w.writerow(
+                    {
+                        **row,
+                        "profiled": peak is not None,
+                        "alloc_peak_above_start_mb": "" if peak is None else peak,
+                    }
+                )
 
 
 def step_memory_peaks(trace: Path) -> dict[int, float]:
@@ -91,8 +124,11 @@ def step_memory_peaks(trace: Path) -> dict[int, float]:
     total inside the step above its value at the step's start, in MiB, over all devices."""
     events = json.loads(trace.read_text())["traceEvents"]
     steps = step_windows(events)
-    memory = sorted((e["ts"], e["args"].get("Device Type", 0), e["args"]["Total Allocated"], e["args"]["Bytes"])
-                    for e in events if e.get("name") == "[memory]")
+    memory = sorted(
+        (e["ts"], e["args"].get("Device Type", 0), e["args"]["Total Allocated"], e["args"]["Bytes"])
+        for e in events
+        if e.get("name") == "[memory]"
+    )
     out = {}
     for start, end, number in steps:
         inside = [m for m in memory if start <= m[0] <= end]

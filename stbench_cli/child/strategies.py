@@ -35,6 +35,7 @@ from ..contract import TrainerParams
 from ..device import Accelerator
 from . import ddp
 
+
 def apply_fsdp(model: torch.nn.Module, accel: Accelerator, world_size: int) -> torch.nn.Module:
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
@@ -60,10 +61,19 @@ def _units(model: torch.nn.Module) -> list[torch.nn.Module]:
     return out
 
 
-def parallelize(strategy: str, model: torch.nn.Module, accel: Accelerator, world_size: int,
-                probe: ddp.SyncProbe, bucket_cap_mb: float = 25.0, log_every: int = 100) -> torch.nn.Module:
+def parallelize(
+    strategy: str,
+    model: torch.nn.Module,
+    accel: Accelerator,
+    world_size: int,
+    probe: ddp.SyncProbe,
+    bucket_cap_mb: float = 25.0,
+    log_every: int = 100,
+) -> torch.nn.Module:
     """Step 3: the model as this strategy trains it (placed on the device already)."""
-    if world_size == 1:  # a world of one (torchrun starts no process group): nothing to sync or shard
+    if (
+        world_size == 1
+    ):  # a world of one (torchrun starts no process group): nothing to sync or shard
         return model
     if strategy == "fsdp":
         return apply_fsdp(model, accel, world_size)
@@ -82,13 +92,19 @@ def apply_compile(model: torch.nn.Module, mode: str, one_pass, accel: Accelerato
     except Exception as exc:  # an unsupported operator or backend: train eager, say why
         model.zero_grad(set_to_none=True)
         message = " ".join(str(exc).split())[:200]
-        return model, None, f"torch.compile(mode={mode}) failed, the cell ran eager: {type(exc).__name__}: {message}"
+        return (
+            model,
+            None,
+            f"torch.compile(mode={mode}) failed, the cell ran eager: {type(exc).__name__}: {message}",
+        )
     model.zero_grad(set_to_none=True)
     accel.synchronize()
     return compiled, time.perf_counter() - t0, ""
 
 
-def make_optimizer(strategy: str, factory, params, lr: float, probe: ddp.SyncProbe | None = None) -> torch.optim.Optimizer:
+def make_optimizer(
+    strategy: str, factory, params, lr: float, probe: ddp.SyncProbe | None = None
+) -> torch.optim.Optimizer:
     """Step 5: the workload's optimizer (factory: a class or a functools.partial of one). zero1's
     local step end is marked on `probe`, so that its parameter broadcast counts as sync."""
     factory = factory or torch.optim.Adam
@@ -96,7 +112,11 @@ def make_optimizer(strategy: str, factory, params, lr: float, probe: ddp.SyncPro
         return factory(params, lr=lr)
     from torch.distributed.optim import ZeroRedundancyOptimizer
 
-    cls, kwargs = (factory.func, dict(factory.keywords)) if isinstance(factory, functools.partial) else (factory, {})
+    cls, kwargs = (
+        (factory.func, dict(factory.keywords))
+        if isinstance(factory, functools.partial)
+        else (factory, {})
+    )
     zero = ZeroRedundancyOptimizer(params, optimizer_class=cls, lr=lr, **kwargs)
     if probe is not None:
         zero.optim.register_step_post_hook(probe.local_step_end)
@@ -115,7 +135,9 @@ def scaled_lr(knobs: TrainerParams, batch_size: int, world_size: int) -> float:
     return knobs.lr * {"none": 1.0, "linear": ratio, "sqrt": math.sqrt(ratio)}[knobs.lr_scaling]
 
 
-def warm_up(loss_of, model: torch.nn.Module, batches: list, samples: int, count: bool) -> float | None:
+def warm_up(
+    loss_of, model: torch.nn.Module, batches: list, samples: int, count: bool
+) -> float | None:
     """An untimed forward + backward of each batch before the clock starts: the loader's first
     and one of each other kind the workload's sampler names (loader.compile_batches; stnn's
     dynamics pass, with its offload buffers and copy stream, would otherwise first run inside a
@@ -125,7 +147,9 @@ def warm_up(loss_of, model: torch.nn.Module, batches: list, samples: int, count:
     not sparse ones)."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    counter = FlopCounterMode(display=False, custom_mapping=_dense_products_only()) if count else None
+    counter = (
+        FlopCounterMode(display=False, custom_mapping=_dense_products_only()) if count else None
+    )
     if counter:
         with counter:
             loss_of(batches[0]).backward()
@@ -148,8 +172,12 @@ def _dense_products_only() -> dict:
             if any(isinstance(a, torch.Tensor) and a.layout != torch.strided for a in args):
                 return 0
             return formula(*args, out_val=out_val, **kwargs)
+
         count._get_raw = True  # the counter hands it the tensors, not their shapes
         return count
 
     aten = torch.ops.aten
-    return {op: zero_if_sparse(flop_registry[op]) for op in (aten.mm, aten.addmm, aten.bmm, aten.baddbmm)}
+    return {
+        op: zero_if_sparse(flop_registry[op])
+        for op in (aten.mm, aten.addmm, aten.bmm, aten.baddbmm)
+    }

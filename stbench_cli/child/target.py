@@ -46,10 +46,20 @@ def target_figures(evals: list[Evaluation], target: float | None) -> dict:
     hit = next((e for e in evals if reached(e.value, target)), None)
     out = dict(target=target, target_reached=None if target is None else hit is not None)
     if hit is None:
-        return {**out, "time_to_target_s": None, "time_to_target_train_s": None, "epochs_to_target": None,
-                "samples_to_target": None}
-    return {**out, "time_to_target_s": hit.elapsed_s, "time_to_target_train_s": hit.train_elapsed_s,
-            "epochs_to_target": hit.epochs_done, "samples_to_target": hit.samples}
+        return {
+            **out,
+            "time_to_target_s": None,
+            "time_to_target_train_s": None,
+            "epochs_to_target": None,
+            "samples_to_target": None,
+        }
+    return {
+        **out,
+        "time_to_target_s": hit.elapsed_s,
+        "time_to_target_train_s": hit.train_elapsed_s,
+        "epochs_to_target": hit.epochs_done,
+        "samples_to_target": hit.samples,
+    }
 
 
 def epoch_seconds(rows, wall: float, per_epoch: int, steps: int) -> float:

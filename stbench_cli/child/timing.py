@@ -98,13 +98,18 @@ def resolve(clock: Clock, marks: list[StepMarks]) -> EpochTimes:
         sync = max(sync, 0.0)
         if m.broadcast is not None:
             sync += max(clock.seconds(*m.broadcast), 0.0)
-        out.steps.append({
-            "data": clock.seconds(m.start, m.data),
-            "h2d": clock.seconds(m.data, m.h2d),
-            "compute": clock.seconds(m.h2d, m.end) - sync,
-            "sync": sync,
-            "data_wait": m.data_wait,
-        })
-    clock.release(m for s in marks for m in (s.start, s.data, s.h2d, s.backward_end, s.end, s.sync_start,
-                                             *(s.broadcast or ())))
+        out.steps.append(
+            {
+                "data": clock.seconds(m.start, m.data),
+                "h2d": clock.seconds(m.data, m.h2d),
+                "compute": clock.seconds(m.h2d, m.end) - sync,
+                "sync": sync,
+                "data_wait": m.data_wait,
+            }
+        )
+    clock.release(
+        m
+        for s in marks
+        for m in (s.start, s.data, s.h2d, s.backward_end, s.end, s.sync_start, *(s.broadcast or ()))
+    )
     return out

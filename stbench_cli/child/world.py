@@ -76,20 +76,39 @@ def distinct_gpus(uuids) -> int | None:
     return len(seen) or None
 
 
-def rank_rows(epochs: list[EpochRow], run_id: str, rank: int, steps: int, wall: float, accel: Accelerator,
-              comm: tuple) -> tuple[tuple[RankRow, ...], RankRow]:
+def rank_rows(
+    epochs: list[EpochRow],
+    run_id: str,
+    rank: int,
+    steps: int,
+    wall: float,
+    accel: Accelerator,
+    comm: tuple,
+) -> tuple[tuple[RankRow, ...], RankRow]:
     """(every rank's row in rank order, the slowest rank's row): this rank's totals over its
     evaluation intervals, its peak, its GPU and DDP's (communication, exposed communication),
     gathered from every rank (a collective: every rank calls it once)."""
     totals = {c: sum(getattr(e, c) for e in epochs) for c in TOTALS}
     peak = accel.peak_bytes()
-    mine = RankRow(run_id, rank, False, int(os.environ.get("GROUP_RANK", "0")), steps, wall_s=wall,
-                   peak_gpu_mb=peak / 2**20 if peak is not None else None, gpu_uuid=accel.uuid(),
-                   ddp_comm_s=comm[0], ddp_exposed_comm_s=comm[1], **totals)
+    mine = RankRow(
+        run_id,
+        rank,
+        False,
+        int(os.environ.get("GROUP_RANK", "0")),
+        steps,
+        wall_s=wall,
+        peak_gpu_mb=peak / 2**20 if peak is not None else None,
+        gpu_uuid=accel.uuid(),
+        ddp_comm_s=comm[0],
+        ddp_exposed_comm_s=comm[1],
+        **totals,
+    )
     everyone = [mine]
     if dist.is_initialized():
         everyone = [None] * dist.get_world_size()
         dist.all_gather_object(everyone, mine)
-    slowest = max(range(len(everyone)), key=lambda i: everyone[i].train_s)  # of equals, the lowest rank
+    slowest = max(
+        range(len(everyone)), key=lambda i: everyone[i].train_s
+    )  # of equals, the lowest rank
     rows = tuple(replace(r, reported=i == slowest) for i, r in enumerate(everyone))
     return rows, rows[slowest]

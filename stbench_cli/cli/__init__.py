@@ -12,7 +12,9 @@ def main(argv: list[str] | None = None) -> None:
     """Console-script entry: one clear line and exit 2 for any user error."""
     try:
         _main(argv)
-    except KeyboardInterrupt:  # Ctrl-C while the commands load: Typer's own catch (exit 130) is not armed yet
+    except (
+        KeyboardInterrupt
+    ):  # Ctrl-C while the commands load: Typer's own catch (exit 130) is not armed yet
         sys.stderr.write("interrupted\n")
         sys.exit(130)
 
@@ -21,18 +23,29 @@ def _main(argv: list[str] | None) -> None:
     import typer
 
     from ..errors import StbenchError
+
     # Each command module registers its commands on `app`; `--help` lists them in this order.
-    from . import inventory, running, tuning, comparing  # noqa: F401, I001
-    from . import reporting, doctoring, datasets  # noqa: F401, I001
-    from . import migrating  # noqa: F401
-    from . import render
+    from . import (  # noqa: F401, I001  # noqa: F401, I001
+        comparing,
+        datasets,
+        doctoring,
+        inventory,
+        migrating,  # noqa: F401
+        render,
+        reporting,
+        running,
+        tuning,
+    )
     from .app import app
     from .options import spread_lists
 
     command = typer.main.get_command(app)
     try:
-        command.main(args=spread_lists(sys.argv[1:] if argv is None else argv), prog_name="stbench",
-                     standalone_mode=True)
+        command.main(
+            args=spread_lists(sys.argv[1:] if argv is None else argv),
+            prog_name="stbench",
+            standalone_mode=True,
+        )
     except StbenchError as exc:
         render.error(str(exc))
         sys.exit(2)
@@ -40,6 +53,8 @@ def _main(argv: list[str] | None) -> None:
         if exc.errno not in _FULL:
             raise
         # Files are replaced atomically: what was written before this failed write is intact.
-        render.error(f"cannot write {exc.filename or 'a result file'}: {exc.strerror}; the files written "
-                     "before are intact (free space, then `stbench run --resume FOLDER` finishes the study)")
+        render.error(
+            f"cannot write {exc.filename or 'a result file'}: {exc.strerror}; the files written "
+            "before are intact (free space, then `stbench run --resume FOLDER` finishes the study)"
+        )
         sys.exit(1)

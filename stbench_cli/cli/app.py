@@ -4,5 +4,9 @@ from __future__ import annotations
 
 import typer
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Honest GPU-vs-CPU and multi-device scaling benchmarks for spatio-temporal training.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Honest GPU-vs-CPU and multi-device scaling benchmarks for spatio-temporal training.",
+)

@@ -4,36 +4,57 @@ run's cells judged against a baseline's."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from . import render
 from .app import app
 
-SKIPPED_HELP = ("A result folder that cannot be read is named on stderr in one line (its file, "
-                "line and column) and left out; the others are shown, and the exit code is 4.")
+
+def paragraph(text: str) -> str:
+    """A help text as one paragraph: typer's rich help keeps the source's line breaks."""
+    return " ".join(text.split())
 
 
-@app.command(help=f"""Per study, headed by its folder and command: its finding (the answer, with
+SKIPPED_HELP = (
+    "A result folder that cannot be read is named on stderr in one line (its file, "
+    "line and column) and left out; the others are shown, and the exit code is 4."
+)
+
+
+@app.command(
+    help=paragraph(f"""Per study, headed by its folder and command: its finding (the answer, with
 95% intervals) and the table behind it. With no PATH, the newest study in ./results/.
 {SKIPPED_HELP}""")
+)
 def compare(
-    paths: Annotated[Optional[list[Path]], typer.Argument(
-        help="result folders, or folders holding them (default: the newest study in ./results/)",
-        show_default=False)] = None,
+    paths: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            help="result folders, or folders holding them (default: the newest study in ./results/)",
+            show_default=False,
+        ),
+    ] = None,
     rows: Annotated[str, typer.Option(help="row axis")] = "epochs",
     cols: Annotated[str, typer.Option(help="column axis")] = "device",
     metric: Annotated[str, typer.Option(help="runs.csv column to tabulate")] = "wall_s",
-    baseline: Annotated[Optional[str], typer.Option(
-        help="key=value of the column to compare against")] = None,
-    out: Annotated[Optional[Path], typer.Option(
-        help="also write compare.md and compare.csv here")] = None,
-    plot: Annotated[bool, typer.Option(
-        help="write each study's figures of time and memory as PNGs (into --out, or here)"
-    )] = False,
-    full: Annotated[bool, typer.Option(
-        help="every table of each study (wall time, time and memory shares, scaling)")] = False,
+    baseline: Annotated[
+        str | None, typer.Option(help="key=value of the column to compare against")
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="also write compare.md and compare.csv here")
+    ] = None,
+    plot: Annotated[
+        bool,
+        typer.Option(
+            help="write each study's figures of time and memory as PNGs (into --out, or here)"
+        ),
+    ] = False,
+    full: Annotated[
+        bool,
+        typer.Option(help="every table of each study (wall time, time and memory shares, scaling)"),
+    ] = False,
 ) -> None:
     from ..report import read, text
     from ..report.model import studies
@@ -41,32 +62,46 @@ def compare(
 
     series = ("epochs.csv",) if plot else ()
     folders, skipped = read.read(paths or [read.newest()], series)
-    shown = text.compare(studies(folders), Options(metric, rows, cols, baseline),
-                         render.table_width(), full, out, plot)
+    shown = text.compare(
+        studies(folders),
+        Options(metric, rows, cols, baseline),
+        render.table_width(),
+        full,
+        out,
+        plot,
+    )
     render.out.print(shown, markup=False, end="")
     render.left_out(skipped)
 
 
-@app.command(help=f"""Judge NEW's cells against BASELINE's (a CI gate). Exit 1 when a cell is
+@app.command(
+    help=paragraph(f"""Judge NEW's cells against BASELINE's (a CI gate). Exit 1 when a cell is
 significantly worse by more than --margin, or no longer ends ok; exit 4 when none is but a result
 folder was left out; exit 3 when a cell is worse by more than --margin without being significant:
 inconclusive, and the line names the repeats per side that could settle it; exit 0 otherwise.
-{SKIPPED_HELP.replace(', and the exit code is 4', '')}""")
+{SKIPPED_HELP.replace(", and the exit code is 4", "")}""")
+)
 def gate(
     baseline: Annotated[Path, typer.Argument(help="baseline result folder (or a folder of them)")],
     new: Annotated[Path, typer.Argument(help="the new run's result folder (or a folder of them)")],
-    metric: Annotated[Optional[list[str]], typer.Option(
-        help="runs.csv columns to judge (default: wall_s)")] = None,
-    margin: Annotated[float, typer.Option(
-        help="relative change that counts as a regression when significant")] = 0.10,
+    metric: Annotated[
+        list[str] | None, typer.Option(help="runs.csv columns to judge (default: wall_s)")
+    ] = None,
+    margin: Annotated[
+        float, typer.Option(help="relative change that counts as a regression when significant")
+    ] = 0.10,
 ) -> None:
     from ..report import read
     from ..report.judge import exit_code, lines
     from ..report.judge import gate as judge
 
     (base, skipped), (now, skipped_new) = (read.read([p]) for p in (baseline, new))
-    verdicts = judge([r for f in base for r in f.runs], [r for f in now for r in f.runs],
-                     tuple(metric or ("wall_s",)), margin)
+    verdicts = judge(
+        [r for f in base for r in f.runs],
+        [r for f in now for r in f.runs],
+        tuple(metric or ("wall_s",)),
+        margin,
+    )
     for line in lines(verdicts, margin):
         render.out.print(line, markup=False, soft_wrap=True)
     render.left_out(skipped + skipped_new, exit_code(verdicts, bool(skipped + skipped_new)))

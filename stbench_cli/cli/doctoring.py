@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import socket
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -19,9 +19,17 @@ from .options import Devices
 @app.command()
 def doctor(
     device: Devices = None,
-    out: Annotated[Optional[Path], typer.Option(help="folder for doctor.json (default: results/<stamp>-<host>-doctor)")] = None,
-    quick: Annotated[bool, typer.Option(help="under a minute: phase-timing, sampling and peaks only; leaves out "
-                                             "ddp-sync (a 2-rank torchrun world) and overhead (timed blocks)")] = False,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="folder for doctor.json (default: results/<stamp>-<host>-doctor)"),
+    ] = None,
+    quick: Annotated[
+        bool,
+        typer.Option(
+            help="under a minute: phase-timing, sampling and peaks only; leaves out "
+            "ddp-sync (a 2-rank torchrun world) and overhead (timed blocks)"
+        ),
+    ] = False,
 ) -> None:
     """Check phase timing, instrumentation overhead, DDP sync, sampling and peaks on this machine.
     Ctrl-C stops it with one line (exit 130), writing nothing."""
@@ -31,13 +39,19 @@ def doctor(
 
     devices = [check_device(d) for d in device or ["cpu"]]
     names, done = checks.QUICK if quick else checks.CHECKS, []
-    with render.interrupted(lambda: f"{len(done)} of {len(devices) * len(names)} checks ran; doctor.json not written"):
+    with render.interrupted(
+        lambda: f"{len(done)} of {len(devices) * len(names)} checks ran; doctor.json not written"
+    ):
         env = envinfo.collect()
         for d in devices:  # torch's own count: NVML's inventory may be missing (containers, MIG)
             if is_cuda(d) and (parse(d).index or 0) >= env.gpu_count:
                 raise StbenchError(f"--device {d}: no such GPU is visible ({env.gpu_count} GPU(s))")
-        results = checks.run(devices, env, on_done=lambda c: (done.append(c), render.check_line(c)), names=names)
-    folder = out or Path("results") / f"{dt.datetime.now():%Y%m%d-%H%M%S}-{socket.gethostname()}-doctor"
+        results = checks.run(
+            devices, env, on_done=lambda c: (done.append(c), render.check_line(c)), names=names
+        )
+    folder = (
+        out or Path("results") / f"{dt.datetime.now():%Y%m%d-%H%M%S}-{socket.gethostname()}-doctor"
+    )
     path = checks.write(folder, results, env)
     render.checks_table(results, path)
     if any(c.status == "FAIL" for c in results):

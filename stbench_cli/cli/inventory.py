@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -11,8 +11,11 @@ from .app import app
 
 
 @app.command("list")
-def list_cmd(workload: Annotated[Optional[str], typer.Argument(help="show this workload's parameters and presets")] = None
-             ) -> None:
+def list_cmd(
+    workload: Annotated[
+        str | None, typer.Argument(help="show this workload's parameters and presets")
+    ] = None,
+) -> None:
     """Workloads, one a line; with a name, its parameters, presets, strategies and data."""
     from ..plan import registry
 

@@ -17,7 +17,8 @@ def migrate(
 ) -> None:
     """Rewrite result folders of an older schema to this stbench's (every parameter written out,
     run ids kept); a folder already current is left as it is."""
-    from ..plan.migrate import folders, migrate as rewrite
+    from ..plan.migrate import folders
+    from ..plan.migrate import migrate as rewrite
 
     for folder in folders(paths):
         render.out.print(rewrite(folder), markup=False, soft_wrap=True)

@@ -3,58 +3,133 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 # Options that take several values after one flag (`--device cpu cuda`); see spread_lists.
-LIST_OPTIONS = ("--device", "--strategy", "--nproc", "--batch-size", "--epochs", "--nnodes", "--expect", "--time-budget")
+LIST_OPTIONS = (
+    "--device",
+    "--strategy",
+    "--nproc",
+    "--batch-size",
+    "--epochs",
+    "--nnodes",
+    "--expect",
+    "--time-budget",
+)
 
 Workload = Annotated[str, typer.Argument(help="a workload from `stbench list`")]
-StudyWorkload = Annotated[Optional[str], typer.Argument(help="a workload from `stbench list` (optional with --resume)")]
-Devices = Annotated[Optional[list[str]], typer.Option("--device", help="cpu, cuda, cuda:N (several: an axis)")]
-Strategies = Annotated[Optional[list[str]], typer.Option("--strategy", help="single, ddp, zero1, fsdp")]
-Nprocs = Annotated[Optional[list[int]], typer.Option("--nproc", help="processes per ddp/zero1/fsdp cell")]
-Batches = Annotated[Optional[list[int]], typer.Option("--batch-size", help="per-process batch sizes")]
-Epochs = Annotated[Optional[list[int]], typer.Option("--epochs", help="epoch counts")]
-Budgets = Annotated[Optional[list[float]], typer.Option(
-    "--time-budget", help="seconds of training per cell instead of epochs (several: an axis); the same as "
-                          "--set time_budget=...")]
-StopAtTarget = Annotated[bool, typer.Option(
-    "--stop-at-target", help="end each run at its first evaluation that reaches the target (--set target=...)")]
-Sets = Annotated[Optional[list[str]], typer.Option("--set", help="workload parameter axis: key=v1,v2")]
-Preset = Annotated[Optional[str], typer.Option(help="named parameter set (see `stbench list`)")]
+StudyWorkload = Annotated[
+    str | None, typer.Argument(help="a workload from `stbench list` (optional with --resume)")
+]
+Devices = Annotated[
+    list[str] | None, typer.Option("--device", help="cpu, cuda, cuda:N (several: an axis)")
+]
+Strategies = Annotated[
+    list[str] | None, typer.Option("--strategy", help="single, ddp, zero1, fsdp")
+]
+Nprocs = Annotated[
+    list[int] | None, typer.Option("--nproc", help="processes per ddp/zero1/fsdp cell")
+]
+Batches = Annotated[list[int] | None, typer.Option("--batch-size", help="per-process batch sizes")]
+Epochs = Annotated[list[int] | None, typer.Option("--epochs", help="epoch counts")]
+Budgets = Annotated[
+    list[float] | None,
+    typer.Option(
+        "--time-budget",
+        help="seconds of training per cell instead of epochs (several: an axis); the same as "
+        "--set time_budget=...",
+    ),
+]
+StopAtTarget = Annotated[
+    bool,
+    typer.Option(
+        "--stop-at-target",
+        help="end each run at its first evaluation that reaches the target (--set target=...)",
+    ),
+]
+Sets = Annotated[list[str] | None, typer.Option("--set", help="workload parameter axis: key=v1,v2")]
+Preset = Annotated[str | None, typer.Option(help="named parameter set (see `stbench list`)")]
 Smoke = Annotated[bool, typer.Option(help="shrink every cell to a seconds-long run")]
 Out = Annotated[Path, typer.Option(help="parent folder of the new result folder")]
-Timeout = Annotated[Optional[float], typer.Option(help="seconds per cell before it is killed")]
-StallLimit = Annotated[Optional[float], typer.Option(
-    "--stall-limit", help="seconds a cell may make no progress (no step, no evaluation batch, "
-                          "no phase of its set-up) before it is killed as hung (default: 10 x "
-                          "its slowest step so far, at least 300 s)")]
-Nnodes = Annotated[Optional[list[int]], typer.Option(
-    "--nnodes", help="nodes (torchrun agents) per multi-process cell; world size = nproc x nnodes")]
-Launcher = Annotated[Optional[str], typer.Option(
-    help="local (this machine; N loopback agents for --nnodes N), slurm (a job per cell via submitit), "
-         "srun (inside an allocation)")]
-Slurm = Annotated[Optional[list[str]], typer.Option(
-    "--slurm", help="sbatch option for --launcher slurm: key=value (partition=gpu, account=..., cpus_per_task=8)")]
-DryRun = Annotated[bool, typer.Option(help="print what each cell would run (sbatch scripts for slurm); write nothing")]
-Expect = Annotated[Optional[list[str]], typer.Option(
-    "--expect", help="statuses besides ok a study may end with and still exit 0 (e.g. oom for a batch sweep "
-                     "looking for the memory edge): skipped, oom, diverged, failed, timeout, hung")]
-Seed = Annotated[int, typer.Option(help="the first repeat's seed; repeat r trains with seed + r (see --same-seed)")]
-SameSeed = Annotated[bool, typer.Option(
-    "--same-seed", help="every repeat with --seed: the repeats then differ by the machine's noise only, not by the "
-                        "training's randomness (initial weights, data order, generated data)")]
+Timeout = Annotated[float | None, typer.Option(help="seconds per cell before it is killed")]
+StallLimit = Annotated[
+    float | None,
+    typer.Option(
+        "--stall-limit",
+        help="seconds a cell may make no progress (no step, no evaluation batch, "
+        "no phase of its set-up) before it is killed as hung (default: 10 x "
+        "its slowest step so far, at least 300 s)",
+    ),
+]
+Nnodes = Annotated[
+    list[int] | None,
+    typer.Option(
+        "--nnodes",
+        help="nodes (torchrun agents) per multi-process cell; world size = nproc x nnodes",
+    ),
+]
+Launcher = Annotated[
+    str | None,
+    typer.Option(
+        help="local (this machine; N loopback agents for --nnodes N), slurm (a job per cell via submitit), "
+        "srun (inside an allocation)"
+    ),
+]
+Slurm = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--slurm",
+        help="sbatch option for --launcher slurm: key=value (partition=gpu, account=..., cpus_per_task=8)",
+    ),
+]
+DryRun = Annotated[
+    bool,
+    typer.Option(help="print what each cell would run (sbatch scripts for slurm); write nothing"),
+]
+Expect = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--expect",
+        help="statuses besides ok a study may end with and still exit 0 (e.g. oom for a batch sweep "
+        "looking for the memory edge): skipped, oom, diverged, failed, timeout, hung",
+    ),
+]
+Seed = Annotated[
+    int,
+    typer.Option(help="the first repeat's seed; repeat r trains with seed + r (see --same-seed)"),
+]
+SameSeed = Annotated[
+    bool,
+    typer.Option(
+        "--same-seed",
+        help="every repeat with --seed: the repeats then differ by the machine's noise only, not by the "
+        "training's randomness (initial weights, data order, generated data)",
+    ),
+]
 # issue 32: what a device-hour costs, for cost per million samples and cost to target
-Price = Annotated[Optional[list[str]], typer.Option(
-    "--price", help="USD per device-hour: DEVICE=PRICE (repeat, or a comma list: "
-                    "cpu=0.68,cuda=2.99; cuda prices every GPU, cuda:1 one); stored in the "
-                    "manifest")]
-PricesFile = Annotated[Optional[Path], typer.Option(
-    "--prices", help="a .toml, .json (device = USD per hour) or .csv (device,usd_per_hour) file")]
-Resume = Annotated[Optional[Path], typer.Option(
-    help="finish the study in this folder (its matrix is read from manifest.json; axes given here are ignored)")]
+Price = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--price",
+        help="USD per device-hour: DEVICE=PRICE (repeat, or a comma list: "
+        "cpu=0.68,cuda=2.99; cuda prices every GPU, cuda:1 one); stored in the "
+        "manifest",
+    ),
+]
+PricesFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--prices", help="a .toml, .json (device = USD per hour) or .csv (device,usd_per_hour) file"
+    ),
+]
+Resume = Annotated[
+    Path | None,
+    typer.Option(
+        help="finish the study in this folder (its matrix is read from manifest.json; axes given here are ignored)"
+    ),
+]
 
 
 def spread_lists(argv: list[str]) -> list[str]:

@@ -12,9 +12,10 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-
 out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)  # an error stays one line, however narrow the terminal
+err = Console(
+    stderr=True, highlight=False, soft_wrap=True
+)  # an error stays one line, however narrow the terminal
 
 
 def error(message: str) -> None:
@@ -41,7 +42,9 @@ def interrupted(progress):
 def cell_label(spec) -> str:
     world = ""
     if spec.distributed:
-        world = f" x{spec.world_size}" if spec.nodes == 1 else f" {spec.nodes}x{spec.nproc_per_node}"
+        world = (
+            f" x{spec.world_size}" if spec.nodes == 1 else f" {spec.nodes}x{spec.nproc_per_node}"
+        )
     return f"{spec.device} {spec.strategy}{world} batch={spec.batch_size} epochs={spec.epochs} repeat={spec.repeat}"
 
 
@@ -53,8 +56,14 @@ def progress(total: int, done: int):
     if not err.is_terminal:
         yield from _progress_lines(total, done)
         return
-    bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   console=err, transient=False)
+    bar = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=False,
+    )
     with bar:
         task = bar.add_task("cells", total=total, completed=done)
 
@@ -64,7 +73,9 @@ def progress(total: int, done: int):
         def on_done(spec, row):
             status = row["status"]
             if status != "ok":
-                bar.console.print(f"  {cell_label(spec)}: [yellow]{status}[/] {row.get('reason', '')}")
+                bar.console.print(
+                    f"  {cell_label(spec)}: [yellow]{status}[/] {row.get('reason', '')}"
+                )
             bar.advance(task)
 
         yield on_start, on_done
@@ -80,8 +91,11 @@ def _progress_lines(total: int, done: int):
         wall = row.get("wall_s")
         took = f" in {float(wall):.1f} s" if wall not in (None, "") else ""
         minutes, seconds = divmod(int(time.monotonic() - started), 60)
-        err.print(f"[{done}/{total}] {cell_label(spec)}: {row['status']}{took}{reason} "
-                  f"({minutes}:{seconds:02d} so far)", markup=False)
+        err.print(
+            f"[{done}/{total}] {cell_label(spec)}: {row['status']}{took}{reason} "
+            f"({minutes}:{seconds:02d} so far)",
+            markup=False,
+        )
 
     yield (lambda spec: None), on_done
 
@@ -93,14 +107,30 @@ def table_width() -> int | None:
 
 
 # The run summary's columns, the most important first; a narrow terminal drops them from the end.
-SUMMARY = (("device", "device"), ("status", "status"), ("wall s", "wall_s"),
-           ("samples/s", "samples_per_s"), ("epochs", "epochs_done"), ("batch", "batch_size"),
-           ("val", "val_value"), ("naive", "naive_baseline"), ("strategy", "strategy"),
-           ("world", "world_size"), ("nodes", "nodes"), ("rep", "repeat"))
+SUMMARY = (
+    ("device", "device"),
+    ("status", "status"),
+    ("wall s", "wall_s"),
+    ("samples/s", "samples_per_s"),
+    ("epochs", "epochs_done"),
+    ("batch", "batch_size"),
+    ("val", "val_value"),
+    ("naive", "naive_baseline"),
+    ("strategy", "strategy"),
+    ("world", "world_size"),
+    ("nodes", "nodes"),
+    ("rep", "repeat"),
+)
 _AXES = ("batch_size", "strategy", "world_size", "nodes")
-_FORMATS = {"wall_s": "{:.2f}", "epochs_done": "{:.3g}", "time_to_target_s": "{:.3g}",
-            "compile_s": "{:.1f}", "samples_per_s": "{:,.0f}", "val_value": "{:.3g}",
-            "naive_baseline": "{:.3g}"}
+_FORMATS = {
+    "wall_s": "{:.2f}",
+    "epochs_done": "{:.3g}",
+    "time_to_target_s": "{:.3g}",
+    "compile_s": "{:.1f}",
+    "samples_per_s": "{:,.0f}",
+    "val_value": "{:.3g}",
+    "naive_baseline": "{:.3g}",
+}
 
 
 def _summary_cell(row: dict, key: str) -> str:
@@ -141,7 +171,9 @@ def run_summary(study, shown, folder: Path) -> None:
     rows = study.runs.to_dict("records")
     cells = {head: [_summary_cell(r, key) for r in rows] for head, key in columns}
     widths = {head: max([len(head), *map(len, values)]) for head, values in cells.items()}
-    kept = fit_columns(widths, out.width, [h for h, _ in reversed(columns[2:])], lambda n: 3 * n + 1)
+    kept = fit_columns(
+        widths, out.width, [h for h, _ in reversed(columns[2:])], lambda n: 3 * n + 1
+    )
     table = Table(show_lines=False)
     for head in kept:
         left = head in ("device", "strategy", "status")
@@ -152,8 +184,10 @@ def run_summary(study, shown, folder: Path) -> None:
     out.print(table)
     left = [f"{h} {cells[h][0]}" if len(set(cells[h])) == 1 else h for h in widths if h not in kept]
     if left:  # a long list folds between columns, never inside one
-        out.print(fold_pairs(f"not shown: {', '.join(left)} (every column is in runs.csv)", out.width),
-                  soft_wrap=False)
+        out.print(
+            fold_pairs(f"not shown: {', '.join(left)} (every column is in runs.csv)", out.width),
+            soft_wrap=False,
+        )
     out.print(finding_text(shown, out.width), soft_wrap=False, markup=False)
 
 
@@ -176,8 +210,13 @@ def workloads_table(items) -> None:
     items = list(items)
     name_width = max(len(w.name) for w in items) + 2
     for w in items:
-        out.print(f"[bold]{w.name:<{name_width}}[/]{fit_text(w.summary, out.width - name_width)}", soft_wrap=False)
-    out.print("stbench list WORKLOAD: its parameters, presets, strategies and data", soft_wrap=False)
+        out.print(
+            f"[bold]{w.name:<{name_width}}[/]{fit_text(w.summary, out.width - name_width)}",
+            soft_wrap=False,
+        )
+    out.print(
+        "stbench list WORKLOAD: its parameters, presets, strategies and data", soft_wrap=False
+    )
 
 
 def fit_text(text: str, width: int) -> str:
@@ -202,7 +241,11 @@ def workload_detail(w) -> None:
     for source in w.data_sources:
         say(f"data: {source}")
     if w.target_ratio:
-        say(escape(f"default target (time to quality): {w.target_ratio:g} x the naive baseline; {w.target_note}"))
+        say(
+            escape(
+                f"default target (time to quality): {w.target_ratio:g} x the naive baseline; {w.target_note}"
+            )
+        )
     table = Table(show_header=True, box=None, padding=(0, 2, 0, 0))
     table.add_column("parameter", no_wrap=True)
     table.add_column("default", no_wrap=True)
@@ -212,7 +255,11 @@ def workload_detail(w) -> None:
         allowed = " | ".join(map(str, p.choices)) if p.choices else p.kind.__name__
         if p.minimum is not None:
             allowed += f" >= {p.minimum:g}"
-        table.add_row(escape(p.name), escape(str(p.default)) if p.default != "" else '""', escape(f"{p.help} [{allowed}]"))
+        table.add_row(
+            escape(p.name),
+            escape(str(p.default)) if p.default != "" else '""',
+            escape(f"{p.help} [{allowed}]"),
+        )
     out.print(table)
     for name, values in w.presets.items():
         say(f"preset [bold]{name}[/]: " + ", ".join(f"{k}={v}" for k, v in values.items()))
@@ -222,20 +269,39 @@ def peak_text(p: dict) -> str:
     if "unavailable" in p:
         return f"unavailable: {p['unavailable']}"
     tf32 = f", {p['tf32_matmul_gflops']:,.1f} tf32" if p.get("tf32_matmul_gflops") else ""
-    return (f"{p['matmul_gflops']:,.1f} GFLOP/s {p.get('matmul_precision', 'fp32')} matmul{tf32}, "
-            f"{p['mem_gbps']:.1f} GB/s copy ({p['threads']} threads, measured)")
+    return (
+        f"{p['matmul_gflops']:,.1f} GFLOP/s {p.get('matmul_precision', 'fp32')} matmul{tf32}, "
+        f"{p['mem_gbps']:.1f} GB/s copy ({p['threads']} threads, measured)"
+    )
 
 
 def env_report(env, peaks: dict) -> None:
     table = Table(show_header=False, box=None, padding=(0, 2))
     d = env.to_dict()
-    for key in ("host", "os", "python", "cpu_model", "cores_physical", "cores_logical", "threads", "ram_gb",
-                "torch", "cuda", "cudnn", "nccl", "gpu_count"):
+    for key in (
+        "host",
+        "os",
+        "python",
+        "cpu_model",
+        "cores_physical",
+        "cores_logical",
+        "threads",
+        "ram_gb",
+        "torch",
+        "cuda",
+        "cudnn",
+        "nccl",
+        "gpu_count",
+    ):
         table.add_row(key, str(d[key]))
     for g in env.gpus:
-        label = f"gpu {g['index']}" if g.get("index") is not None else "gpu (not usable by this torch)"
+        label = (
+            f"gpu {g['index']}" if g.get("index") is not None else "gpu (not usable by this torch)"
+        )
         memory = f"{g['memory_mb'] / 1024:.1f} GiB" if g.get("memory_mb") else "memory unknown"
-        table.add_row(label, f"{g.get('name')}, {memory}, driver {g.get('driver')}, {g.get('uuid')}")
+        table.add_row(
+            label, f"{g.get('name')}, {memory}, driver {g.get('driver')}, {g.get('uuid')}"
+        )
     if not env.gpus:
         table.add_row("gpus (NVML)", "none visible")
     for device, p in peaks.items():
@@ -248,7 +314,10 @@ _STATUS = {"PASS": "green", "FAIL": "bold red", "SKIP": "yellow"}
 
 def check_line(check) -> None:
     """One line per doctor check as it finishes."""
-    out.print(f"[{_STATUS[check.status]}]{check.status}[/] {check.name} {check.device}: {check.detail}", markup=True)
+    out.print(
+        f"[{_STATUS[check.status]}]{check.status}[/] {check.name} {check.device}: {check.detail}",
+        markup=True,
+    )
 
 
 def checks_table(checks, path: Path) -> None:

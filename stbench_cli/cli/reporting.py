@@ -9,15 +9,18 @@ import typer
 
 from . import render
 from .app import app
-from .comparing import SKIPPED_HELP
+from .comparing import SKIPPED_HELP, paragraph
 
 
-@app.command(help=f"""A report to publish: every study's finding and a headline figure first, then
+@app.command(
+    help=paragraph(f"""A report to publish: every study's finding and a headline figure first, then
 per study its tables and figures. {SKIPPED_HELP}""")
+)
 def report(
     paths: Annotated[list[Path], typer.Argument(help="result folders, or folders holding them")],
-    out: Annotated[Path, typer.Option(
-        help="folder for report.html, report.md and the PNGs")] = Path("report"),
+    out: Annotated[
+        Path, typer.Option(help="folder for report.html, report.md and the PNGs")
+    ] = Path("report"),
 ) -> None:
     from ..report import html, read
     from ..store.files import find_folders
@@ -31,6 +34,7 @@ def report(
     written = html.build(folders, skipped, progress)
     progress(f"writing {out / 'report.html'}")
     path = html.write(written, out)
-    render.out.print(f"wrote {path} and {path.with_suffix('.md')} (figures beside it)",
-                     soft_wrap=False)
+    render.out.print(
+        f"wrote {path} and {path.with_suffix('.md')} (figures beside it)", soft_wrap=False
+    )
     render.left_out(skipped)

@@ -11,10 +11,34 @@ import typer
 
 from . import render
 from .app import app
-from .options import (Batches, Budgets, Devices, DryRun, Epochs, Expect, Launcher, Nnodes, Nprocs, Out, Preset, Resume,
-                      SameSeed, Seed, Sets, Slurm, Smoke, StallLimit, StopAtTarget, Strategies,
-                      StudyWorkload, Timeout, Workload)
-from .options import Price, PricesFile, prices_given
+from .options import (
+    Batches,
+    Budgets,
+    Devices,
+    DryRun,
+    Epochs,
+    Expect,
+    Launcher,
+    Nnodes,
+    Nprocs,
+    Out,
+    Preset,
+    Price,
+    PricesFile,
+    Resume,
+    SameSeed,
+    Seed,
+    Sets,
+    Slurm,
+    Smoke,
+    StallLimit,
+    StopAtTarget,
+    Strategies,
+    StudyWorkload,
+    Timeout,
+    Workload,
+    prices_given,
+)
 
 
 def accepted(expect: list[str] | None) -> tuple[str, ...]:
@@ -35,13 +59,16 @@ def exit_for(rows: list[dict], ok: tuple[str, ...]) -> None:
     bad = unexpected(rows, ok)
     if bad:
         counts = ", ".join(f"{n} {status}" for status, n in sorted(bad.items()))
-        render.error(f"{sum(bad.values())} of {len(rows)} cells did not end ok ({counts}); "
-                     "--expect STATUS accepts a status the study looks for")
+        render.error(
+            f"{sum(bad.values())} of {len(rows)} cells did not end ok ({counts}); "
+            "--expect STATUS accepts a status the study looks for"
+        )
         raise typer.Exit(1)
 
 
-def run_with_progress(plan, env, timeout: float | None, extra: tuple[str, ...] = (),
-                      stall: float | None = None) -> list[dict]:
+def run_with_progress(
+    plan, env, timeout: float | None, extra: tuple[str, ...] = (), stall: float | None = None
+) -> list[dict]:
     """Run a plan under a progress bar, naming the cells that cannot run here. Both start once
     the study's folder is ours, so a refused folder (another parent runs it) is one line."""
     from ..runner import study
@@ -55,22 +82,48 @@ def run_with_progress(plan, env, timeout: float | None, extra: tuple[str, ...] =
                 render.warn(f"skipping cells: {reason}")
             bar["start"], bar["done"] = stack.enter_context(render.progress(len(plan.cells), done))
 
-        return study.run_study(plan, env, timeout, extra_args=extra, stall=stall, on_begin=begin,
-                             on_start=lambda spec: bar["start"](spec), on_done=lambda spec, row: bar["done"](spec, row))
+        return study.run_study(
+            plan,
+            env,
+            timeout,
+            extra_args=extra,
+            stall=stall,
+            on_begin=begin,
+            on_start=lambda spec: bar["start"](spec),
+            on_done=lambda spec, row: bar["done"](spec, row),
+        )
 
 
 @app.command()
 def run(
-    workload: StudyWorkload = None, device: Devices = None, strategy: Strategies = None, nproc: Nprocs = None,
-    batch_size: Batches = None, epochs: Epochs = None, set_: Sets = None,
+    workload: StudyWorkload = None,
+    device: Devices = None,
+    strategy: Strategies = None,
+    nproc: Nprocs = None,
+    batch_size: Batches = None,
+    epochs: Epochs = None,
+    set_: Sets = None,
     repeat: Annotated[int, typer.Option(help="repeats of every cell")] = 1,
-    preset: Preset = None, smoke: Smoke = False, seed: Seed = 0, same_seed: SameSeed = False,
+    preset: Preset = None,
+    smoke: Smoke = False,
+    seed: Seed = 0,
+    same_seed: SameSeed = False,
     out: Out = Path("results"),
-    resume: Resume = None, timeout: Timeout = None, nnodes: Nnodes = None, launcher: Launcher = None,
-    slurm: Slurm = None, dry_run: DryRun = False, expect: Expect = None, time_budget: Budgets = None,
-    stop_at_target: StopAtTarget = False, stall_limit: StallLimit = None,
-    all_: Annotated[bool, typer.Option("--all", help="one study per registered workload (CI: --all --smoke)")] = False,
-    price: Price = None, prices: PricesFile = None,
+    resume: Resume = None,
+    timeout: Timeout = None,
+    nnodes: Nnodes = None,
+    launcher: Launcher = None,
+    slurm: Slurm = None,
+    dry_run: DryRun = False,
+    expect: Expect = None,
+    time_budget: Budgets = None,
+    stop_at_target: StopAtTarget = False,
+    stall_limit: StallLimit = None,
+    all_: Annotated[
+        bool, typer.Option("--all", help="one study per registered workload (CI: --all --smoke)")
+    ] = False,
+    price: Price = None,
+    prices: PricesFile = None,
 ) -> None:
     """Run a matrix of devices x strategies x nproc x nnodes x batch sizes x epochs x --set axes."""
     from ..errors import StbenchError
@@ -80,22 +133,38 @@ def run(
     ok = accepted(expect)
     check_stall(stall_limit)
     if not (all_ or workload or resume) or (all_ and (workload or resume)):
-        raise StbenchError("stbench run needs one of: a WORKLOAD (see `stbench list`), --all (every workload), "
-                           "or --resume DIR to finish a study")
+        raise StbenchError(
+            "stbench run needs one of: a WORKLOAD (see `stbench list`), --all (every workload), "
+            "or --resume DIR to finish a study"
+        )
     env = envinfo.collect()
     if resume:
         plans = [planner.plan_resume(workload, resume, env)]
     else:
         common = dict(
-            devices=tuple(device or ()), strategies=tuple(strategy or ()), nprocs=tuple(nproc or ()),
-            batch_sizes=tuple(batch_size or ()), epochs=tuple(epochs or ()),
+            devices=tuple(device or ()),
+            strategies=tuple(strategy or ()),
+            nprocs=tuple(nproc or ()),
+            batch_sizes=tuple(batch_size or ()),
+            epochs=tuple(epochs or ()),
             sets=tuple(quality_sets(list(set_ or ()), time_budget, stop_at_target)),
-            repeat=repeat, preset=preset, smoke=smoke, seed=seed, seed_per_repeat=not same_seed, out=out,
+            repeat=repeat,
+            preset=preset,
+            smoke=smoke,
+            seed=seed,
+            seed_per_repeat=not same_seed,
+            out=out,
             nnodes=tuple(nnodes or ()),
-            launcher=launcher or "local", slurm=tuple(slurm or ()), timeout=timeout,
-            prices=tuple(prices_given(price, prices).items()))
+            launcher=launcher or "local",
+            slurm=tuple(slurm or ()),
+            timeout=timeout,
+            prices=tuple(prices_given(price, prices).items()),
+        )
         names = [w.name for w in registry.all_workloads()] if all_ else [workload]
-        plans = [planner.plan_new(planner.Request(name, **common), env, tuple(sys.argv)) for name in names]
+        plans = [
+            planner.plan_new(planner.Request(name, **common), env, tuple(sys.argv))
+            for name in names
+        ]
     if dry_run:
         return dry(plans, timeout)
     rows = []
@@ -129,10 +198,14 @@ def quality_sets(sets: list[str], budgets: list[float] | None, stop_at_target: b
     from ..errors import StbenchError
 
     named = {s.partition("=")[0].strip() for s in sets}
-    for flag, key, given in (("--time-budget", "time_budget", budgets), ("--stop-at-target", "stop_at_target",
-                                                                         stop_at_target)):
+    for flag, key, given in (
+        ("--time-budget", "time_budget", budgets),
+        ("--stop-at-target", "stop_at_target", stop_at_target),
+    ):
         if given and key in named:
-            raise StbenchError(f"{flag} and --set {key}=... name the same parameter; give one of them")
+            raise StbenchError(
+                f"{flag} and --set {key}=... name the same parameter; give one of them"
+            )
     for b in budgets or ():
         if not b > 0:
             raise StbenchError(f"--time-budget {b:g} must be a positive number of seconds")
@@ -150,18 +223,28 @@ def dry(plans, timeout: float | None) -> None:
     for plan in plans:
         left = plan.remaining
         if not left.cells:
-            render.out.print(f"nothing left to run: every cell of {plan.folder} has its row", markup=False)
+            render.out.print(
+                f"nothing left to run: every cell of {plan.folder} has its row", markup=False
+            )
             continue
         render.out.print(launchers.describe(left, timeout), markup=False, end="")
 
 
 @app.command()
 def profile(
-    workload: Workload, device: Devices = None, batch_size: Batches = None, set_: Sets = None,
+    workload: Workload,
+    device: Devices = None,
+    batch_size: Batches = None,
+    set_: Sets = None,
     offload: Annotated[bool, typer.Option(help="the same as --set relations=offload")] = False,
     steps: Annotated[int, typer.Option(help="steady steps recorded after the warm-up")] = 10,
-    preset: Preset = None, smoke: Smoke = False, seed: int = 0, out: Out = Path("results"), timeout: Timeout = None,
-    expect: Expect = None, stall_limit: StallLimit = None,
+    preset: Preset = None,
+    smoke: Smoke = False,
+    seed: int = 0,
+    out: Out = Path("results"),
+    timeout: Timeout = None,
+    expect: Expect = None,
+    stall_limit: StallLimit = None,
 ) -> None:
     """A short profiled run: what it found, its phase table, per-step memory, top operators,
     Chrome trace."""
@@ -173,8 +256,16 @@ def profile(
     ok = accepted(expect)
     check_stall(stall_limit)
     env = envinfo.collect()
-    request = planner.Request(workload, devices=tuple(device or ()), batch_sizes=tuple(batch_size or ()),
-                              sets=tuple(set_ or ()), preset=preset, smoke=smoke, seed=seed, out=out)
+    request = planner.Request(
+        workload,
+        devices=tuple(device or ()),
+        batch_sizes=tuple(batch_size or ()),
+        sets=tuple(set_ or ()),
+        preset=preset,
+        smoke=smoke,
+        seed=seed,
+        out=out,
+    )
     plan = planner.plan_profile(request, env, offload, steps, tuple(sys.argv))
     where = str((plan.folder / "profile").resolve())
     rows = run_with_progress(plan, env, timeout, ("--profile", where), stall_limit)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -16,17 +16,31 @@ from .options import Out, Preset, Resume, Seed, Sets, Smoke, StudyWorkload
 
 @app.command()
 def tune(
-    workload: StudyWorkload = None, set_: Sets = None, preset: Preset = None, smoke: Smoke = False,
-    batch_size: Annotated[Optional[int], typer.Option(
-        "--batch-size", help="the reference batch (default: the preset's); the search tries "
-                             "half and twice it, judged by time to target or quality")] = None,
-    budget: Annotated[Optional[float], typer.Option(
-        help="wall seconds for the whole search, the confirming step included (default 600; "
-             "with --resume: the stored one)")] = None,
+    workload: StudyWorkload = None,
+    set_: Sets = None,
+    preset: Preset = None,
+    smoke: Smoke = False,
+    batch_size: Annotated[
+        int | None,
+        typer.Option(
+            "--batch-size",
+            help="the reference batch (default: the preset's); the search tries "
+            "half and twice it, judged by time to target or quality",
+        ),
+    ] = None,
+    budget: Annotated[
+        float | None,
+        typer.Option(
+            help="wall seconds for the whole search, the confirming step included (default 600; "
+            "with --resume: the stored one)"
+        ),
+    ] = None,
     repeat: Annotated[int, typer.Option(help="rounds per step (a paired interval: >= 2)")] = 3,
     cell_seconds: Annotated[float, typer.Option(help="seconds of training per cell")] = 8.0,
     eval_samples: Annotated[int, typer.Option(help="validation samples per evaluation")] = 1024,
-    seed: Seed = 0, out: Out = Path("results"), resume: Resume = None,
+    seed: Seed = 0,
+    out: Out = Path("results"),
+    resume: Resume = None,
 ) -> None:
     """Search the levers a fair CPU baseline needs (threads, binding, precision, compile, the
     allocator, workers, batch size), one at a time from torch's defaults, each step a study
@@ -37,9 +51,24 @@ def tune(
     from ..runner.tune import Tuner
     from .running import run_with_progress
 
-    spec, root = _request(workload, resume, budget, TuneSpec(
-        workload or "", preset, tuple(set_ or ()), batch_size, repeat, cell_seconds,
-        budget or 600.0, eval_samples, seed, smoke), out)
+    spec, root = _request(
+        workload,
+        resume,
+        budget,
+        TuneSpec(
+            workload or "",
+            preset,
+            tuple(set_ or ()),
+            batch_size,
+            repeat,
+            cell_seconds,
+            budget or 600.0,
+            eval_samples,
+            seed,
+            smoke,
+        ),
+        out,
+    )
     env = envinfo.collect()
     run = lambda plan: run_with_progress(plan, env, None)  # noqa: E731
     Tuner(spec, root, env, run, tuple(sys.argv)).search()
@@ -57,8 +86,9 @@ def _request(workload: str | None, resume: Path | None, budget: float | None, as
 
     if resume is None:
         if not workload:
-            raise StbenchError("stbench tune needs a WORKLOAD (see `stbench list`), or "
-                               "--resume DIR")
+            raise StbenchError(
+                "stbench tune needs a WORKLOAD (see `stbench list`), or --resume DIR"
+            )
         registry.get(workload)
         return asked.check(), new_folder(out, f"{workload}-tune")
     try:
@@ -67,5 +97,6 @@ def _request(workload: str | None, resume: Path | None, budget: float | None, as
         raise StbenchError(f"--resume {resume}: not a tune folder ({TUNE_FILE}: {exc})") from None
     if workload and workload != stored.workload:
         raise StbenchError(f"--resume {resume} holds a {stored.workload} tune, not {workload}")
-    return (TuneSpec.from_dict({**stored.to_dict(), "budget_s": budget}) if budget else stored
-            ).check(), resume
+    return (
+        TuneSpec.from_dict({**stored.to_dict(), "budget_s": budget}) if budget else stored
+    ).check(), resume

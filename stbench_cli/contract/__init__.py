@@ -9,5 +9,26 @@ from .params import COMMON_PARAMS, Param, TrainerParams
 from .task import Data, Metric, Model, Optim, ReadCost, Supervised, Task, tensor_mb
 from .workload import BuildContext, Workload
 
-__all__ = ["Accelerator", "Device", "is_cuda", "cublas_workspace_bytes", "cuda_library_bytes", "CHECKPOINT", "COMMON_PARAMS", "BuildContext", "run_blocks", "segments", "Data", "Metric", "Model", "Optim", "Param", "ReadCost", "Supervised", "Task",
-           "TrainerParams", "Workload", "tensor_mb"]
+__all__ = [
+    "Accelerator",
+    "Device",
+    "is_cuda",
+    "cublas_workspace_bytes",
+    "cuda_library_bytes",
+    "CHECKPOINT",
+    "COMMON_PARAMS",
+    "BuildContext",
+    "run_blocks",
+    "segments",
+    "Data",
+    "Metric",
+    "Model",
+    "Optim",
+    "Param",
+    "ReadCost",
+    "Supervised",
+    "Task",
+    "TrainerParams",
+    "Workload",
+    "tensor_mb",
+]

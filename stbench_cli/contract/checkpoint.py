@@ -10,14 +10,19 @@ k = sqrt(N). torch is imported inside the functions: the contract stays torch-fr
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from .params import Param
 
 MODES = ("none", "full", "sqrt")
-CHECKPOINT = Param("checkpoint", str, "none",
-                   "activation checkpointing of the repeated blocks: full recomputes every block in backward, "
-                   "sqrt keeps one checkpoint every ceil(sqrt(N)) blocks", MODES)
+CHECKPOINT = Param(
+    "checkpoint",
+    str,
+    "none",
+    "activation checkpointing of the repeated blocks: full recomputes every block in backward, "
+    "sqrt keeps one checkpoint every ceil(sqrt(N)) blocks",
+    MODES,
+)
 
 # A block: (*state) -> (new state tuple, an output to collect or None)
 Block = Callable[..., tuple]
@@ -33,7 +38,9 @@ def segment_size(n_blocks: int, mode: str) -> int:
 
 def segments(n_blocks: int, mode: str) -> int:
     """Checkpointed segments of N blocks (0: no checkpointing): the row's checkpoint_segments."""
-    return 0 if mode == "none" or n_blocks == 0 else math.ceil(n_blocks / segment_size(n_blocks, mode))
+    return (
+        0 if mode == "none" or n_blocks == 0 else math.ceil(n_blocks / segment_size(n_blocks, mode))
+    )
 
 
 def _segment(blocks: Sequence[Block], width: int):
@@ -59,7 +66,7 @@ def run_blocks(blocks: Sequence[Block], state: tuple, mode: str) -> tuple[tuple,
     size = segment_size(len(blocks), mode if active else "none")
     outs: list = []
     for lo in range(0, len(blocks), size):
-        fn = _segment(blocks[lo:lo + size], len(state))
+        fn = _segment(blocks[lo : lo + size], len(state))
         result = checkpoint(fn, *state, use_reentrant=False) if active else fn(*state)
-        state, outs = tuple(result[: len(state)]), outs + list(result[len(state):])
+        state, outs = tuple(result[: len(state)]), outs + list(result[len(state) :])
     return state, outs

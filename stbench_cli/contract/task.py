@@ -9,8 +9,9 @@ Torch-free at import (the fields hold torch objects, but this module never impor
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 PLACEMENTS = ("host", "device", "sharded")
 
@@ -35,10 +36,14 @@ class ReadCost:
 
     def figures(self) -> dict:
         """The row's read-cost columns (store.rows.Figures)."""
-        return dict(bytes_read=self.bytes_read, bytes_used=self.bytes_used,
-                    read_amplification=self.bytes_read / self.bytes_used if self.bytes_used else None,
-                    read_requests=self.requests, first_batch_s=self.first_batch_s,
-                    read_mb_per_s=self.bytes_read / 1e6 / self.read_s if self.read_s > 0 else None)
+        return dict(
+            bytes_read=self.bytes_read,
+            bytes_used=self.bytes_used,
+            read_amplification=self.bytes_read / self.bytes_used if self.bytes_used else None,
+            read_requests=self.requests,
+            first_batch_s=self.first_batch_s,
+            read_mb_per_s=self.bytes_read / 1e6 / self.read_s if self.read_s > 0 else None,
+        )
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,10 @@ imports torch (and anything heavy) inside the function, so only the cell's proce
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from .params import COMMON_PARAMS, Param
 
@@ -27,7 +28,9 @@ class BuildContext:
     rank: int = 0  # this process's rank in a data-parallel world
     world_size: int = 1
     device: str = "cpu"  # the training device ("cpu", "cuda:0", ...)
-    cache_dir: Path = field(default_factory=default_cache_dir)  # for generated data kept between cells
+    cache_dir: Path = field(
+        default_factory=default_cache_dir
+    )  # for generated data kept between cells
 
 
 @dataclass(frozen=True)
@@ -51,7 +54,9 @@ class Workload:
     summary: str
     params: tuple[Param, ...]
     presets: Mapping[str, Mapping[str, Any]]
-    build: Callable[[dict, BuildContext], Any]  # (params, ctx) -> contract.Task, in the cell's process
+    build: Callable[
+        [dict, BuildContext], Any
+    ]  # (params, ctx) -> contract.Task, in the cell's process
     check: Callable[[dict], None] | None = None
     skip: Callable[[dict, int, str, dict], str | None] | None = None
     predict: Callable[..., dict] | None = None

@@ -60,8 +60,11 @@ def number(value) -> float | None:
 
 def paired(reference: dict[int, float], other: dict[int, float], lower_better: bool):
     """(ratio, low, high, rounds) of `other` over `reference` by round; > 1 is better."""
-    logs = [math.log(reference[r] / other[r] if lower_better else other[r] / reference[r])
-            for r in sorted(set(reference) & set(other)) if reference[r] > 0 and other[r] > 0]
+    logs = [
+        math.log(reference[r] / other[r] if lower_better else other[r] / reference[r])
+        for r in sorted(set(reference) & set(other))
+        if reference[r] > 0 and other[r] > 0
+    ]
     if not logs:
         return None, None, None, 0
     mean = statistics.fmean(logs)
@@ -91,8 +94,11 @@ def measured(row: dict, measure: str) -> float | None:
 
 
 def by_round(rows: list[dict], measure: str) -> dict[int, float]:
-    return {int(r["repeat"]): v for r in rows if r["status"] == "ok"
-            and (v := measured(r, measure)) is not None}
+    return {
+        int(r["repeat"]): v
+        for r in rows
+        if r["status"] == "ok" and (v := measured(r, measure)) is not None
+    }
 
 
 def _median(rows: list[dict], column: str) -> float | None:
@@ -115,17 +121,38 @@ def judge(lever: Lever, rows: list[dict], reference: object) -> tuple[str, list[
         failed = [f"{r['status']}: {r['reason']}" for r in group if r["status"] != "ok"]
         quality = _median(group, QUALITY)
         note = f"{len(failed)} of {len(group)} runs not ok ({failed[0]})" if failed else ""
-        if (value != reference and low is not None and low > 1 and measure != QUALITY
-                and _worse(quality, ref_quality)):
-            note = (f"faster, but its validation metric {quality:.4g} is more than "
-                    f"{QUALITY_TOLERANCE:.0%} worse than {ref_quality:.4g}")
-        verdicts.append(Verdict(value, ratio, low, high, n, _median(group, measure),
-                                _median(group, SPS), quality, note))
+        if (
+            value != reference
+            and low is not None
+            and low > 1
+            and measure != QUALITY
+            and _worse(quality, ref_quality)
+        ):
+            note = (
+                f"faster, but its validation metric {quality:.4g} is more than "
+                f"{QUALITY_TOLERANCE:.0%} worse than {ref_quality:.4g}"
+            )
+        verdicts.append(
+            Verdict(
+                value,
+                ratio,
+                low,
+                high,
+                n,
+                _median(group, measure),
+                _median(group, SPS),
+                quality,
+                note,
+            )
+        )
     keep = [v for v in verdicts if v.value != reference and v.significant and not v.note]
     kept = max(keep, key=lambda v: v.ratio).value if keep else reference
     return measure, verdicts, kept
 
 
 def _worse(quality: float | None, reference: float | None) -> bool:
-    return quality is not None and reference is not None and quality > reference * (
-        1 + QUALITY_TOLERANCE)
+    return (
+        quality is not None
+        and reference is not None
+        and quality > reference * (1 + QUALITY_TOLERANCE)
+    )

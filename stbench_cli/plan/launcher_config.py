@@ -18,11 +18,21 @@ from ..errors import StbenchError
 LAUNCHERS = ("local", "slurm", "srun")
 # Set by stbench from the cell (nodes, one task per node) or from --timeout: never from --slurm.
 RESERVED = {
-    "nodes": "--nnodes", "ntasks": "--nnodes", "ntasks_per_node": "one task per node",
-    "tasks_per_node": "one task per node", "job_name": "the cell's run_id", "output": "the study folder",
-    "error": "the study folder", "array": "one job per cell", "wrap": "the cell's command",
+    "nodes": "--nnodes",
+    "ntasks": "--nnodes",
+    "ntasks_per_node": "one task per node",
+    "tasks_per_node": "one task per node",
+    "job_name": "the cell's run_id",
+    "output": "the study folder",
+    "error": "the study folder",
+    "array": "one job per cell",
+    "wrap": "the cell's command",
 }
-TYPED = {"cpus_per_task": int, "gpus_per_node": int, "mem_gb": float}  # submitit's own typed parameters
+TYPED = {
+    "cpus_per_task": int,
+    "gpus_per_node": int,
+    "mem_gb": float,
+}  # submitit's own typed parameters
 _KEY = re.compile(r"^[a-z][a-z0-9_-]*$")
 
 
@@ -41,7 +51,7 @@ class Launch:
         return {"kind": self.kind, "slurm": self.options}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Launch":
+    def from_dict(cls, d: dict) -> Launch:
         """From a manifest (`to_dict`'s)."""
         return cls(d["kind"], tuple(sorted(d["slurm"].items())))
 
@@ -53,14 +63,18 @@ def parse_slurm(texts: list[str]) -> tuple[tuple[str, object], ...]:
         key, sep, value = (part.strip() for part in text.partition("="))
         key = key.replace("-", "_")
         if not sep or not value or not _KEY.match(key):
-            raise StbenchError(f"--slurm {text!r} is malformed; expected key=value, e.g. partition=gpu")
+            raise StbenchError(
+                f"--slurm {text!r} is malformed; expected key=value, e.g. partition=gpu"
+            )
         if key in RESERVED:
             raise StbenchError(f"--slurm {key} is set by stbench ({RESERVED[key]}); leave it out")
         if key in TYPED:
             try:
                 out[key] = TYPED[key](value)
             except ValueError:
-                raise StbenchError(f"--slurm {key}={value!r} is not a valid {TYPED[key].__name__}") from None
+                raise StbenchError(
+                    f"--slurm {key}={value!r} is not a valid {TYPED[key].__name__}"
+                ) from None
         else:
             out[key] = value
     return tuple(sorted(out.items()))
@@ -75,6 +89,8 @@ def make_launch(kind: str | None, slurm: list[str], timeout: float | None) -> La
     if options and kind != "slurm":
         raise StbenchError(f"--slurm options apply to --launcher slurm, not --launcher {kind}")
     if kind == "slurm" and timeout is None and "time" not in dict(options):
-        raise StbenchError("--launcher slurm needs a time limit for its jobs: give --timeout SECONDS "
-                           "(or --slurm time=HH:MM:SS)")
+        raise StbenchError(
+            "--launcher slurm needs a time limit for its jobs: give --timeout SECONDS "
+            "(or --slurm time=HH:MM:SS)"
+        )
     return Launch(kind, options)

@@ -16,8 +16,8 @@ measured with the earlier ones' best):
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
 
 BATCH = "batch_size"  # the engine axis; every other lever is a `--set` parameter
 
@@ -63,9 +63,12 @@ def _bind_missing(host: HostOffer) -> tuple[str, ...]:
 
 
 def _allocator_missing(host: HostOffer) -> tuple[str, ...]:
-    return tuple(f"allocator={a}: not installed (e.g. apt install "
-                 f"{'libjemalloc2' if a == 'jemalloc' else 'libtcmalloc-minimal4'})"
-                 for a in ("jemalloc", "tcmalloc") if a not in host.allocators)
+    return tuple(
+        f"allocator={a}: not installed (e.g. apt install "
+        f"{'libjemalloc2' if a == 'jemalloc' else 'libtcmalloc-minimal4'})"
+        for a in ("jemalloc", "tcmalloc")
+        if a not in host.allocators
+    )
 
 
 LEVERS: tuple[Lever, ...] = (
@@ -75,11 +78,16 @@ LEVERS: tuple[Lever, ...] = (
     Lever("precision", lambda h, b: "default", lambda h, b: ("bf16",)),
     Lever("compile", lambda h, b: "none", lambda h, b: ("default",)),
     # glibc as a plain script has it; keep: stbench's fixed thresholds (child/allocator.py)
-    Lever("allocator", lambda h, b: "system", lambda h, b: ("keep", *h.allocators),
-          _allocator_missing),
+    Lever(
+        "allocator", lambda h, b: "system", lambda h, b: ("keep", *h.allocators), _allocator_missing
+    ),
     Lever("workers", lambda h, b: 0, lambda h, b: tuple(dict.fromkeys([1, min(2, h.physical)]))),
-    Lever(BATCH, lambda h, b: b, lambda h, b: tuple(v for v in (b // 2, b * 2) if v >= 1),
-          quality_judged=True),
+    Lever(
+        BATCH,
+        lambda h, b: b,
+        lambda h, b: tuple(v for v in (b // 2, b * 2) if v >= 1),
+        quality_judged=True,
+    ),
 )
 NAMES = tuple(lever.name for lever in LEVERS)
 

@@ -49,8 +49,18 @@ from .spec import MatrixSpec, RunSpec, identify
 
 # stnn's figures from before a workload's own figures were `x.` columns
 RENAMED = {"stream_s": "x.stream_s", "stream_mb": "x.stream_mb"}
-_CELL = ("workload", "device", "strategy", "world_size", "nodes", "batch_size", "epochs", "repeat",
-         "seed", "preset")  # with the parameters, what a cell is: a row is matched to it by these
+_CELL = (
+    "workload",
+    "device",
+    "strategy",
+    "world_size",
+    "nodes",
+    "batch_size",
+    "epochs",
+    "repeat",
+    "seed",
+    "preset",
+)  # with the parameters, what a cell is: a row is matched to it by these
 
 
 def folders(paths: list[Path]) -> list[Path]:
@@ -62,8 +72,10 @@ def folders(paths: list[Path]) -> list[Path]:
             continue
         inner = sorted(q for q in p.glob("*/") if _is_study(q)) if p.is_dir() else []
         if not inner:
-            raise StbenchError(f"{p} holds no result folder (no manifest.json or runs.csv in it "
-                               "or its sub-folders)")
+            raise StbenchError(
+                f"{p} holds no result folder (no manifest.json or runs.csv in it "
+                "or its sub-folders)"
+            )
         found += inner
     return found
 
@@ -94,8 +106,10 @@ def migrate(folder: Path) -> str:
     if manifest:
         write_manifest(folder, _manifest(manifest, cells, launcher))
     old = ", ".join(sorted(found - {str(SCHEMA)}))
-    return (f"{folder}: schema {old} -> {SCHEMA} ({len(cells or ())} cells, {len(rows)} rows; "
-            "run ids kept)")
+    return (
+        f"{folder}: schema {old} -> {SCHEMA} ({len(cells or ())} cells, {len(rows)} rows; "
+        "run ids kept)"
+    )
 
 
 def written_out(workload: str, params: dict) -> dict:
@@ -113,11 +127,24 @@ def _row(row: dict, env: dict, launcher: str) -> dict:
     out = {RENAMED.get(k, k): v for k, v in row.items()}
     params = written_out(row["workload"], json.loads(row["params"] or "{}"))
     nodes = int(out.get("nodes") or 1)
-    spec = RunSpec(row["workload"], row["device"], row["strategy"], 1, 1,
-                   world_size=int(row["world_size"]), params=tuple(params.items()), nodes=nodes)
+    spec = RunSpec(
+        row["workload"],
+        row["device"],
+        row["strategy"],
+        1,
+        1,
+        world_size=int(row["world_size"]),
+        params=tuple(params.items()),
+        nodes=nodes,
+    )
     done = row["epochs"] if row["status"] == "ok" else None
-    implied = {"nodes": nodes, "nproc_per_node": spec.nproc_per_node, "launcher": launcher,
-               "backend": spec.backend, "epochs_done": done}
+    implied = {
+        "nodes": nodes,
+        "nproc_per_node": spec.nproc_per_node,
+        "launcher": launcher,
+        "backend": spec.backend,
+        "epochs_done": done,
+    }
     out.update({k: v for k, v in implied.items() if out.get(k) in (None, "")})
     out.update(schema=SCHEMA, params=json.dumps(params, sort_keys=True))
     return _machine(out, env)
@@ -162,8 +189,10 @@ def _cells(folder: Path, manifest: dict, rows: list[dict]) -> list[RunSpec]:
         cells.append(replace(spec, run_id=run_id) if run_id else identify(spec))
     lost = {r["run_id"] for r in rows} - {c.run_id for c in cells}
     if lost:
-        raise StbenchError(f"{folder}: rows {', '.join(sorted(lost)[:3])} match no cell of its "
-                           "manifest; nothing was rewritten")
+        raise StbenchError(
+            f"{folder}: rows {', '.join(sorted(lost)[:3])} match no cell of its "
+            "manifest; nothing was rewritten"
+        )
     return cells
 
 
@@ -174,5 +203,10 @@ def _manifest(manifest: dict, cells: list[RunSpec], launcher: dict) -> dict:
     matrix = {**asdict(MatrixSpec(workload)), "seed_per_repeat": False, **manifest["matrix"]}
     matrix["base_params"] = list(written_out(workload, dict(matrix["base_params"])).items())
     rest = {k: v for k, v in manifest.items() if k != "schema"}
-    return {"schema": SCHEMA, **rest, "matrix": matrix, "cells": [asdict(c) for c in cells],
-            "launcher": launcher}
+    return {
+        "schema": SCHEMA,
+        **rest,
+        "matrix": matrix,
+        "cells": [asdict(c) for c in cells],
+        "launcher": launcher,
+    }

@@ -7,9 +7,9 @@ from __future__ import annotations
 import datetime as dt
 import socket
 import subprocess
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Mapping
 
 from .. import __version__
 from ..contract import Workload
@@ -21,7 +21,15 @@ from ..store.rows import RETRIED, SCHEMA
 from . import registry
 from .launcher_config import Launch, make_launch
 from .skips import cell_skip
-from .spec import MatrixSpec, RunSpec, check_device, check_positive, check_strategy, expand, parse_set
+from .spec import (
+    MatrixSpec,
+    RunSpec,
+    check_device,
+    check_positive,
+    check_strategy,
+    expand,
+    parse_set,
+)
 
 
 @dataclass(frozen=True)
@@ -65,7 +73,7 @@ class Plan:
         return {r["run_id"] for r in self.done if r["status"] not in RETRIED}
 
     @property
-    def remaining(self) -> "Plan":
+    def remaining(self) -> Plan:
         """This plan without the cells whose rows stand (what a resume runs)."""
         return replace(self, cells=tuple(c for c in self.cells if c.run_id not in self.finished))
 
@@ -75,7 +83,9 @@ def resolve_params(w: Workload, preset: str, smoke: bool, sets) -> tuple[dict, d
     layers = [preset] + (["smoke"] if smoke and preset != "smoke" else [])
     for name in layers:
         if name not in w.presets:
-            raise StbenchError(f"unknown preset {name!r} for {w.name}; valid: {', '.join(w.presets)}")
+            raise StbenchError(
+                f"unknown preset {name!r} for {w.name}; valid: {', '.join(w.presets)}"
+            )
     specs = w.all_params
     base = {name: p.default for name, p in specs.items()}
     engine: dict = {}
@@ -85,7 +95,9 @@ def resolve_params(w: Workload, preset: str, smoke: bool, sets) -> tuple[dict, d
     axes = {}
     for key, raw in parse_set(list(sets)):
         if key not in specs:
-            raise StbenchError(f"unknown parameter {key!r} for {w.name}; valid: {', '.join(sorted(specs))}")
+            raise StbenchError(
+                f"unknown parameter {key!r} for {w.name}; valid: {', '.join(sorted(specs))}"
+            )
         try:
             axes[key] = tuple(dict.fromkeys(specs[key].parse(v) for v in raw))
         except ValueError as exc:
@@ -127,8 +139,16 @@ def new_folder(out: Path, workload: str) -> Path:
 
 def git_sha() -> str | None:
     try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
-                              text=True, timeout=5).stdout.strip() or None
+        return (
+            subprocess.run(
+                ["git", "rev-parse", "HEAD"],
+                cwd=Path(__file__).parent,
+                capture_output=True,
+                text=True,
+                timeout=5,
+            ).stdout.strip()
+            or None
+        )
     except (OSError, subprocess.SubprocessError):
         return None
 
@@ -141,10 +161,15 @@ def matrix_of(w: Workload, req: Request) -> MatrixSpec:
         strategies=tuple(dict.fromkeys(check_strategy(s) for s in req.strategies or ["single"])),
         nprocs=check_positive("--nproc", req.nprocs or [1]),
         nnodes=check_positive("--nnodes", req.nnodes or [1]),
-        batch_sizes=check_positive("--batch-size", req.batch_sizes or [engine.get("batch_size", 64)]),
+        batch_sizes=check_positive(
+            "--batch-size", req.batch_sizes or [engine.get("batch_size", 64)]
+        ),
         epochs=check_positive("--epochs", req.epochs or [engine.get("epochs", 1)]),
-        base_params=tuple(sorted(base.items())), axes=tuple(axes.items()),
-        repeats=check_positive("--repeat", [req.repeat])[0], seed=req.seed, preset=req.preset or w.default_preset,
+        base_params=tuple(sorted(base.items())),
+        axes=tuple(axes.items()),
+        repeats=check_positive("--repeat", [req.repeat])[0],
+        seed=req.seed,
+        preset=req.preset or w.default_preset,
         seed_per_repeat=req.seed_per_repeat,
     )
 
@@ -159,18 +184,24 @@ def plan_new(req: Request, env: EnvInfo, command: tuple[str, ...] = ()) -> Plan:
         raise StbenchError(f"nothing to run: {skips[cells[0].run_id]}")
     check_data(w, cells)
     manifest = {
-        "schema": SCHEMA, "stbench_version": __version__, "git_sha": git_sha(),
+        "schema": SCHEMA,
+        "stbench_version": __version__,
+        "git_sha": git_sha(),
         "command": list(command),
-        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "workload": w.name,
+        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "workload": w.name,
         "matrix": asdict(matrix),
         "cells": [asdict(c) for c in cells],
-        "env": env.to_dict(), "launcher": launch.to_dict(),
+        "env": env.to_dict(),
+        "launcher": launch.to_dict(),
         **({"prices": dict(req.prices)} if req.prices else {}),
     }
     return Plan(w, tuple(cells), new_folder(req.out, w.name), manifest, skips, launch=launch)
 
 
-def plan_profile(req: Request, env: EnvInfo, offload: bool, steps: int, command: tuple[str, ...] = ()) -> Plan:
+def plan_profile(
+    req: Request, env: EnvInfo, offload: bool, steps: int, command: tuple[str, ...] = ()
+) -> Plan:
     """One epoch cut to the warm-up plus `steps` steady steps, one repeat."""
     if steps < 1:
         raise StbenchError(f"--steps {steps} must be a positive integer")
@@ -178,13 +209,18 @@ def plan_profile(req: Request, env: EnvInfo, offload: bool, steps: int, command:
     sets = list(req.sets)
     if offload:
         if "relations" not in w.all_params:
-            raise StbenchError(f"--offload needs a workload with a 'relations' parameter; {w.name} has none")
+            raise StbenchError(
+                f"--offload needs a workload with a 'relations' parameter; {w.name} has none"
+            )
         sets.append("relations=offload")
     base, axes, _ = resolve_params(w, req.preset or w.default_preset, req.smoke, sets)
     warmup = axes.get("warmup_steps", (base["warmup_steps"],))[0]
     sets += [f"max_steps={warmup + steps}", "max_eval_batches=2"]
-    return plan_new(replace(req, sets=tuple(sets), epochs=(1,), strategies=(), nprocs=(), nnodes=(), repeat=1), env,
-                    command)
+    return plan_new(
+        replace(req, sets=tuple(sets), epochs=(1,), strategies=(), nprocs=(), nnodes=(), repeat=1),
+        env,
+        command,
+    )
 
 
 def plan_resume(workload: str | None, folder: Path, env: EnvInfo) -> Plan:
@@ -195,9 +231,13 @@ def plan_resume(workload: str | None, folder: Path, env: EnvInfo) -> Plan:
         raise StbenchError(f"--resume {folder}: no such result folder")
     manifest = read_manifest(folder)
     if workload is not None and manifest["workload"] != workload:
-        raise StbenchError(f"--resume {folder} holds a {manifest['workload']} study, not {workload}")
+        raise StbenchError(
+            f"--resume {folder} holds a {manifest['workload']} study, not {workload}"
+        )
     workload = manifest["workload"]
-    done = tuple(read_runs(folder)) if (folder / "runs.csv").exists() else ()  # a corrupt runs.csv stops us here
+    done = (
+        tuple(read_runs(folder)) if (folder / "runs.csv").exists() else ()
+    )  # a corrupt runs.csv stops us here
     try:
         cells = tuple(RunSpec.from_dict(c) for c in manifest["cells"])
     except (TypeError, ValueError) as exc:

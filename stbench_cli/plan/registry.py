@@ -7,7 +7,7 @@ A broken entry point fails here, in the parent, as one line, not as a failed cel
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib.metadata import EntryPoint, entry_points
 
 from ..contract import Workload
@@ -27,7 +27,7 @@ def names() -> list[str]:
     return sorted(_entry_points())
 
 
-@lru_cache(maxsize=None)
+@cache
 def get(name: str) -> Workload:
     """The workload registered as `name`; StbenchError naming the valid ones otherwise."""
     eps = _entry_points()
@@ -36,9 +36,13 @@ def get(name: str) -> Workload:
     try:
         workload = eps[name].load()
     except Exception as exc:  # an import error inside a plugin: name the entry point
-        raise StbenchError(f"workload {name!r} ({eps[name].value}) cannot be loaded: {type(exc).__name__}: {exc}") from None
+        raise StbenchError(
+            f"workload {name!r} ({eps[name].value}) cannot be loaded: {type(exc).__name__}: {exc}"
+        ) from None
     if not isinstance(workload, Workload) or workload.name != name:
-        raise StbenchError(f"entry point {name!r} ({eps[name].value}) is not a Workload named {name!r}")
+        raise StbenchError(
+            f"entry point {name!r} ({eps[name].value}) is not a Workload named {name!r}"
+        )
     return workload
 
 

@@ -10,8 +10,13 @@ from ..store.machine import EnvInfo
 from .spec import RunSpec
 
 
-def skip_reason(run: RunSpec, gpu_count: int, strategies: tuple[str, ...], backends: tuple[str, ...] = (),
-                launcher: str = "local") -> str | None:
+def skip_reason(
+    run: RunSpec,
+    gpu_count: int,
+    strategies: tuple[str, ...],
+    backends: tuple[str, ...] = (),
+    launcher: str = "local",
+) -> str | None:
     """Why this cell cannot run on this machine, or None if it can. `backends`: the
     torch.distributed backends of this torch build (empty: unknown, not checked)."""
     if run.strategy not in strategies:
@@ -29,8 +34,10 @@ def skip_reason(run: RunSpec, gpu_count: int, strategies: tuple[str, ...], backe
 def _backend_reason(run: RunSpec, backends: tuple[str, ...]) -> str | None:
     backend = run.backend
     if backends and backend not in backends:
-        return (f"backend {backend} is not available in this torch build "
-                f"(torch.distributed.is_{backend}_available() is False; available: {', '.join(backends)})")
+        return (
+            f"backend {backend} is not available in this torch build "
+            f"(torch.distributed.is_{backend}_available() is False; available: {', '.join(backends)})"
+        )
     if backend == "nccl" and not is_cuda(run.device):
         return "backend nccl needs CUDA devices; on cpu use backend gloo (or auto)"
     return None
@@ -51,12 +58,18 @@ def _cuda_reason(run: RunSpec, gpu_count: int, launcher: str) -> str | None:
             if run.nproc_per_node > gpu_count:
                 return f"{run.strategy} with nproc={run.nproc_per_node} per node on cuda needs {run.nproc_per_node} GPUs per node, {gpu_count} visible"
         elif run.world_size > gpu_count:
-            who = f"nproc={run.world_size}" if run.nodes == 1 else f"{run.nodes} nodes x nproc={run.nproc_per_node}"
+            who = (
+                f"nproc={run.world_size}"
+                if run.nodes == 1
+                else f"{run.nodes} nodes x nproc={run.nproc_per_node}"
+            )
             return f"{run.strategy} with {who} on cuda needs {run.world_size} GPUs, {gpu_count} visible"
     return None
 
 
-def cell_skip(spec: RunSpec, env: EnvInfo, workload: Workload, launcher: str = "local") -> str | None:
+def cell_skip(
+    spec: RunSpec, env: EnvInfo, workload: Workload, launcher: str = "local"
+) -> str | None:
     reason = skip_reason(spec, env.gpu_count, workload.strategies, env.dist_backends, launcher)
     if reason or workload.skip is None:
         return reason

@@ -64,13 +64,13 @@ class RunSpec:
         return json.dumps(asdict(self))
 
     @classmethod
-    def from_dict(cls, d: dict) -> "RunSpec":
+    def from_dict(cls, d: dict) -> RunSpec:
         d = dict(d)
         d["params"] = tuple((str(k), v) for k, v in d.get("params", ()))
         return cls(**d)
 
     @classmethod
-    def from_json(cls, text: str) -> "RunSpec":
+    def from_json(cls, text: str) -> RunSpec:
         return cls.from_dict(json.loads(text))
 
 
@@ -150,7 +150,9 @@ def check_device(text: str) -> str:
     try:
         parse(text)
     except ValueError:
-        raise StbenchError(f"--device {text!r} is not a device; valid: cpu, cuda, cuda:N (e.g. cuda:1)") from None
+        raise StbenchError(
+            f"--device {text!r} is not a device; valid: cpu, cuda, cuda:N (e.g. cuda:1)"
+        ) from None
     return text
 
 

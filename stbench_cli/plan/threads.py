@@ -34,8 +34,9 @@ def busy_cores(others_cores: float, physical: int) -> int:
     return min(max(math.floor(others_cores + 1 - BUSY_ROUND), 0), physical)
 
 
-def choose(asked: int, physical: int, others_cores: float | None, ranks: int = 1,
-           window_s: float = 0.0) -> ThreadChoice:
+def choose(
+    asked: int, physical: int, others_cores: float | None, ranks: int = 1, window_s: float = 0.0
+) -> ThreadChoice:
     """The threads of each rank: `asked` where given, else auto. `others_cores`: the other
     processes' CPU use in cores over `window_s` before the cell (None: not checked, e.g. a
     Slurm node the parent is not on); `ranks`: the cell's processes on this machine."""
@@ -45,12 +46,16 @@ def choose(asked: int, physical: int, others_cores: float | None, ranks: int = 1
     each = f", shared by {ranks} ranks" if ranks > 1 else ""
     if others_cores is None:
         n = max(physical // ranks, 1)
-        return ThreadChoice(n, f"auto: {physical} physical cores{each}; the machine's load was "
-                               "not checked before the cell")
+        return ThreadChoice(
+            n,
+            f"auto: {physical} physical cores{each}; the machine's load was "
+            "not checked before the cell",
+        )
     busy = busy_cores(others_cores, physical)
     n = max((physical - busy) // ranks, 1)
     seen = f"other processes used {others_cores:.2f} cores over {window_s:g} s before the cell"
     if not busy:
         return ThreadChoice(n, f"auto: {physical} physical cores{each}, none busy ({seen})")
-    return ThreadChoice(n, f"auto: {physical} physical cores less {busy} busy{each}, at least 1 "
-                           f"({seen})")
+    return ThreadChoice(
+        n, f"auto: {physical} physical cores less {busy} busy{each}, at least 1 ({seen})"
+    )

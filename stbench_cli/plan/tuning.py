@@ -42,13 +42,14 @@ class TuneSpec:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "TuneSpec":
+    def from_dict(cls, d: dict) -> TuneSpec:
         return cls(**{**d, "sets": tuple(d.get("sets", ()))})
 
-    def check(self) -> "TuneSpec":
+    def check(self) -> TuneSpec:
         if self.repeats < 2:
-            raise StbenchError(f"--repeat {self.repeats}: a step's paired interval needs at "
-                               "least 2 rounds")
+            raise StbenchError(
+                f"--repeat {self.repeats}: a step's paired interval needs at least 2 rounds"
+            )
         for name, value in (("--cell-seconds", self.cell_s), ("--budget", self.budget_s)):
             if not value > 0:
                 raise StbenchError(f"{name} {value:g} must be a positive number of seconds")
@@ -60,16 +61,21 @@ class TuneSpec:
         out = {}
         for key, values in parse_set(list(self.sets)):
             if len(values) != 1:
-                raise StbenchError(f"--set {key}={','.join(values)}: a tune fixes one value per "
-                                   "parameter; it searches the levers itself")
+                raise StbenchError(
+                    f"--set {key}={','.join(values)}: a tune fixes one value per "
+                    "parameter; it searches the levers itself"
+                )
             out[key] = values[0]
         return out
 
 
 def protocol(spec: TuneSpec) -> list[str]:
     """The --set values every tune cell measures under."""
-    return [f"time_budget={spec.cell_s:g}", f"eval_every_s={spec.cell_s / 4:g}",
-            f"max_eval_samples={spec.eval_samples}"]
+    return [
+        f"time_budget={spec.cell_s:g}",
+        f"eval_every_s={spec.cell_s / 4:g}",
+        f"max_eval_samples={spec.eval_samples}",
+    ]
 
 
 def config_sets(config: dict[str, object], fixed: dict | None = None) -> list[str]:
@@ -78,40 +84,63 @@ def config_sets(config: dict[str, object], fixed: dict | None = None) -> list[st
     return [f"{k}={v}" for k, v in config.items() if k != BATCH and k not in (fixed or {})]
 
 
-def request(spec: TuneSpec, config: dict[str, object], lever: str | None = None,
-            values: tuple = ()) -> Request:
+def request(
+    spec: TuneSpec, config: dict[str, object], lever: str | None = None, values: tuple = ()
+) -> Request:
     """The study of one step: `config` with `lever` taking `values` (or one configuration)."""
-    sets = [*spec.sets, *protocol(spec),
-            *(s for s in config_sets(config, spec.fixed) if s.partition("=")[0] != lever)]
+    sets = [
+        *spec.sets,
+        *protocol(spec),
+        *(s for s in config_sets(config, spec.fixed) if s.partition("=")[0] != lever),
+    ]
     batches = (int(config[BATCH]),)
     if lever == BATCH:
         batches = tuple(int(v) for v in values)
     elif lever:
         sets.append(f"{lever}={','.join(map(str, values))}")
-    return Request(spec.workload, sets=tuple(sets), batch_sizes=batches, epochs=(1,),
-                   repeat=spec.repeats, preset=spec.preset, smoke=spec.smoke, seed=spec.seed)
+    return Request(
+        spec.workload,
+        sets=tuple(sets),
+        batch_sizes=batches,
+        epochs=(1,),
+        repeat=spec.repeats,
+        preset=spec.preset,
+        smoke=spec.smoke,
+        seed=spec.seed,
+    )
 
 
 def step_folder(root: Path, index: int, name: str) -> Path:
     return root / f"{index:02d}-{name}"
 
 
-def plan_step(spec: TuneSpec, env, folder: Path, config: dict, lever: str | None,
-              values: tuple, command: tuple[str, ...]) -> Plan:
+def plan_step(
+    spec: TuneSpec,
+    env,
+    folder: Path,
+    config: dict,
+    lever: str | None,
+    values: tuple,
+    command: tuple[str, ...],
+) -> Plan:
     """A lever's step as a normal study written into `folder`."""
     return replace(plan_new(request(spec, config, lever, values), env, command), folder=folder)
 
 
-def plan_confirm(spec: TuneSpec, env, folder: Path, configs: list[dict],
-                 command: tuple[str, ...]) -> Plan:
+def plan_confirm(
+    spec: TuneSpec, env, folder: Path, configs: list[dict], command: tuple[str, ...]
+) -> Plan:
     """Torch's defaults and the best configuration, round by round: each configuration is a
     one-cell matrix, and the cells of the two are interleaved by repeat so that a round's two
     cells see the same machine. The manifest keeps both matrices (`configs`)."""
     plans = [plan_new(request(spec, c), env, command) for c in configs]
     cells = tuple(c for r in range(spec.repeats) for p in plans for c in p.cells if c.repeat == r)
     skips = {k: v for p in plans for k, v in p.skips.items()}
-    manifest = {**plans[0].manifest, "cells": [asdict(c) for c in cells],
-                "configs": [p.manifest["matrix"] for p in plans]}
+    manifest = {
+        **plans[0].manifest,
+        "cells": [asdict(c) for c in cells],
+        "configs": [p.manifest["matrix"] for p in plans],
+    }
     return replace(plans[0], cells=cells, skips=skips, manifest=manifest, folder=folder)
 
 

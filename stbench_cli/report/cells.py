@@ -11,9 +11,9 @@ Welch's t-test gives p < 0.05; a ratio is otherwise printed as "not significant"
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -22,8 +22,13 @@ from scipy import stats as sps
 from .labels import format_number, format_ratio, natural, show
 from .model import Key, columns, name_of
 
-HIGHER_IS_BETTER = {"samples_per_s", "steps_per_s", "achieved_gflops", "peak_fraction",
-                    "val_value_gain"}
+HIGHER_IS_BETTER = {
+    "samples_per_s",
+    "steps_per_s",
+    "achieved_gflops",
+    "peak_fraction",
+    "val_value_gain",
+}
 
 
 def ci95(values: list[float]) -> tuple[float, float]:
@@ -111,12 +116,16 @@ class Cell:
         if not self.values:
             return self.status
         shown = self.amount()
-        return shown + (f" ({len(self.values)}/{len(self.statuses)} ok)"
-                        if len(self.values) < len(self.statuses) else "")
+        return shown + (
+            f" ({len(self.values)}/{len(self.statuses)} ok)"
+            if len(self.values) < len(self.statuses)
+            else ""
+        )
 
 
-def cells(df: pd.DataFrame, metric: str | None, keys: Sequence[Key],
-          every: bool = False) -> list[Cell]:
+def cells(
+    df: pd.DataFrame, metric: str | None, keys: Sequence[Key], every: bool = False
+) -> list[Cell]:
     """The cells of these rows by `keys`, in natural order, with the ok runs' values of
     `metric`; with `every`, also the cells with none (a failed cell, a figure not measured).
     Without a metric: every cell, with its runs' statuses."""
@@ -131,21 +140,31 @@ def cells(df: pd.DataFrame, metric: str | None, keys: Sequence[Key],
     return out
 
 
-def groups(df: pd.DataFrame, keys: Sequence[Key],
-           ordered: bool = True) -> list[tuple[tuple, pd.DataFrame]]:
+def groups(
+    df: pd.DataFrame, keys: Sequence[Key], ordered: bool = True
+) -> list[tuple[tuple, pd.DataFrame]]:
     """The rows of each cell by `keys` (a missing value a key of its own), in natural order of
     the keys, or as the cells first appear."""
     if not keys:
         return [((), df)]
-    found = [(k if isinstance(k, tuple) else (k,), g)
-             for k, g in df.groupby(columns(keys), sort=False, dropna=False)]
+    found = [
+        (k if isinstance(k, tuple) else (k,), g)
+        for k, g in df.groupby(columns(keys), sort=False, dropna=False)
+    ]
     return sorted(found, key=lambda kg: tuple(natural(v) for v in kg[0])) if ordered else found
 
 
 def not_ok(df: pd.DataFrame, keys: Sequence[Key]) -> list[str]:
     """'name (status)' of each cell with no ok run (skipped, failed, oom, ...)."""
-    return [f"{c.name} ({c.status})" for c in cells(df, None, keys, every=True)
-            if "ok" not in c.statuses] if keys else []
+    return (
+        [
+            f"{c.name} ({c.status})"
+            for c in cells(df, None, keys, every=True)
+            if "ok" not in c.statuses
+        ]
+        if keys
+        else []
+    )
 
 
 def ratio(base: Cell, other: Cell, higher_is_better: bool = True) -> float:
@@ -165,9 +184,15 @@ def one_run(*shown: Cell) -> bool:
     return any(len(c.values) < 2 for c in shown)
 
 
-def contrast(base: Cell, other: Cell, unit: str = "", higher_is_better: bool = True,
-             words: tuple[str, str] = ("faster", "slower"), amounts: bool = True,
-             note: bool = True) -> str:
+def contrast(
+    base: Cell,
+    other: Cell,
+    unit: str = "",
+    higher_is_better: bool = True,
+    words: tuple[str, str] = ("faster", "slower"),
+    amounts: bool = True,
+    note: bool = True,
+) -> str:
     """`other` against `base` in words: '1.25x faster (12 ± 1 vs 9.6 ± 0.5 unit)'; 'no
     significant difference (...)' where the 95% intervals overlap; with fewer than two runs on
     a side, the ratio and (unless `note` is False: the sentence says it once) 'one run per
@@ -182,8 +207,9 @@ def contrast(base: Cell, other: Cell, unit: str = "", higher_is_better: bool = T
     return format_ratio(r, *words) + (f" ({shown})" if shown else "")
 
 
-def against(base: Cell | None, other: Cell | None, higher_is_better: bool,
-            words: tuple[str, str]) -> str:
+def against(
+    base: Cell | None, other: Cell | None, higher_is_better: bool, words: tuple[str, str]
+) -> str:
     """A table's ratio column: '1.25x faster', '(not significant)' added where the 95%
     intervals overlap or a side has one run; '-' where a side has no value."""
     if base is None or other is None or not base.values or not other.values:
@@ -215,8 +241,13 @@ def fit_line(x, y) -> Fit | None:
         nan = (math.nan, math.nan)
         return Fit(float(f.slope), float(f.intercept), nan, nan, len(x))
     t = sps.t.ppf(0.975, len(x) - 2)
-    return Fit(float(f.slope), float(f.intercept), (f.slope - t * f.stderr, f.slope + t * f.stderr),
-               (f.intercept - t * f.intercept_stderr, f.intercept + t * f.intercept_stderr), len(x))
+    return Fit(
+        float(f.slope),
+        float(f.intercept),
+        (f.slope - t * f.stderr, f.slope + t * f.stderr),
+        (f.intercept - t * f.intercept_stderr, f.intercept + t * f.intercept_stderr),
+        len(x),
+    )
 
 
 def interval(lo: float, hi: float, unit: str = "", fmt=format_number) -> str:
@@ -229,4 +260,3 @@ def interval(lo: float, hi: float, unit: str = "", fmt=format_number) -> str:
 def without(keys: Sequence[Key], *names: str) -> list[Key]:
     """The keys but those named (by column or name); the hardware stays unless named."""
     return [k for k in keys if k.column not in names and k.name not in names]
-

@@ -55,24 +55,34 @@ def tradeoff(s: pd.DataFrame) -> str:
         slowest = min(speed.values(), key=lambda c: c.median)
         same = f"; {measure} within 10% across cells" if memory else ""
         said = contrast(slowest, fastest, amounts=False, note=False)
-        pair = (f"the fastest, {fastest.name} ({fastest.amount(SPS)}), and the slowest, "
-                f"{slowest.name} ({slowest.amount(SPS)})")
-        lead = (f"No significant difference in samples/s between {pair}"
-                if said.startswith("no significant")
-                else f"Fastest: {fastest.name} ({fastest.amount(SPS)}), {said} than the slowest, "
-                     f"{slowest.name} ({slowest.amount(SPS)})")
+        pair = (
+            f"the fastest, {fastest.name} ({fastest.amount(SPS)}), and the slowest, "
+            f"{slowest.name} ({slowest.amount(SPS)})"
+        )
+        lead = (
+            f"No significant difference in samples/s between {pair}"
+            if said.startswith("no significant")
+            else f"Fastest: {fastest.name} ({fastest.amount(SPS)}), {said} than the slowest, "
+            f"{slowest.name} ({slowest.amount(SPS)})"
+        )
         return f"{lead}{same}{_once(fastest, slowest)}." + _data_note(s, keys)
     least = min(memory, key=lambda c: c.median)
-    ref = (next(c for c in memory if c.key == fastest.key) if least.key != fastest.key
-           else max(memory, key=lambda c: c.median))
+    ref = (
+        next(c for c in memory if c.key == fastest.key)
+        if least.key != fastest.key
+        else max(memory, key=lambda c: c.median)
+    )
     than = f"the fastest cell, {ref.name}" if ref.key == fastest.key else ref.name
-    held = contrast(ref, least, higher_is_better=False, words=("less", "more"), amounts=False,
-                    note=False)
+    held = contrast(
+        ref, least, higher_is_better=False, words=("less", "more"), amounts=False, note=False
+    )
     cost = contrast(speed[ref.key], speed[least.key], amounts=False, note=False)
-    return (f"{least.name} holds the least memory per rank, {least.amount('MiB')} {measure}: "
-            f"{held} than {than} ({ref.amount('MiB')}); in samples/s it is {cost} "
-            f"({speed[least.key].amount()} vs {speed[ref.key].amount(SPS)})"
-            f"{_once(least, ref)}.") + _data_note(s, keys)
+    return (
+        f"{least.name} holds the least memory per rank, {least.amount('MiB')} {measure}: "
+        f"{held} than {than} ({ref.amount('MiB')}); in samples/s it is {cost} "
+        f"({speed[least.key].amount()} vs {speed[ref.key].amount(SPS)})"
+        f"{_once(least, ref)}."
+    ) + _data_note(s, keys)
 
 
 def _once(*shown) -> str:
@@ -87,8 +97,9 @@ def _data_note(s: pd.DataFrame, keys: list[Key]) -> str:
     lo, hi = min(data, key=lambda c: c.median), max(data, key=lambda c: c.median)
     if not hi.median > 1.1 * lo.median:
         return ""
-    return (f" Data in memory: {lo.amount('MiB')} ({lo.name}) against {hi.amount('MiB')} "
-            f"({hi.name}).")
+    return (
+        f" Data in memory: {lo.amount('MiB')} ({lo.name}) against {hi.amount('MiB')} ({hi.name})."
+    )
 
 
 def tradeoff_view(s: pd.DataFrame) -> tuple[str, pd.DataFrame]:
@@ -139,8 +150,10 @@ def size(s: pd.DataFrame) -> str:
         named = name_of(others, k if isinstance(k, tuple) else (k,)) if others else ""
         fits.append((named, *found))
     times = size_of(labels[-1]) / size_of(labels[0])
-    growth = (f"From {key.name}={labels[0]} to {labels[-1]} ({times:.1f}x the size), {measure} "
-              f"grows as {_powers(fits, 1)} and step time as {_powers(fits, 2)}")
+    growth = (
+        f"From {key.name}={labels[0]} to {labels[-1]} ({times:.1f}x the size), {measure} "
+        f"grows as {_powers(fits, 1)} and step time as {_powers(fits, 2)}"
+    )
     return growth + _predicted(rows) + _missing(s, [key, *others])
 
 
@@ -155,8 +168,9 @@ def _powers(fits: list, i: int) -> str:
         slope, (lo, hi) = shown[0][1]
         ci = interval(lo, hi, fmt=lambda x: f"{x:.2f}")
         return f"size^{slope:.2f}" + (f" ({ci})" if ci else "")
-    return ", ".join(f"{'size' if j == 0 else ''}^{e[0]:.2f} ({label})"
-                     for j, (label, e) in enumerate(shown))
+    return ", ".join(
+        f"{'size' if j == 0 else ''}^{e[0]:.2f} ({label})" for j, (label, e) in enumerate(shown)
+    )
 
 
 def _predicted(rows: pd.DataFrame) -> str:
@@ -178,8 +192,11 @@ def _missing(s: pd.DataFrame, keys: list[Key]) -> str:
 def size_view(s: pd.DataFrame) -> tuple[str, pd.DataFrame]:
     key = size_axis(s)
     rows, measure = _sized(s)
-    figures = [("mem_mb", f"{measure} MiB"), ("predicted_mb", "predicted MiB"),
-               ("step_ms", "step ms")]
+    figures = [
+        ("mem_mb", f"{measure} MiB"),
+        ("predicted_mb", "predicted MiB"),
+        ("step_ms", "step ms"),
+    ]
     if s["predicted_mb"].isna().all():
         figures.pop(1)
     keys = [k for k in axes(s) if k not in (key, HARDWARE)] + [key]
@@ -192,28 +209,42 @@ def epochs(s: pd.DataFrame) -> str:
     others = _others(s, "epochs")
     rows = s[s["status"] == "ok"]
     groups = list(rows.groupby(columns(others), sort=False)) if others else [((), rows)]
-    fits = [(name_of(others, k if isinstance(k, tuple) else (k,)) if others else "",
-             fit_line(g["epochs"], g["wall_s"])) for k, g in groups]
+    fits = [
+        (
+            name_of(others, k if isinstance(k, tuple) else (k,)) if others else "",
+            fit_line(g["epochs"], g["wall_s"]),
+        )
+        for k, g in groups
+    ]
     fits = [(n, f) for n, f in fits if f is not None]
     if not fits:
         return "No setting finished at two or more epoch counts: no per-epoch cost to state."
     if len(fits) == 1:
         label, f = fits[0]
-        ci = "; ".join(p for p in (interval(*f.slope_ci, "s per epoch"),
-                                   interval(*f.intercept_ci, "s fixed")) if p)
-        return (f"Wall time = {format_number(f.intercept)} s fixed + {format_number(f.slope)} s "
-                f"per epoch (least squares over {f.n} runs{'; ' + ci if ci else ''}).")
+        ci = "; ".join(
+            p
+            for p in (interval(*f.slope_ci, "s per epoch"), interval(*f.intercept_ci, "s fixed"))
+            if p
+        )
+        return (
+            f"Wall time = {format_number(f.intercept)} s fixed + {format_number(f.slope)} s "
+            f"per epoch (least squares over {f.n} runs{'; ' + ci if ci else ''})."
+        )
     cheap, dear = min(fits, key=lambda x: x[1].slope), max(fits, key=lambda x: x[1].slope)
     apart = cheap[1].slope_ci[1] < dear[1].slope_ci[0]
-    return (f"Per epoch: {cheap[0]} costs least, {_cost(cheap[1])}; {dear[0]} most, "
-            f"{_cost(dear[1])}"
-            f"{'' if apart else ' (no significant difference: the 95% intervals overlap)'}.")
+    return (
+        f"Per epoch: {cheap[0]} costs least, {_cost(cheap[1])}; {dear[0]} most, "
+        f"{_cost(dear[1])}"
+        f"{'' if apart else ' (no significant difference: the 95% intervals overlap)'}."
+    )
 
 
 def _cost(f) -> str:
     ci = interval(*f.slope_ci)
-    return (f"{format_number(f.slope)} s per epoch{' (' + ci + ')' if ci else ''} + "
-            f"{format_number(f.intercept)} s fixed")
+    return (
+        f"{format_number(f.slope)} s per epoch{' (' + ci + ')' if ci else ''} + "
+        f"{format_number(f.intercept)} s fixed"
+    )
 
 
 def epochs_view(s: pd.DataFrame) -> tuple[str, pd.DataFrame]:
@@ -228,8 +259,11 @@ def single(s: pd.DataFrame) -> str:
     if not speed:
         return f"No run finished ({'/'.join(sorted(set(s['status'])))})."
     n = len(speed[0].values)
-    parts = [speed[0].amount(SPS), f"{wall[0].amount('s')} wall" if wall else "",
-             f"{memory[0].amount('MiB')} {measure}" if memory else ""]
+    parts = [
+        speed[0].amount(SPS),
+        f"{wall[0].amount('s')} wall" if wall else "",
+        f"{memory[0].amount('MiB')} {measure}" if memory else "",
+    ]
     return f"One cell, {n} run{'s' if n > 1 else ''}: " + ", ".join(p for p in parts if p) + "."
 
 

@@ -16,8 +16,22 @@ from matplotlib.ticker import MaxNLocator
 from ..store.rows import PHASE_COLUMNS
 from .labels import show
 from .model import axes, columns, name_of
-from .plotting import (PHASE_COLOURS, Picture, caption, cell_keys, differ, from_zero, grid,
-                       legend_below, look, medians, names, panels, png, spread)
+from .plotting import (
+    PHASE_COLOURS,
+    Picture,
+    caption,
+    cell_keys,
+    differ,
+    from_zero,
+    grid,
+    legend_below,
+    look,
+    medians,
+    names,
+    panels,
+    png,
+    spread,
+)
 from .tables import MEMORY, memory_cells
 
 REPEAT_NOTE = "points are medians over repeats; bars span the lowest and highest repeat"
@@ -26,8 +40,16 @@ MEMORY_COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7")  # Okabe-Ito: any 
 
 def errorbar(ax, m: pd.DataFrame, name: str, i: int) -> Line2D:
     yerr = np.vstack([m["median"] - m["low"], m["high"] - m["median"]])
-    bars = ax.errorbar(m.index, m["median"], yerr=yerr, capsize=3, label=name, linewidth=1.5,
-                       markersize=5, **look(i))
+    bars = ax.errorbar(
+        m.index,
+        m["median"],
+        yerr=yerr,
+        capsize=3,
+        label=name,
+        linewidth=1.5,
+        markersize=5,
+        **look(i),
+    )
     return bars.lines[0]
 
 
@@ -48,10 +70,12 @@ def time_vs_epochs(w: pd.DataFrame, workload: str) -> Picture | None:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         from_zero(ax)
     legend_below(fig, handles, f"unless named: {shown[0].unnamed}" if shown[0].unnamed else "")
-    text = caption(f"{workload}: wall time of each cell against its epoch count", REPEAT_NOTE,
-                   differ(ok, "epochs"),
-                   *(f"unless named: {u}"
-                     for u in dict.fromkeys(p.unnamed for p in shown if p.unnamed)))
+    text = caption(
+        f"{workload}: wall time of each cell against its epoch count",
+        REPEAT_NOTE,
+        differ(ok, "epochs"),
+        *(f"unless named: {u}" for u in dict.fromkeys(p.unnamed for p in shown if p.unnamed)),
+    )
     return Picture(f"{workload}-time-vs-epochs", "Time vs epochs", text, png(fig))
 
 
@@ -62,8 +86,9 @@ def phase_bars(w: pd.DataFrame, workload: str) -> Picture | None:
         return None
     keys = cell_keys(ok)
     cells = ok.groupby(columns(keys), sort=True, dropna=False) if keys else [((), ok)]
-    med = pd.DataFrame([{**g.iloc[0].to_dict(), **g[list(PHASE_COLUMNS)].median().to_dict()}
-                        for _, g in cells])
+    med = pd.DataFrame(
+        [{**g.iloc[0].to_dict(), **g[list(PHASE_COLUMNS)].median().to_dict()} for _, g in cells]
+    )
     total = med[list(PHASE_COLUMNS)].sum(axis=1).to_numpy()
     labels, unnamed = names(med, keys)
     fig, (ax,) = grid(1, size=(10.5, 0.32 * len(med) + 1.6))
@@ -81,9 +106,12 @@ def phase_bars(w: pd.DataFrame, workload: str) -> Picture | None:
     if unnamed:
         fig.suptitle(textwrap.fill(f"unless named: {unnamed}", 140), fontsize=8)
     legend_below(fig, handles)
-    text = caption(f"{workload}: where each cell's time went (medians over repeats); the number "
-                   "is train + eval seconds", differ(ok),
-                   f"unless named: {unnamed}" if unnamed else "")
+    text = caption(
+        f"{workload}: where each cell's time went (medians over repeats); the number "
+        "is train + eval seconds",
+        differ(ok),
+        f"unless named: {unnamed}" if unnamed else "",
+    )
     return Picture(f"{workload}-phases", "Where the time went", text, png(fig))
 
 
@@ -105,8 +133,11 @@ def _baseline(ln, panel) -> float | None:
     """Median samples/s of the smallest world of this cell's settings: on the line itself, or on
     the line that differs from it only in nodes (a 2-node line starts above world size 1)."""
     rows = pd.concat([other.rows for other in panel.lines])
-    same = [k.column for k in cell_keys(rows)
-            if k.column not in ("world_size", "nodes", "nproc_per_node")]
+    same = [
+        k.column
+        for k in cell_keys(rows)
+        if k.column not in ("world_size", "nodes", "nproc_per_node")
+    ]
     mine = ln.rows.iloc[0]
     wanted = [show(mine[k]) for k in same]  # shown values: a missing parameter ("-") equals itself
     found = [[show(v) for v in r] == wanted for r in rows[same].itertuples(index=False)]
@@ -133,8 +164,11 @@ def _scaling_panel(axes, panel, colours: dict[str, int], handles: dict) -> bool:
     a_eff.axhline(100, color="black", linestyle="--", linewidth=1)
     nodes = False
     against = f"speedup vs {smallest} process{'es' if smallest > 1 else ''}"
-    for ax, ylabel in ((a_speed, against), (a_eff, "scaling efficiency (%)"),
-                       (a_sync, "sync waited (ms/step)")):
+    for ax, ylabel in (
+        (a_speed, against),
+        (a_eff, "scaling efficiency (%)"),
+        (a_sync, "sync waited (ms/step)"),
+    ):
         ax.set(xlabel="processes (world size)", ylabel=ylabel, title=panel.title)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         from_zero(ax)
@@ -161,15 +195,17 @@ def scaling(w: pd.DataFrame, workload: str) -> Picture | None:
     handles: dict = {}
     nodes = False
     for k, panel in enumerate(shown):
-        nodes = _scaling_panel(axes[3 * k: 3 * k + 3], panel, colours, handles) or nodes
+        nodes = _scaling_panel(axes[3 * k : 3 * k + 3], panel, colours, handles) or nodes
     handles["ideal"] = Line2D([], [], color="black", linestyle="--")
     if nodes:
         handles["larger worlds span another node"] = Line2D([], [], color="grey", linestyle=":")
     legend_below(fig, handles, f"unless named: {shown[0].unnamed}" if shown[0].unnamed else "")
-    text = caption(f"{workload}: data-parallel scaling; speedup and efficiency from median "
-                   "samples/s against the smallest world of the same cell settings, ideal dashed",
-                   "sync: gradient communication a training step waited for, per step; "
-                   + REPEAT_NOTE, differ(ddp, "world_size"))
+    text = caption(
+        f"{workload}: data-parallel scaling; speedup and efficiency from median "
+        "samples/s against the smallest world of the same cell settings, ideal dashed",
+        "sync: gradient communication a training step waited for, per step; " + REPEAT_NOTE,
+        differ(ddp, "world_size"),
+    )
     return Picture(f"{workload}-scaling", "Data-parallel scaling", text, png(fig))
 
 
@@ -181,11 +217,19 @@ def memory(w: pd.DataFrame, workload: str) -> Picture | None:
         return None
     # a cell by what varies among the cells drawn (the rows that did not count memory left out)
     named = axes(cells, keys) or keys[:1]
-    names = ["\n".join(textwrap.wrap(name_of(named, row), 40))
-             for row in cells[columns(named)].itertuples(index=False)]
+    names = [
+        "\n".join(textwrap.wrap(name_of(named, row), 40))
+        for row in cells[columns(named)].itertuples(index=False)
+    ]
     height = 1.6 + sum(0.2 + 0.18 * (n.count("\n") + 1) for n in names)  # room for wrapped names
-    fig, (mem, time) = plt.subplots(1, 2, figsize=(10, height), sharey=True, layout="constrained",
-                                    gridspec_kw={"width_ratios": [3, 1.4]})
+    fig, (mem, time) = plt.subplots(
+        1,
+        2,
+        figsize=(10, height),
+        sharey=True,
+        layout="constrained",
+        gridspec_kw={"width_ratios": [3, 1.4]},
+    )
     left = pd.Series(0.0, index=cells.index)
     for (col, label), colour in zip(MEMORY.items(), MEMORY_COLOURS):
         mem.barh(names, cells[col].fillna(0), left=left, label=label, color=colour)
@@ -195,10 +239,18 @@ def memory(w: pd.DataFrame, workload: str) -> Picture | None:
     time.barh(names, cells["wall_s"], color="#555555")
     time.set(xlabel="wall time (s)", title="time of the same cells")
     # below everything, in space the constrained layout keeps free for it
-    fig.legend(*mem.get_legend_handles_labels(), loc="outside lower center", ncol=4, fontsize=8,
-               frameon=False)
-    text = caption("per rank, the maximum over ranks: parameters, gradients and optimizer state "
-                   "counted from the tensors the rank holds; activations: one step's peak above "
-                   "its start less its gradients", "medians over repeats",
-                   f"cells differ in {', '.join(k.name for k in named)}" if len(cells) > 1 else "")
+    fig.legend(
+        *mem.get_legend_handles_labels(),
+        loc="outside lower center",
+        ncol=4,
+        fontsize=8,
+        frameon=False,
+    )
+    text = caption(
+        "per rank, the maximum over ranks: parameters, gradients and optimizer state "
+        "counted from the tensors the rank holds; activations: one step's peak above "
+        "its start less its gradients",
+        "medians over repeats",
+        f"cells differ in {', '.join(k.name for k in named)}" if len(cells) > 1 else "",
+    )
     return Picture(f"{workload}-memory", f"{workload}: where the memory went", text, png(fig))

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import base64
 import html
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -59,8 +60,11 @@ class Report:
     skipped: tuple[Skipped, ...] = ()  # result folders left out, and why
 
 
-def build(folders: list[Folder], skipped: list[Skipped] = (),
-          progress: Callable[[str], None] | None = None) -> Report:
+def build(
+    folders: list[Folder],
+    skipped: list[Skipped] = (),
+    progress: Callable[[str], None] | None = None,
+) -> Report:
     """The report of these result folders; `progress` hears of each study as its figures are
     drawn (the slow part)."""
     found, views = studies(folders), []
@@ -69,24 +73,34 @@ def build(folders: list[Folder], skipped: list[Skipped] = (),
             progress(f"[{i}/{len(found)}] {s.name}")
         views.append(view(s, REPORT, i))
     runs = pd.concat([s.runs for s in found], ignore_index=True)
-    listed = pd.DataFrame([{"folder": f.path.name, "workload": f.runs[0]["workload"],
-                            "rows": len(f.runs), "command": f.question} for f in folders])
+    listed = pd.DataFrame(
+        [
+            {
+                "folder": f.path.name,
+                "workload": f.runs[0]["workload"],
+                "rows": len(f.runs),
+                "command": f.question,
+            }
+            for f in folders
+        ]
+    )
     return Report(tuple(views), machine_table(runs), listed, headline(views), tuple(skipped))
 
 
 def _table(df: pd.DataFrame, wrap: bool = False) -> str:
     """An HTML table; wrap lets long text (command lines) wrap instead of scrolling."""
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row) + "</tr>"
-                   for row in df.itertuples(index=False))
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row) + "</tr>"
+        for row in df.itertuples(index=False)
+    )
     table = f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody>"
     return f'<div class="scroll"><table{" class=wrap" if wrap else ""}>{table}</table></div>'
 
 
 def _image(pic, css: str = "") -> str:
     data = base64.b64encode(pic.png).decode("ascii")
-    return (f'<figure{css}><img src="data:image/png;base64,{data}" '
-            f'alt="{html.escape(pic.title)}">')
+    return f'<figure{css}><img src="data:image/png;base64,{data}" alt="{html.escape(pic.title)}">'
 
 
 def _figure(pic) -> str:
@@ -99,8 +113,12 @@ def hardware_line(report: Report) -> str:
     torch 2.13.0+cpu).'"""
     parts = []
     for m in report.machines.to_dict("records"):
-        said = [m.get("cpu_model", ""), f"{m['cores']} cores" if m.get("cores") else "",
-                m.get("gpu_names", ""), f"torch {m['torch']}" if m.get("torch") else ""]
+        said = [
+            m.get("cpu_model", ""),
+            f"{m['cores']} cores" if m.get("cores") else "",
+            m.get("gpu_names", ""),
+            f"torch {m['torch']}" if m.get("torch") else "",
+        ]
         parts.append(f"{m['hardware']} ({', '.join(p for p in said if p)})")
     n = len(report.views)
     return f"{n} stud{'ies' if n != 1 else 'y'}, measured on " + "; ".join(parts) + "."
@@ -111,9 +129,13 @@ def _findings(report: Report) -> str:
     items = "".join(
         f'<li><a href="#{v.anchor}">{html.escape(v.study.name)}</a>: {html.escape(v.finding.text)}'
         + "".join(f' <span class="flag">{html.escape(f)}</span>' for f in v.finding.flags)
-        + "</li>" for v in report.views)
-    return ('<section class="findings"><h2 id="findings">Findings</h2>'
-            f'<ul class="findings">{items}</ul></section>')
+        + "</li>"
+        for v in report.views
+    )
+    return (
+        '<section class="findings"><h2 id="findings">Findings</h2>'
+        f'<ul class="findings">{items}</ul></section>'
+    )
 
 
 def _headline(report: Report) -> str:
@@ -123,14 +145,18 @@ def _headline(report: Report) -> str:
     source = f'<a href="#{v.anchor}">{html.escape(v.study.name)}</a>'
     said = html.escape(pic.caption.split("; ")[0].rstrip("."))
     image = _image(pic, ' class="headline"')
-    return (f"{image}<figcaption><b>{html.escape(pic.title)}</b>, from {source}: {said}."
-            "</figcaption></figure>")
+    return (
+        f"{image}<figcaption><b>{html.escape(pic.title)}</b>, from {source}: {said}."
+        "</figcaption></figure>"
+    )
 
 
 def _section(v: View) -> list[str]:
-    parts = [f'<h2 id="{v.anchor}">{html.escape(v.study.name)}</h2>',
-             f'<p class="command"><code>{html.escape(v.study.question)}</code></p>',
-             f'<p class="finding"><b>Finding:</b> {html.escape(v.finding.text)}</p>']
+    parts = [
+        f'<h2 id="{v.anchor}">{html.escape(v.study.name)}</h2>',
+        f'<p class="command"><code>{html.escape(v.study.question)}</code></p>',
+        f'<p class="finding"><b>Finding:</b> {html.escape(v.finding.text)}</p>',
+    ]
     parts += [f'<p class="flag">{html.escape(f)}</p>' for f in v.finding.flags]
     for b in v.blocks:
         parts.append(f"<h3>{html.escape(b.title)}</h3>")
@@ -144,35 +170,48 @@ def _section(v: View) -> list[str]:
 def to_html(report: Report) -> str:
     """The findings and a headline figure first (the first screen), the hardware, one section per
     study, and the result folders last (and those left out)."""
-    parts = ["<!doctype html>", '<html lang="en"><head><meta charset="utf-8">',
-             '<meta name="viewport" content="width=device-width, initial-scale=1">',
-             f"<title>stbench report</title><style>{STYLE}</style></head><body>",
-             "<h1>stbench report</h1>",
-             f'<p class="lede">{html.escape(hardware_line(report))} Each finding links to the '
-             'tables and figures behind it.</p>',
-             f'<div class="top">{_headline(report)}{_findings(report)}</div>',
-             '<h2 id="hardware">Hardware</h2>', _table(report.machines)]
+    parts = [
+        "<!doctype html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>stbench report</title><style>{STYLE}</style></head><body>",
+        "<h1>stbench report</h1>",
+        f'<p class="lede">{html.escape(hardware_line(report))} Each finding links to the '
+        "tables and figures behind it.</p>",
+        f'<div class="top">{_headline(report)}{_findings(report)}</div>',
+        '<h2 id="hardware">Hardware</h2>',
+        _table(report.machines),
+    ]
     for v in report.views:
         parts += _section(v)
     parts += ['<h2 id="folders">Result folders</h2>', _table(report.folders, wrap=True)]
     if report.skipped:
-        parts += [f'<p class="note">{LEFT_OUT}</p>',
-                  "<ul>" + "".join(f"<li>{html.escape(s.reason)}</li>" for s in report.skipped)
-                  + "</ul>"]
+        parts += [
+            f'<p class="note">{LEFT_OUT}</p>',
+            "<ul>" + "".join(f"<li>{html.escape(s.reason)}</li>" for s in report.skipped) + "</ul>",
+        ]
     return "\n".join([*parts, "</body></html>"]) + "\n"
 
 
 def to_markdown(report: Report) -> str:
-    parts = ["# stbench report", hardware_line(report), "## Findings",
-             "\n".join(f"- [{v.study.name}](#{v.anchor}): {v.finding.text}" for v in report.views)]
+    parts = [
+        "# stbench report",
+        hardware_line(report),
+        "## Findings",
+        "\n".join(f"- [{v.study.name}](#{v.anchor}): {v.finding.text}" for v in report.views),
+    ]
     if report.headline:
         v, pic = report.headline
-        parts.append(f"![{pic.title}]({pic.name}.png)\n\n*{pic.title}, from "
-                     f"[{v.study.name}](#{v.anchor}).*")
+        parts.append(
+            f"![{pic.title}]({pic.name}.png)\n\n*{pic.title}, from [{v.study.name}](#{v.anchor}).*"
+        )
     parts += ["## Hardware", markdown(report.machines)]
     for v in report.views:
-        parts += [f'<a id="{v.anchor}"></a>\n\n## {v.study.name}', f"`{v.study.question}`",
-                  f"**Finding:** {v.finding.text}" + "".join(f"\n\n> {f}" for f in v.finding.flags)]
+        parts += [
+            f'<a id="{v.anchor}"></a>\n\n## {v.study.name}',
+            f"`{v.study.question}`",
+            f"**Finding:** {v.finding.text}" + "".join(f"\n\n> {f}" for f in v.finding.flags),
+        ]
         for b in v.blocks:
             parts.append(f"### {b.title}")
             if b.table is not None:

@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Mapping, Sequence
 
 import pandas as pd
 
@@ -71,8 +71,9 @@ def main_measure(runs: Sequence[Mapping]) -> str:
     return "time_to_target_s" if len(hit) >= 2 else "wall_s"
 
 
-def noise_flags(runs: Sequence[Mapping], metric: str | None = None,
-                system: Sequence[Mapping] = ()) -> list[Flag]:
+def noise_flags(
+    runs: Sequence[Mapping], metric: str | None = None, system: Sequence[Mapping] = ()
+) -> list[Flag]:
     """Flags of one cell's runs (Runs, or a study frame's rows); `metric` the measure whose
     spread counts (main_measure by default); `system` system.csv rows, for older rows."""
     metric = metric or main_measure(runs)
@@ -81,28 +82,44 @@ def noise_flags(runs: Sequence[Mapping], metric: str | None = None,
 
 
 def _spread(runs: Sequence[Mapping], metric: str) -> Flag | None:
-    values = [v for r in runs
-              if r.get("status") == "ok" and (v := _number(r.get(metric))) is not None]
+    values = [
+        v for r in runs if r.get("status") == "ok" and (v := _number(r.get(metric))) is not None
+    ]
     if len(values) < 2 or statistics.mean(values) <= 0:
         return None
     sd, mean = statistics.stdev(values), statistics.mean(values)
     if sd <= CV_LIMIT * mean:
         return None
-    return Flag("spread", f"unstable: the standard deviation of {metric} ({format_number(sd)}) is "
-                          f"{sd / mean:.0%} of the mean ({format_number(mean)}) over {len(values)} "
-                          f"repeats (limit {CV_LIMIT:.0%})")
+    return Flag(
+        "spread",
+        f"unstable: the standard deviation of {metric} ({format_number(sd)}) is "
+        f"{sd / mean:.0%} of the mean ({format_number(mean)}) over {len(values)} "
+        f"repeats (limit {CV_LIMIT:.0%})",
+    )
 
 
 def _busy(runs: Sequence[Mapping], seen: list) -> list[Flag | None]:
     cores = [_number(r.get("cores")) for r in runs]
-    load = [(c.load_max, n) for c, n in zip(seen, cores) if c.load_max is not None and n
-            and c.load_max > n]
-    others = [c.others_cpu_pct for c in seen
-              if c.others_cpu_pct is not None and c.others_cpu_pct > OTHERS_LIMIT]
-    steal = [c.cpu_steal_pct for c in seen
-             if c.cpu_steal_pct is not None and c.cpu_steal_pct > STEAL_LIMIT]
-    slowed = [c for c in seen if c.gpu_throttle_share is not None
-              and c.gpu_throttle_share > THROTTLE_LIMIT]
+    load = [
+        (c.load_max, n)
+        for c, n in zip(seen, cores)
+        if c.load_max is not None and n and c.load_max > n
+    ]
+    others = [
+        c.others_cpu_pct
+        for c in seen
+        if c.others_cpu_pct is not None and c.others_cpu_pct > OTHERS_LIMIT
+    ]
+    steal = [
+        c.cpu_steal_pct
+        for c in seen
+        if c.cpu_steal_pct is not None and c.cpu_steal_pct > STEAL_LIMIT
+    ]
+    slowed = [
+        c
+        for c in seen
+        if c.gpu_throttle_share is not None and c.gpu_throttle_share > THROTTLE_LIMIT
+    ]
 
     contended = [c.contention or "contended" for c in seen if c.contended]
 
@@ -111,16 +128,37 @@ def _busy(runs: Sequence[Mapping], seen: list) -> list[Flag | None]:
 
     return [
         Flag("contended", contended[0] + ("" if len(seen) == 1 else f" ({when(len(contended))})"))
-        if contended else None,
-        Flag("load", f"busy: the load average reached {max(load)[0]:.1f} on {max(load)[1]:.0f} "
-                     f"cores {when(len(load))}") if load else None,
-        Flag("busy", f"busy: other processes used {max(others):.0f}% of the CPUs "
-                     f"{when(len(others))} (limit {OTHERS_LIMIT:.0f}%)") if others else None,
-        Flag("steal", f"busy: the hypervisor took {max(steal):.0f}% of the CPUs (steal) "
-                      f"{when(len(steal))} (limit {STEAL_LIMIT:.0f}%)") if steal else None,
-        Flag("throttle", f"throttled: the GPU slowed its clocks ({_reasons(slowed)}) in up to "
-                         f"{max(c.gpu_throttle_share for c in slowed):.0%} of the samples "
-                         f"{when(len(slowed))}") if slowed else None,
+        if contended
+        else None,
+        Flag(
+            "load",
+            f"busy: the load average reached {max(load)[0]:.1f} on {max(load)[1]:.0f} "
+            f"cores {when(len(load))}",
+        )
+        if load
+        else None,
+        Flag(
+            "busy",
+            f"busy: other processes used {max(others):.0f}% of the CPUs "
+            f"{when(len(others))} (limit {OTHERS_LIMIT:.0f}%)",
+        )
+        if others
+        else None,
+        Flag(
+            "steal",
+            f"busy: the hypervisor took {max(steal):.0f}% of the CPUs (steal) "
+            f"{when(len(steal))} (limit {STEAL_LIMIT:.0f}%)",
+        )
+        if steal
+        else None,
+        Flag(
+            "throttle",
+            f"throttled: the GPU slowed its clocks ({_reasons(slowed)}) in up to "
+            f"{max(c.gpu_throttle_share for c in slowed):.0%} of the samples "
+            f"{when(len(slowed))}",
+        )
+        if slowed
+        else None,
     ]
 
 
@@ -141,8 +179,11 @@ def study_flags(s: pd.DataFrame) -> list[str]:
     lines = []
     for found in hits.values():
         (name, reason), others = found[0], len(found) - 1
-        lines.append((f"{name}: " if name else "") + reason
-                     + (f" (and {others} other cells)" if others else ""))
+        lines.append(
+            (f"{name}: " if name else "")
+            + reason
+            + (f" (and {others} other cells)" if others else "")
+        )
     return lines
 
 
@@ -164,24 +205,33 @@ class Verdict:
         return self.kind == "regression"
 
 
-def gate(base: Sequence[Run], new: Sequence[Run], metrics: tuple[str, ...] = ("wall_s",),
-         margin: float = 0.10) -> list[Verdict]:
+def gate(
+    base: Sequence[Run],
+    new: Sequence[Run],
+    metrics: tuple[str, ...] = ("wall_s",),
+    margin: float = 0.10,
+) -> list[Verdict]:
     """One verdict per cell present on both sides and metric."""
-    df = frame([replace(r, folder=side) for side, runs in (("base", base), ("new", new))
-                for r in runs])
+    df = frame(
+        [replace(r, folder=side) for side, runs in (("base", base), ("new", new)) for r in runs]
+    )
     df["label"] = [parse(d).kind for d in df["device"]]  # the device kind, whichever host ran it
     keys = [Key("workload", "workload"), *keys_of(df)]
     out = []
     for metric in metrics:
         if metric not in df.columns:
             raise StbenchError(f"unknown metric {metric!r}: runs.csv has no such column")
-        sides = [{c.shown: c for c in cells(df[df["study"] == side], metric, keys, every=True)}
-                 for side in ("base", "new")]
+        sides = [
+            {c.shown: c for c in cells(df[df["study"] == side], metric, keys, every=True)}
+            for side in ("base", "new")
+        ]
         matched = [(sides[0][k], sides[1][k]) for k in sides[0] if k in sides[1]]
         if not matched:
-            raise StbenchError("no cell of the new run matches a cell of the baseline (same "
-                               "workload, device kind, strategy, world, batch size, epochs and "
-                               "parameters)")
+            raise StbenchError(
+                "no cell of the new run matches a cell of the baseline (same "
+                "workload, device kind, strategy, world, batch size, epochs and "
+                "parameters)"
+            )
         out += [_verdict(_cell_name(keys, b.key), metric, b, n, margin) for b, n in matched]
     return out
 
@@ -195,11 +245,21 @@ def _cell_name(keys: list[Key], values: tuple) -> str:
 def _verdict(cell: str, metric: str, base: Cell, new: Cell, margin: float) -> Verdict:
     b, n, repeats = base.median, new.median, (len(base.values), len(new.values))
     if base.status == "ok" and new.status != "ok":
-        return Verdict(cell, metric, b, n, math.inf, True, "regression", repeats,
-                       note=f"ended {new.status} (ok in the baseline)")
+        return Verdict(
+            cell,
+            metric,
+            b,
+            n,
+            math.inf,
+            True,
+            "regression",
+            repeats,
+            note=f"ended {new.status} (ok in the baseline)",
+        )
     if not (math.isfinite(b) and math.isfinite(n)) or b == 0:
-        return Verdict(cell, metric, b, n, math.nan, False, "no value", repeats,
-                       note="no value on one side")
+        return Verdict(
+            cell, metric, b, n, math.nan, False, "no value", repeats, note="no value on one side"
+        )
     change = (b - n) / b if metric in HIGHER_IS_BETTER else (n - b) / b
     values = list(base.values), list(new.values)
     sig = significant(*values)
@@ -238,9 +298,11 @@ def lines(verdicts: list[Verdict], margin: float) -> list[str]:
     ordered = sorted(verdicts, key=lambda v: (ORDER[v.kind], v.cell, v.metric))
     out = [line(v, margin) for v in ordered]
     count = {kind: sum(v.kind == kind for v in verdicts) for kind in ORDER}
-    out.append(f"{count['regression']} regression(s), {count['inconclusive']} inconclusive in "
-               f"{len(verdicts)} comparison(s) (margin {100 * margin:.0f}%, 95% intervals and "
-               "Welch's t-test)")
+    out.append(
+        f"{count['regression']} regression(s), {count['inconclusive']} inconclusive in "
+        f"{len(verdicts)} comparison(s) (margin {100 * margin:.0f}%, 95% intervals and "
+        "Welch's t-test)"
+    )
     return out
 
 

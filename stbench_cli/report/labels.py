@@ -93,8 +93,10 @@ def machine_table(df: pd.DataFrame) -> pd.DataFrame:
     table = df[cols].drop_duplicates(subset=["label"]).sort_values("label")
     for c in ("cores",):
         if c in table.columns:
-            table[c] = [str(int(v)) if isinstance(v, float) and not math.isnan(v) else _text(v)
-                        for v in table[c]]
+            table[c] = [
+                str(int(v)) if isinstance(v, float) and not math.isnan(v) else _text(v)
+                for v in table[c]
+            ]
     return table.fillna("").astype(str).rename(columns={"label": "hardware"})
 
 

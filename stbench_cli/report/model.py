@@ -10,17 +10,16 @@ column with the name a user types and reads (`device`, `grid`), so nothing else 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePath
-from typing import Sequence
 
 import pandas as pd
 
 from ..errors import StbenchError
 from ..store.rows import BOOL_COLUMNS
-from .labels import labels
+from .labels import labels, show
 from .read import Folder, Run
-from .labels import show
 
 CELL_KEYS = ("strategy", "world_size", "nodes", "batch_size", "epochs")
 PARAM = "p."  # a parameter's column: p.<name>
@@ -40,7 +39,7 @@ HARDWARE = Key("label", "device")
 def keys_of(df: pd.DataFrame) -> list[Key]:
     """Every key a frame has: the hardware, the matrix's axes, then the parameters by name."""
     params = sorted(c for c in df.columns if c.startswith(PARAM))
-    return [HARDWARE, *(Key(c, c) for c in CELL_KEYS), *(Key(c, c[len(PARAM):]) for c in params)]
+    return [HARDWARE, *(Key(c, c) for c in CELL_KEYS), *(Key(c, c[len(PARAM) :]) for c in params)]
 
 
 def varies(values: pd.Series) -> bool:
@@ -70,8 +69,9 @@ def find(name: str, keys: Sequence[Key]) -> Key:
 def name_of(keys: Sequence[Key], values: Sequence) -> str:
     """A cell's name from its key values: 'batch_size=75, lr_scaling=none', the hardware by its
     label alone."""
-    return ", ".join(show(v) if k == HARDWARE else f"{k.name}={show(v)}"
-                     for k, v in zip(keys, values))
+    return ", ".join(
+        show(v) if k == HARDWARE else f"{k.name}={show(v)}" for k, v in zip(keys, values)
+    )
 
 
 @dataclass(frozen=True)
@@ -124,8 +124,11 @@ def _param_column(values: list, index) -> pd.Series:
         return pd.Series(pd.array(values, dtype="Int64"), index=index)
     if present and all(isinstance(v, str) for v in present):
         return pd.Series(_portable(values), index=index, dtype=object)
-    return pd.Series([v if not isinstance(v, (list, dict)) else str(v) for v in values],
-                     index=index, dtype=object)
+    return pd.Series(
+        [v if not isinstance(v, (list, dict)) else str(v) for v in values],
+        index=index,
+        dtype=object,
+    )
 
 
 def _portable(values: list) -> list:
@@ -138,15 +141,21 @@ def _portable(values: list) -> list:
     return [PurePath(v).name if v in paths else v for v in values]
 
 
-def study(runs: Sequence[Run], name: str = "", question: str = "", epochs: Sequence[dict] = (),
-          system: Sequence[dict] = ()) -> Study:
+def study(
+    runs: Sequence[Run],
+    name: str = "",
+    question: str = "",
+    epochs: Sequence[dict] = (),
+    system: Sequence[dict] = (),
+) -> Study:
     """The study of these runs (hand-made rows, or one study's folders)."""
     df = frame(runs)
     return _study(df, name or str(df["workload"].iloc[0]), question, epochs, system)
 
 
-def _study(df: pd.DataFrame, name: str, question: str, epochs: Sequence[dict],
-           system: Sequence[dict]) -> Study:
+def _study(
+    df: pd.DataFrame, name: str, question: str, epochs: Sequence[dict], system: Sequence[dict]
+) -> Study:
     ep, sy = pd.DataFrame(list(epochs)), pd.DataFrame(list(system))
     runs = with_params(df.reset_index(drop=True))
     runs["sync_ms"] = _sync_ms(runs, ep)
@@ -159,8 +168,11 @@ def _sync_ms(runs: pd.DataFrame, epochs: pd.DataFrame) -> pd.Series:
         return pd.Series(float("nan"), index=runs.index)
     per_run = epochs.groupby(["study", "run_id"])[["sync_s", "steps"]].sum()
     ms = 1000 * per_run["sync_s"] / per_run["steps"].where(per_run["steps"] > 0)
-    return pd.Series([ms.get((s, r), float("nan")) for s, r in zip(runs["study"], runs["run_id"])],
-                     index=runs.index, dtype=float)
+    return pd.Series(
+        [ms.get((s, r), float("nan")) for s, r in zip(runs["study"], runs["run_id"])],
+        index=runs.index,
+        dtype=float,
+    )
 
 
 def studies(folders: Sequence[Folder]) -> list[Study]:

@@ -28,15 +28,22 @@ from .model import HARDWARE, Key, axes, columns, name_of  # noqa: E402
 # because it reads poorly on white.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000", "#F0E442")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
-PHASE_COLOURS = {"data": "#E69F00", "h2d": "#56B4E9", "compute": "#0072B2", "sync": "#D55E00",
-                 "eval": "#009E73"}
+PHASE_COLOURS = {
+    "data": "#E69F00",
+    "h2d": "#56B4E9",
+    "compute": "#0072B2",
+    "sync": "#D55E00",
+    "eval": "#009E73",
+}
 DPI = 110
 
 
 def look(i: int) -> dict:
     """Colour and marker of the i-th line of a figure."""
-    return {"color": PALETTE[i % len(PALETTE)],
-            "marker": MARKERS[(i // len(PALETTE) + i) % len(MARKERS)]}
+    return {
+        "color": PALETTE[i % len(PALETTE)],
+        "marker": MARKERS[(i // len(PALETTE) + i) % len(MARKERS)],
+    }
 
 
 def grid(n: int, per_row: int = 2, size: tuple[float, float] = (5.2, 3.6)):
@@ -44,8 +51,9 @@ def grid(n: int, per_row: int = 2, size: tuple[float, float] = (5.2, 3.6)):
     legend below never overlap or fall off the edge); unused grid cells are removed."""
     cols = min(n, per_row)
     rows = math.ceil(n / cols)
-    fig, panes = plt.subplots(rows, cols, figsize=(size[0] * cols, size[1] * rows), squeeze=False,
-                              layout="constrained")
+    fig, panes = plt.subplots(
+        rows, cols, figsize=(size[0] * cols, size[1] * rows), squeeze=False, layout="constrained"
+    )
     flat = list(panes.flat)
     for ax in flat[n:]:
         ax.remove()
@@ -58,12 +66,20 @@ def legend_below(fig, entries: dict[str, object], title: str = "") -> None:
     """One legend for the whole figure, below the panels (names can be long)."""
     if not entries:
         return
-    fig.legend(list(entries.values()), list(entries.keys()), loc="outside lower center",
-               ncol=len(entries) if sum(map(len, entries)) <= 90
-               else 1 if max(map(len, entries)) > 45 else 2,
-               frameon=False, fontsize=8,
-               title=textwrap.fill(title, int(fig.get_figwidth() * 15)) or None,
-               title_fontsize=8)
+    fig.legend(
+        list(entries.values()),
+        list(entries.keys()),
+        loc="outside lower center",
+        ncol=len(entries)
+        if sum(map(len, entries)) <= 90
+        else 1
+        if max(map(len, entries)) > 45
+        else 2,
+        frameon=False,
+        fontsize=8,
+        title=textwrap.fill(title, int(fig.get_figwidth() * 15)) or None,
+        title_fontsize=8,
+    )
 
 
 def png(fig) -> bytes:
@@ -78,6 +94,7 @@ def from_zero(ax) -> None:
     """Start the y axis at zero, with a little room so points on zero stay whole."""
     top = ax.get_ylim()[1]
     ax.set_ylim(-0.03 * top, top)
+
 
 @dataclass(frozen=True)
 class Picture:
@@ -149,8 +166,12 @@ def panels(df: pd.DataFrame, x: str | None, max_lines: int = 6, max_panels: int 
         options = [k for k in options if _count(df, facet + [k]) <= max_panels]
         if not options:
             break
-        facet.append(min(options, key=lambda k: (_widest(df, facet + [k], keys),
-                                                  df[k.column].astype(str).nunique())))
+        facet.append(
+            min(
+                options,
+                key=lambda k: (_widest(df, facet + [k], keys), df[k.column].astype(str).nunique()),
+            )
+        )
     cells = _groups(df, keys)
     line_names, unnamed = names(pd.DataFrame([c.iloc[0] for _, c in cells]), keys)
     by_key = {str(k): n for (k, _), n in zip(cells, line_names)}
@@ -179,8 +200,10 @@ def _count(df: pd.DataFrame, keys: list[Key]) -> int:
 def _groups(df: pd.DataFrame, keys: list[Key]) -> list[tuple[tuple, pd.DataFrame]]:
     if not keys:
         return [((), df)]
-    return [(k if isinstance(k, tuple) else (k,), g)
-            for k, g in df.groupby(columns(keys), sort=True, dropna=False)]
+    return [
+        (k if isinstance(k, tuple) else (k,), g)
+        for k, g in df.groupby(columns(keys), sort=True, dropna=False)
+    ]
 
 
 def spread(df: pd.DataFrame, x: str, least: int = 2) -> pd.DataFrame:

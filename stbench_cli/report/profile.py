@@ -67,8 +67,9 @@ def phase_table(run: Run) -> str:
     lines = [[name, f"{t:.4f}", f"{100 * t / total:.1f}%"] for name, t in times]
     stream = run["x.stream_s"]
     if stream is not None:
-        lines.append(["relation streaming (within compute)", f"{stream:.4f}",
-                      f"{100 * stream / total:.1f}%"])
+        lines.append(
+            ["relation streaming (within compute)", f"{stream:.4f}", f"{100 * stream / total:.1f}%"]
+        )
     return tabulate(lines, headers=["phase", "seconds", "share"], tablefmt="github")
 
 
@@ -83,23 +84,42 @@ def memory_summary(rows: list[dict]) -> str:
     stats = []
     for c in cols:
         values = sorted(v for r in shown if (v := _float(r, c)) is not None)
-        stats.append([c, f"{values[0]:,.4g}", f"{median(values):,.4g}", f"{values[-1]:,.4g}",
-                      str(len(values))])
-    text = tabulate(stats, headers=["MiB", "min", "median", "max", "steps"], tablefmt="github",
-                    disable_numparse=True)
+        stats.append(
+            [
+                c,
+                f"{values[0]:,.4g}",
+                f"{median(values):,.4g}",
+                f"{values[-1]:,.4g}",
+                str(len(values)),
+            ]
+        )
+    text = tabulate(
+        stats,
+        headers=["MiB", "min", "median", "max", "steps"],
+        tablefmt="github",
+        disable_numparse=True,
+    )
     key = cols[0]
-    largest = sorted((r for r in shown if _float(r, key) is not None),
-                     key=lambda r: -_float(r, key))
-    body = [[r["step"], *(f"{v:,.4g}" if (v := _float(r, c)) is not None else "-" for c in cols)]
-            for r in largest[:LARGEST]]
-    return text + f"\n\nLargest steps by {key}:\n\n" + tabulate(
-        body, headers=["step", *cols], tablefmt="github", disable_numparse=True)
+    largest = sorted(
+        (r for r in shown if _float(r, key) is not None), key=lambda r: -_float(r, key)
+    )
+    body = [
+        [r["step"], *(f"{v:,.4g}" if (v := _float(r, c)) is not None else "-" for c in cols)]
+        for r in largest[:LARGEST]
+    ]
+    return (
+        text
+        + f"\n\nLargest steps by {key}:\n\n"
+        + tabulate(body, headers=["step", *cols], tablefmt="github", disable_numparse=True)
+    )
 
 
 def operator_table(rows: list[dict], cuda: bool) -> str:
     key = "self_device_ms" if cuda else "self_cpu_ms"
-    body = [[r["operator"], r["calls"], f"{float(r[key]):.3f}", f"{float(r['cpu_total_ms']):.3f}"]
-            for r in rows[:TOP]]
+    body = [
+        [r["operator"], r["calls"], f"{float(r[key]):.3f}", f"{float(r['cpu_total_ms']):.3f}"]
+        for r in rows[:TOP]
+    ]
     return tabulate(body, headers=["operator", "calls", key, "cpu_total_ms"], tablefmt="github")
 
 
@@ -119,12 +139,16 @@ def finding(run: Run, folder: Path) -> str:
     if not total > 0:
         return "No phase time was recorded."
     shares = [f"{name} {100 * t / total:.1f}%" for name, t in times[1:] if t / total >= 0.001]
-    parts = [f"{times[0][0]} took {100 * times[0][1] / total:.1f}% of the profiled run's "
-             f"{total:.2f} s" + (f" ({', '.join(shares)})" if shares else "")]
+    parts = [
+        f"{times[0][0]} took {100 * times[0][1] / total:.1f}% of the profiled run's "
+        f"{total:.2f} s" + (f" ({', '.join(shares)})" if shares else "")
+    ]
     if run["x.stream_s"] is not None:
         stream, moved = run["x.stream_s"], run.get("x.stream_mb", 0.0)
-        parts.append(f"relation streaming, within compute, moved {moved:,.1f} MiB in "
-                     f"{stream:.3g} s ({100 * stream / total:.1f}%)")
+        parts.append(
+            f"relation streaming, within compute, moved {moved:,.1f} MiB in "
+            f"{stream:.3g} s ({100 * stream / total:.1f}%)"
+        )
     cell = folder / "profile" / str(run["run_id"])
     key = "self_device_ms" if is_cuda(str(run["device"])) else "self_cpu_ms"
     ops = [(r["operator"], float(r[key])) for r in _read(cell / "operators.csv") if r.get(key)]
@@ -132,8 +156,10 @@ def finding(run: Run, folder: Path) -> str:
     if ops and spent > 0:
         name, ms = max(ops, key=lambda o: o[1])
         what = "self device" if key == "self_device_ms" else "self CPU"
-        parts.append(f"the most {what} time went to {name} ({ms:,.1f} ms, "
-                     f"{100 * ms / spent:.0f}% of the operators')")
+        parts.append(
+            f"the most {what} time went to {name} ({ms:,.1f} ms, "
+            f"{100 * ms / spent:.0f}% of the operators')"
+        )
     trace = cell / "trace.json"
     if trace.exists() and is_cuda(str(run["device"])):
         counts = [len(v) for v in syncs_per_step(trace).values()]
@@ -147,8 +173,9 @@ def report(folder: Path, runs: list[Run]) -> str:
     parts = [f"# stbench profile: {folder}\n"]
     for run in runs:
         d = folder / "profile" / str(run["run_id"])
-        title = (f"## {run['workload']} on {run['device']}, batch {run['batch_size']}: "
-                 f"{run['status']}")
+        title = (
+            f"## {run['workload']} on {run['device']}, batch {run['batch_size']}: {run['status']}"
+        )
         if "relations" in run.params:
             title += f", relations={run.params['relations']}, mode={run.params.get('mode')}"
         parts.append(title + "\n")
@@ -159,31 +186,59 @@ def report(folder: Path, runs: list[Run]) -> str:
         sps = run["steps_per_s"]
         parts.append(f"steady steps/s: {sps:,.2f}\n" if sps else "")
         parts.append("### Phases (profiled run, seconds)\n\n" + phase_table(run) + "\n")
-        parts.append("### Memory per step (MiB; every step in memory.csv)\n\n"
-                     + memory_summary(_read(d / "memory.csv")) + "\n")
+        parts.append(
+            "### Memory per step (MiB; every step in memory.csv)\n\n"
+            + memory_summary(_read(d / "memory.csv"))
+            + "\n"
+        )
         cuda = is_cuda(str(run["device"]))
         top = operator_table(_read(d / "operators.csv"), cuda)
         parts.append(f"### Top operators\n\n{top}\n")
         trace = d / "trace.json"
         if trace.exists() and cuda:
             parts.append(summary(trace) + "\n")
-        parts.append(f"Chrome trace: {trace} ({trace_events(trace):,} events; open in "
-                     "https://ui.perfetto.dev)\n" if trace.exists() else "no trace was written\n")
+        parts.append(
+            f"Chrome trace: {trace} ({trace_events(trace):,} events; open in "
+            "https://ui.perfetto.dev)\n"
+            if trace.exists()
+            else "no trace was written\n"
+        )
     return "\n".join(parts)
 
 
 API_CATEGORIES = ("cuda_runtime", "cuda_driver")
-SYNC_CALLS = frozenset({
-    # runtime API
-    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy",
-    "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpyPeer", "cudaMemcpyToSymbol", "cudaMemcpyFromSymbol",
-    "cudaFree", "cudaFreeHost", "cudaFreeArray",
-    # driver API
-    "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize", "cuMemcpy", "cuMemcpyDtoH",
-    "cuMemcpyHtoD", "cuMemcpy2D", "cuMemcpy2DUnaligned", "cuMemcpy3D", "cuMemcpyPeer",
-    "cuMemcpyAtoH", "cuMemcpyHtoA",
-    "cuMemFree", "cuMemFreeHost",
-})
+SYNC_CALLS = frozenset(
+    {
+        # runtime API
+        "cudaDeviceSynchronize",
+        "cudaStreamSynchronize",
+        "cudaEventSynchronize",
+        "cudaMemcpy",
+        "cudaMemcpy2D",
+        "cudaMemcpy3D",
+        "cudaMemcpyPeer",
+        "cudaMemcpyToSymbol",
+        "cudaMemcpyFromSymbol",
+        "cudaFree",
+        "cudaFreeHost",
+        "cudaFreeArray",
+        # driver API
+        "cuCtxSynchronize",
+        "cuStreamSynchronize",
+        "cuEventSynchronize",
+        "cuMemcpy",
+        "cuMemcpyDtoH",
+        "cuMemcpyHtoD",
+        "cuMemcpy2D",
+        "cuMemcpy2DUnaligned",
+        "cuMemcpy3D",
+        "cuMemcpyPeer",
+        "cuMemcpyAtoH",
+        "cuMemcpyHtoA",
+        "cuMemFree",
+        "cuMemFreeHost",
+    }
+)
 _SUFFIX = re.compile(r"(_v\d+)?(_pt(ds|sz))?$")
 PAGEABLE = "Pageable"
 
@@ -195,8 +250,11 @@ def base_name(name: str) -> str:
 
 def _pageable_copies(events: list[dict]) -> set:
     """Correlation ids of copies whose host side is pageable memory."""
-    return {e.get("args", {}).get("correlation") for e in events
-            if e.get("cat") == "gpu_memcpy" and PAGEABLE in str(e.get("name", ""))} - {None}
+    return {
+        e.get("args", {}).get("correlation")
+        for e in events
+        if e.get("cat") == "gpu_memcpy" and PAGEABLE in str(e.get("name", ""))
+    } - {None}
 
 
 def sync_calls(events: list[dict]) -> list[tuple[float, str]]:
@@ -215,8 +273,11 @@ def sync_calls(events: list[dict]) -> list[tuple[float, str]]:
 
     def inside_runtime(e: dict) -> bool:
         return e["cat"] == "cuda_driver" and any(
-            r.get("tid") == e.get("tid") and r.get("pid") == e.get("pid")
-            and r["ts"] <= e["ts"] <= r["ts"] + r.get("dur", 0) for r in runtime)
+            r.get("tid") == e.get("tid")
+            and r.get("pid") == e.get("pid")
+            and r["ts"] <= e["ts"] <= r["ts"] + r.get("dur", 0)
+            for r in runtime
+        )
 
     return sorted((e["ts"], name) for e, name in found if not inside_runtime(e))
 
@@ -225,8 +286,10 @@ def syncs_per_step(trace: Path) -> dict[int, list[str]]:
     """ProfilerStep number -> the synchronising calls inside it (empty list: none)."""
     events = json.loads(Path(trace).read_text())["traceEvents"]
     calls = sync_calls(events)
-    return {number: [name for ts, name in calls if start <= ts <= end]
-            for start, end, number in step_windows(events)}
+    return {
+        number: [name for ts, name in calls if start <= ts <= end]
+        for start, end, number in step_windows(events)
+    }
 
 
 def summary(trace: Path) -> str:
@@ -236,6 +299,8 @@ def summary(trace: Path) -> str:
         return "host-device synchronisations: no profiled step in the trace"
     counts = [len(v) for v in per_step.values()]
     names = sorted({n for v in per_step.values() for n in v})
-    return (f"host-device synchronisations per profiled step: max {max(counts)}, "
-            f"total {sum(counts)} over {len(counts)} steps"
-            + (f" ({', '.join(names)})" if names else ""))
+    return (
+        f"host-device synchronisations per profiled step: max {max(counts)}, "
+        f"total {sum(counts)} over {len(counts)} steps"
+        + (f" ({', '.join(names)})" if names else "")
+    )

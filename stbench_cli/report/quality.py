@@ -9,12 +9,28 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from .model import columns
-from .plotting import (Picture, caption, cell_keys, differ, from_zero, grid, legend_below, look,
-                       names, panels, png, spread)
+from .plotting import (
+    Picture,
+    caption,
+    cell_keys,
+    differ,
+    from_zero,
+    grid,
+    legend_below,
+    look,
+    names,
+    panels,
+    png,
+    spread,
+)
 
-SYSTEM_METRICS = (("proc_cpu_pct", "process CPU (%)"), ("proc_rss_mb", "process RSS (MiB)"),
-                  ("gpu_util_pct", "GPU utilisation (%)"), ("gpu_mem_mb", "GPU memory used (MiB)"),
-                  ("gpu_power_w", "GPU power (W)"))
+SYSTEM_METRICS = (
+    ("proc_cpu_pct", "process CPU (%)"),
+    ("proc_rss_mb", "process RSS (MiB)"),
+    ("gpu_util_pct", "GPU utilisation (%)"),
+    ("gpu_mem_mb", "GPU memory used (MiB)"),
+    ("gpu_power_w", "GPU power (W)"),
+)
 CELLS_PER_FIGURE = 6
 
 
@@ -40,8 +56,12 @@ def _evaluations(ep: pd.DataFrame) -> pd.DataFrame:
 def _curve(runs: pd.DataFrame) -> pd.DataFrame:
     """One cell's validation curve: per evaluation the median over repeats of the metric, of
     the time elapsed and of the epochs done (the evaluations every repeat made)."""
-    cols = dict(metric=("val_metric", "median"), elapsed=("elapsed", "median"),
-                progress=("progress", "median"), naive=("naive_baseline", "median"))
+    cols = dict(
+        metric=("val_metric", "median"),
+        elapsed=("elapsed", "median"),
+        progress=("progress", "median"),
+        naive=("naive_baseline", "median"),
+    )
     if "target" in runs:
         cols["target"] = ("target", "median")
     # only the evaluations every repeat reached: where a budget let one repeat evaluate more
@@ -77,10 +97,18 @@ def time_to_quality(w: pd.DataFrame, epochs: pd.DataFrame, workload: str) -> Pic
     colours: dict[str, int] = {}
     handles = {}
     for k, panel in enumerate(shown):
-        pair = axes[2 * k: 2 * k + 2]
+        pair = axes[2 * k : 2 * k + 2]
         curves = {ln.name: _curve(ln.rows) for ln in panel.lines}
-        shared = {c: len({round(float(v[c].iloc[0]), 12) for v in curves.values()
-                          if c in v and v[c].notna().any()}) for c in ("naive", "target")}
+        shared = {
+            c: len(
+                {
+                    round(float(v[c].iloc[0]), 12)
+                    for v in curves.values()
+                    if c in v and v[c].notna().any()
+                }
+            )
+            for c in ("naive", "target")
+        }
         for name, c in curves.items():
             i = colours.setdefault(name, len(colours))
             colour = look(i)["color"]
@@ -106,11 +134,15 @@ def time_to_quality(w: pd.DataFrame, epochs: pd.DataFrame, workload: str) -> Pic
 
 def _ttq_caption(workload: str, scale: str, targets: bool, ep: pd.DataFrame) -> str:
     log = ", on a logarithmic axis" if scale == "log" else ""
-    return caption(f"{workload}: validation metric at each evaluation of the longest run of each "
-                   f"setting (medians over repeats){log}",
-                   "the dashed line is the naive baseline it must beat (persistence or the mean)",
-                   "the dotted line is the target; wall time counts evaluation, as MLPerf's clock "
-                   "does" if targets else "", differ(ep, "evaluation"))
+    return caption(
+        f"{workload}: validation metric at each evaluation of the longest run of each "
+        f"setting (medians over repeats){log}",
+        "the dashed line is the naive baseline it must beat (persistence or the mean)",
+        "the dotted line is the target; wall time counts evaluation, as MLPerf's clock does"
+        if targets
+        else "",
+        differ(ep, "evaluation"),
+    )
 
 
 def _levels(ax, x, c: pd.DataFrame, colour: str, line_colours: dict[str, str]) -> None:
@@ -121,14 +153,22 @@ def _levels(ax, x, c: pd.DataFrame, colour: str, line_colours: dict[str, str]) -
         level = c[col].dropna() if col in c else pd.Series(dtype=float)
         if level.empty:
             continue
-        ax.axhline(float(level.iloc[0]), color=line_colours[col], linestyle=style, linewidth=1,
-                   alpha=0.8)
+        ax.axhline(
+            float(level.iloc[0]), color=line_colours[col], linestyle=style, linewidth=1, alpha=0.8
+        )
         below = (c["metric"] <= level.iloc[0]) if col == "target" else (c["metric"] < level.iloc[0])
         mark = np.flatnonzero(below.to_numpy())
     if mark is not None and len(mark):
         j = mark[0]
-        ax.plot(np.asarray(x)[j], c["metric"].iloc[j], marker="*", markersize=13, color=colour,
-                markeredgecolor="black", linestyle="")
+        ax.plot(
+            np.asarray(x)[j],
+            c["metric"].iloc[j],
+            marker="*",
+            markersize=13,
+            color=colour,
+            markeredgecolor="black",
+            linestyle="",
+        )
 
 
 def y_scale(values: pd.Series) -> str:
@@ -145,37 +185,56 @@ def system_timelines(w: pd.DataFrame, system: pd.DataFrame, workload: str) -> li
     sy = joined(w, system)
     if sy.empty:
         return []
-    metrics = [(col, label) for col, label in SYSTEM_METRICS
-               if col in sy.columns and sy[col].notna().any()]
+    metrics = [
+        (col, label) for col, label in SYSTEM_METRICS if col in sy.columns and sy[col].notna().any()
+    ]
     keys = cell_keys(sy)
     cells = [g for _, g in sy.groupby(columns(keys), sort=True, dropna=False)] if keys else [sy]
     cell_names, unnamed = names(pd.DataFrame([g.iloc[0] for g in cells]), keys)
     out = []
     for start in range(0, len(cells), CELLS_PER_FIGURE):
-        chunk = list(zip(cell_names, cells))[start: start + CELLS_PER_FIGURE]
-        out.append(_timeline(chunk, metrics, workload, start // CELLS_PER_FIGURE + 1,
-                             -(-len(cells) // CELLS_PER_FIGURE), unnamed, differ(sy)))
+        chunk = list(zip(cell_names, cells))[start : start + CELLS_PER_FIGURE]
+        out.append(
+            _timeline(
+                chunk,
+                metrics,
+                workload,
+                start // CELLS_PER_FIGURE + 1,
+                -(-len(cells) // CELLS_PER_FIGURE),
+                unnamed,
+                differ(sy),
+            )
+        )
     return out
 
 
-def _timeline(chunk, metrics, workload: str, part: int, parts: int, unnamed: str,
-              shared: str) -> Picture:
+def _timeline(
+    chunk, metrics, workload: str, part: int, parts: int, unnamed: str, shared: str
+) -> Picture:
     fig, axes = grid(len(metrics), per_row=2, size=(5.2, 3.0))
     handles = {}
     for i, (name, rows) in enumerate(chunk):
         for r, (_, run) in enumerate(rows.groupby(["study", "run_id"], sort=True)):
             run = run.sort_values("t_s")
             for ax, (col, _) in zip(axes, metrics):
-                line = ax.plot(run["t_s"], run[col], color=look(i)["color"], linewidth=1.2,
-                               alpha=1.0 if r == 0 else 0.5)
+                line = ax.plot(
+                    run["t_s"],
+                    run[col],
+                    color=look(i)["color"],
+                    linewidth=1.2,
+                    alpha=1.0 if r == 0 else 0.5,
+                )
                 handles.setdefault(name, line[0])
     for ax, (_, label) in zip(axes, metrics):
         ax.set(xlabel="time since the cell started (s)", ylabel=label)
         from_zero(ax)
     legend_below(fig, handles, f"unless named: {unnamed}" if unnamed else "")
     suffix = f" ({part} of {parts})" if parts > 1 else ""
-    text = caption(f"{workload}: system samples of each run, one line per run (repeats of a cell "
-                   "share its colour); process CPU is psutil's percent of one core (200% = two "
-                   "cores busy), RSS of the whole process tree",
-                   shared, f"unless named: {unnamed}" if unnamed else "")
+    text = caption(
+        f"{workload}: system samples of each run, one line per run (repeats of a cell "
+        "share its colour); process CPU is psutil's percent of one core (200% = two "
+        "cores busy), RSS of the whole process tree",
+        shared,
+        f"unless named: {unnamed}" if unnamed else "",
+    )
     return Picture(f"{workload}-system-{part}", f"System timelines{suffix}", text, png(fig))

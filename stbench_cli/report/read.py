@@ -15,18 +15,27 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Iterable, Mapping
 
 from ..errors import StbenchError
 from ..store.conditions import conditions as sum_samples
 from ..store.files import find_folders, read_csv, read_runs
 from ..store.manifest import read_manifest
 from ..store.prices import cost_per_million_samples, cost_to_target, usd_per_second
-from ..store.rows import (EXTRA_PREFIX, STATUSES, Conditions, Derived, EpochRow, Figures,
-                          Identity, Machine, SystemRow)
 from ..store.results import command_text, study_key
+from ..store.rows import (
+    EXTRA_PREFIX,
+    STATUSES,
+    Conditions,
+    Derived,
+    EpochRow,
+    Figures,
+    Identity,
+    Machine,
+    SystemRow,
+)
 
 SERIES = ("epochs.csv", "system.csv")
 SKIPPED_EXIT = 4  # compare, report, gate: what could be read is shown, and a folder was left out
@@ -41,8 +50,12 @@ def _types(*classes) -> dict[str, type]:
     return {f.name: _kind(str(f.type)) for cls in classes for f in fields(cls)}
 
 
-RUN_TYPES = {"schema": int, "status": str, "reason": str,
-             **_types(Identity, Figures, Derived, Machine, Conditions)}
+RUN_TYPES = {
+    "schema": int,
+    "status": str,
+    "reason": str,
+    **_types(Identity, Figures, Derived, Machine, Conditions),
+}
 EPOCH_TYPES, SYSTEM_TYPES = _types(EpochRow), _types(SystemRow)
 EXPECTED = {float: "a number", int: "a whole number", bool: "True or False"}
 
@@ -114,9 +127,13 @@ def run_of(record: Mapping[str, object], folder: str = "") -> Run:
 def series_of(records: Iterable[Mapping], types: Mapping[str, type]) -> list[dict]:
     """epochs.csv or system.csv rows typed (`run_id` text, any other column a number), with
     every column the current stbench writes (None where a row has none)."""
-    return [{**{k: typed(k, r.get(k), t) for k, t in types.items()},
-             **{k: typed(k, v, float) for k, v in r.items() if k not in types}}
-            for r in records]
+    return [
+        {
+            **{k: typed(k, r.get(k), t) for k, t in types.items()},
+            **{k: typed(k, v, float) for k, v in r.items() if k not in types},
+        }
+        for r in records
+    ]
 
 
 def _older_epochs(rows: list[dict]) -> list[dict]:
@@ -177,19 +194,27 @@ def read_folder(path: Path, series: tuple[str, ...] = ()) -> Folder:
     try:
         key = study_key(manifest)
     except (KeyError, TypeError, AttributeError):
-        raise StbenchError(f"{path / 'manifest.json'} is corrupt: it lacks the study's "
-                           "matrix") from None
-    runs = tuple(_rows(path / "runs.csv", read_runs(path),
-                       lambda r: run_of(r, str(path))))
+        raise StbenchError(
+            f"{path / 'manifest.json'} is corrupt: it lacks the study's matrix"
+        ) from None
+    runs = tuple(_rows(path / "runs.csv", read_runs(path), lambda r: run_of(r, str(path))))
     if not runs:
         raise StbenchError(f"{path / 'runs.csv'} holds no run yet (no cell has finished)")
     prices = manifest.get("prices") or {}
     runs = tuple(priced(r, prices) for r in runs) if prices else runs
-    kept = {name: _series(path / name, SYSTEM_TYPES if name == "system.csv" else EPOCH_TYPES)
-            for name in series}
+    kept = {
+        name: _series(path / name, SYSTEM_TYPES if name == "system.csv" else EPOCH_TYPES)
+        for name in series
+    }
     question = command_text(manifest.get("command") or []) if manifest.get("command") else ""
-    return Folder(path, key, question or path.name, runs, kept.get("epochs.csv", ()),
-                  kept.get("system.csv", ()))
+    return Folder(
+        path,
+        key,
+        question or path.name,
+        runs,
+        kept.get("epochs.csv", ()),
+        kept.get("system.csv", ()),
+    )
 
 
 def priced(run: Run, prices: Mapping[str, float]) -> Run:
@@ -197,9 +222,11 @@ def priced(run: Run, prices: Mapping[str, float]) -> Run:
     hour of the devices it held, a million samples, its target (None where a figure or a
     price is missing)."""
     rate = usd_per_second(run, prices)
-    found = {"usd_per_hour": rate * 3600 if rate is not None else None,
-             "usd_per_million_samples": cost_per_million_samples(run, prices),
-             "usd_to_target": cost_to_target(run, prices)}
+    found = {
+        "usd_per_hour": rate * 3600 if rate is not None else None,
+        "usd_per_million_samples": cost_per_million_samples(run, prices),
+        "usd_to_target": cost_to_target(run, prices),
+    }
     return replace(run, columns={**run.columns, **found})
 
 
@@ -232,8 +259,10 @@ def read(paths: list[Path], series: tuple[str, ...] = ()) -> tuple[list[Folder],
     if not read_ok:
         if len(skipped) == 1:
             raise StbenchError(skipped[0].reason)
-        raise StbenchError(f"none of the {len(skipped)} result folders could be read: "
-                           + "; ".join(str(s) for s in skipped))
+        raise StbenchError(
+            f"none of the {len(skipped)} result folders could be read: "
+            + "; ".join(str(s) for s in skipped)
+        )
     return read_ok, skipped
 
 
@@ -242,6 +271,8 @@ def newest(root: Path = Path("results")) -> Path:
     the committed references in results/reference/ are not among them)."""
     found = [p.parent for p in root.glob("*/runs.csv")]
     if not found:
-        raise StbenchError(f"no study in {root}/ yet: run one (`stbench run WORKLOAD`), or name "
-                           "result folders (`stbench compare results/reference/`)")
+        raise StbenchError(
+            f"no study in {root}/ yet: run one (`stbench run WORKLOAD`), or name "
+            "result folders (`stbench compare results/reference/`)"
+        )
     return max(found, key=lambda p: os.stat(p / "runs.csv").st_mtime)  # the last written to

@@ -21,11 +21,32 @@ from .ttt import ttt_speedup
 
 WORLD = ("world_size", "nodes")
 SPS = "samples/s"
-LINE = ("nodes", "nproc", "world", "epoch_s", "samples_per_s", "speedup", "ttt_speedup",
-        "efficiency", "sync_share", "ms_per_sync", "syncs_per_epoch", "node_boundary")
+LINE = (
+    "nodes",
+    "nproc",
+    "world",
+    "epoch_s",
+    "samples_per_s",
+    "speedup",
+    "ttt_speedup",
+    "efficiency",
+    "sync_share",
+    "ms_per_sync",
+    "syncs_per_epoch",
+    "node_boundary",
+)
 # the finding's table: the full table's columns that answer it
-SHOWN = ("nodes", "nproc", "world", "samples_per_s", "speedup", "efficiency", "sync_share",
-         "ttt_speedup", "node_boundary")
+SHOWN = (
+    "nodes",
+    "nproc",
+    "world",
+    "samples_per_s",
+    "speedup",
+    "efficiency",
+    "sync_share",
+    "ttt_speedup",
+    "node_boundary",
+)
 
 
 def _median(values: pd.Series) -> float:
@@ -46,7 +67,9 @@ def _line(gn: pd.DataFrame, base: pd.DataFrame, base_world: int, new_node: bool)
     share = _median(gn["sync_s"] / gn["train_s"])
     per_sync = 1000 * gn["sync_s"] / gn["sync_count"].where(gn["sync_count"] > 0)
     return {
-        "nodes": nodes, "nproc": int(gn["nproc_per_node"].iloc[0]), "world": world,
+        "nodes": nodes,
+        "nproc": int(gn["nproc_per_node"].iloc[0]),
+        "world": world,
         "epoch_s": format_number(_median(gn["epoch_s"])),
         "samples_per_s": format_number(float(np.median(sps))),
         "speedup": _fmt(speed, f"{speed:.2f}x{note}"),
@@ -109,8 +132,11 @@ def view(s: pd.DataFrame) -> tuple[str, pd.DataFrame] | None:
     rest = [c for c in SHOWN if c in full.columns and c not in ("nodes", "nproc", "world")]
     kept = full[lead + layout + rest].rename(columns={"samples_per_s": SPS, "sync_share": "sync"})
     kept.attrs["keys"] = lead + layout
-    return ("data-parallel scaling against the smallest world: speedup, efficiency, and sync (the "
-            "share of training time spent waiting for gradient synchronisation)", kept)
+    return (
+        "data-parallel scaling against the smallest world: speedup, efficiency, and sync (the "
+        "share of training time spent waiting for gradient synchronisation)",
+        kept,
+    )
 
 
 def _world_cells(g: pd.DataFrame) -> list[tuple[int, int, Cell, float]]:
@@ -141,14 +167,19 @@ def finding(s: pd.DataFrame) -> str:
     best, worlds = max(groups, key=lambda g: ratio(g[1][0][2], g[1][-1][2]))
     (w0, _, base, _), (world, nodes, top, share) = worlds[0], worlds[-1]
     speed = ratio(base, top)
-    first = (f"At {_where(world, nodes)}: {speed:.2f}x the samples/s of {_where(w0, 1)} "
-             f"({_standing(base, top)}), efficiency {100 * speed * w0 / world:.0f}%, "
-             f"gradient sync {100 * share:.1f}% of training time")
+    first = (
+        f"At {_where(world, nodes)}: {speed:.2f}x the samples/s of {_where(w0, 1)} "
+        f"({_standing(base, top)}), efficiency {100 * speed * w0 / world:.0f}%, "
+        f"gradient sync {100 * share:.1f}% of training time"
+    )
     if len(groups) > 1:
         first += f" (best of {len(groups)} settings: {name_of(others, best)})"
     low = next(((w, n) for w, n, c, _ in worlds[1:] if 100 * ratio(base, c) * w0 / w < 50), None)
-    second = (f"Efficiency first drops below 50% at {_where(*low)}." if low
-              else f"Efficiency stays at 50% or more up to {_where(world, nodes)}.")
+    second = (
+        f"Efficiency first drops below 50% at {_where(*low)}."
+        if low
+        else f"Efficiency stays at 50% or more up to {_where(world, nodes)}."
+    )
     return f"{first}. {second}"
 
 

@@ -39,14 +39,17 @@ def device(s: pd.DataFrame) -> str:
             rs = [ratio(a, b) for a, b in pairs]
             lo, hi = f"{min(rs):.2f}x", f"{max(rs):.2f}x"
             span = lo if lo == hi else f"from {lo} to {hi}"
-            text = (f"{label} against {base}: {span} the samples/s over {len(pairs)} cells "
-                    f"(significant in {sum(differs(a, b) for a, b in pairs)} of {len(pairs)})")
+            text = (
+                f"{label} against {base}: {span} the samples/s over {len(pairs)} cells "
+                f"(significant in {sum(differs(a, b) for a, b in pairs)} of {len(pairs)})"
+            )
         parts.append(text + _device_extras(s, base, label, others))
     return ". ".join(parts) + "." if parts else f"No cell ran on both {base} and another machine."
 
 
-def _pairs(s: pd.DataFrame, base: str, label: str, others: list[Key],
-           metric: str) -> list[tuple[Cell, Cell]]:
+def _pairs(
+    s: pd.DataFrame, base: str, label: str, others: list[Key], metric: str
+) -> list[tuple[Cell, Cell]]:
     """(base cell, other cell) for each setting both hardware ran."""
     a = {c.name: c for c in cells(s[s["label"] == base], metric, others)}
     b = {c.name: c for c in cells(s[s["label"] == label], metric, others)}
@@ -81,15 +84,19 @@ def batch(s: pd.DataFrame) -> str:
     if len(sweep) < 2:
         return "Fewer than two batch sizes finished: no sweep to state."
     first, last = sweep[0], sweep[-1]
-    text = (f"Samples/s goes from {first.amount()} at batch {first.key[0]} to {last.amount()} at "
-            f"batch {last.key[0]} ({contrast(first, last, amounts=False)}).")
+    text = (
+        f"Samples/s goes from {first.amount()} at batch {first.key[0]} to {last.amount()} at "
+        f"batch {last.key[0]} ({contrast(first, last, amounts=False)})."
+    )
     knee = _knee(sweep)
     if knee is None:
-        return text + (f" Every doubling up to batch {last.key[0]} gains 10% or more: no knee in "
-                       "this range.")
+        return text + (
+            f" Every doubling up to batch {last.key[0]} gains 10% or more: no knee in this range."
+        )
     b, gain = knee
-    return text + (f" The knee is at batch {b}: a doubling beyond it gains {100 * gain:.1f}% "
-                   "(< 10%).")
+    return text + (
+        f" The knee is at batch {b}: a doubling beyond it gains {100 * gain:.1f}% (< 10%)."
+    )
 
 
 def _gain(a: Cell, b: Cell) -> float:
@@ -134,14 +141,16 @@ def _first(s: pd.DataFrame, *names: str) -> list[Key]:
 
 
 def is_eager_fp32(key: dict) -> bool:
-    return (str(key.get("precision", "fp32")) in ("fp32", "-")
-            and str(key.get("compile", "none")) in ("none", "-"))
+    return str(key.get("precision", "fp32")) in ("fp32", "-") and str(
+        key.get("compile", "none")
+    ) in ("none", "-")
 
 
 def _eager(keys: list[Key], sweep: list[Cell]) -> Cell | None:
     """The fp32 eager cell of a sweep: the baseline of precision and compilation."""
-    return next((c for c in sweep if is_eager_fp32(dict(zip((k.name for k in keys), c.shown)))),
-                None)
+    return next(
+        (c for c in sweep if is_eager_fp32(dict(zip((k.name for k in keys), c.shown)))), None
+    )
 
 
 def precision(s: pd.DataFrame) -> str:
@@ -151,10 +160,14 @@ def precision(s: pd.DataFrame) -> str:
     sweep = cells(s, "samples_per_s", keys)
     base = _eager(keys, sweep)
     if base is None:
-        return ("No fp32 eager cell finished: no baseline to compare precision and compilation "
-                "against.")
-    parts = [f"{c.name}: {contrast(base, c, amounts=False)}{_payback(s, keys, base, c)}"
-             for c in sweep if c is not base]
+        return (
+            "No fp32 eager cell finished: no baseline to compare precision and compilation against."
+        )
+    parts = [
+        f"{c.name}: {contrast(base, c, amounts=False)}{_payback(s, keys, base, c)}"
+        for c in sweep
+        if c is not base
+    ]
     return f"Against fp32 eager ({base.amount(SPS)}): " + "; ".join(parts) + "."
 
 

@@ -21,14 +21,23 @@ from .model import HARDWARE, Key, axes, columns, find, keys_of
 PHASES = list(PHASE_COLUMNS)
 # What reading a chunked or remote source cost, beside the data phase's share (shown only
 # where the rows have them)
-READ_COST = {"bytes_read": "MB read", "read_amplification": "read amplification",
-             "first_batch_s": "first batch s"}
-MEMORY = {"param_mb": "parameters", "grad_mb": "gradients", "optim_state_mb": "optimizer state",
-          "activation_peak_mb": "activations (peak)"}
+READ_COST = {
+    "bytes_read": "MB read",
+    "read_amplification": "read amplification",
+    "first_batch_s": "first batch s",
+}
+MEMORY = {
+    "param_mb": "parameters",
+    "grad_mb": "gradients",
+    "optim_state_mb": "optimizer state",
+    "activation_peak_mb": "activations (peak)",
+}
 SPREAD = "median ± 95% CI half-width over repeats"
 FIRST = "first"  # a baseline: the first column (a table's others are held against it)
-METRICS = ("wall_s, samples_per_s, epoch_s, train_s, data_s, h2d_s, compute_s, sync_s, eval_s, "
-           "peak_rss_mb, peak_gpu_mb, val_value, …")
+METRICS = (
+    "wall_s, samples_per_s, epoch_s, train_s, data_s, h2d_s, compute_s, sync_s, eval_s, "
+    "peak_rss_mb, peak_gpu_mb, val_value, …"
+)
 
 
 def heads(keys: list[Key], taken) -> list[str]:
@@ -42,8 +51,14 @@ def pivot_title(metric: str, baseline: str | None = None) -> str:
     return title + (", speedup against the first column" if baseline == FIRST else "")
 
 
-def pivot(s: pd.DataFrame, metric: str = "wall_s", rows: str = "epochs", cols: str = "device",
-          baseline: str | None = None, missing_ok: bool = False) -> pd.DataFrame:
+def pivot(
+    s: pd.DataFrame,
+    metric: str = "wall_s",
+    rows: str = "epochs",
+    cols: str = "device",
+    baseline: str | None = None,
+    missing_ok: bool = False,
+) -> pd.DataFrame:
     """`metric` per cell, `rows` down (after any other key the study varies), `cols` across,
     and a "<col> vs <baseline>" column per other column. `baseline` is "key=value" (a column's
     value, or for the hardware a device kind: device=cpu) or FIRST; a study without the named
@@ -59,8 +74,11 @@ def pivot(s: pd.DataFrame, metric: str = "wall_s", rows: str = "epochs", cols: s
     by_index: dict[tuple, dict[str, Cell]] = {}
     for c in found:
         by_index.setdefault(tuple(show(v) for v in c.key[:-1]), {})[show(c.key[-1])] = c
-    words = ("faster", "slower") if metric.endswith("_s") or metric == "samples_per_s" \
+    words = (
+        ("faster", "slower")
+        if metric.endswith("_s") or metric == "samples_per_s"
         else ("better", "worse")
+    )
     names = heads(index, {show(v) for v in values})
     lines = []
     for idx, by_col in by_index.items():
@@ -69,7 +87,8 @@ def pivot(s: pd.DataFrame, metric: str = "wall_s", rows: str = "epochs", cols: s
         for v in values if base is not None else ():
             if show(v) != show(base):
                 line[f"{show(v)} vs {show(base)}"] = against(
-                    by_col.get(show(base)), by_col.get(show(v)), metric in HIGHER_IS_BETTER, words)
+                    by_col.get(show(base)), by_col.get(show(v)), metric in HIGHER_IS_BETTER, words
+                )
         lines.append(line)
     return keyed(pd.DataFrame(lines), len(index))
 
@@ -105,13 +124,15 @@ def _baseline(baseline: str | None, values: list, col: Key, s: pd.DataFrame, mis
         kinds = dict(zip(s["label"], s["device"].astype(str)))
         matches = [v for v in values if kinds.get(v, "").split(":")[0] == value]
         if len(matches) > 1:
-            raise StbenchError(f"--baseline {baseline} matches several columns "
-                               f"({', '.join(matches)}); name one")
+            raise StbenchError(
+                f"--baseline {baseline} matches several columns ({', '.join(matches)}); name one"
+            )
     if not matches:
         if missing_ok:  # a study that did not run the baseline has no ratio column
             return None
-        raise StbenchError(f"--baseline {baseline} matches no result; present: "
-                           f"{', '.join(map(show, values))}")
+        raise StbenchError(
+            f"--baseline {baseline} matches no result; present: {', '.join(map(show, values))}"
+        )
     return matches[0]
 
 
@@ -127,8 +148,7 @@ def cells_table(s: pd.DataFrame, keys: list[Key], figures: list[tuple[str, str]]
     """One line per cell (every status): its keys, then each figure (column, heading) as the
     median ± half-width of its ok runs (a cell with none: its status)."""
     keys = keys or [HARDWARE]
-    by_figure = {col: {c.shown: c for c in cells(s, col, keys, every=True)}
-                 for col, _ in figures}
+    by_figure = {col: {c.shown: c for c in cells(s, col, keys, every=True)} for col, _ in figures}
     names = heads(keys, {heading for _, heading in figures})
     lines = []
     for c in cells(s, None, keys):
@@ -159,8 +179,9 @@ def phase_shares(s: pd.DataFrame) -> pd.DataFrame | None:
     read = [c for c in READ_COST if c in ok and ok[c].notna().any()]
     table = medians(ok, keys, [*PHASES, "samples_per_s", *read])
     taken = {p.removesuffix("_s") for p in PHASES} | {"samples_per_s", *READ_COST.values()}
-    out = pd.DataFrame({h: [show(v) for v in table[k.column]]
-                        for k, h in zip(keys, heads(keys, taken))})
+    out = pd.DataFrame(
+        {h: [show(v) for v in table[k.column]] for k, h in zip(keys, heads(keys, taken))}
+    )
     for p in PHASES:
         out[p.removesuffix("_s")] = [f"{100 * v:.1f}%" for v in table[p]]
     for c in ["samples_per_s", *read]:
@@ -183,8 +204,9 @@ def memory_table(s: pd.DataFrame) -> pd.DataFrame | None:
     if table.empty:
         return None
     taken = {*MEMORY.values(), "wall s"}
-    out = pd.DataFrame({h: [show(v) for v in table[k.column]]
-                        for k, h in zip(keys, heads(keys, taken))})
+    out = pd.DataFrame(
+        {h: [show(v) for v in table[k.column]] for k, h in zip(keys, heads(keys, taken))}
+    )
     for col, heading in [*MEMORY.items(), ("wall_s", "wall s")]:
         out[heading] = [format_number(v) for v in table[col]]
     return keyed(out, len(keys))

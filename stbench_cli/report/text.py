@@ -11,9 +11,9 @@ spread over several tables that each repeat the keys. A number is always printed
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable
 
 import pandas as pd
 
@@ -23,16 +23,19 @@ from .tables import check_baseline, markdown
 from .view import PLOTS, Options, View, view
 
 Render = Callable[[pd.DataFrame], str]
-HINT = ("Each study: its finding, then the table behind it. --full adds every other table (wall "
-        "time, where the time and memory went, scaling); --rows/--cols/--metric pick the table.")
+HINT = (
+    "Each study: its finding, then the table behind it. --full adds every other table (wall "
+    "time, where the time and memory went, scaling); --rows/--cols/--metric pick the table."
+)
 
 
 def text_width(text: str) -> int:
     return max((len(line) for line in text.splitlines()), default=0)
 
 
-def fit_table(table: pd.DataFrame, width: int, render: Render, heading: str = "",
-              whole: bool = True) -> list[tuple[str, pd.DataFrame]]:
+def fit_table(
+    table: pd.DataFrame, width: int, render: Render, heading: str = "", whole: bool = True
+) -> list[tuple[str, pd.DataFrame]]:
     """(heading, table) pieces, each rendering within `width` where any layout can.
 
     `table.attrs["keys"]` names the key columns (the rest are values); the last key, the
@@ -48,8 +51,11 @@ def fit_table(table: pd.DataFrame, width: int, render: Render, heading: str = ""
         return _split_rows(table, constant[0], keys, width, render, heading)
     # a value every line of the whole table shares (a target, "3/3") is said once, in the heading
     # (not one a section's few lines happen to share: that would scatter the sections)
-    same = [c for c in table.columns if c not in keys and whole and len(table) > 1
-            and table[c].nunique(dropna=False) == 1]
+    same = [
+        c
+        for c in table.columns
+        if c not in keys and whole and len(table) > 1 and table[c].nunique(dropna=False) == 1
+    ]
     if same:
         said = ", ".join(f"{c}={table[c].iloc[0]}" for c in same)
         rest = table.drop(columns=same)
@@ -70,8 +76,10 @@ def fit_table(table: pd.DataFrame, width: int, render: Render, heading: str = ""
 
 
 def _lines(pieces: list[tuple[str, pd.DataFrame]], render: Render) -> int:
-    return sum(len(render(t).splitlines()) + (heading.count("\n") + 2 if heading else 0)
-               for heading, t in pieces)
+    return sum(
+        len(render(t).splitlines()) + (heading.count("\n") + 2 if heading else 0)
+        for heading, t in pieces
+    )
 
 
 def _split_rows(table, key, keys, width, render, heading) -> list[tuple[str, pd.DataFrame]]:
@@ -99,8 +107,9 @@ def _split_columns(table, keys, width, render, heading) -> list[tuple[str, pd.Da
     return [(heading, table[keys + cols]) for cols in pieces if cols]
 
 
-def fit_columns(widths: dict[str, int], width: int, drop_order: list[str],
-                overhead: Callable[[int], int]) -> list[str]:
+def fit_columns(
+    widths: dict[str, int], width: int, drop_order: list[str], overhead: Callable[[int], int]
+) -> list[str]:
     """The columns (in their order) kept so that their widths plus the table's `overhead`
     for n columns fit `width`: columns leave in `drop_order`, whole, until the rest fit."""
     kept = list(widths)
@@ -142,8 +151,12 @@ def _wrap(text: str, width: int | None, indent: str = "") -> str:
 
 def finding_text(v: View, width: int | None = None) -> str:
     """A view's finding and its flags, as every command ends with them."""
-    return "\n\n".join([_wrap(f"Finding: {v.finding.text}", width),
-                         *(_wrap(f"! {flag}", width, "  ") for flag in v.finding.flags)])
+    return "\n\n".join(
+        [
+            _wrap(f"Finding: {v.finding.text}", width),
+            *(_wrap(f"! {flag}", width, "  ") for flag in v.finding.flags),
+        ]
+    )
 
 
 def to_markdown(views: list[View], width: int | None = None, full: bool = True) -> str:
@@ -153,8 +166,11 @@ def to_markdown(views: list[View], width: int | None = None, full: bool = True) 
     for v in views:
         command = f"\n{_wrap(v.study.question, width, '    ')}" if v.study.question else ""
         text += [_wrap(f"## {v.study.name}", width, "   ") + command, finding_text(v, width)]
-        text += [section(f"### {b.title}", b.table, width) for b in v.blocks
-                 if b.table is not None and (full or b.lead)]
+        text += [
+            section(f"### {b.title}", b.table, width)
+            for b in v.blocks
+            if b.table is not None and (full or b.lead)
+        ]
     return "\n\n".join(text) + "\n"
 
 
@@ -165,8 +181,14 @@ def views_of(found: list[Study], options: Options) -> list[View]:
     return [view(s, options, i) for i, s in enumerate(found, 1)]
 
 
-def compare(found: list[Study], options: Options = Options(), width: int | None = None,
-            full: bool = False, out: Path | None = None, plot: bool = False) -> str:
+def compare(
+    found: list[Study],
+    options: Options = Options(),
+    width: int | None = None,
+    full: bool = False,
+    out: Path | None = None,
+    plot: bool = False,
+) -> str:
     """The text compare prints; with `out`, compare.md (every table, whole) and compare.csv
     (each cell's figures) written there, and with `plot` the studies' figures of time and
     memory (into `out`, or the current folder)."""
@@ -194,9 +216,18 @@ def summary(found: list[Study], metric: str) -> pd.DataFrame:
         for c in cells(rows, metric, keys, every=True):
             lo, hi = c.interval
             named = {("device" if k == HARDWARE else k.column): v for k, v in zip(keys, c.key)}
-            lines.append({**named, "n": len(c.values), "n_all": len(c.statuses),
-                          "median": c.median, "lo": lo, "hi": hi, "status": c.status,
-                          "study": s.question})
+            lines.append(
+                {
+                    **named,
+                    "n": len(c.values),
+                    "n_all": len(c.statuses),
+                    "median": c.median,
+                    "lo": lo,
+                    "hi": hi,
+                    "status": c.status,
+                    "study": s.question,
+                }
+            )
     return pd.DataFrame(lines)
 
 

@@ -24,10 +24,20 @@ from .labels import format_number, natural, show
 from .model import HARDWARE, Key, axes, columns, name_of
 from .tables import heads
 
-VALUES = ("target", "reached", "mlperf_s", "scored_as", "median_s", "no_eval_s", "epochs",
-          "epochs_done")  # the table's columns after its keys
-TITLE = ("time to target (s): MLPerf score (fastest and slowest run dropped, a miss counts as "
-         "the slowest), median ± 95% CI of the runs that reached it")
+VALUES = (
+    "target",
+    "reached",
+    "mlperf_s",
+    "scored_as",
+    "median_s",
+    "no_eval_s",
+    "epochs",
+    "epochs_done",
+)  # the table's columns after its keys
+TITLE = (
+    "time to target (s): MLPerf score (fastest and slowest run dropped, a miss counts as "
+    "the slowest), median ± 95% CI of the runs that reached it"
+)
 
 
 def olympic(times: list[float]) -> tuple[float, str]:
@@ -68,8 +78,9 @@ def scored(r: pd.DataFrame, keys: list[Key]) -> list[Scored]:
     for key, g in r.groupby(columns(keys), sort=False, dropna=False) if keys else [((), r)]:
         key = key if isinstance(key, tuple) else (key,)
         hit = reached(g)
-        score, how = olympic([float(t) if h else math.inf
-                              for t, h in zip(g["time_to_target_s"], hit)])
+        score, how = olympic(
+            [float(t) if h else math.inf for t, h in zip(g["time_to_target_s"], hit)]
+        )
         times = tuple(float(t) for t in g[hit]["time_to_target_s"])
         out.append(Scored(Cell(key, name_of(keys, key), times), score, how, int(hit.sum()), len(g)))
     return sorted(out, key=lambda x: tuple(natural(v) for v in x.cell.key))
@@ -85,7 +96,8 @@ def _line(x: Scored, g: pd.DataFrame) -> dict:
         "scored_as": x.how if math.isfinite(x.score) else "",
         "median_s": format_number(x.cell.median) + spread if len(hit) else "not reached",
         "no_eval_s": format_number(float(hit["time_to_target_train_s"].median()))
-        if len(hit) else "-",
+        if len(hit)
+        else "-",
         "epochs": format_number(float(hit["epochs_to_target"].median())) if len(hit) else "-",
         "epochs_done": format_number(float(g["epochs_done"].median())),
     }
@@ -97,11 +109,15 @@ def table(s: pd.DataFrame) -> pd.DataFrame | None:
     if r.empty:
         return None
     keys = axes(r) or [HARDWARE]
-    groups = dict((tuple(show(v) for v in (k if isinstance(k, tuple) else (k,))), g)
-                  for k, g in r.groupby(columns(keys), sort=True, dropna=False))
+    groups = dict(
+        (tuple(show(v) for v in (k if isinstance(k, tuple) else (k,))), g)
+        for k, g in r.groupby(columns(keys), sort=True, dropna=False)
+    )
     names = heads(keys, VALUES)
-    lines = [{**dict(zip(names, x.cell.shown)), **_line(x, groups[x.cell.shown])}
-             for x in scored(r, keys)]
+    lines = [
+        {**dict(zip(names, x.cell.shown)), **_line(x, groups[x.cell.shown])}
+        for x in scored(r, keys)
+    ]
     out = pd.DataFrame(lines)
     out.attrs["keys"] = names  # what a narrow terminal repeats (report.text)
     return out
@@ -155,29 +171,38 @@ def finding(s: pd.DataFrame) -> str:
         return f"No cell reached the target ({goal}) often enough to be scored.{tail}"
     best, rest = ranked[0], ranked[1:]
     ties = [x for x in rest if not differs(best.cell, x.cell)]
-    first = (f"{best.cell.name} (MLPerf score {format_number(best.score)} s, "
-             f"{best.reached}/{best.runs} reached)")
+    first = (
+        f"{best.cell.name} (MLPerf score {format_number(best.score)} s, "
+        f"{best.reached}/{best.runs} reached)"
+    )
     if not rest:
         return f"Only {first} was scored on the target ({goal}).{tail}"
     slowest = rest[-1]
     said = contrast(best.cell, slowest.cell, unit="s", higher_is_better=False, amounts=False)
     worst = f"; slowest: {slowest.cell.name} at {format_number(slowest.score)} s, {said}"
     if not ties:
-        return (f"First to the target ({goal}): {first}, ahead of every other cell beyond doubt"
-                f"{worst}.{tail}")
+        return (
+            f"First to the target ({goal}): {first}, ahead of every other cell beyond doubt"
+            f"{worst}.{tail}"
+        )
     named = f": {', '.join(x.cell.name for x in ties)}" if len(ties) <= 2 else ""
-    return (f"Time to the target ({goal}): no significant difference between the lowest score, "
-            f"{first}, and {len(ties)} other cell{'s' if len(ties) > 1 else ''}{named}"
-            f"{worst if slowest not in ties else ''}.{tail}")
+    return (
+        f"Time to the target ({goal}): no significant difference between the lowest score, "
+        f"{first}, and {len(ties)} other cell{'s' if len(ties) > 1 else ''}{named}"
+        f"{worst if slowest not in ties else ''}.{tail}"
+    )
 
 
 def _one(x: Scored, goal: str) -> str:
     if x.reached == 0:
         return f"No run reached the target ({goal}): 0 of {x.runs}."
-    score = (f"MLPerf score {format_number(x.score)} s ({x.how})" if math.isfinite(x.score)
-             else x.how)
-    return (f"Reached the target ({goal}) in {x.reached} of {x.runs} runs: {score}; "
-            f"median {x.cell.amount('s')}.")
+    score = (
+        f"MLPerf score {format_number(x.score)} s ({x.how})" if math.isfinite(x.score) else x.how
+    )
+    return (
+        f"Reached the target ({goal}) in {x.reached} of {x.runs} runs: {score}; "
+        f"median {x.cell.amount('s')}."
+    )
 
 
 def view(s: pd.DataFrame) -> tuple[str, pd.DataFrame] | None:

@@ -5,10 +5,12 @@ options that reproduce it. Pure."""
 
 from __future__ import annotations
 
-MEASURES = {"samples_per_s": "samples/s", "time_to_target_s": "time to target",
-            "val_value": "validation metric after the same training seconds",
-            "samples_per_s_all_steps": "samples/s over all steps (a cell ended inside its "
-                                       "warm-up)"}
+MEASURES = {
+    "samples_per_s": "samples/s",
+    "time_to_target_s": "time to target",
+    "val_value": "validation metric after the same training seconds",
+    "samples_per_s_all_steps": "samples/s over all steps (a cell ended inside its warm-up)",
+}
 
 
 def _x(ratio: float | None) -> str:
@@ -31,12 +33,19 @@ def _gain(result: dict) -> str:
     if not gain:
         return "The confirming step has no ok rows: no gain can be stated."
     sps = gain["samples_per_s"]
-    verdict = ("significantly faster than" if sps.get("low") and sps["low"] > 1 else
-               "not significantly different from" if sps.get("low") else "measured once against")
+    verdict = (
+        "significantly faster than"
+        if sps.get("low") and sps["low"] > 1
+        else "not significantly different from"
+        if sps.get("low")
+        else "measured once against"
+    )
     what = MEASURES.get(sps.get("measure", "samples_per_s"), "samples/s")
-    text = (f"In the confirming step ({sps['rounds']} rounds side by side) it was {verdict} "
-            f"torch's defaults: {_interval(sps)} their {what} ({sps['best']:,.0f} vs "
-            f"{sps['baseline']:,.0f})")
+    text = (
+        f"In the confirming step ({sps['rounds']} rounds side by side) it was {verdict} "
+        f"torch's defaults: {_interval(sps)} their {what} ({sps['best']:,.0f} vs "
+        f"{sps['baseline']:,.0f})"
+    )
     ttt = gain.get("time_to_target_s")
     if ttt and ttt.get("low") and ttt["low"] > 1:
         text += f"; it reached the target {_interval(ttt)} sooner"
@@ -55,11 +64,16 @@ def _step(s: dict) -> str:
     if not s.get("verdicts"):
         return f"{s['lever']}: {s.get('note') or 'not searched'}"
     tried = [v for v in s["verdicts"] if v["value"] != s["reference"]]
-    parts = [f"{s['lever']}={v['value']}: {_interval(v)}" + (f" ({v['note']})" if v["note"] else "")
-             for v in tried]
+    parts = [
+        f"{s['lever']}={v['value']}: {_interval(v)}" + (f" ({v['note']})" if v["note"] else "")
+        for v in tried
+    ]
     kept = s["kept"] != s["reference"]
-    head = (f"{s['lever']} {s['reference']} -> {s['kept']} kept" if kept
-            else f"{s['lever']} stays {s['reference']}")
+    head = (
+        f"{s['lever']} {s['reference']} -> {s['kept']} kept"
+        if kept
+        else f"{s['lever']} stays {s['reference']}"
+    )
     return f"{head} [{MEASURES.get(s['measure'], s['measure'])}: {'; '.join(parts)}]"
 
 
@@ -68,17 +82,24 @@ def finding(state: dict) -> str:
     spec, result, steps = state["spec"], state.get("result") or {}, state.get("steps", [])
     host = state.get("host", {})
     changed = _changed(result) if result else []
-    head = (f"{spec['workload']} on this CPU ({host.get('physical', '?')} physical cores, "
-            f"{spec['cell_s']:g} s of training per cell, {spec['repeats']} rounds per step): ")
-    head += (f"the best configuration found changes {', '.join(changed)}." if changed
-             else "torch's defaults were the best configuration found.")
+    head = (
+        f"{spec['workload']} on this CPU ({host.get('physical', '?')} physical cores, "
+        f"{spec['cell_s']:g} s of training per cell, {spec['repeats']} rounds per step): "
+    )
+    head += (
+        f"the best configuration found changes {', '.join(changed)}."
+        if changed
+        else "torch's defaults were the best configuration found."
+    )
     lines = [head, *([_gain(result)] if changed else [])]
     contended = [s["contended"] for s in steps if s.get("contended")]
     hit = sum(int(c.split(" of ")[0]) for c in contended)
     if hit:
         total = sum(int(c.split(" of ")[1]) for c in contended)
-        lines.append(f"{hit} of {total} search cells ran contended (other processes used cores "
-                     "their threads needed): rerun on a quiet machine before trusting the steps.")
+        lines.append(
+            f"{hit} of {total} search cells ran contended (other processes used cores "
+            "their threads needed): rerun on a quiet machine before trusting the steps."
+        )
     if result.get("stopped"):
         lines.append(f"Not every lever was searched: {result['stopped']}.")
     missing = [m for s in steps for m in s.get("missing", [])]

@@ -22,8 +22,9 @@ sentences, and its table as (title, table) or None.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -50,10 +51,18 @@ class Kind:
 KINDS = (
     Kind("device", lambda s, v: "device" in v, speed.device, speed.device_view),
     Kind("target", lambda s, v: ttt.asked(s), ttt.finding, ttt.view),
-    Kind("scaling", lambda s, v: bool(v & {"world_size", "nodes"})
-         and bool((s["strategy"] != "single").any()), scaling.finding, scaling.view),
-    Kind("precision", lambda s, v: bool(v & {"precision", "compile"}), speed.precision,
-         speed.precision_view),
+    Kind(
+        "scaling",
+        lambda s, v: bool(v & {"world_size", "nodes"}) and bool((s["strategy"] != "single").any()),
+        scaling.finding,
+        scaling.view,
+    ),
+    Kind(
+        "precision",
+        lambda s, v: bool(v & {"precision", "compile"}),
+        speed.precision,
+        speed.precision_view,
+    ),
     Kind("size", lambda s, v: cost.size_axis(s) is not None, cost.size, cost.size_view),
     Kind("batch", lambda s, v: "batch_size" in v, speed.batch, speed.batch_view),
     Kind("epochs", lambda s, v: "epochs" in v, cost.epochs, cost.epochs_view),
@@ -139,10 +148,11 @@ class View:
         return f"study-{self.number}"
 
 
-DETAILS = (("where the time went: median share of train + eval time", tables.phase_shares,
-            "phases"),
-           ("data-parallel scaling against the smallest world", scaling.table, "scaling"),
-           ("where the memory went: MiB per rank, median", tables.memory_table, "memory"))
+DETAILS = (
+    ("where the time went: median share of train + eval time", tables.phase_shares, "phases"),
+    ("data-parallel scaling against the smallest world", scaling.table, "scaling"),
+    ("where the memory went: MiB per rank, median", tables.memory_table, "memory"),
+)
 
 
 def view(study: Study, options: Options = Options(), number: int = 1) -> View:
@@ -151,16 +161,20 @@ def view(study: Study, options: Options = Options(), number: int = 1) -> View:
     table's figure and the system timelines, named by the study's number."""
     s, o = study.runs, options
     finding = finding_of(s)
-    blocks = [] if o.asked or finding.table is None else [
-        Block(finding.title, finding.table, lead=True, kind="finding")]
+    blocks = (
+        []
+        if o.asked or finding.table is None
+        else [Block(finding.title, finding.table, lead=True, kind="finding")]
+    )
     if o.every or o.asked:
         blocks += _tables(s, o)
     notes: list[str] = []
     if o.figures:
         blocks, notes = _with_figures(study, blocks, o.figures)
     lead = {b.title for b in blocks if b.kind == "finding"}  # the finding's table, said once
-    said = [replace(b, table=None) if b.title in lead and b.kind != "finding" else b
-            for b in blocks]
+    said = [
+        replace(b, table=None) if b.title in lead and b.kind != "finding" else b for b in blocks
+    ]
     kept = tuple(b for b in said if b.table is not None or b.picture is not None)
     return _named(View(study, number, finding, kept, tuple(notes)))
 
@@ -182,56 +196,84 @@ def _tables(s: pd.DataFrame, o: Options) -> list[Block]:
     return out
 
 
-def _with_figures(study: Study, blocks: list[Block],
-                  kinds: tuple[str, ...]) -> tuple[list[Block], list[str]]:
+def _with_figures(
+    study: Study, blocks: list[Block], kinds: tuple[str, ...]
+) -> tuple[list[Block], list[str]]:
     """Each block of these kinds with its figure, a time-to-quality block right after the
     metric's where that figure has no table, the system timelines last, and a note on each
     figure that could not be drawn."""
     from . import figures, quality
 
     s, name = study.runs, study.workload
-    drawn = {"metric": figures.time_vs_epochs, "phases": figures.phase_bars,
-             "scaling": figures.scaling, "memory": figures.memory}
+    drawn = {
+        "metric": figures.time_vs_epochs,
+        "phases": figures.phase_bars,
+        "scaling": figures.scaling,
+        "memory": figures.memory,
+    }
     ttq = quality.time_to_quality(s, study.epochs, name) if "target" in kinds else None
-    out = [replace(b, picture=drawn[b.kind](s, name)) if b.kind in drawn and b.kind in kinds
-           else replace(b, picture=ttq) if b.kind == "target" else b for b in blocks]
-    notes = ["no cell ran at two or more epoch counts: no time-vs-epochs plot"
-             for b in out if b.kind == "metric" and b.picture is None and "metric" in kinds]
+    out = [
+        replace(b, picture=drawn[b.kind](s, name))
+        if b.kind in drawn and b.kind in kinds
+        else replace(b, picture=ttq)
+        if b.kind == "target"
+        else b
+        for b in blocks
+    ]
+    notes = [
+        "no cell ran at two or more epoch counts: no time-vs-epochs plot"
+        for b in out
+        if b.kind == "metric" and b.picture is None and "metric" in kinds
+    ]
     if ttq is None and "target" in kinds:
         notes.append("no cell evaluated twice or more (epochs.csv): no time-to-quality plot")
     elif ttq is not None and not any(b.kind == "target" for b in out):
         at = next((i + 1 for i, b in enumerate(out) if b.kind == "metric"), len(out))
         out.insert(at, Block("time to quality", picture=ttq, kind="target"))
     if "system" in kinds:
-        out += [Block(p.title, picture=p, kind="system")
-                for p in quality.system_timelines(s, study.system, name)]
+        out += [
+            Block(p.title, picture=p, kind="system")
+            for p in quality.system_timelines(s, study.system, name)
+        ]
     return out, notes
 
 
 def _named(v: View) -> View:
     """Figures named by the study's number, so two studies of a workload never overwrite
     each other's PNGs."""
-    blocks = tuple(replace(b, picture=replace(b.picture, name=f"{v.anchor}-{b.picture.name}"))
-                   if b.picture is not None else b for b in v.blocks)
+    blocks = tuple(
+        replace(b, picture=replace(b.picture, name=f"{v.anchor}-{b.picture.name}"))
+        if b.picture is not None
+        else b
+        for b in v.blocks
+    )
     return replace(v, blocks=blocks)
 
 
 # the kind of study whose figure heads the report, most telling first (KINDS' names)
 HEADLINE_KINDS = ("device", "target", "scaling", "batch", "precision", "size", "tradeoff", "epochs")
-HEADLINE_FIGURE = {"target": "time-to-quality", "scaling": "scaling", "tradeoff": "memory",
-                   "size": "memory"}
+HEADLINE_FIGURE = {
+    "target": "time-to-quality",
+    "scaling": "scaling",
+    "tradeoff": "memory",
+    "size": "memory",
+}
 
 
 def headline(views: list[View]) -> tuple[View, Picture] | None:
     """The figure the report opens with, and its view: of the most telling kind of study
     present (HEADLINE_KINDS), the study with the fewest cells that still compares two, its
     first figure (of the kind HEADLINE_FIGURE names, where it has one)."""
+
     def cells(v: View) -> int:
         return max((len(b.table) for b in v.blocks if b.table is not None), default=0)
 
     for kind in HEADLINE_KINDS:
-        found = [v for v in views if v.finding.kind == kind and cells(v) >= 2
-                 and any(b.picture for b in v.blocks)]
+        found = [
+            v
+            for v in views
+            if v.finding.kind == kind and cells(v) >= 2 and any(b.picture for b in v.blocks)
+        ]
         if found:
             best = min(found, key=cells)
             pictures = [b.picture for b in best.blocks if b.picture]

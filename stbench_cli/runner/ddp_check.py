@@ -18,13 +18,29 @@ def ddp_figures(device: str, env: EnvInfo, folder: Path):
     """Figures of a 2-rank world: gloo on CPU; on CUDA NCCL across two GPUs, or gloo on one."""
     backend = "nccl" if is_cuda(device) and env.gpu_count >= 2 else "gloo"
     # DDP's logger sampling every step: its figure then covers the same steps as sync_s
-    params, _ = preset_params("cnn-strain", "smoke", n_samples=4096, warmup_steps=2, backend=backend,
-                              ddp_log_every=1)
-    spec = identify(RunSpec("cnn-strain", parse(device).kind, "ddp", 64, 1, world_size=2,
-                            params=tuple(sorted(params.items()))))
+    params, _ = preset_params(
+        "cnn-strain", "smoke", n_samples=4096, warmup_steps=2, backend=backend, ddp_log_every=1
+    )
+    spec = identify(
+        RunSpec(
+            "cnn-strain",
+            parse(device).kind,
+            "ddp",
+            64,
+            1,
+            world_size=2,
+            params=tuple(sorted(params.items())),
+        )
+    )
     outcome = launchers.get("local").run_cell(CellJob(spec, folder, timeout=600))
     r = outcome.result
     steps = sum(e.steps for e in r.epochs)
-    return {"status": r.status, "reason": r.reason, "steps": steps, "sync_s": r.figures.sync_s,
-            "ddp_exposed_comm_s": r.figures.ddp_exposed_comm_s, "ddp_comm_s": r.figures.ddp_comm_s,
-            "backend": backend}
+    return {
+        "status": r.status,
+        "reason": r.reason,
+        "steps": steps,
+        "sync_s": r.figures.sync_s,
+        "ddp_exposed_comm_s": r.figures.ddp_exposed_comm_s,
+        "ddp_comm_s": r.figures.ddp_comm_s,
+        "backend": backend,
+    }

@@ -53,8 +53,10 @@ def _rel(a: float, b: float) -> float:
 
 def judge_phase_timing(device: str, f: dict) -> Check:
     off, tol = _rel(f["phases_s"], f["wall_s"]), TOLERANCE["phase-timing"]
-    detail = (f"phases of {f['steps']} steps {f['phases_s']:.4f} s vs synchronized wall clock "
-              f"{f['wall_s']:.4f} s: {100 * off:.1f}% apart (tolerance {100 * tol:.0f}%)")
+    detail = (
+        f"phases of {f['steps']} steps {f['phases_s']:.4f} s vs synchronized wall clock "
+        f"{f['wall_s']:.4f} s: {100 * off:.1f}% apart (tolerance {100 * tol:.0f}%)"
+    )
     return Check("phase-timing", device, "PASS" if off <= tol else "FAIL", detail, f)
 
 
@@ -62,54 +64,87 @@ def judge_overhead(device: str, f: dict) -> Check:
     """Judged on the fastest block of each kind (a busy machine inflates some blocks of both);
     the median of the block-by-block differences is in the figures too."""
     share, tol = f["min_overhead_s"] / f["min_bare_step_s"], TOLERANCE["overhead"]
-    detail = (f"instrumented step {1e6 * f['min_overhead_s']:+.1f} us against a bare {1e3 * f['min_bare_step_s']:.3f} ms "
-              f"step (fastest blocks): {100 * share:+.2f}% (tolerance {100 * tol:.0f}%)")
+    detail = (
+        f"instrumented step {1e6 * f['min_overhead_s']:+.1f} us against a bare {1e3 * f['min_bare_step_s']:.3f} ms "
+        f"step (fastest blocks): {100 * share:+.2f}% (tolerance {100 * tol:.0f}%)"
+    )
     return Check("overhead", device, "PASS" if share <= tol else "FAIL", detail, f)
 
 
 def judge_ddp(device: str, f: dict) -> Check:
     if f.get("status") != "ok":
-        return Check("ddp-sync", device, "FAIL", f"the 2-rank cell ended {f.get('status')}: {f.get('reason')}", f)
+        return Check(
+            "ddp-sync",
+            device,
+            "FAIL",
+            f"the 2-rank cell ended {f.get('status')}: {f.get('reason')}",
+            f,
+        )
     ours, theirs = f["sync_s"] / f["steps"], f["ddp_exposed_comm_s"] / f["steps"]
     off, tol = _rel(ours, theirs), TOLERANCE["ddp-sync"]
-    detail = (f"sync_s {1e3 * ours:.3f} ms/step vs DDP's exposed communication {1e3 * theirs:.3f} ms/step "
-              f"({f['backend']}, 2 ranks): {100 * off:.0f}% apart (tolerance {100 * tol:.0f}%)")
+    detail = (
+        f"sync_s {1e3 * ours:.3f} ms/step vs DDP's exposed communication {1e3 * theirs:.3f} ms/step "
+        f"({f['backend']}, 2 ranks): {100 * off:.0f}% apart (tolerance {100 * tol:.0f}%)"
+    )
     return Check("ddp-sync", device, "PASS" if off <= tol else "FAIL", detail, f)
 
 
-def judge_sampling(device: str, rows: list[dict], unavailable: set[str], errors: list[str],
-                   gpu_energy_j: float | None = None, seconds: float = 0.0) -> Check:
+def judge_sampling(
+    device: str,
+    rows: list[dict],
+    unavailable: set[str],
+    errors: list[str],
+    gpu_energy_j: float | None = None,
+    seconds: float = 0.0,
+) -> Check:
     cuda = is_cuda(device)
     figures = {"samples": len(rows), "unavailable": sorted(unavailable), "errors": errors[:3]}
     missing = sorted({f for f in CPU_FIELDS for r in rows if r.get(f) is None} | unavailable)
     if not rows or errors or missing:
-        why = "no sample" if not rows else f"unreadable: {', '.join(missing)}" if missing else errors[0]
+        why = (
+            "no sample"
+            if not rows
+            else f"unreadable: {', '.join(missing)}"
+            if missing
+            else errors[0]
+        )
         return Check("sampling", device, "FAIL", f"{why} (system.csv would lack them)", figures)
     if not cuda:
-        return Check("sampling", device, "PASS", f"psutil fields readable in {len(rows)} samples", figures)
+        return Check(
+            "sampling", device, "PASS", f"psutil fields readable in {len(rows)} samples", figures
+        )
     power = [r["gpu_power_w"] for r in rows if r.get("gpu_power_w") is not None]
     if not power:  # NVML gave no handle for this GPU (no driver library, a container without it)
-        return Check("sampling", device, "FAIL", "no NVML field sampled: NVML cannot see this GPU", figures)
+        return Check(
+            "sampling", device, "FAIL", "no NVML field sampled: NVML cannot see this GPU", figures
+        )
     expected = sum(power) / len(power) * seconds
     off = _rel(gpu_energy_j, expected) if gpu_energy_j else float("inf")
     figures.update(energy_j=gpu_energy_j, mean_power_w=sum(power) / len(power), seconds=seconds)
-    detail = (f"NVML and psutil fields readable; energy counter {gpu_energy_j or 0:.0f} J vs mean power x time "
-              f"{expected:.0f} J: {100 * off:.0f}% apart (tolerance {100 * TOLERANCE['energy']:.0f}%)")
-    return Check("sampling", device, "PASS" if off <= TOLERANCE["energy"] else "FAIL", detail, figures)
+    detail = (
+        f"NVML and psutil fields readable; energy counter {gpu_energy_j or 0:.0f} J vs mean power x time "
+        f"{expected:.0f} J: {100 * off:.0f}% apart (tolerance {100 * TOLERANCE['energy']:.0f}%)"
+    )
+    return Check(
+        "sampling", device, "PASS" if off <= TOLERANCE["energy"] else "FAIL", detail, figures
+    )
 
 
 def judge_peaks(device: str, peak: dict | None) -> Check:
     if not peak or not peak.get("matmul_gflops") or not peak.get("mem_gbps"):
         why = (peak or {}).get("unavailable", "the peak could not be measured")
         return Check("peaks", device, "FAIL", why, peak or {})
-    detail = (f"{peak['matmul_gflops']:,.1f} GFLOP/s {peak.get('matmul_precision', 'fp32')} matmul, "
-              f"{peak['mem_gbps']:.1f} GB/s copy ({peak['threads']} threads)")
+    detail = (
+        f"{peak['matmul_gflops']:,.1f} GFLOP/s {peak.get('matmul_precision', 'fp32')} matmul, "
+        f"{peak['mem_gbps']:.1f} GB/s copy ({peak['threads']} threads)"
+    )
     return Check("peaks", device, "PASS", detail, peak)
 
 
 def child_check(name: str, device: str) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "stbench.child.checks", name, device], capture_output=True,
-                          text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "stbench.child.checks", name, device], capture_output=True, text=True
+    )
     if proc.returncode != 0:
         lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
         raise RuntimeError(lines[-1] if lines else f"exit code {proc.returncode}")
@@ -124,16 +159,28 @@ def sampling_check(device: str, env: EnvInfo) -> Check:
         sampler.stop()
         return judge_sampling(device, sampler.rows, sampler.unavailable, sampler.errors)
     index = parse(device).index or 0
-    load = subprocess.Popen([sys.executable, "-m", "stbench.child.checks", "gpu-load", device],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    load = subprocess.Popen(
+        [sys.executable, "-m", "stbench.child.checks", "gpu-load", device],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     sampler = SystemSampler(load.pid, GpuReader(handles(env.gpu_uuids([index]))), 0.2).start()
     t0 = time.perf_counter()
     err = load.communicate()[1]
     energy, seconds = sampler.stop()["gpu_energy_j"], time.perf_counter() - t0
     if load.returncode != 0:  # nothing was sampled under load: the load's own error says why
         lines = [ln for ln in err.splitlines() if ln.strip()] or [f"exit code {load.returncode}"]
-        return Check("sampling", device, "FAIL", f"the GPU load failed: {lines[-1]}", {"samples": len(sampler.rows)})
-    return judge_sampling(device, sampler.rows, sampler.unavailable, sampler.errors, energy, seconds)
+        return Check(
+            "sampling",
+            device,
+            "FAIL",
+            f"the GPU load failed: {lines[-1]}",
+            {"samples": len(sampler.rows)},
+        )
+    return judge_sampling(
+        device, sampler.rows, sampler.unavailable, sampler.errors, energy, seconds
+    )
 
 
 def run_check(name: str, device: str, env: EnvInfo) -> Check:
@@ -146,7 +193,9 @@ def run_check(name: str, device: str, env: EnvInfo) -> Check:
         if name == "overhead":
             return judge_overhead(device, child_check(name, device))
         if name == "ddp-sync":
-            return judge_ddp(device, ddp_figures(device, env, Path(tempfile.mkdtemp(prefix="stbench-doctor-"))))
+            return judge_ddp(
+                device, ddp_figures(device, env, Path(tempfile.mkdtemp(prefix="stbench-doctor-")))
+            )
         if name == "sampling":
             return sampling_check(device, env)
         return judge_peaks(device, envinfo.peaks(env, [device]).get(device))
@@ -158,7 +207,9 @@ CHECKS = ("phase-timing", "overhead", "ddp-sync", "sampling", "peaks")
 QUICK = ("phase-timing", "sampling", "peaks")  # under a minute: see the module's docstring
 
 
-def run(devices: list[str], env: EnvInfo, on_done=lambda check: None, names: tuple[str, ...] = CHECKS) -> list[Check]:
+def run(
+    devices: list[str], env: EnvInfo, on_done=lambda check: None, names: tuple[str, ...] = CHECKS
+) -> list[Check]:
     out = []
     for device in devices:
         for name in names:
@@ -171,6 +222,11 @@ def run(devices: list[str], env: EnvInfo, on_done=lambda check: None, names: tup
 def write(folder: Path, checks: list[Check], env: EnvInfo) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "doctor.json"
-    path.write_text(json.dumps({"env": env.to_dict(), "tolerance": TOLERANCE,
-                                "checks": [asdict(c) for c in checks]}, indent=1, default=str))
+    path.write_text(
+        json.dumps(
+            {"env": env.to_dict(), "tolerance": TOLERANCE, "checks": [asdict(c) for c in checks]},
+            indent=1,
+            default=str,
+        )
+    )
     return path

@@ -60,11 +60,18 @@ def read_rapl(root: str = ROOT) -> RaplReading | str:
     counters = []
     for z in zones:
         try:
-            counters.append((z.name, float((z / "energy_uj").read_text()),
-                             float((z / "max_energy_range_uj").read_text())))
+            counters.append(
+                (
+                    z.name,
+                    float((z / "energy_uj").read_text()),
+                    float((z / "max_energy_range_uj").read_text()),
+                )
+            )
         except PermissionError:
-            return (f"none: permission denied reading {z / 'energy_uj'} (root only since Linux "
-                    "5.10; run as root or make it readable)")
+            return (
+                f"none: permission denied reading {z / 'energy_uj'} (root only since Linux "
+                "5.10; run as root or make it readable)"
+            )
         except (OSError, ValueError) as exc:
             return f"none: {z / 'energy_uj'} unreadable ({type(exc).__name__})"
     return RaplReading(tuple(counters))
@@ -104,10 +111,16 @@ def gpu_method(gpu_cell: bool, have_handles: bool, joules: float | None) -> str:
     return "none: NVML's energy counter is not readable (before Volta, MIG mode or a container)"
 
 
-def summary(gpu_j: float | None, gpu_how: str, cpu_j: float | None, cpu_how: str,
-            window_s: float) -> dict:
+def summary(
+    gpu_j: float | None, gpu_how: str, cpu_j: float | None, cpu_how: str, window_s: float
+) -> dict:
     """The row's energy columns (store.rows.Derived)."""
     measured = gpu_j is not None or cpu_j is not None
-    return {"gpu_energy_j": gpu_j, "cpu_energy_j": cpu_j, "gpu_energy_method": gpu_how,
-            "cpu_energy_method": cpu_how, "energy_window_s": window_s if measured else None,
-            "energy_short": window_s < MIN_WINDOW_S if measured else None}
+    return {
+        "gpu_energy_j": gpu_j,
+        "cpu_energy_j": cpu_j,
+        "gpu_energy_method": gpu_how,
+        "cpu_energy_method": cpu_how,
+        "energy_window_s": window_s if measured else None,
+        "energy_short": window_s < MIN_WINDOW_S if measured else None,
+    }

@@ -30,7 +30,11 @@ def dist_backends() -> tuple[str, ...]:
 
     if not dist.is_available():
         return ()
-    have = {"gloo": dist.is_gloo_available(), "nccl": dist.is_nccl_available(), "mpi": dist.is_mpi_available()}
+    have = {
+        "gloo": dist.is_gloo_available(),
+        "nccl": dist.is_nccl_available(),
+        "mpi": dist.is_mpi_available(),
+    }
     return tuple(name for name, ok in have.items() if ok)
 
 
@@ -40,12 +44,21 @@ def collect() -> EnvInfo:
     gpu_count = device_count()  # respects CUDA_VISIBLE_DEVICES; creates no context
     nccl = nccl_version() if gpu_count else None
     return EnvInfo(
-        host=socket.gethostname(), os=platform.platform(), python=platform.python_version(),
-        cpu_model=cpu_model(), cores_physical=psutil.cpu_count(logical=False) or 0,
-        cores_logical=psutil.cpu_count() or 0, threads=torch.get_num_threads(),
-        ram_gb=round(psutil.virtual_memory().total / 2**30, 1), torch=torch.__version__,
-        cuda=torch.version.cuda, cudnn=cudnn_version() if gpu_count else None,
-        nccl=nccl, gpu_count=gpu_count, gpus=gpus(gpu_count), dist_backends=dist_backends(),
+        host=socket.gethostname(),
+        os=platform.platform(),
+        python=platform.python_version(),
+        cpu_model=cpu_model(),
+        cores_physical=psutil.cpu_count(logical=False) or 0,
+        cores_logical=psutil.cpu_count() or 0,
+        threads=torch.get_num_threads(),
+        ram_gb=round(psutil.virtual_memory().total / 2**30, 1),
+        torch=torch.__version__,
+        cuda=torch.version.cuda,
+        cudnn=cudnn_version() if gpu_count else None,
+        nccl=nccl,
+        gpu_count=gpu_count,
+        gpus=gpus(gpu_count),
+        dist_backends=dist_backends(),
     )
 
 
@@ -55,7 +68,9 @@ def collect() -> EnvInfo:
 def gpus(gpu_count: int) -> tuple[dict, ...]:
     cuda = []
     if gpu_count:
-        proc = subprocess.run([sys.executable, "-m", "stbench.child.devices"], capture_output=True, text=True)
+        proc = subprocess.run(
+            [sys.executable, "-m", "stbench.child.devices"], capture_output=True, text=True
+        )
         cuda = json.loads(proc.stdout) if proc.returncode == 0 else []
     return match_gpus(cuda, nvml.devices())
 
@@ -64,7 +79,9 @@ def cache_dir() -> Path:
     return default_cache_dir()
 
 
-def peaks(env: EnvInfo, devices: list[str], refresh: bool = False, bf16: tuple[str, ...] = ()) -> dict[str, dict]:
+def peaks(
+    env: EnvInfo, devices: list[str], refresh: bool = False, bf16: tuple[str, ...] = ()
+) -> dict[str, dict]:
     """Measured peak per device, from the cache when this host/build/threads was measured; the
     devices in `bf16` also get their bf16 matmul peak. A peak that cannot be measured is
     `{"unavailable": reason}` (not cached): the study goes on without a peak fraction there."""
@@ -76,7 +93,9 @@ def peaks(env: EnvInfo, devices: list[str], refresh: bool = False, bf16: tuple[s
     out = {}
     for device in devices:
         key = f"{env.host}|{device}|torch {env.torch}|threads {env.threads}"
-        wanted = [(key, ())] + ([(key + "|bf16", ("bf16",))] if device in bf16 else [])  # (cache key, argv)
+        wanted = [(key, ())] + (
+            [(key + "|bf16", ("bf16",))] if device in bf16 else []
+        )  # (cache key, argv)
         for k, extra in wanted:
             if refresh or k not in cache:
                 measured = _measure(device, *extra)
@@ -96,12 +115,18 @@ def peaks(env: EnvInfo, devices: list[str], refresh: bool = False, bf16: tuple[s
 
 
 def _measure(device: str, *extra: str) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "stbench.child.peaks", device, *extra], capture_output=True,
-                          text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "stbench.child.peaks", device, *extra],
+        capture_output=True,
+        text=True,
+    )
     try:
         if proc.returncode == 0:
             return json.loads(proc.stdout)
     except ValueError:
         pass
     lines = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip()]
-    return {"device": device, "unavailable": f"peak measurement failed: {lines[-1] if lines else proc.returncode}"}
+    return {
+        "device": device,
+        "unavailable": f"peak measurement failed: {lines[-1] if lines else proc.returncode}",
+    }

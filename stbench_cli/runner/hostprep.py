@@ -33,8 +33,11 @@ class Prepared:
 def others_cores(before, after, own_before: float, own_after: float, window_s: float) -> float:
     """Other processes' CPU use in cores over a window, from two psutil.cpu_times() snapshots
     of the machine and this process's own CPU seconds at both ends. Pure."""
-    busy = sum(getattr(after, f) - getattr(before, f) for f in after._fields if f not in IDLE
-               and f not in ("guest", "guest_nice"))  # guest time is inside user already
+    busy = sum(
+        getattr(after, f) - getattr(before, f)
+        for f in after._fields
+        if f not in IDLE and f not in ("guest", "guest_nice")
+    )  # guest time is inside user already
     return max(busy - (own_after - own_before), 0.0) / window_s if window_s > 0 else 0.0
 
 
@@ -52,15 +55,18 @@ def prepare(spec: RunSpec, window_s: float = CHECK_S) -> Prepared:
     """The load check, the threads and the allocator and binding levers of one local cell."""
     params = spec.param_dict
     others = measure_others(window_s)
-    choice = choose(int(params.get("threads", 0)), host.physical_cores(), others,
-                    spec.world_size, window_s)
+    choice = choose(
+        int(params.get("threads", 0)), host.physical_cores(), others, spec.world_size, window_s
+    )
     env = {THREADS_ENV: str(choice.threads), WHY_ENV: choice.why}
     allocator = params.get("allocator", "keep")
     if allocator in host.LIBRARIES:
         library = host.allocator_library(allocator)
         if library is None:
-            return Prepared(failure=f"allocator={allocator}: no {allocator} library found "
-                                    f"(looked for {', '.join(host.LIBRARIES[allocator])})")
+            return Prepared(
+                failure=f"allocator={allocator}: no {allocator} library found "
+                f"(looked for {', '.join(host.LIBRARIES[allocator])})"
+            )
         env["LD_PRELOAD"] = " ".join(filter(None, [library, os.environ.get("LD_PRELOAD")]))
     prefix: tuple[str, ...] = ()
     if params.get("bind") == "numa":

@@ -50,10 +50,12 @@ class FolderLock:
 
     def _refuse(self, owner: dict) -> None:
         since = f" since {owner['since']}" if owner.get("since") else ""
-        raise StbenchError(f"{self.path.parent} is being run by pid {owner.get('pid', '?')} on "
-                           f"{owner.get('host', '?')}{since}; wait for it to finish, or stop it first")
+        raise StbenchError(
+            f"{self.path.parent} is being run by pid {owner.get('pid', '?')} on "
+            f"{owner.get('host', '?')}{since}; wait for it to finish, or stop it first"
+        )
 
-    def __enter__(self) -> "FolderLock":
+    def __enter__(self) -> FolderLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -63,8 +65,11 @@ class FolderLock:
             if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN) or _alive_here(owner):
                 os.close(fd)
                 self._refuse(owner)
-        me = {"pid": os.getpid(), "host": socket.gethostname(),
-              "since": dt.datetime.now().astimezone().isoformat(timespec="seconds")}
+        me = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "since": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        }
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(me).encode(), 0)
         self.fd = fd

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import functools
 import operator
+from collections.abc import Callable
 from functools import lru_cache
-from typing import Callable
 
 
 @lru_cache(maxsize=1)
@@ -43,8 +43,15 @@ def devices() -> list[dict]:
     for i in range(pynvml.nvmlDeviceGetCount()):
         h = pynvml.nvmlDeviceGetHandleByIndex(i)
         mem = _guard(pynvml.nvmlDeviceGetMemoryInfo, h)
-        out.append({"nvml_index": i, "name": _guard(pynvml.nvmlDeviceGetName, h), "uuid": _guard(pynvml.nvmlDeviceGetUUID, h),
-                    "memory_mb": mem.total / 2**20 if mem else None, "driver": driver})
+        out.append(
+            {
+                "nvml_index": i,
+                "name": _guard(pynvml.nvmlDeviceGetName, h),
+                "uuid": _guard(pynvml.nvmlDeviceGetUUID, h),
+                "memory_mb": mem.total / 2**20 if mem else None,
+                "driver": driver,
+            }
+        )
     return out
 
 
@@ -54,7 +61,11 @@ def handles(uuids: list[str]) -> list:
         return []
     import pynvml
 
-    return [h for h in (_guard(lambda u: pynvml.nvmlDeviceGetHandleByUUID(u), u) for u in uuids) if h is not None]
+    return [
+        h
+        for h in (_guard(lambda u: pynvml.nvmlDeviceGetHandleByUUID(u), u) for u in uuids)
+        if h is not None
+    ]
 
 
 def _readers() -> dict[str, Callable]:
@@ -74,8 +85,10 @@ def _clock_reasons(handle) -> int:
     bits). Newer NVML calls them the clocks' event reasons, older its throttle reasons."""
     import pynvml
 
-    read = (getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
-            or pynvml.nvmlDeviceGetCurrentClocksThrottleReasons)
+    read = (
+        getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+        or pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+    )
     return int(read(handle))
 
 

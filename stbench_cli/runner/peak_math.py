@@ -16,7 +16,7 @@ PEAK_AT = {"bf16": "bf16_matmul_gflops", "tf32": "tf32_matmul_gflops", "fp32": "
 
 
 def math_ran(precision: str, ran: str | None, flops_in: str = "matmul") -> str:
-    """"bf16", "tf32" or "fp32": what a cell's FLOPs ran at, from its `precision` parameter and
+    """ "bf16", "tf32" or "fp32": what a cell's FLOPs ran at, from its `precision` parameter and
     the row's record of what ran (`ran`: "bf16 autocast"; on CPU "fp32"; on CUDA one entry per
     library, "matmul fp32, cudnn tf32"). Without a record, the parameter's own math."""
     if precision == "bf16" or (ran or "").startswith("bf16"):

@@ -17,8 +17,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import psutil
-
 from ..device import is_cuda, parse
 from ..plan.launcher_config import Launch
 from ..plan.spec import RunSpec
@@ -61,7 +59,9 @@ class CellJob:
         return ("--progress", "--pg-timeout", f"{pg_timeout(self.stall):g}", *self.extra)
 
     @property
-    def work(self) -> Path:  # scratch folder of the cell: its spec, its result (on the shared FS for Slurm)
+    def work(
+        self,
+    ) -> Path:  # scratch folder of the cell: its spec, its result (on the shared FS for Slurm)
         return self.folder / ".cells" / self.spec.run_id
 
     @property
@@ -88,8 +88,10 @@ class CellJob:
 def label(spec: RunSpec) -> str:
     """A cell in one line, for printed scripts."""
     world = f" {spec.nodes}x{spec.nproc_per_node}" if spec.distributed else ""
-    return (f"{spec.workload} {spec.device} {spec.strategy}{world} batch={spec.batch_size} epochs={spec.epochs} "
-            f"repeat={spec.repeat} (run_id {spec.run_id})")
+    return (
+        f"{spec.workload} {spec.device} {spec.strategy}{world} batch={spec.batch_size} epochs={spec.epochs} "
+        f"repeat={spec.repeat} (run_id {spec.run_id})"
+    )
 
 
 def gpu_indices(spec: RunSpec) -> list[int]:
@@ -112,8 +114,16 @@ def _start(commands: list[list[str]], envs: list[dict], log) -> list[subprocess.
     then reaches all of them with one signal, and the terminal's Ctrl-C reaches only the parent."""
     procs: list[subprocess.Popen] = []
     for argv, env in zip(commands, envs):
-        procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                      env=env, **_group(procs[0].pid if procs else 0)))
+        procs.append(
+            subprocess.Popen(
+                argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                **_group(procs[0].pid if procs else 0),
+            )
+        )
     return procs
 
 
@@ -149,8 +159,9 @@ def result_of(cell: CellJob, ending: Ending, role: str) -> CellResult:
     return verdict.judge(cell.spec, first, log, read_results(cell.work), read_beats(cell.work))
 
 
-def run_processes(cell: CellJob, commands: list[list[str]], envs: list[dict], role: str,
-                  grace: float = 0.0) -> Outcome:
+def run_processes(
+    cell: CellJob, commands: list[list[str]], envs: list[dict], role: str, grace: float = 0.0
+) -> Outcome:
     """Run a prepared cell's processes as one group beside the system sampler, watched together
     (watch.py): the first to fail, a stall or the timeout ends them all."""
     kill_leftovers(cell.work, cell.spec_path)
@@ -159,8 +170,12 @@ def run_processes(cell: CellJob, commands: list[list[str]], envs: list[dict], ro
         procs = _start(commands, envs, out)
     pids = [p.pid for p in procs]
     (cell.work / "group.json").write_text(json.dumps({"host": socket.gethostname(), "pids": pids}))
-    sampler = SystemSampler(pids, GpuReader(handles(list(cell.gpu_uuids))), cell.interval,
-                            gpu_cell=is_cuda(cell.spec.device)).start()
+    sampler = SystemSampler(
+        pids,
+        GpuReader(handles(list(cell.gpu_uuids))),
+        cell.interval,
+        gpu_cell=is_cuda(cell.spec.device),
+    ).start()
     try:
         ending = watch(procs, cell.timeout, Stalls(cell.work, cell.stall, cell.spec.world_size))
         if not ending.clean:
@@ -172,5 +187,10 @@ def run_processes(cell: CellJob, commands: list[list[str]], envs: list[dict], ro
         raise
     finally:
         energy = sampler.stop()
-    return Outcome(result_of(cell, ending, role), system=sampler.rows, energy=energy,
-                   cell_s=time.perf_counter() - t0, unavailable=frozenset(sampler.unavailable))
+    return Outcome(
+        result_of(cell, ending, role),
+        system=sampler.rows,
+        energy=energy,
+        cell_s=time.perf_counter() - t0,
+        unavailable=frozenset(sampler.unavailable),
+    )

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Callable
 
 from ..device import parse
 from ..errors import StbenchError
@@ -27,26 +27,47 @@ from ..store.machine import EnvInfo, fingerprint, gpu_names
 from ..store.manifest import read_manifest, write_manifest
 from ..store.rows import Derived, Identity, Machine, RunRow, SystemRow
 from . import envinfo, launchers
+from .lock import FolderLock
 from .peak_math import math_ran, peak_key
 from .processes import CellJob, Outcome, gpu_indices
-from .lock import FolderLock
 
 
 def identity(spec: RunSpec, launcher: str = "local") -> Identity:
     return Identity(
-        run_id=spec.run_id, workload=spec.workload, device=spec.device, strategy=spec.strategy,
-        world_size=spec.world_size, nodes=spec.nodes, batch_size=spec.batch_size,
-        global_batch_size=spec.batch_size * spec.world_size, epochs=spec.epochs, repeat=spec.repeat,
-        seed=spec.seed, preset=spec.preset, params=json.dumps(spec.param_dict, sort_keys=True),
-        nproc_per_node=spec.nproc_per_node, launcher=launcher, backend=spec.backend,
+        run_id=spec.run_id,
+        workload=spec.workload,
+        device=spec.device,
+        strategy=spec.strategy,
+        world_size=spec.world_size,
+        nodes=spec.nodes,
+        batch_size=spec.batch_size,
+        global_batch_size=spec.batch_size * spec.world_size,
+        epochs=spec.epochs,
+        repeat=spec.repeat,
+        seed=spec.seed,
+        preset=spec.preset,
+        params=json.dumps(spec.param_dict, sort_keys=True),
+        nproc_per_node=spec.nproc_per_node,
+        launcher=launcher,
+        backend=spec.backend,
     )
 
 
 def machine(env: EnvInfo) -> Machine:
     gpus = gpu_names(env.gpus)
-    return Machine(host=env.host, cpu_model=env.cpu_model, gpu_count=env.gpu_count, torch=env.torch,
-                   cuda=env.cuda, nccl=env.nccl, cores=env.cores_logical, gpu_names=gpus,
-                   machine_id=fingerprint(env.host, env.cpu_model, env.cores_logical, gpus, env.gpu_count, env.torch))
+    return Machine(
+        host=env.host,
+        cpu_model=env.cpu_model,
+        gpu_count=env.gpu_count,
+        torch=env.torch,
+        cuda=env.cuda,
+        nccl=env.nccl,
+        cores=env.cores_logical,
+        gpu_names=gpus,
+        machine_id=fingerprint(
+            env.host, env.cpu_model, env.cores_logical, gpus, env.gpu_count, env.torch
+        ),
+    )
 
 
 def devices_used(spec: RunSpec, gpu_count: int) -> int:
@@ -72,14 +93,21 @@ def derived(spec: RunSpec, outcome: Outcome, peaks: dict[str, dict], gpu_count: 
         # that named no UUID); one machine for CPU ranks.
         peak_gflops = peak[at] * (figures.gpus_used or devices_used(spec, gpu_count))
         fraction = figures.achieved_gflops / peak_gflops
-    return Derived(setup_s=setup, peak_gflops=peak_gflops, peak_fraction=fraction, job_id=outcome.job_id,
-                   peak_math=math if fraction is not None else None,
-                   **{**UNMEASURED, **outcome.energy})
+    return Derived(
+        setup_s=setup,
+        peak_gflops=peak_gflops,
+        peak_fraction=fraction,
+        job_id=outcome.job_id,
+        peak_math=math if fraction is not None else None,
+        **{**UNMEASURED, **outcome.energy},
+    )
 
 
 # a launcher whose parent does not sample the cell's node (Slurm) measures no energy (issue 32)
-UNMEASURED = {f"{d}_energy_method": "none: not sampled (the launcher's parent is not on the "
-                                    "cell's node)" for d in ("gpu", "cpu")}
+UNMEASURED = {
+    f"{d}_energy_method": "none: not sampled (the launcher's parent is not on the cell's node)"
+    for d in ("gpu", "cpu")
+}
 
 
 def _flops_in(workload: str) -> str:
@@ -90,24 +118,41 @@ def _flops_in(workload: str) -> str:
         return "matmul"
 
 
-def make_row(spec: RunSpec, env: EnvInfo, outcome: Outcome, peaks: dict[str, dict], launcher: str = "local") -> RunRow:
+def make_row(
+    spec: RunSpec, env: EnvInfo, outcome: Outcome, peaks: dict[str, dict], launcher: str = "local"
+) -> RunRow:
     r = outcome.result
     # the threads of every rank on this machine: a local cell's whole world, a node's elsewhere
     ranks = spec.world_size if launcher == "local" else spec.nproc_per_node
     threads = r.figures.threads * ranks if r.figures.threads else None
     state = conditions(outcome.system, env.cores_logical, threads, outcome.others_before)
-    return RunRow(identity(spec, launcher), r.status, r.reason, machine(env), r.figures,
-                  derived(spec, outcome, peaks, env.gpu_count), r.extras, state)
+    return RunRow(
+        identity(spec, launcher),
+        r.status,
+        r.reason,
+        machine(env),
+        r.figures,
+        derived(spec, outcome, peaks, env.gpu_count),
+        r.extras,
+        state,
+    )
 
 
 def _run_one(cell: CellJob, env: EnvInfo, peaks) -> tuple:
     spec, launcher = cell.spec, cell.launch.kind
     outcome = launchers.get(launcher).run_cell(cell)
     system = [SystemRow(run_id=spec.run_id, **s) for s in outcome.system]
-    return make_row(spec, env, outcome, peaks, launcher), list(outcome.result.epochs), system, outcome
+    return (
+        make_row(spec, env, outcome, peaks, launcher),
+        list(outcome.result.epochs),
+        system,
+        outcome,
+    )
 
 
-def _note_unavailable(folder: Path, manifest: dict, fields: frozenset, notes: dict[str, str]) -> None:
+def _note_unavailable(
+    folder: Path, manifest: dict, fields: frozenset, notes: dict[str, str]
+) -> None:
     """Name in the manifest the sampled fields this machine could not give (MIG, containers)
     and the measurements a cell could not make (a profiler that did not start), with why."""
     known = set(manifest.get("unavailable_fields", []))
@@ -118,11 +163,18 @@ def _note_unavailable(folder: Path, manifest: dict, fields: frozenset, notes: di
         write_manifest(folder, manifest)
 
 
-def run_study(plan: Plan, env: EnvInfo, timeout: float | None = None, *, interval: float = 1.0,
-            extra_args: tuple[str, ...] = (), stall: float | None = None,
-            on_begin: Callable[[], None] = lambda: None,
-            on_start: Callable[[RunSpec], None] = lambda spec: None,
-            on_done: Callable[[RunSpec, dict], None] = lambda spec, row: None) -> list[dict]:
+def run_study(
+    plan: Plan,
+    env: EnvInfo,
+    timeout: float | None = None,
+    *,
+    interval: float = 1.0,
+    extra_args: tuple[str, ...] = (),
+    stall: float | None = None,
+    on_begin: Callable[[], None] = lambda: None,
+    on_start: Callable[[RunSpec], None] = lambda spec: None,
+    on_done: Callable[[RunSpec, dict], None] = lambda spec, row: None,
+) -> list[dict]:
     """Take the folder's lock, write the manifest (a new study), run every cell not yet done;
     returns every row of the study (done before and now) in cell order. extra_args go to each
     cell's process (`--profile DIR`). stall: --stall-limit (None: each cell's own, derived from
@@ -136,8 +188,15 @@ def run_study(plan: Plan, env: EnvInfo, timeout: float | None = None, *, interva
         stall = plan.manifest.get("stall_limit_s")
     with FolderLock(plan.folder):
         on_begin()
-        job = partial(CellJob, folder=plan.folder, timeout=timeout, interval=interval,
-                      extra=extra_args, launch=plan.launch, stall=stall)
+        job = partial(
+            CellJob,
+            folder=plan.folder,
+            timeout=timeout,
+            interval=interval,
+            extra=extra_args,
+            launch=plan.launch,
+            stall=stall,
+        )
         return _run_cells(plan, env, job, on_start, on_done)
 
 
@@ -154,8 +213,12 @@ def _run_cells(plan: Plan, env: EnvInfo, job: partial, on_start, on_done) -> lis
     if manifest is None:
         lost = {f"peak {d}": p["unavailable"] for d, p in peaks.items() if "unavailable" in p}
         limits = {"timeout_s": job.keywords["timeout"], "stall_limit_s": job.keywords["stall"]}
-        manifest = {**plan.manifest, "peaks": peaks, **limits,
-                    **({"unavailable": lost} if lost else {})}
+        manifest = {
+            **plan.manifest,
+            "peaks": peaks,
+            **limits,
+            **({"unavailable": lost} if lost else {}),
+        }
         write_manifest(folder, manifest)
     (folder / "logs").mkdir(parents=True, exist_ok=True)
     before = {r["run_id"] for r in plan.done}
@@ -168,13 +231,17 @@ def _run_cells(plan: Plan, env: EnvInfo, job: partial, on_start, on_done) -> lis
             forget_job(folder, spec.run_id)
         on_start(spec)
         if spec.run_id in plan.skips:
-            row = RunRow(identity(spec, plan.launch.kind), "skipped", plan.skips[spec.run_id], machine(env))
+            row = RunRow(
+                identity(spec, plan.launch.kind), "skipped", plan.skips[spec.run_id], machine(env)
+            )
             epochs, system, ranks = [], [], []
         else:
             uuids = tuple(env.gpu_uuids(gpu_indices(spec))) if plan.launch.kind == "local" else ()
             cell = job(spec, gpu_uuids=uuids)
             row, epochs, system, outcome = _run_one(cell, env, peaks)
-            _note_unavailable(folder, manifest, outcome.unavailable, dict(outcome.result.unavailable))
+            _note_unavailable(
+                folder, manifest, outcome.unavailable, dict(outcome.result.unavailable)
+            )
             ranks = list(outcome.result.ranks)
         write_ranks(folder, ranks, spec.run_id)
         write_cell(folder, row, epochs, system)

@@ -19,8 +19,14 @@ from .nvml import GpuReader
 class SystemSampler:
     """Samples every `interval` s in a daemon thread until `stop()`; rows are plain dicts."""
 
-    def __init__(self, pids: int | list[int], gpus: GpuReader | None = None, interval: float = 1.0,
-                 gpu_cell: bool = False, rapl_root: str = energy.ROOT):
+    def __init__(
+        self,
+        pids: int | list[int],
+        gpus: GpuReader | None = None,
+        interval: float = 1.0,
+        gpu_cell: bool = False,
+        rapl_root: str = energy.ROOT,
+    ):
         # several roots: the torchrun agents of a multi-node cell run on this machine side by side
         self.pids = [pids] if isinstance(pids, int) else list(pids)
         self.gpus, self.interval = gpus if gpus and gpus.handles else None, interval
@@ -35,7 +41,7 @@ class SystemSampler:
         self._gpu_e0 = self.gpus.energy_mj() if self.gpus else None
         self._cpu_e0 = energy.read_rapl(rapl_root)
 
-    def start(self) -> "SystemSampler":
+    def start(self) -> SystemSampler:
         psutil.cpu_percent(None)  # prime the system-wide counters
         psutil.cpu_times_percent(None)
         self._thread.start()
@@ -60,11 +66,16 @@ class SystemSampler:
                 rss += p.memory_info().rss / 2**20
             except psutil.Error:
                 self._procs.pop(p.pid, None)
-        row = {"t_s": time.monotonic() - self._t0, "proc_cpu_pct": cpu, "proc_rss_mb": rss,
-               "sys_cpu_pct": psutil.cpu_percent(None), "sys_mem_pct": psutil.virtual_memory().percent,
-               "load_1m": psutil.getloadavg()[0],
-               # steal: a hypervisor running other guests on this VM's cores (Linux reports it)
-               "cpu_steal_pct": getattr(psutil.cpu_times_percent(None), "steal", None)}
+        row = {
+            "t_s": time.monotonic() - self._t0,
+            "proc_cpu_pct": cpu,
+            "proc_rss_mb": rss,
+            "sys_cpu_pct": psutil.cpu_percent(None),
+            "sys_mem_pct": psutil.virtual_memory().percent,
+            "load_1m": psutil.getloadavg()[0],
+            # steal: a hypervisor running other guests on this VM's cores (Linux reports it)
+            "cpu_steal_pct": getattr(psutil.cpu_times_percent(None), "steal", None),
+        }
         if self.gpus:
             row.update(self.gpus.sample())
         return row

@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 import os
 import statistics
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ..errors import StbenchError
 from ..plan import levers, registry
@@ -23,8 +23,16 @@ from ..plan.judge import ALL_STEPS, SPS, TTT, by_round, judge, measure_of, paire
 from ..plan.levers import BATCH, HostOffer
 from ..plan.planner import plan_resume, resolve_params
 from ..plan.spec import RunSpec
-from ..plan.tuning import CONFIRM, TUNE_FILE, TuneSpec, plan_confirm, plan_step, reproduce
-from ..plan.tuning import searched, step_folder
+from ..plan.tuning import (
+    CONFIRM,
+    TUNE_FILE,
+    TuneSpec,
+    plan_confirm,
+    plan_step,
+    reproduce,
+    searched,
+    step_folder,
+)
 from ..store import host
 from ..store.files import atomic_write, read_runs
 from ..store.machine import EnvInfo
@@ -34,8 +42,14 @@ CELL_OVERHEAD_S = 1.5  # a cell's cost beyond its rows' wall and set-up: load ch
 
 
 def offer(env: EnvInfo) -> HostOffer:
-    return HostOffer(host.physical_cores(), env.cores_logical or 1, env.threads or 1,
-                     tuple(host.allocators()), host.binding(), host.numa_nodes())
+    return HostOffer(
+        host.physical_cores(),
+        env.cores_logical or 1,
+        env.threads or 1,
+        tuple(host.allocators()),
+        host.binding(),
+        host.numa_nodes(),
+    )
 
 
 def starting_point(spec: TuneSpec, hosted: HostOffer) -> dict[str, object]:
@@ -67,15 +81,19 @@ def _same_step(folder: Path, make) -> None:
     configuration so far. Rows judged by other rules (an older stbench) or a folder edited by
     hand may lead elsewhere; then this one line says so instead of judging the wrong cells."""
     try:
-        stored = {RunSpec.from_dict(c).run_id for c in
-                  json.loads((folder / "manifest.json").read_text())["cells"]}
+        stored = {
+            RunSpec.from_dict(c).run_id
+            for c in json.loads((folder / "manifest.json").read_text())["cells"]
+        }
     except (OSError, ValueError, KeyError, TypeError):
         return  # no study there yet
     planned = {c.run_id for c in make().cells}
     if stored != planned:
-        raise StbenchError(f"{folder} holds a step planned from another configuration than the "
-                           "search reaches now (its rows were judged differently before); move "
-                           "it away and resume to run that step again")
+        raise StbenchError(
+            f"{folder} holds a step planned from another configuration than the "
+            "search reaches now (its rows were judged differently before); move "
+            "it away and resume to run that step again"
+        )
 
 
 def spent_s(root: Path) -> tuple[float, list[float]]:
@@ -95,8 +113,9 @@ def estimate_s(spec: TuneSpec, cells: int, costs: list[float]) -> float:
 class Tuner:
     """One tune's search over its folder; `run` runs a plan (the CLI's progress bar)."""
 
-    def __init__(self, spec: TuneSpec, root: Path, env: EnvInfo, run: Callable,
-                 command: tuple[str, ...] = ()):
+    def __init__(
+        self, spec: TuneSpec, root: Path, env: EnvInfo, run: Callable, command: tuple[str, ...] = ()
+    ):
         self.spec, self.root, self.env, self.run, self.command = spec, root, env, run, command
         self.host = offer(env)
         self.start = starting_point(spec, self.host)
@@ -118,16 +137,23 @@ class Tuner:
     def _step(self, index: int, name: str, open_: bool) -> dict:
         lever = levers.get(name)
         reference = self.best[name]
-        base = {"index": index, "lever": name, "reference": reference,
-                "missing": list(lever.missing(self.host))}
+        base = {
+            "index": index,
+            "lever": name,
+            "reference": reference,
+            "missing": list(lever.missing(self.host)),
+        }
         if not open_:
             return {**base, "note": f"fixed by --set {name}={reference}"}
         values = levers.tried(lever, self.host, int(self.start[BATCH]), reference)
         if len(values) < 2:
             return {**base, "note": "nothing else to try on this machine"}
         folder = step_folder(self.root, index, name)
-        rows = self._study(folder, lambda: plan_step(self.spec, self.env, folder, self.best,
-                                                     name, values, self.command), len(values))
+        rows = self._study(
+            folder,
+            lambda: plan_step(self.spec, self.env, folder, self.best, name, values, self.command),
+            len(values),
+        )
         if rows is None:
             return {**base, "values": list(values), "note": "not searched: the budget was spent"}
         measure, verdicts, kept = judge(lever, rows, reference)
@@ -148,34 +174,56 @@ class Tuner:
         need = estimate_s(self.spec, configs * self.spec.repeats - done, costs)
         reserve = 0 if force else estimate_s(self.spec, 2 * self.spec.repeats, costs)
         if not force and spent + need + reserve > self.spec.budget_s:
-            self.stopped = (f"the budget of {self.spec.budget_s:g} s would be spent ({spent:.0f} s "
-                            f"so far, about {need + reserve:.0f} s more needed with the "
-                            "confirming step): resume with a larger --budget")
+            self.stopped = (
+                f"the budget of {self.spec.budget_s:g} s would be spent ({spent:.0f} s "
+                f"so far, about {need + reserve:.0f} s more needed with the "
+                "confirming step): resume with a larger --budget"
+            )
             return None
-        plan = (plan_resume(self.spec.workload, folder, self.env)
-                if (folder / "manifest.json").exists() else make())
+        plan = (
+            plan_resume(self.spec.workload, folder, self.env)
+            if (folder / "manifest.json").exists()
+            else make()
+        )
         load = os.getloadavg()
         self.run(plan)
-        (folder / "load.json").write_text(json.dumps({"load_before": load,
-                                                      "load_after": os.getloadavg()}))
+        (folder / "load.json").write_text(
+            json.dumps({"load_before": load, "load_after": os.getloadavg()})
+        )
         return _rows(folder)
 
     def _confirm(self, index: int) -> dict:
         best, start = self.best, self.start
-        out = {"best": best, "baseline": start, "command": reproduce(self.spec, best),
-               "baseline_command": reproduce(self.spec, start), "stopped": self.stopped}
+        out = {
+            "best": best,
+            "baseline": start,
+            "command": reproduce(self.spec, best),
+            "baseline_command": reproduce(self.spec, start),
+            "stopped": self.stopped,
+        }
         if best == start:
-            return {**out, "gain": None, "note": "No lever searched was significantly better than "
-                                                 "torch's defaults."}
+            return {
+                **out,
+                "gain": None,
+                "note": "No lever searched was significantly better than torch's defaults.",
+            }
         folder = step_folder(self.root, index, CONFIRM)
         # the budget was reserved for this step: it runs whatever is left
-        rows = self._study(folder, lambda: plan_confirm(self.spec, self.env, folder, [start, best],
-                                                        self.command), 2, force=True)
+        rows = self._study(
+            folder,
+            lambda: plan_confirm(self.spec, self.env, folder, [start, best], self.command),
+            2,
+            force=True,
+        )
         return {**out, "gain": gain(rows or [], start, best), "confirm_folder": folder.name}
 
     def _save(self, result: dict | None) -> None:
-        state = {"spec": self.spec.to_dict(), "host": self.host.__dict__ | {
-            "binding": dict(self.host.binding)}, "steps": self.steps, "result": result}
+        state = {
+            "spec": self.spec.to_dict(),
+            "host": self.host.__dict__ | {"binding": dict(self.host.binding)},
+            "steps": self.steps,
+            "result": result,
+        }
         atomic_write(self.root / TUNE_FILE, json.dumps(state, indent=1, default=str))
         if result is not None:
             atomic_write(self.root / "tune.csv", result_csv(self.steps))
@@ -184,6 +232,7 @@ class Tuner:
 def gain(rows: list[dict], start: dict, best: dict) -> dict | None:
     """The best configuration over torch's defaults, round by round: samples/s, and the time to
     target where every row reached it; the validation metric of each beside them."""
+
     def config(r):
         return {n: value_of(r, n) for n in levers.NAMES}
 
@@ -194,11 +243,18 @@ def gain(rows: list[dict], start: dict, best: dict) -> dict | None:
         ratio, low, high, n = paired(by["base"], by["best"], lower)
         if ratio is not None:
             out[SPS if measure == ALL_STEPS else measure] = {
-                "ratio": ratio, "low": low, "high": high, "rounds": n, "measure": measure,
+                "ratio": ratio,
+                "low": low,
+                "high": high,
+                "rounds": n,
+                "measure": measure,
                 "baseline": statistics.median(by["base"].values()),
-                "best": statistics.median(by["best"].values())}
-    quality = {k: [float(r["val_value"]) for r in v if r["status"] == "ok" and r.get("val_value")]
-               for k, v in sides.items()}
+                "best": statistics.median(by["best"].values()),
+            }
+    quality = {
+        k: [float(r["val_value"]) for r in v if r["status"] == "ok" and r.get("val_value")]
+        for k, v in sides.items()
+    }
     out["quality"] = {k: statistics.median(v) if v else None for k, v in quality.items()}
     contended = [r for v in sides.values() for r in v if str(r.get("contended")) == "True"]
     out["contended"] = f"{len(contended)} of {sum(map(len, sides.values()))}"

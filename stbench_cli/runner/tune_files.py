@@ -11,22 +11,50 @@ from pathlib import Path
 
 from ..plan.judge import Verdict
 
-CSV_COLUMNS = ("step", "lever", "value", "reference", "kept", "measure", "ratio", "low", "high",
-               "rounds", "median", "samples_per_s", "val_value", "note")
+CSV_COLUMNS = (
+    "step",
+    "lever",
+    "value",
+    "reference",
+    "kept",
+    "measure",
+    "ratio",
+    "low",
+    "high",
+    "rounds",
+    "median",
+    "samples_per_s",
+    "val_value",
+    "note",
+)
 
 
-def step_record(base: dict, folder: Path, values: tuple, measure: str, verdicts: list[Verdict],
-                kept: object, rows: list[dict]) -> dict:
+def step_record(
+    base: dict,
+    folder: Path,
+    values: tuple,
+    measure: str,
+    verdicts: list[Verdict],
+    kept: object,
+    rows: list[dict],
+) -> dict:
     """One judged step: its values, each verdict, the value kept, the load while it ran."""
     try:
         load = json.loads((folder / "load.json").read_text())
     except (OSError, ValueError):
         load = {}  # a step run by an older tune, or copied without it
     contended = sum(str(r.get("contended")) == "True" for r in rows)
-    return {**base, "folder": folder.name, "values": list(values), "measure": measure,
-            "verdicts": [asdict(v) for v in verdicts], "kept": kept, **load,
-            "contended": f"{contended} of {len(rows)}",
-            "note": next((v.note for v in verdicts if v.note), "")}
+    return {
+        **base,
+        "folder": folder.name,
+        "values": list(values),
+        "measure": measure,
+        "verdicts": [asdict(v) for v in verdicts],
+        "kept": kept,
+        **load,
+        "contended": f"{contended} of {len(rows)}",
+        "note": next((v.note for v in verdicts if v.note), ""),
+    }
 
 
 def result_csv(steps: list[dict]) -> str:
@@ -35,14 +63,29 @@ def result_csv(steps: list[dict]) -> str:
     writer = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
     writer.writeheader()
     for s in steps:
-        common = {"step": s["index"], "lever": s["lever"], "reference": s["reference"],
-                  "kept": s.get("kept", s["reference"]), "measure": s.get("measure", "")}
+        common = {
+            "step": s["index"],
+            "lever": s["lever"],
+            "reference": s["reference"],
+            "kept": s.get("kept", s["reference"]),
+            "measure": s.get("measure", ""),
+        }
         if not s.get("verdicts"):
             writer.writerow({**common, "note": s.get("note") or "; ".join(s.get("missing", []))})
             continue
         for v in s["verdicts"]:
-            writer.writerow({**common, "value": v["value"], "ratio": v["ratio"], "low": v["low"],
-                             "high": v["high"], "rounds": v["rounds"], "median": v["median"],
-                             "samples_per_s": v["samples_per_s"], "val_value": v["quality"],
-                             "note": v["note"]})
+            writer.writerow(
+                {
+                    **common,
+                    "value": v["value"],
+                    "ratio": v["ratio"],
+                    "low": v["low"],
+                    "high": v["high"],
+                    "rounds": v["rounds"],
+                    "median": v["median"],
+                    "samples_per_s": v["samples_per_s"],
+                    "val_value": v["quality"],
+                    "note": v["note"],
+                }
+            )
     return buf.getvalue()

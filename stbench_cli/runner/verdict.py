@@ -27,19 +27,30 @@ from ..store.progress import Beat
 from ..store.rows import CellResult
 
 _SUMMARY = re.compile(
-    r"rank\s*: (\d+) \(local_rank: \d+\)\s*\n\s*exitcode\s*: (-?\d+) \(pid: \d+\)")
+    r"rank\s*: (\d+) \(local_rank: \d+\)\s*\n\s*exitcode\s*: (-?\d+) \(pid: \d+\)"
+)
 _SRUN = re.compile(r"^srun: error: (\S+): tasks? (\d+): (.+)$", re.MULTILINE)
 _TORCHRUN_EXIT = re.compile(r"torchrun on node (\d+) exited with code (-?\d+)")  # slurm.run_node
 # a line of torchrun's agent (its logger, its summary, its own traceback), not of a rank
 _AGENT = re.compile(
-    r"^([IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ .*torch/distributed/|USDT:|\[[IWE]\d{4} )")
+    r"^([IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ .*torch/distributed/|USDT:|\[[IWE]\d{4} )"
+)
 _AGENT_FAILED = re.compile(r"failed \(exitcode: |ChildFailedError|^srun: error: ", re.MULTILINE)
 # what a process that dies of a signal prints last (the C++ runtime, glibc, Python's faulthandler)
-_FATAL = re.compile(r"^(terminate called.*|Fatal Python error: .*|Segmentation fault.*|\*\*\* .*"
-                    r"|.*(double free|corrupted|core dumped).*)$", re.MULTILINE)
+_FATAL = re.compile(
+    r"^(terminate called.*|Fatal Python error: .*|Segmentation fault.*|\*\*\* .*"
+    r"|.*(double free|corrupted|core dumped).*)$",
+    re.MULTILINE,
+)
 # what a rank says when a peer went away: a consequence, not a cause
-_PEER_LOST = ("connection closed by peer", "connection reset by peer", "broken pipe",
-              "socket closed", "remote process exited", "ncclremoteerror")
+_PEER_LOST = (
+    "connection closed by peer",
+    "connection reset by peer",
+    "broken pipe",
+    "socket closed",
+    "remote process exited",
+    "ncclremoteerror",
+)
 
 
 def how(code: int, rank: bool = True) -> str:
@@ -120,18 +131,23 @@ def _on_node(spec: RunSpec, node: int, beats: dict[int, Beat]) -> str:
 
 def _node_lost(spec: RunSpec, node: int, code: int, beats: dict[int, Beat]) -> str:
     return f"node {node} lost: its torchrun agent was {how(code, rank=False)}" + _on_node(
-        spec, node, beats)
+        spec, node, beats
+    )
 
 
 def _abrupt(exits: dict[int, int], results: dict[int, CellResult]) -> list[int]:
     """Ranks that ended non-zero without a failure of their own on record: killed by a signal,
     `os._exit`, an abort (rank 0 may have written its figures first)."""
-    return [r for r, code in exits.items()
-            if code != 0 and (r not in results or results[r].status == "ok")]
+    return [
+        r
+        for r, code in exits.items()
+        if code != 0 and (r not in results or results[r].status == "ok")
+    ]
 
 
-def _own_failure(spec: RunSpec, results: dict[int, CellResult], beats,
-                 peers: bool = True) -> tuple[str, str] | None:
+def _own_failure(
+    spec: RunSpec, results: dict[int, CellResult], beats, peers: bool = True
+) -> tuple[str, str] | None:
     """The status and reason of the rank that failed first of its own accord: one whose error
     is not a lost peer, rank 0 first (`peers`: else one that lost its peer); a reason not rank
     0's names its rank."""
@@ -161,8 +177,13 @@ def slurm_task(log: str) -> str:
     return f"node {task} ({host}): Slurm's task {what}{agent}"
 
 
-def cause(spec: RunSpec, first: tuple[int, int, str], log: str, results: dict[int, CellResult],
-          beats: dict[int, Beat]) -> tuple[str, str]:
+def cause(
+    spec: RunSpec,
+    first: tuple[int, int, str],
+    log: str,
+    results: dict[int, CellResult],
+    beats: dict[int, Beat],
+) -> tuple[str, str]:
     """(status, reason) of a cell whose process `first` = (index, code, role) ended non-zero
     first. role: "agent" (torchrun's agent of node `index`), "cell" (the rank itself), "step"
     (an srun step of every node), "job" (a Slurm job)."""
@@ -189,26 +210,34 @@ def cause(spec: RunSpec, first: tuple[int, int, str], log: str, results: dict[in
         node = srun_tasks(log)[0][1]
         return "failed", task + _on_node(spec, node, beats)
     by = {"agent": f"node {index}'s torchrun agent ", "step": "the srun step "}.get(role, "")
-    return "failed", _join(task, f"{by}{how(code, rank=role == 'cell')}" if code else "",
-                           last_words(log))
+    return "failed", _join(
+        task, f"{by}{how(code, rank=role == 'cell')}" if code else "", last_words(log)
+    )
 
 
-def judge(spec: RunSpec, first: tuple[int, int, str] | None, log: str,
-          results: dict[int, CellResult], beats: dict[int, Beat]) -> CellResult:
+def judge(
+    spec: RunSpec,
+    first: tuple[int, int, str] | None,
+    log: str,
+    results: dict[int, CellResult],
+    beats: dict[int, Beat],
+) -> CellResult:
     """The cell's result: rank 0's when every process ended well; else what went wrong first,
     with rank 0's figures kept when it had written them (the row is not ok all the same)."""
     written = results.get(0)
     if first is None:
-        return written or CellResult("failed", _join(
-            "every process exited 0, but rank 0 wrote no result", last_words(log)))
+        return written or CellResult(
+            "failed", _join("every process exited 0, but rank 0 wrote no result", last_words(log))
+        )
     status, reason = cause(spec, first, log, results, beats)
     if written is not None and written.status == "ok":
         return replace(written, status=status, reason=f"{reason} (rank 0's figures kept)")
     return CellResult(status, reason)
 
 
-def hung(spec: RunSpec, idle_s: float, limit_s: float, user: float | None,
-         beats: dict[int, Beat]) -> CellResult:
+def hung(
+    spec: RunSpec, idle_s: float, limit_s: float, user: float | None, beats: dict[int, Beat]
+) -> CellResult:
     """The row of a cell the stall watchdog killed: how long nothing moved, the limit and why,
     and where every rank stopped (a rank with no beat never started, or never reached its
     first phase: it never joined)."""
@@ -217,8 +246,11 @@ def hung(spec: RunSpec, idle_s: float, limit_s: float, user: float | None,
     else:
         slowest = max((b.slowest_s for b in beats.values()), default=0.0)
         familiar = len(beats) >= spec.world_size and all(b.familiar for b in beats.values())
-        least = (f"{progress.STALL_RUN_S:g} s in phases the ranks were in before" if familiar else
-                 f"{progress.STALL_FLOOR_S:g} s while a rank is in a phase new to it")
+        least = (
+            f"{progress.STALL_RUN_S:g} s in phases the ranks were in before"
+            if familiar
+            else f"{progress.STALL_FLOOR_S:g} s while a rank is in a phase new to it"
+        )
         steps = f"{progress.STALL_STEPS} x the slowest step ({slowest:.3g} s), " if slowest else ""
         rule = f"{steps}at least {least}"
     where = []
@@ -227,5 +259,8 @@ def hung(spec: RunSpec, idle_s: float, limit_s: float, user: float | None,
         where.append(f"{rank_words(spec, rank, beats)} {said}")
     if not beats and spec.nodes > 1:  # torchrun's agents wait in their rendezvous for every node
         where = ["no rank started: a node's torchrun agent never joined the rendezvous"]
-    return CellResult("hung", f"no progress for {idle_s:.0f} s (limit {limit_s:.0f} s: {rule}); "
-                              f"killed; {'; '.join(where)}")
+    return CellResult(
+        "hung",
+        f"no progress for {idle_s:.0f} s (limit {limit_s:.0f} s: {rule}); "
+        f"killed; {'; '.join(where)}",
+    )

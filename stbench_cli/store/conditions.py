@@ -10,7 +10,13 @@ from .rows import Conditions
 
 # NVML's clock slowdown reasons (nvmlClocksThrottleReason*) that slow a run down; idle,
 # application clocks, sync boost and display clocks are not load from elsewhere or heat.
-SLOWDOWNS = {0x4: "power cap", 0x8: "hardware slowdown", 0x20: "thermal", 0x40: "thermal", 0x80: "power brake"}
+SLOWDOWNS = {
+    0x4: "power cap",
+    0x8: "hardware slowdown",
+    0x20: "thermal",
+    0x40: "thermal",
+    0x80: "power brake",
+}
 SLOWDOWN_MASK = sum(SLOWDOWNS)
 CONTENTION_SLACK = 0.25  # cores of others' use beyond the free ones that still count as quiet
 
@@ -27,20 +33,34 @@ def slowdown_names(mask: int) -> list[str]:
     return list(dict.fromkeys(name for bit, name in SLOWDOWNS.items() if mask & bit))
 
 
-def conditions(samples: list[dict], cores: int | float | None, threads: int | None = None,
-               before_cores: float | None = None) -> Conditions:
+def conditions(
+    samples: list[dict],
+    cores: int | float | None,
+    threads: int | None = None,
+    before_cores: float | None = None,
+) -> Conditions:
     """One run's samples (system.csv rows or the sampler's dicts) as its Conditions. The other
     processes' CPU share is the machine's use less the cell's own (proc_cpu_pct counts a core
     as 100%, sys_cpu_pct all cores as 100%). `threads`: the cell's threads on this machine (all
     its ranks'), `before_cores`: the other processes' use in cores the load check saw before
     it started; with them, whether the cell ran contended (`contention`)."""
+
     def values(name: str) -> list[float]:
         return [v for v in (number(s.get(name)) for s in samples) if v is not None]
 
-    loads, steal, masks = values("load_1m"), values("cpu_steal_pct"), [int(m) for m in values("gpu_throttle")]
+    loads, steal, masks = (
+        values("load_1m"),
+        values("cpu_steal_pct"),
+        [int(m) for m in values("gpu_throttle")],
+    )
     cores = number(cores)
-    others = [max(number(s.get("sys_cpu_pct")) - number(s.get("proc_cpu_pct")) / cores, 0.0) for s in samples
-              if cores and number(s.get("sys_cpu_pct")) is not None and number(s.get("proc_cpu_pct")) is not None]
+    others = [
+        max(number(s.get("sys_cpu_pct")) - number(s.get("proc_cpu_pct")) / cores, 0.0)
+        for s in samples
+        if cores
+        and number(s.get("sys_cpu_pct")) is not None
+        and number(s.get("proc_cpu_pct")) is not None
+    ]
     slowed = [m & SLOWDOWN_MASK for m in masks]
     seen = 0
     for m in slowed:
@@ -49,15 +69,20 @@ def conditions(samples: list[dict], cores: int | float | None, threads: int | No
     before = before_cores / cores * 100 if before_cores is not None and cores else None
     judged = contention(during if during is not None else before, bool(others), cores, threads)
     return Conditions(
-        load_max=max(loads) if loads else None, others_cpu_pct=during,
+        load_max=max(loads) if loads else None,
+        others_cpu_pct=during,
         cpu_steal_pct=mean(steal) if steal else None,
         gpu_throttle=", ".join(slowdown_names(seen)) if masks else None,
         gpu_throttle_share=sum(m != 0 for m in slowed) / len(slowed) if masks else None,
-        others_cpu_before_pct=before, contended=judged[0], contention=judged[1])
+        others_cpu_before_pct=before,
+        contended=judged[0],
+        contention=judged[1],
+    )
 
 
-def contention(others_pct: float | None, sampled: bool, cores: float | None,
-               threads: int | None) -> tuple[bool | None, str | None]:
+def contention(
+    others_pct: float | None, sampled: bool, cores: float | None, threads: int | None
+) -> tuple[bool | None, str | None]:
     """(contended, why): other processes used more of the machine than the cell's threads left
     free, by more than CONTENTION_SLACK of a core (issue 32: with one core busy beside it, a
     2-thread cell on 2 cores ran 25x slower). `sampled`: the share was sampled while the cell
@@ -67,7 +92,10 @@ def contention(others_pct: float | None, sampled: bool, cores: float | None,
     used, free = others_pct / 100 * cores, max(cores - threads, 0)
     if used <= free + CONTENTION_SLACK:
         return False, None
-    when = ("on average while the cell ran" if sampled
-            else "just before the cell (not sampled after)")
-    return True, (f"contended: other processes used {used:.2f} of {cores:g} cores {when}; its "
-                  f"{threads} thread{'s' if threads != 1 else ''} left {free:g} free")
+    when = (
+        "on average while the cell ran" if sampled else "just before the cell (not sampled after)"
+    )
+    return True, (
+        f"contended: other processes used {used:.2f} of {cores:g} cores {when}; its "
+        f"{threads} thread{'s' if threads != 1 else ''} left {free:g} free"
+    )

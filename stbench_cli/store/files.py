@@ -20,7 +20,17 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ..errors import StbenchError
-from .rows import EPOCH_COLUMNS, RANK_COLUMNS, RUN_COLUMNS, SCHEMA, SYSTEM_COLUMNS, EpochRow, RankRow, RunRow, SystemRow
+from .rows import (
+    EPOCH_COLUMNS,
+    RANK_COLUMNS,
+    RUN_COLUMNS,
+    SCHEMA,
+    SYSTEM_COLUMNS,
+    EpochRow,
+    RankRow,
+    RunRow,
+    SystemRow,
+)
 
 REQUIRED = ["schema", "run_id", "workload", "device", "status"]
 
@@ -94,9 +104,11 @@ def read_csv(path: Path, required: list[str]) -> list[dict]:
             header = reader.fieldnames or []
             missing = [c for c in required if c not in header]
             if missing:
-                raise StbenchError(f"results file {path} is corrupt: header lacks "
-                                   f"{', '.join(missing[:5])}; expected stbench columns "
-                                   f"({', '.join(required[:4])}, …)")
+                raise StbenchError(
+                    f"results file {path} is corrupt: header lacks "
+                    f"{', '.join(missing[:5])}; expected stbench columns "
+                    f"({', '.join(required[:4])}, …)"
+                )
             rows = []
             for row in reader:
                 _check_fields(path, reader.line_num, row, header)
@@ -113,8 +125,10 @@ def _check_fields(path: Path, line: int, row: dict, header: list[str]) -> None:
         return
     found = len(header) - len(short) + len(row.get(None) or ())
     column = short[0] if short else f"after {header[-1]}"
-    raise StbenchError(f"results file {path} is corrupt: line {line}, column {column}: expected "
-                       f"{len(header)} fields as in the header, found {found}")
+    raise StbenchError(
+        f"results file {path} is corrupt: line {line}, column {column}: expected "
+        f"{len(header)} fields as in the header, found {found}"
+    )
 
 
 def read_runs(folder: Path) -> list[dict]:
@@ -134,10 +148,14 @@ def check_schema(folder: Path, schema: object) -> None:
     if str(schema) == str(SCHEMA):
         return
     if str(schema).isdigit() and int(str(schema)) < SCHEMA:
-        raise StbenchError(f"{folder} holds results of schema {schema}; this stbench reads schema "
-                           f"{SCHEMA}: run `stbench migrate {folder}` once to rewrite it")
-    raise StbenchError(f"{folder}: schema {schema!r} is not one this stbench reads (schema "
-                       f"{SCHEMA}); a newer stbench wrote it")
+        raise StbenchError(
+            f"{folder} holds results of schema {schema}; this stbench reads schema "
+            f"{SCHEMA}: run `stbench migrate {folder}` once to rewrite it"
+        )
+    raise StbenchError(
+        f"{folder}: schema {schema!r} is not one this stbench reads (schema "
+        f"{SCHEMA}); a newer stbench wrote it"
+    )
 
 
 def prune_orphans(folder: Path, done: set[str]) -> None:
@@ -156,7 +174,9 @@ def find_folders(paths: list[Path]) -> list[Path]:
     found = []
     for p in paths:
         if not p.exists():
-            raise StbenchError(f"{p} does not exist; give result folders (each holds runs.csv) or their parent")
+            raise StbenchError(
+                f"{p} does not exist; give result folders (each holds runs.csv) or their parent"
+            )
         if (p / "runs.csv").exists():
             found.append(p)
             continue

@@ -17,8 +17,12 @@ NODE_ROOT = "/sys/devices/system/node"
 # the file names torch/backends/xeon/run_cpu.py preloads, and Debian's versioned ones
 LIBRARIES = {
     "jemalloc": ("libjemalloc.so", "libjemalloc.so.2"),
-    "tcmalloc": ("libtcmalloc.so", "libtcmalloc.so.4", "libtcmalloc_minimal.so.4",
-                 "libtcmalloc_minimal.so"),
+    "tcmalloc": (
+        "libtcmalloc.so",
+        "libtcmalloc.so.4",
+        "libtcmalloc_minimal.so.4",
+        "libtcmalloc_minimal.so",
+    ),
 }
 
 
@@ -34,8 +38,10 @@ def core_of(cpu: int, root: str = CPU_ROOT) -> tuple[str, str] | None:
     """(package, core) of a logical CPU, from sysfs; None where the topology is not readable."""
     topo = Path(root, f"cpu{cpu}", "topology")
     try:
-        return ((topo / "physical_package_id").read_text().strip(),
-                (topo / "core_id").read_text().strip())
+        return (
+            (topo / "physical_package_id").read_text().strip(),
+            (topo / "core_id").read_text().strip(),
+        )
     except OSError:
         return None
 
@@ -57,16 +63,22 @@ def physical_cores(cpus: list[int] | None = None, root: str = CPU_ROOT) -> int:
 def first_core_cpus(n: int, cpus: list[int] | None = None, root: str = CPU_ROOT) -> list[int]:
     """One logical CPU of each of the first n physical cores (what `bind=cores` pins to, as
     run_cpu.py's taskset -C does): n threads never share a core's hyperthreads."""
-    return [group[0] for group in list(cores(cpus, root).values())[:max(n, 1)]]
+    return [group[0] for group in list(cores(cpus, root).values())[: max(n, 1)]]
 
 
 def _library_dirs() -> list[str]:
-    dirs = [os.environ.get("CONDA_PREFIX", ""), os.environ.get("VIRTUAL_ENV", ""),
-            str(Path.home() / ".local"), "/usr/local", "/usr"]
+    dirs = [
+        os.environ.get("CONDA_PREFIX", ""),
+        os.environ.get("VIRTUAL_ENV", ""),
+        str(Path.home() / ".local"),
+        "/usr/local",
+        "/usr",
+    ]
     multiarch = sysconfig.get_config_var("MULTIARCH") or ""
     subs = ["lib", "lib64"] + ([f"lib/{multiarch}"] if multiarch else [])
-    return [str(Path(d, s)) for d in dirs if d for s in subs] + ([f"/lib/{multiarch}"] if multiarch
-                                                                  else [])
+    return [str(Path(d, s)) for d in dirs if d for s in subs] + (
+        [f"/lib/{multiarch}"] if multiarch else []
+    )
 
 
 def allocator_library(name: str) -> str | None:
@@ -77,7 +89,8 @@ def allocator_library(name: str) -> str | None:
             if path.is_file():
                 return str(path)
     found = ctypes.util.find_library(name) or (
-        ctypes.util.find_library("tcmalloc_minimal") if name == "tcmalloc" else None)
+        ctypes.util.find_library("tcmalloc_minimal") if name == "tcmalloc" else None
+    )
     return found  # a soname: the dynamic loader searches its own paths for it
 
 
@@ -98,6 +111,8 @@ def numactl() -> str | None:
 def binding() -> dict[str, str | None]:
     """Each `bind` mode -> None where it can run here, else why not."""
     tool = numactl()
-    return {"none": None,
-            "cores": None if hasattr(os, "sched_setaffinity") else "no sched_setaffinity here",
-            "numa": None if tool else "numactl is not installed (apt install numactl)"}
+    return {
+        "none": None,
+        "cores": None if hasattr(os, "sched_setaffinity") else "no sched_setaffinity here",
+        "numa": None if tool else "numactl is not installed (apt install numactl)",
+    }

@@ -24,14 +24,19 @@ def read_jobs(folder: Path) -> dict[str, dict]:
     try:
         jobs = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
-        raise StbenchError(f"{path} is corrupt ({exc}); it must be the JSON stbench wrote") from None
+        raise StbenchError(
+            f"{path} is corrupt ({exc}); it must be the JSON stbench wrote"
+        ) from None
     return jobs if isinstance(jobs, dict) else {}
 
 
 def record_job(folder: Path, run_id: str, job_id: str, launcher: str) -> None:
     jobs = read_jobs(folder)
-    jobs[run_id] = {"job_id": str(job_id), "launcher": launcher,
-                    "submitted": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+    jobs[run_id] = {
+        "job_id": str(job_id),
+        "launcher": launcher,
+        "submitted": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    }
     atomic_write(folder / NAME, json.dumps(jobs, indent=1))
 
 

@@ -27,7 +27,9 @@ class EnvInfo:
     nccl: str | None
     gpu_count: int
     gpus: tuple[dict, ...]
-    dist_backends: tuple[str, ...] = ()  # torch.distributed backends this torch build has (empty: unknown)
+    dist_backends: tuple[
+        str, ...
+    ] = ()  # torch.distributed backends this torch build has (empty: unknown)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -74,7 +76,9 @@ def fingerprint(host, cpu_model, cores, gpus, gpu_count, torch) -> str:
     Two rows with the same fingerprint ran on the same machine; a generic host name alone
     (`vm`, `localhost`) says nothing. Missing fields count as empty."""
     parts = [host, cpu_model, cores, gpus, gpu_count, torch]
-    blob = "|".join("" if _missing(p) else str(int(p) if isinstance(p, float) else p) for p in parts)
+    blob = "|".join(
+        "" if _missing(p) else str(int(p) if isinstance(p, float) else p) for p in parts
+    )
     return hashlib.sha1(blob.encode()).hexdigest()[:10]
 
 

@@ -49,7 +49,9 @@ def load_manifest(folder: Path) -> dict:
     except FileNotFoundError:
         raise StbenchError(f"{folder} has no manifest.json: not a stbench result folder") from None
     except (OSError, ValueError) as exc:
-        raise StbenchError(f"{path} is corrupt ({exc}); it must be the JSON stbench wrote") from None
+        raise StbenchError(
+            f"{path} is corrupt ({exc}); it must be the JSON stbench wrote"
+        ) from None
     if not isinstance(manifest, dict) or "cells" not in manifest or "workload" not in manifest:
         raise StbenchError(f"{path} is corrupt: it lacks the 'workload' and 'cells' of the matrix")
     return manifest

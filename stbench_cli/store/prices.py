@@ -14,8 +14,8 @@ import csv
 import io
 import json
 import math
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 FORMATS = ("toml", "json", "csv")
 CSV_HEADER = ("device", "usd_per_hour")
@@ -27,8 +27,10 @@ def parse_price(text: str) -> dict[str, float]:
     for part in (p.strip() for p in text.split(",")):
         device, sep, value = part.partition("=")
         if not sep or not device.strip() or not value.strip():
-            raise ValueError(f"--price {text!r} is malformed; expected DEVICE=USD_PER_HOUR, e.g. "
-                             "cpu=0.68 or cpu=0.68,cuda=2.99")
+            raise ValueError(
+                f"--price {text!r} is malformed; expected DEVICE=USD_PER_HOUR, e.g. "
+                "cpu=0.68 or cpu=0.68,cuda=2.99"
+            )
         out[device.strip()] = _usd(device.strip(), value.strip())
     return out
 
@@ -39,8 +41,9 @@ def _usd(device: str, value) -> float:
     except (TypeError, ValueError):
         raise ValueError(f"price of {device} {value!r} is not a number (USD per hour)") from None
     if not math.isfinite(price) or price < 0:
-        raise ValueError(f"price of {device} {value!r} must be a non-negative number (USD per "
-                         "hour)")
+        raise ValueError(
+            f"price of {device} {value!r} must be a non-negative number (USD per hour)"
+        )
     return price
 
 
@@ -55,8 +58,9 @@ def read_prices(path: Path) -> dict[str, float]:
     except OSError as exc:
         raise ValueError(f"--prices {path}: {exc.strerror or exc}") from None
     try:
-        table = (_toml(text) if kind == "toml" else json.loads(text) if kind == "json"
-                 else _csv(text))
+        table = (
+            _toml(text) if kind == "toml" else json.loads(text) if kind == "json" else _csv(text)
+        )
     except (ValueError, csv.Error) as exc:  # TOMLDecodeError and JSONDecodeError are ValueErrors
         raise ValueError(f"--prices {path} is not valid {kind.upper()}: {exc}") from None
     if isinstance(table, dict) and isinstance(table.get("prices"), dict):

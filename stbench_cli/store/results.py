@@ -19,8 +19,20 @@ def read_series(folder: Path, name: str) -> list[dict]:
 
 # The matrix fields that make two folders one study; the devices are left out: folders of one
 # study from different machines merge, and the machines become columns.
-_STUDY_FIELDS = ("workload", "strategies", "nprocs", "nnodes", "batch_sizes", "epochs",
-                 "base_params", "axes", "repeats", "seed", "preset", "seed_per_repeat")
+_STUDY_FIELDS = (
+    "workload",
+    "strategies",
+    "nprocs",
+    "nnodes",
+    "batch_sizes",
+    "epochs",
+    "base_params",
+    "axes",
+    "repeats",
+    "seed",
+    "preset",
+    "seed_per_repeat",
+)
 
 
 def command_text(command: list) -> str:
@@ -45,7 +57,10 @@ def _portable(word: str) -> str:
     key, sep, value = word.partition("=") if not word.startswith("/") else ("", "", word)
     if "/" not in value and "\\" not in value:
         return word
-    names = [PurePath(v.replace("\\", "/")).name if ("/" in v or "\\" in v) else v for v in value.split(",")]
+    names = [
+        PurePath(v.replace("\\", "/")).name if ("/" in v or "\\" in v) else v
+        for v in value.split(",")
+    ]
     return f"{key}{sep}{','.join(names)}"
 
 

@@ -8,8 +8,8 @@ without any change here. Torch-free.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
-from typing import Mapping
 
 # The result folder's layout: runs.csv's `schema` column and the manifest's `schema`. A folder of
 # an older one is rewritten once by `stbench migrate` (plan/migrate.py); readers take only this.
@@ -38,9 +38,13 @@ class Figures:
     compute_s: float | None = None
     sync_s: float | None = None
     eval_s: float | None = None
-    data_wait_s: float | None = None  # host seconds inside the loader (on CUDA data_s is device idle time)
+    data_wait_s: float | None = (
+        None  # host seconds inside the loader (on CUDA data_s is device idle time)
+    )
     ddp_comm_s: float | None = None  # DDP's own logger: backward communication (DDP cells)
-    ddp_exposed_comm_s: float | None = None  # ... of it not overlapped with backward compute: compare sync_s
+    ddp_exposed_comm_s: float | None = (
+        None  # ... of it not overlapped with backward compute: compare sync_s
+    )
     peak_rss_mb: float | None = None
     base_rss_mb: float | None = None  # RSS before the workload allocated anything
     peak_gpu_mb: float | None = None
@@ -60,23 +64,37 @@ class Figures:
     device_name: str | None = None
     threads: int | None = None
     data_source: str | None = None
-    sync_count: int | None = None  # gradient synchronisations a rank waited for (multi-process cells)
-    node_hosts: str | None = None  # host of each node (torchrun agent), in node-rank order, comma-separated
-    precision: str | None = None  # what fp32 math ran as: "fp32", or on CUDA "matmul fp32, cudnn tf32" etc.
-    compile_s: float | None = None  # torch.compile's first pass (never in wall_s' steps or throughput)
+    sync_count: int | None = (
+        None  # gradient synchronisations a rank waited for (multi-process cells)
+    )
+    node_hosts: str | None = (
+        None  # host of each node (torchrun agent), in node-rank order, comma-separated
+    )
+    precision: str | None = (
+        None  # what fp32 math ran as: "fp32", or on CUDA "matmul fp32, cudnn tf32" etc.
+    )
+    compile_s: float | None = (
+        None  # torch.compile's first pass (never in wall_s' steps or throughput)
+    )
     # Time to quality (child/target.py): the target, whether and when the first evaluation reached it
     target: float | None = None
     target_reached: bool | None = None
-    time_to_target_s: float | None = None  # MLPerf's clock: first step to the end of that evaluation
+    time_to_target_s: float | None = (
+        None  # MLPerf's clock: first step to the end of that evaluation
+    )
     time_to_target_train_s: float | None = None  # the same, training steps only
     epochs_to_target: float | None = None
     samples_to_target: int | None = None
     epochs_done: float | None = None  # how far training got (a time budget ends mid-epoch)
     steps_done: int | None = None
     stopped_by: str | None = None  # epochs | time budget | target
-    gpus_used: int | None = None  # distinct GPUs the ranks ran on, by the UUIDs they reported (None on CPU)
+    gpus_used: int | None = (
+        None  # distinct GPUs the ranks ran on, by the UUIDs they reported (None on CPU)
+    )
     # What reading a chunked or remote source cost (contract.ReadCost; None for in-memory data)
-    bytes_read: int | None = None  # fetched by the filesystem, as stored (compressed), metadata included
+    bytes_read: int | None = (
+        None  # fetched by the filesystem, as stored (compressed), metadata included
+    )
     bytes_used: int | None = None  # of values the task kept
     read_amplification: float | None = None  # bytes_read / bytes_used
     read_requests: int | None = None  # object reads (one request each)
@@ -128,9 +146,13 @@ class SystemRow:
     gpu_mem_mb: float | None = None
     gpu_power_w: float | None = None
     # what else the machine did while the cell ran (store.conditions sums them up per run)
-    load_1m: float | None = None  # the 1-minute load average (runnable tasks, the cell's own included)
+    load_1m: float | None = (
+        None  # the 1-minute load average (runnable tasks, the cell's own included)
+    )
     cpu_steal_pct: float | None = None  # CPU time a hypervisor gave to other guests, % of all cores
-    gpu_throttle: int | None = None  # NVML's clock slowdown reasons (power cap, thermal, hardware), OR'ed over GPUs
+    gpu_throttle: int | None = (
+        None  # NVML's clock slowdown reasons (power cap, thermal, hardware), OR'ed over GPUs
+    )
 
 
 @dataclass(frozen=True)
@@ -154,7 +176,9 @@ class RankRow:
     wall_s: float
     peak_gpu_mb: float | None = None
     gpu_uuid: str | None = None  # the GPU the rank ran on (None on CPU)
-    ddp_comm_s: float | None = None  # DDP's own logger on this rank (the row's are the reported rank's, like sync_s)
+    ddp_comm_s: float | None = (
+        None  # DDP's own logger on this rank (the row's are the reported rank's, like sync_s)
+    )
     ddp_exposed_comm_s: float | None = None
 
 
@@ -167,18 +191,26 @@ class CellResult:
     figures: Figures = field(default_factory=Figures)
     epochs: tuple[EpochRow, ...] = ()
     extras: Mapping[str, float] = field(default_factory=dict)
-    unavailable: Mapping[str, str] = field(default_factory=dict)  # measurement -> why it could not be made
+    unavailable: Mapping[str, str] = field(
+        default_factory=dict
+    )  # measurement -> why it could not be made
     ranks: tuple[RankRow, ...] = ()  # every rank's own totals (ranks.csv)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), default=float)
 
     @classmethod
-    def from_json(cls, text: str) -> "CellResult":
+    def from_json(cls, text: str) -> CellResult:
         d = json.loads(text)
-        return cls(d["status"], d.get("reason", ""), Figures(**d.get("figures", {})),
-                   tuple(EpochRow(**e) for e in d.get("epochs", ())), d.get("extras", {}), d.get("unavailable", {}),
-                   tuple(RankRow(**r) for r in d.get("ranks", ())))
+        return cls(
+            d["status"],
+            d.get("reason", ""),
+            Figures(**d.get("figures", {})),
+            tuple(EpochRow(**e) for e in d.get("epochs", ())),
+            d.get("extras", {}),
+            d.get("unavailable", {}),
+            tuple(RankRow(**r) for r in d.get("ranks", ())),
+        )
 
 
 @dataclass(frozen=True)
@@ -213,7 +245,9 @@ class Derived:
     gpu_energy_j: float | None = None
     cpu_energy_j: float | None = None
     job_id: str | None = None  # the Slurm job (or job.step) that ran the cell
-    peak_math: str | None = None  # the math peak_gflops was measured at: fp32, tf32 or bf16 (runner/peak_math.py)
+    peak_math: str | None = (
+        None  # the math peak_gflops was measured at: fp32, tf32 or bf16 (runner/peak_math.py)
+    )
     # issue 32: how each device's joules were measured, or "none: <why>" (runner/energy.py)
     gpu_energy_method: str | None = None  # "nvml counter" | "none: ..."
     cpu_energy_method: str | None = None  # "rapl (N packages)" | "none: ..."
@@ -265,13 +299,22 @@ class RunRow:
     figures: Figures = field(default_factory=Figures)
     derived: Derived = field(default_factory=Derived)
     extras: Mapping[str, float] = field(default_factory=dict)
-    conditions: Conditions = field(default_factory=Conditions)  # columns added last: a header grows at its end
+    conditions: Conditions = field(
+        default_factory=Conditions
+    )  # columns added last: a header grows at its end
 
     def record(self) -> dict[str, object]:
         """The row as columns: the engine's, then the workload's `x.` figures."""
-        out: dict[str, object] = {"schema": SCHEMA, **asdict(self.identity), "status": self.status,
-                                  "reason": self.reason, **asdict(self.figures), **asdict(self.derived),
-                                  **asdict(self.machine), **asdict(self.conditions)}
+        out: dict[str, object] = {
+            "schema": SCHEMA,
+            **asdict(self.identity),
+            "status": self.status,
+            "reason": self.reason,
+            **asdict(self.figures),
+            **asdict(self.derived),
+            **asdict(self.machine),
+            **asdict(self.conditions),
+        }
         out.update({f"{EXTRA_PREFIX}{k}": v for k, v in sorted(self.extras.items())})
         return out
 
@@ -280,18 +323,34 @@ def _names(cls) -> list[str]:
     return [f.name for f in fields(cls)]
 
 
-RUN_COLUMNS = ["schema", *_names(Identity), "status", "reason", *_names(Figures), *_names(Derived), *_names(Machine),
-               *_names(Conditions)]
+RUN_COLUMNS = [
+    "schema",
+    *_names(Identity),
+    "status",
+    "reason",
+    *_names(Figures),
+    *_names(Derived),
+    *_names(Machine),
+    *_names(Conditions),
+]
 EPOCH_COLUMNS = _names(EpochRow)
 SYSTEM_COLUMNS = _names(SystemRow)
 RANK_COLUMNS = _names(RankRow)
 # true/false columns, written as True/False: read back as 1.0/0.0 (store.rows is their one list)
-BOOL_COLUMNS = frozenset(f.name for cls in (Figures, Derived, Conditions) for f in fields(cls)
-                         if str(f.type).startswith("bool"))
+BOOL_COLUMNS = frozenset(
+    f.name
+    for cls in (Figures, Derived, Conditions)
+    for f in fields(cls)
+    if str(f.type).startswith("bool")
+)
 TEXT_COLUMNS = frozenset(
     ["status", "reason"]
-    + [f.name for cls in (Identity, Figures, Derived, Machine, Conditions) for f in fields(cls)
-       if str(f.type).startswith("str")]
+    + [
+        f.name
+        for cls in (Identity, Figures, Derived, Machine, Conditions)
+        for f in fields(cls)
+        if str(f.type).startswith("str")
+    ]
 )
 
 

@@ -14,6 +14,10 @@ HOST_ANNOTATION = "user_annotation"
 
 def step_windows(events: list[dict]) -> list[tuple[float, float, int]]:
     """(start µs, end µs, k) of every host `ProfilerStep#k` range, in time order."""
-    return sorted((e["ts"], e["ts"] + e["dur"], int(e["name"][len(STEP_PREFIX):])) for e in events
-                  if str(e.get("name", "")).startswith(STEP_PREFIX) and "dur" in e
-                  and e.get("cat") == HOST_ANNOTATION)
+    return sorted(
+        (e["ts"], e["ts"] + e["dur"], int(e["name"][len(STEP_PREFIX) :]))
+        for e in events
+        if str(e.get("name", "")).startswith(STEP_PREFIX)
+        and "dur" in e
+        and e.get("cat") == HOST_ANNOTATION
+    )

@@ -18,26 +18,49 @@ WORKLOAD = Workload(
     name="cnn-strain",
     summary="1-D CNN regressing (G0, a) from strain-stress curves; data-parallel scaling study",
     params=(
-        Param("data", str, "generated", "'generated', or a path to an .npz / .h5 file with X (N,3,201) and Y (N,2)"),
+        Param(
+            "data",
+            str,
+            "generated",
+            "'generated', or a path to an .npz / .h5 file with X (N,3,201) and Y (N,2)",
+        ),
         Param("n_samples", int, 400_000, "curves to generate (ignored for a file)", minimum=16),
-        Param("val_fraction", float, 0.25, "held-out share (the study: 250 k of 1 M)", minimum=0.01),
+        Param(
+            "val_fraction", float, 0.25, "held-out share (the study: 250 k of 1 M)", minimum=0.01
+        ),
         Param("noise", float, 0.01, "relative noise on the generated stress", minimum=0.0),
         Param("lr", float, 4.73e-4, "Adam learning rate (the study's tuned value)", minimum=0.0),
         # the study tuned lr at batch 75: with lr_scaling, a batch of 700 scales it by 700/75 (or its root)
-        Param("lr_base_batch", int, 75, "the global batch `lr` is meant for (lr_scaling scales by the ratio)",
-              minimum=0),
+        Param(
+            "lr_base_batch",
+            int,
+            75,
+            "the global batch `lr` is meant for (lr_scaling scales by the ratio)",
+            minimum=0,
+        ),
         CHECKPOINT,
     ),
     presets={
         "default": {"n_samples": 400_000, "batch_size": 75, "epochs": 3},
         # a smoke proves the path in seconds: 24 steps an epoch (1,536 training curves at 64), on
         # one intra-op thread (dcrnn-pems' preset says why)
-        "smoke": {"n_samples": 2_048, "batch_size": 64, "epochs": 3, "lr": 2e-3, "warmup_steps": 2,
-                  "threads": 1},
+        "smoke": {
+            "n_samples": 2_048,
+            "batch_size": 64,
+            "epochs": 3,
+            "lr": 2e-3,
+            "warmup_steps": 2,
+            "threads": 1,
+        },
         "paper": {"n_samples": 1_000_000, "batch_size": 75, "epochs": 5},
         "large-batch": {
-            "n_samples": 1_000_000, "batch_size": 1024, "epochs": 5,
-            "lr": 1.74e-3, "lr_scaling": "linear", "lr_base_batch": 1024, "lr_warmup_steps": 10,
+            "n_samples": 1_000_000,
+            "batch_size": 1024,
+            "epochs": 5,
+            "lr": 1.74e-3,
+            "lr_scaling": "linear",
+            "lr_base_batch": 1024,
+            "lr_warmup_steps": 10,
         },
     },
     build=build,
@@ -50,5 +73,9 @@ WORKLOAD = Workload(
     flops_in="cudnn",
     check=data.check,
     strategies=("single", "ddp", "zero1", "fsdp"),
-    data_sources=("generated (hyperbolic hardening law with noise)", "npz file: X (N,3,201), Y (N,2)", "HDF5 file: datasets X, Y"),
+    data_sources=(
+        "generated (hyperbolic hardening law with noise)",
+        "npz file: X (N,3,201), Y (N,2)",
+        "HDF5 file: datasets X, Y",
+    ),
 )

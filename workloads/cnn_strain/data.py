@@ -26,7 +26,9 @@ def stress(strain_pct: np.ndarray, g0: np.ndarray, a: np.ndarray) -> np.ndarray:
     return 10.0 * g0 * gamma / (1.0 + (strain_pct / GAMMA_REF) ** a)
 
 
-def generate(n: int, seed: int, noise: float = 0.01, chunk: int = 50_000) -> tuple[np.ndarray, np.ndarray]:
+def generate(
+    n: int, seed: int, noise: float = 0.01, chunk: int = 50_000
+) -> tuple[np.ndarray, np.ndarray]:
     """n curves of random length (40..201 points) up to a random maximum strain.
 
     Built in chunks straight into float32 arrays: the paper's 1 M curves are 2.4 GB, and
@@ -45,10 +47,10 @@ def generate(n: int, seed: int, noise: float = 0.01, chunk: int = 50_000) -> tup
         valid = pos < length
         strain = max_strain * pos / (length - 1)
         tau = stress(strain, g0, a) * (1.0 + noise * rng.standard_normal((m, POINTS)))
-        x[lo:lo + m, 0] = np.where(valid, strain, 0.0)
-        x[lo:lo + m, 1] = np.where(valid, tau, 0.0)
-        x[lo:lo + m, 2] = ~valid
-        y[lo:lo + m] = np.concatenate([g0, a], axis=1)
+        x[lo : lo + m, 0] = np.where(valid, strain, 0.0)
+        x[lo : lo + m, 1] = np.where(valid, tau, 0.0)
+        x[lo : lo + m, 2] = ~valid
+        y[lo : lo + m] = np.concatenate([g0, a], axis=1)
     return x, y
 
 
@@ -74,7 +76,11 @@ def _shapes(path: Path) -> dict[str, tuple]:
             for name in z.namelist():
                 with z.open(name) as f:
                     major, _ = np.lib.format.read_magic(f)
-                    read = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+                    read = (
+                        np.lib.format.read_array_header_1_0
+                        if major == 1
+                        else np.lib.format.read_array_header_2_0
+                    )
                     shapes[name.removesuffix(".npy")] = read(f)[0]
         return shapes
     import h5py
@@ -89,15 +95,23 @@ def check(params: dict) -> None:
         return
     p = Path(params["data"])
     if not p.is_file():
-        raise ValueError(f"data file {p} does not exist; give an .npz or .h5 file with X (N,3,201) and Y (N,2), or data=generated")
+        raise ValueError(
+            f"data file {p} does not exist; give an .npz or .h5 file with X (N,3,201) and Y (N,2), or data=generated"
+        )
     if p.suffix not in (".npz", ".h5", ".hdf5"):
         raise ValueError(f"data file {p}: unknown format {p.suffix!r}; valid: .npz, .h5, .hdf5")
     try:
         shapes = _shapes(p)
     except Exception as exc:  # zip, npy-header and HDF5 errors come in many types
-        raise ValueError(f"data file {p} is corrupt or unreadable ({type(exc).__name__}: {exc})") from None
+        raise ValueError(
+            f"data file {p} is corrupt or unreadable ({type(exc).__name__}: {exc})"
+        ) from None
     x, y = shapes.get("X"), shapes.get("Y")
     if x is None or y is None:
-        raise ValueError(f"data file {p} lacks X or Y; it needs arrays X (N,3,{POINTS}) and Y (N,2)")
+        raise ValueError(
+            f"data file {p} lacks X or Y; it needs arrays X (N,3,{POINTS}) and Y (N,2)"
+        )
     if len(x) != 3 or tuple(x[1:]) != (3, POINTS) or len(y) != 2 or y[1] != 2 or x[0] != y[0]:
-        raise ValueError(f"data file {p}: X is {tuple(x)} and Y is {tuple(y)}; expected X (N,3,{POINTS}) and Y (N,2)")
+        raise ValueError(
+            f"data file {p}: X is {tuple(x)} and Y is {tuple(y)}; expected X (N,3,{POINTS}) and Y (N,2)"
+        )

@@ -7,7 +7,17 @@ import torch
 from torch import nn
 from torch.utils.data import TensorDataset
 
-from stbench.contract import BuildContext, Data, Metric, Model, Supervised, Task, run_blocks, segments, tensor_mb
+from stbench.contract import (
+    BuildContext,
+    Data,
+    Metric,
+    Model,
+    Supervised,
+    Task,
+    run_blocks,
+    segments,
+    tensor_mb,
+)
 
 from . import data
 
@@ -15,9 +25,16 @@ from . import data
 def make_model() -> nn.Sequential:
     """The study's tuned network: 153,441 parameters."""
     return nn.Sequential(
-        nn.Conv1d(3, 15, 5), nn.ReLU(), nn.MaxPool1d(3),
-        nn.Conv1d(15, 38, 5), nn.ReLU(), nn.MaxPool1d(3),
-        nn.Flatten(), nn.Linear(760, 197), nn.ReLU(), nn.Linear(197, 2),
+        nn.Conv1d(3, 15, 5),
+        nn.ReLU(),
+        nn.MaxPool1d(3),
+        nn.Conv1d(15, 38, 5),
+        nn.ReLU(),
+        nn.MaxPool1d(3),
+        nn.Flatten(),
+        nn.Linear(760, 197),
+        nn.ReLU(),
+        nn.Linear(197, 2),
     )
 
 
@@ -54,7 +71,9 @@ def make_task(params: dict, ctx: BuildContext) -> Task:
         source = params["data"]
     n_val = max(1, int(round(len(x) * params["val_fraction"])))
     if len(x) - n_val < 1:
-        raise ValueError(f"{len(x)} samples leave nothing to train on with val_fraction={params['val_fraction']}")
+        raise ValueError(
+            f"{len(x)} samples leave nothing to train on with val_fraction={params['val_fraction']}"
+        )
     order = np.random.default_rng(seed).permutation(len(x))
     tr, va = order[n_val:], order[:n_val]
     # Min-max normalize the labels with training statistics only.

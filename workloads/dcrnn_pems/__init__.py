@@ -20,14 +20,41 @@ WORKLOAD = Workload(
     name="dcrnn-pems",
     summary="DCRNN traffic forecasting; data memory of base vs index vs gpu-index batching, DDP with sharded data",
     params=(
-        Param("data", str, "generated", "generated | a pems-bay.h5-style file (key 'speed') | a chickenpox.json"),
-        Param("graph", str, "auto", "auto (a speed file: the packaged graph it matches; generated: by size) "
-              "| bay | la | generated | a DCRNN adj_mx*.pkl"),
-        Param("size", str, "bay", "generated speeds: bay 325x52,116; la 207x34,272; 2k7 and 11k sensors x 52,116",
-              ("bay", "la", "2k7", "11k")),
+        Param(
+            "data",
+            str,
+            "generated",
+            "generated | a pems-bay.h5-style file (key 'speed') | a chickenpox.json",
+        ),
+        Param(
+            "graph",
+            str,
+            "auto",
+            "auto (a speed file: the packaged graph it matches; generated: by size) "
+            "| bay | la | generated | a DCRNN adj_mx*.pkl",
+        ),
+        Param(
+            "size",
+            str,
+            "bay",
+            "generated speeds: bay 325x52,116; la 207x34,272; 2k7 and 11k sensors x 52,116",
+            ("bay", "la", "2k7", "11k"),
+        ),
         Param("steps", int, 0, "time steps to generate (0: the size's span)", minimum=0),
-        Param("batching", str, "index", "how windows are made", ("base", "index", "gpu-index", "sharded-index")),
-        Param("model", str, "dcrnn", "dcrnn (seq2seq, ~372 k params) or tiny (one DCGRU layer)", ("dcrnn", "tiny")),
+        Param(
+            "batching",
+            str,
+            "index",
+            "how windows are made",
+            ("base", "index", "gpu-index", "sharded-index"),
+        ),
+        Param(
+            "model",
+            str,
+            "dcrnn",
+            "dcrnn (seq2seq, ~372 k params) or tiny (one DCGRU layer)",
+            ("dcrnn", "tiny"),
+        ),
         Param("in_steps", int, 12, "input steps (5 min each)", minimum=1),
         Param("horizon", int, 12, "steps predicted", minimum=1),
         Param("units", int, 64, "DCGRU hidden units", minimum=1),
@@ -42,15 +69,31 @@ WORKLOAD = Workload(
     presets={
         "default": {"batch_size": 32, "epochs": 1, "units": 16, "layers": 1, "max_steps": 150},
         "paper": {**_PAPER, "epochs": 100},
-        "pgt-i": {"batch_size": 64, "epochs": 1, "model": "tiny", "units": 2, "k": 3, "lr": 1e-3, "clip": 0.0},
+        "pgt-i": {
+            "batch_size": 64,
+            "epochs": 1,
+            "model": "tiny",
+            "units": 2,
+            "k": 3,
+            "lr": 1e-3,
+            "clip": 0.0,
+        },
         # a smoke proves the path in seconds: a DCRNN step of 24 recurrent cells over the 325-sensor
         # graph takes ~0.3 s on 2 cores, so 5 steps an epoch (of 12) and the 2 validation batches of
         # two days of speeds (3,000 steps and whole epochs took 55 s: 130 steps). One intra-op
         # thread: with two, each of a step's thousands of small ops waits at a barrier for a thread
         # the OS has parked whenever other processes share the cores (a step took 16-26 s beside
         # the test suites of two others on the 2-core VM, 3.8 s with one thread)
-        "smoke": {"batch_size": 32, "epochs": 2, "steps": 600, "units": 16, "layers": 1,
-                  "warmup_steps": 2, "max_steps": 5, "threads": 1},
+        "smoke": {
+            "batch_size": 32,
+            "epochs": 2,
+            "steps": 600,
+            "units": 16,
+            "layers": 1,
+            "warmup_steps": 2,
+            "max_steps": 5,
+            "threads": 1,
+        },
     },
     build=build,
     # DCRNN's published average over its 12 horizons is ~0.6 x the historical average's MAE (1.74
@@ -60,7 +103,9 @@ WORKLOAD = Workload(
     target_note="val MAE at 70% of the historical average's (per sensor and time of week)",
     check=source.check,
     strategies=("single", "ddp", "zero1", "fsdp"),
-    data_sources=("generated speeds on the real PeMS-BAY / METR-LA graphs or on generated graphs",
-                  "pems-bay.h5 / metr-la.h5 (pandas HDF5, key 'speed') with adj_mx*.pkl",
-                  "chickenpox.json (PyTorch Geometric Temporal layout)"),
+    data_sources=(
+        "generated speeds on the real PeMS-BAY / METR-LA graphs or on generated graphs",
+        "pems-bay.h5 / metr-la.h5 (pandas HDF5, key 'speed') with adj_mx*.pkl",
+        "chickenpox.json (PyTorch Geometric Temporal layout)",
+    ),
 )

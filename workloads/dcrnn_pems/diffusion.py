@@ -41,15 +41,28 @@ class Supports(nn.Module):
 
     def __init__(self, supports: list[torch.Tensor], layout: str = "auto"):
         super().__init__()
-        self.layout, self.count, self.n = choose_layout(supports, layout), len(supports), supports[0].shape[0]
+        self.layout, self.count, self.n = (
+            choose_layout(supports, layout),
+            len(supports),
+            supports[0].shape[0],
+        )
         if self.layout == "dense":
-            self.register_buffer("blocks", torch.stack([s.to_dense() for s in supports]), persistent=False)
+            self.register_buffer(
+                "blocks", torch.stack([s.to_dense() for s in supports]), persistent=False
+            )
             return
-        with warnings.catch_warnings():  # "CSR support is in beta": what it is used for here is tested
+        with (
+            warnings.catch_warnings()
+        ):  # "CSR support is in beta": what it is used for here is tested
             warnings.filterwarnings("ignore", "Sparse CSR tensor support is in beta")
-            for name, m in (("first", _stacked(supports, False)), ("diag", _stacked(supports, True))):
+            for name, m in (
+                ("first", _stacked(supports, False)),
+                ("diag", _stacked(supports, True)),
+            ):
                 self.register_buffer(name, m.to_sparse_csr(), persistent=False)
-                self.register_buffer(f"{name}_t", m.t().coalesce().to_sparse_csr(), persistent=False)
+                self.register_buffer(
+                    f"{name}_t", m.t().coalesce().to_sparse_csr(), persistent=False
+                )
 
     @property
     def dtype(self) -> torch.dtype:
@@ -58,7 +71,9 @@ class Supports(nn.Module):
     def buffer_names(self) -> list[str]:
         return [name for name, _ in self.named_buffers()]
 
-    def first_hop(self, x: torch.Tensor, acc: torch.Tensor | None = None, transpose: bool = False) -> torch.Tensor:
+    def first_hop(
+        self, x: torch.Tensor, acc: torch.Tensor | None = None, transpose: bool = False
+    ) -> torch.Tensor:
         """F x (s*n, w) from x (n, w); transposed: acc + F^T x (n, w) from x (s*n, w)."""
         if self.layout == "dense":
             f = self.blocks.view(-1, self.n)
@@ -67,12 +82,16 @@ class Supports(nn.Module):
             m = self.first_t if transpose else self.first
         return torch.mm(m, x) if acc is None else torch.addmm(acc, m, x)
 
-    def hop(self, x: torch.Tensor, acc: torch.Tensor, beta: float, transpose: bool = False) -> torch.Tensor:
+    def hop(
+        self, x: torch.Tensor, acc: torch.Tensor, beta: float, transpose: bool = False
+    ) -> torch.Tensor:
         """beta * acc + 2 B x (or 2 B^T x), all (s*n, w)."""
         if self.layout == "dense":
             b = self.blocks.transpose(1, 2) if transpose else self.blocks
             shape = (self.count, self.n, -1)
-            return torch.baddbmm(acc.view(shape), b, x.view(shape), beta=beta, alpha=2).view(x.shape)
+            return torch.baddbmm(acc.view(shape), b, x.view(shape), beta=beta, alpha=2).view(
+                x.shape
+            )
         return torch.addmm(acc, self.diag_t if transpose else self.diag, x, beta=beta, alpha=2)
 
 
@@ -87,7 +106,9 @@ def _stacked(supports: list[torch.Tensor], diagonal: bool) -> torch.Tensor:
         values.append(s.values())
     size = (len(supports) * n, len(supports) * n if diagonal else n)
     indices = torch.stack([torch.cat(rows), torch.cat(cols)])
-    return torch.sparse_coo_tensor(indices, torch.cat(values), size, check_invariants=True).coalesce()
+    return torch.sparse_coo_tensor(
+        indices, torch.cat(values), size, check_invariants=True
+    ).coalesce()
 
 
 class _Diffuse(torch.autograd.Function):
@@ -104,7 +125,7 @@ class _Diffuse(torch.autograd.Function):
         for _ in range(3, k + 1):
             hops.append(supports.hop(hops[-1], hops[-2], beta=-1.0))
         ctx.supports, ctx.k, ctx.shape = supports, k, x.shape
-        terms = [x0] + [h[i * n:(i + 1) * n] for i in range(supports.count) for h in hops]
+        terms = [x0] + [h[i * n : (i + 1) * n] for i in range(supports.count) for h in hops]
         return torch.stack(terms, dim=1).view(n, len(terms) * f, b)
 
     @staticmethod

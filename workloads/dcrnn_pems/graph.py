@@ -11,9 +11,12 @@ import numpy as np
 # Exactly what DCRNN's adj_mx*.pkl holds: a list [ids (str), id->index (dict), adjacency (float32
 # ndarray)]. numpy rebuilds arrays through these callables; anything else is refused.
 _ALLOWED = {
-    ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
-    ("numpy", "ndarray"), ("numpy", "dtype"),
-    ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
+    ("numpy.core.multiarray", "_reconstruct"),
+    ("numpy._core.multiarray", "_reconstruct"),
+    ("numpy", "ndarray"),
+    ("numpy", "dtype"),
+    ("numpy.core.multiarray", "scalar"),
+    ("numpy._core.multiarray", "scalar"),
 }
 
 
@@ -24,7 +27,9 @@ class RestrictedUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str):
         if (module, name) in _ALLOWED:
             return super().find_class(module, name)
-        raise pickle.UnpicklingError(f"refused global {module}.{name}: not part of a sensor-graph pickle")
+        raise pickle.UnpicklingError(
+            f"refused global {module}.{name}: not part of a sensor-graph pickle"
+        )
 
 
 def load_adj_pickle(path: str | Path) -> tuple[list[str], np.ndarray]:
@@ -42,7 +47,9 @@ def load_adj_pickle(path: str | Path) -> tuple[list[str], np.ndarray]:
         raise ValueError(f"graph file {p} is not DCRNN's [ids, id->index, adjacency] layout")
     ids, _, adj = obj
     if adj.shape != (len(ids), len(ids)):
-        raise ValueError(f"graph file {p}: adjacency {adj.shape} does not match {len(ids)} sensor ids")
+        raise ValueError(
+            f"graph file {p}: adjacency {adj.shape} does not match {len(ids)} sensor ids"
+        )
     return [str(i) for i in ids], adj.astype(np.float32)
 
 
@@ -53,10 +60,12 @@ def generated_graph(n: int, seed: int, neighbours: int = 8) -> np.ndarray:
     pos = rng.uniform(0, np.sqrt(n), size=(n, 2))
     adj = np.zeros((n, n), np.float32)
     for lo in range(0, n, 1024):  # blocks keep the distance matrix small for 11 k sensors
-        d = np.linalg.norm(pos[lo:lo + 1024, None] - pos[None], axis=-1)
-        nearest = np.argsort(d, axis=1)[:, 1:neighbours + 1]
+        d = np.linalg.norm(pos[lo : lo + 1024, None] - pos[None], axis=-1)
+        nearest = np.argsort(d, axis=1)[:, 1 : neighbours + 1]
         rows = np.arange(lo, lo + len(d))[:, None]
-        w = np.exp(-(np.take_along_axis(d, nearest, 1) ** 2) / np.median(d[:, 1:neighbours + 1]) ** 2)
+        w = np.exp(
+            -(np.take_along_axis(d, nearest, 1) ** 2) / np.median(d[:, 1 : neighbours + 1]) ** 2
+        )
         adj[rows, nearest] = w.astype(np.float32)
     np.fill_diagonal(adj, 1.0)
     return adj

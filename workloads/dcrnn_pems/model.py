@@ -21,7 +21,9 @@ class DiffusionConv(nn.Module):
     """The weights of sum_k sum_s theta_{s,k} T_k(S_s) X: rows ordered (term, feature), terms
     as `diffusion.diffuse` stacks them. The products themselves are the cell's."""
 
-    def __init__(self, n_supports: int, in_features: int, out_features: int, k: int, bias: float = 0.0):
+    def __init__(
+        self, n_supports: int, in_features: int, out_features: int, k: int, bias: float = 0.0
+    ):
         super().__init__()
         self.n_mats = n_supports * k + 1
         self.weight = nn.Parameter(torch.empty(in_features * self.n_mats, out_features))
@@ -81,8 +83,12 @@ class DCGRUCell(nn.Module):
         f = self.in_features
         gates_x, gates_h, gates_b = self.gates(f)
         candidate_x, candidate_h, candidate_b = self.candidate(f)
-        return (torch.cat([gates_x, candidate_x]), torch.cat([gates_b, candidate_b]).view(1, -1, 1),
-                gates_h, candidate_h)
+        return (
+            torch.cat([gates_x, candidate_x]),
+            torch.cat([gates_b, candidate_b]).view(1, -1, 1),
+            gates_h,
+            candidate_h,
+        )
 
     def weights(self) -> CellWeights:
         return CellWeights(*self())
@@ -92,13 +98,17 @@ class DCGRUCell(nn.Module):
         batch, or steps x batch."""
         return mix(w.bias, w.x, diffuse(x, graph, self.k))
 
-    def step(self, xp: torch.Tensor, h: torch.Tensor, graph: Supports, w: CellWeights) -> torch.Tensor:
+    def step(
+        self, xp: torch.Tensor, h: torch.Tensor, graph: Supports, w: CellWeights
+    ) -> torch.Tensor:
         """The next state from the input's part xp (nodes, 3 units, batch) and h (nodes, units, batch)."""
         u = self.units
-        g = torch.sigmoid(mix(xp[:, :2 * u], w.gates_h, diffuse(h, graph, self.k)))
+        g = torch.sigmoid(mix(xp[:, : 2 * u], w.gates_h, diffuse(h, graph, self.k)))
         r, z = g[:, :u], g[:, u:]
-        c = torch.tanh(mix(xp[:, 2 * u:], w.candidate_h, diffuse(r * h, graph, self.k)))
-        if c.dtype != h.dtype:  # bf16 autocast: c is bf16, the first state fp32; lerp does not promote
+        c = torch.tanh(mix(xp[:, 2 * u :], w.candidate_h, diffuse(r * h, graph, self.k)))
+        if (
+            c.dtype != h.dtype
+        ):  # bf16 autocast: c is bf16, the first state fp32; lerp does not promote
             return c + z * (h - c)
         return torch.lerp(c, h, z)  # z h + (1 - z) c in one op
 
@@ -117,14 +127,33 @@ class DCRNN(nn.Module):
     encoder and decoder steps each run through the contract's run_blocks. The first encoder
     layer's input part is computed for every step before them (its inputs are known)."""
 
-    def __init__(self, supports, in_features: int = 2, units: int = 64, layers: int = 2, k: int = 2,
-                 horizon: int = 12, cl_decay_steps: int = 2000, checkpoint: str = "none", layout: str = "auto"):
+    def __init__(
+        self,
+        supports,
+        in_features: int = 2,
+        units: int = 64,
+        layers: int = 2,
+        k: int = 2,
+        horizon: int = 12,
+        cl_decay_steps: int = 2000,
+        checkpoint: str = "none",
+        layout: str = "auto",
+    ):
         super().__init__()
-        self.horizon, self.cl_decay_steps, self.units, self.checkpoint = horizon, cl_decay_steps, units, checkpoint
+        self.horizon, self.cl_decay_steps, self.units, self.checkpoint = (
+            horizon,
+            cl_decay_steps,
+            units,
+            checkpoint,
+        )
         _attach_graph(self, supports, layout)
         s = len(supports)
-        self.encoder = nn.ModuleList(DCGRUCell(s, in_features if i == 0 else units, units, k) for i in range(layers))
-        self.decoder = nn.ModuleList(DCGRUCell(s, 1 if i == 0 else units, units, k) for i in range(layers))
+        self.encoder = nn.ModuleList(
+            DCGRUCell(s, in_features if i == 0 else units, units, k) for i in range(layers)
+        )
+        self.decoder = nn.ModuleList(
+            DCGRUCell(s, 1 if i == 0 else units, units, k) for i in range(layers)
+        )
         self.project = NodeLinear(units, 1)
 
     def _encode(self, xp_t: torch.Tensor, ws: list[CellWeights]):
@@ -134,6 +163,7 @@ class DCRNN(nn.Module):
                 xp = xp_t if i == 0 else cell.input_part(out[-1], self.graph, w)
                 out.append(cell.step(xp, hi, self.graph, w))
             return tuple(out), None
+
         return step
 
     def _decode(self, truth_t: torch.Tensor | None, p_truth: float, ws: list[CellWeights]):
@@ -145,9 +175,12 @@ class DCRNN(nn.Module):
             out = self.project(x)
             nxt = truth_t if truth_t is not None and torch.rand(()) < p_truth else out
             return (nxt, *out_h), out
+
         return step
 
-    def forward(self, x: torch.Tensor, y: torch.Tensor | None = None, step: int = 0) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, y: torch.Tensor | None = None, step: int = 0
+    ) -> torch.Tensor:
         """x (batch, steps, nodes, features) -> (batch, horizon, nodes, 1)."""
         b, _, n, _ = x.shape
         enc, dec = [c.weights() for c in self.encoder], [c.weights() for c in self.decoder]
@@ -155,9 +188,15 @@ class DCRNN(nn.Module):
         h = tuple(x.new_zeros(n, self.units, b) for _ in self.encoder)
         h, _ = run_blocks([self._encode(xt, enc) for xt in xp], h, self.checkpoint)
         teacher = self.training and y is not None
-        p_truth = self.cl_decay_steps / (self.cl_decay_steps + math.exp(step / self.cl_decay_steps)) if teacher else 0.0
+        p_truth = (
+            self.cl_decay_steps / (self.cl_decay_steps + math.exp(step / self.cl_decay_steps))
+            if teacher
+            else 0.0
+        )
         truth = y.permute(1, 2, 3, 0) if teacher else None  # (horizon, nodes, 1, batch)
-        blocks = [self._decode(truth[t] if teacher else None, p_truth, dec) for t in range(self.horizon)]
+        blocks = [
+            self._decode(truth[t] if teacher else None, p_truth, dec) for t in range(self.horizon)
+        ]
         _, outputs = run_blocks(blocks, (x.new_zeros(n, 1, b), *h), self.checkpoint)
         return torch.stack(outputs).permute(3, 0, 1, 2)
 
@@ -165,7 +204,9 @@ class DCRNN(nn.Module):
         return segments(steps, self.checkpoint) + segments(self.horizon, self.checkpoint)
 
 
-def _input_parts(cell: DCGRUCell, x: torch.Tensor, graph: Supports, w: CellWeights) -> tuple[torch.Tensor, ...]:
+def _input_parts(
+    cell: DCGRUCell, x: torch.Tensor, graph: Supports, w: CellWeights
+) -> tuple[torch.Tensor, ...]:
     """The input's part of every step: x (batch, steps, nodes, f) -> a tuple of (nodes, 3 units, batch),
     one diffusion and one product for all steps. A tuple by `unbind`: its backward stacks the
     steps' gradients once, where indexing step by step would fill a zero tensor of every
@@ -180,7 +221,9 @@ def _attach_graph(model: nn.Module, supports, layout: str) -> None:
     constants, identical on every rank: DDP is told not to broadcast them (it cannot broadcast
     sparse tensors, and there is nothing to synchronise)."""
     model.graph = Supports(supports, layout)
-    model._ddp_params_and_buffers_to_ignore = [f"graph.{name}" for name in model.graph.buffer_names()]
+    model._ddp_params_and_buffers_to_ignore = [
+        f"graph.{name}" for name in model.graph.buffer_names()
+    ]
 
 
 class TinyDCRNN(nn.Module):
@@ -188,15 +231,25 @@ class TinyDCRNN(nn.Module):
     linear map from its hidden state to every horizon step. Its input steps are the repeated
     blocks of activation checkpointing."""
 
-    def __init__(self, supports, in_features: int = 2, units: int = 2, k: int = 3, horizon: int = 12,
-                 checkpoint: str = "none", layout: str = "auto"):
+    def __init__(
+        self,
+        supports,
+        in_features: int = 2,
+        units: int = 2,
+        k: int = 3,
+        horizon: int = 12,
+        checkpoint: str = "none",
+        layout: str = "auto",
+    ):
         super().__init__()
         _attach_graph(self, supports, layout)
         self.cell = DCGRUCell(len(supports), in_features, units, k)
         self.head = NodeLinear(units, horizon)
         self.units, self.checkpoint = units, checkpoint
 
-    def forward(self, x: torch.Tensor, y: torch.Tensor | None = None, step: int = 0) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, y: torch.Tensor | None = None, step: int = 0
+    ) -> torch.Tensor:
         b, _, n, _ = x.shape
         w = self.cell.weights()
         xp = _input_parts(self.cell, x, self.graph, w)

@@ -15,7 +15,9 @@ from . import graph
 STEP_MINUTES = 5
 
 
-def read_speed_h5(path: str | Path, ids: list[str], stop: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def read_speed_h5(
+    path: str | Path, ids: list[str], stop: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """(speeds (time, sensors) float32 in the graph's sensor order, times) from a DCRNN
     speed file: pandas HDF5, key `speed`, integer sensor-id columns, zeros for missing.
     `stop` reads only the first rows (enough to check the layout)."""
@@ -23,15 +25,21 @@ def read_speed_h5(path: str | Path, ids: list[str], stop: int | None = None) -> 
 
     p = Path(path)
     if not p.is_file():
-        raise ValueError(f"speed file {p} does not exist; give a pandas HDF5 file with key 'speed' (e.g. pems-bay.h5)")
+        raise ValueError(
+            f"speed file {p} does not exist; give a pandas HDF5 file with key 'speed' (e.g. pems-bay.h5)"
+        )
     try:
         df = pd.read_hdf(p, key="speed", stop=stop)
     except (KeyError, ValueError, OSError, TypeError) as exc:
-        raise ValueError(f"speed file {p} is not a pandas HDF5 table with key 'speed' ({exc})") from None
+        raise ValueError(
+            f"speed file {p} is not a pandas HDF5 table with key 'speed' ({exc})"
+        ) from None
     columns = {str(c): c for c in df.columns}  # the h5 has integer ids, the pickle strings
     missing = [i for i in ids if i not in columns]
     if missing:
-        raise ValueError(f"speed file {p} lacks {len(missing)} of the graph's sensors (e.g. {missing[0]})")
+        raise ValueError(
+            f"speed file {p} lacks {len(missing)} of the graph's sensors (e.g. {missing[0]})"
+        )
     values = df[[columns[i] for i in ids]].to_numpy(np.float32)
     return values, df.index.to_numpy()
 
@@ -92,8 +100,15 @@ def _rush_days(rng: np.random.Generator, near, n_days: int) -> list[tuple[np.nda
         usual = RUSH_DEPTH / (1 + np.exp(-2.5 * _field(rng, near, 1, 3)[0]))
         (reg, loc), (sreg, sloc) = DAY_INTENSITY, DAY_SHIFT
         log = reg * _field(rng, near, n_days, 4) + loc * rng.standard_normal((n_days, len(usual)))
-        shift = sreg * _field(rng, near, n_days, 4) + sloc * rng.standard_normal((n_days, len(usual)))
-        peaks.append(((usual * np.exp(log - (reg ** 2 + loc ** 2) / 2)).astype(np.float32), shift.astype(np.float32)))
+        shift = sreg * _field(rng, near, n_days, 4) + sloc * rng.standard_normal(
+            (n_days, len(usual))
+        )
+        peaks.append(
+            (
+                (usual * np.exp(log - (reg**2 + loc**2) / 2)).astype(np.float32),
+                shift.astype(np.float32),
+            )
+        )
     return peaks
 
 
@@ -131,17 +146,21 @@ def generate_speeds(adj: np.ndarray, steps: int, seed: int, chunk: int = 4096) -
     for lo in range(0, steps, chunk):
         t = np.arange(lo, min(lo + chunk, steps))
         minute = (t * STEP_MINUTES) % (24 * 60)
-        rush = np.exp(-((minute - 8 * 60) / 50.0) ** 2) + np.exp(-((minute - 17.5 * 60) / 70.0) ** 2)
+        rush = np.exp(-(((minute - 8 * 60) / 50.0) ** 2)) + np.exp(
+            -(((minute - 17.5 * 60) / 70.0) ** 2)
+        )
         incidents = rng.random((len(t), n)) < INCIDENT_RATE * (0.5 + rush[:, None]) * exposure
         congestion = np.empty((len(t), n), np.float32)
         for i in range(len(t)):  # congestion decays and spreads upstream along edges
             c = 0.93 * c + 0.06 * (upstream @ c) + incidents[i] * rng.uniform(0.3, 0.6, n)
             congestion[i] = c
-        kick = rng.standard_normal((len(t), n), dtype=np.float32) * (drift_sd * np.sqrt(1 - rho ** 2))
+        kick = rng.standard_normal((len(t), n), dtype=np.float32) * (drift_sd * np.sqrt(1 - rho**2))
         slow, drift = signal.lfilter([1.0], [1.0, -rho], kick, axis=0, zi=drift)
-        s = (free_flow * (1.0 - _recurrent(peaks, t))).astype(np.float32) * np.clip(1.0 - congestion, 0.15, 1.0)
+        s = (free_flow * (1.0 - _recurrent(peaks, t))).astype(np.float32) * np.clip(
+            1.0 - congestion, 0.15, 1.0
+        )
         s *= (1.0 + slow) * (1.0 + NOISE * rng.standard_normal((len(t), n), dtype=np.float32))
-        speed[lo:lo + len(t)] = np.where(_outages(rng, (len(t), n)), 0.0, np.maximum(s, 1.0))
+        speed[lo : lo + len(t)] = np.where(_outages(rng, (len(t), n)), 0.0, np.maximum(s, 1.0))
     return speed
 
 
@@ -149,7 +168,9 @@ def _outages(rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:
     """Missing readings: outages start at random and last up to half an hour."""
     outage = rng.random(shape, dtype=np.float32) < OUTAGE_RATE
     for lag in range(1, 6):
-        outage[lag:] |= outage[:-lag] & (rng.random((shape[0] - lag, shape[1]), dtype=np.float32) < 0.7)
+        outage[lag:] |= outage[:-lag] & (
+            rng.random((shape[0] - lag, shape[1]), dtype=np.float32) < 0.7
+        )
     return outage
 
 
@@ -173,13 +194,19 @@ def _graph_of_file(path: str) -> str:
     for name in ("bay", "la"):
         if set(_packaged(name)[0]) <= columns:
             return name
-    raise ValueError(f"speed file {path} has sensors of neither packaged graph (PeMS-BAY, METR-LA); "
-                     f"give its graph: --set graph=adj_mx.pkl")
+    raise ValueError(
+        f"speed file {path} has sensors of neither packaged graph (PeMS-BAY, METR-LA); "
+        f"give its graph: --set graph=adj_mx.pkl"
+    )
 
 
 def load_graph(params: dict, seed: int) -> tuple[list[str], np.ndarray]:
     name = params["graph"]
-    if name == "auto" and params["data"] not in ("generated",) and not params["data"].endswith(".json"):
+    if (
+        name == "auto"
+        and params["data"] not in ("generated",)
+        and not params["data"].endswith(".json")
+    ):
         name = _graph_of_file(params["data"])
     elif name == "auto":
         name = params["size"] if params["size"] in ("bay", "la") else "generated"
@@ -223,11 +250,16 @@ def historical_average_mae(speeds: np.ndarray, n_train: int, n_val: int, params:
     steps_per_week = 7 * 24 * 60 // STEP_MINUTES
     train = speeds[: n_train + params["in_steps"]]
     slot = np.arange(train.shape[0]) % steps_per_week
-    sums, counts = np.zeros((steps_per_week, speeds.shape[1])), np.zeros((steps_per_week, speeds.shape[1]))
+    sums, counts = (
+        np.zeros((steps_per_week, speeds.shape[1])),
+        np.zeros((steps_per_week, speeds.shape[1])),
+    )
     np.add.at(sums, slot, train)
     np.add.at(counts, slot, train != 0)
     avg = np.where(counts > 0, sums / np.maximum(counts, 1), train[train != 0].mean())
-    rows = np.arange(n_train + params["in_steps"], n_train + n_val + params["in_steps"] + params["horizon"] - 1)
+    rows = np.arange(
+        n_train + params["in_steps"], n_train + n_val + params["in_steps"] + params["horizon"] - 1
+    )
     truth, pred = speeds[rows], avg[rows % steps_per_week]
     mask = truth != 0
     return float(np.abs(pred - truth)[mask].mean())

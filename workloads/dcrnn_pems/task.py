@@ -34,21 +34,40 @@ def _loss(model, x, y, step, mean, std):
     return masked_mae(_predict(model, x, y, mean, std, step), y)
 
 
-def _windows(speeds: np.ndarray, params: dict, ctx: BuildContext, n_train: int, n_val: int, mean: float, std: float):
+def _windows(
+    speeds: np.ndarray,
+    params: dict,
+    ctx: BuildContext,
+    n_train: int,
+    n_val: int,
+    mean: float,
+    std: float,
+):
     """(train, val) windows in the cell's batching mode."""
     t = speeds.shape[0]
     speed = torch.from_numpy(np.ascontiguousarray(speeds, dtype=np.float32))
-    tod = torch.from_numpy(((np.arange(t) * STEP_MINUTES) % (24 * 60) / (24 * 60.0)).astype(np.float32))
-    windows = partial(IndexWindows, mean=mean, std=std, in_steps=params["in_steps"], horizon=params["horizon"])
+    tod = torch.from_numpy(
+        ((np.arange(t) * STEP_MINUTES) % (24 * 60) / (24 * 60.0)).astype(np.float32)
+    )
+    windows = partial(
+        IndexWindows, mean=mean, std=std, in_steps=params["in_steps"], horizon=params["horizon"]
+    )
     span = params["in_steps"] + params["horizon"] - 1
     if params["batching"] == "sharded-index":
         # This rank keeps only its contiguous part of the training windows and the rows they
         # touch (its range plus the window overlap); every rank gets the same number of windows.
         per_rank = n_train // ctx.world_size
         lo = ctx.rank * per_rank
-        train = windows(speed[lo:lo + per_rank + span].clone(), tod[lo:lo + per_rank + span].clone(), count=per_rank)
-        val = windows(speed[n_train:n_train + n_val + span].clone(), tod[n_train:n_train + n_val + span].clone(),
-                      count=n_val)
+        train = windows(
+            speed[lo : lo + per_rank + span].clone(),
+            tod[lo : lo + per_rank + span].clone(),
+            count=per_rank,
+        )
+        val = windows(
+            speed[n_train : n_train + n_val + span].clone(),
+            tod[n_train : n_train + n_val + span].clone(),
+            count=n_val,
+        )
         return train, val
     train = windows(speed, tod, first=0, count=n_train)
     val = windows(speed, tod, first=n_train, count=n_val)
@@ -69,18 +88,40 @@ def make_task(params: dict, ctx: BuildContext) -> Task:
     supports = graph.random_walk_supports(adj)
     torch.manual_seed(ctx.seed)
     if params["model"] == "tiny":
-        model = TinyDCRNN(supports, 2, params["units"], params["k"], params["horizon"], params["checkpoint"])
+        model = TinyDCRNN(
+            supports, 2, params["units"], params["k"], params["horizon"], params["checkpoint"]
+        )
     else:
-        model = DCRNN(supports, 2, params["units"], params["layers"], params["k"], params["horizon"],
-                      params["cl_decay_steps"], params["checkpoint"])
+        model = DCRNN(
+            supports,
+            2,
+            params["units"],
+            params["layers"],
+            params["k"],
+            params["horizon"],
+            params["cl_decay_steps"],
+            params["checkpoint"],
+        )
     return Task(
-        data=Data(train, val, source=f"{Path(params['data']).name}:{speeds.shape[1]} sensors x {t} steps",
-                  mb=_data_mb(train, val), placement=PLACEMENT[params["batching"]]),
-        model=Model(model, partial(_loss, mean=mean, std=std), partial(_predict, mean=mean, std=std)),
-        metric=Metric("val_masked_mae", sum=lambda p, y: ((p - y).abs() * (y != 0)).sum(),
-                      naive=historical_average_mae(speeds, n_train, n_val, params),
-                      count=lambda y: (y != 0).sum()),  # a device tensor: no sync per batch
-        optim=Optim(partial(torch.optim.Adam, eps=params["adam_eps"]), clip_grad_norm=params["clip"] or None),
+        data=Data(
+            train,
+            val,
+            source=f"{Path(params['data']).name}:{speeds.shape[1]} sensors x {t} steps",
+            mb=_data_mb(train, val),
+            placement=PLACEMENT[params["batching"]],
+        ),
+        model=Model(
+            model, partial(_loss, mean=mean, std=std), partial(_predict, mean=mean, std=std)
+        ),
+        metric=Metric(
+            "val_masked_mae",
+            sum=lambda p, y: ((p - y).abs() * (y != 0)).sum(),
+            naive=historical_average_mae(speeds, n_train, n_val, params),
+            count=lambda y: (y != 0).sum(),
+        ),  # a device tensor: no sync per batch
+        optim=Optim(
+            partial(torch.optim.Adam, eps=params["adam_eps"]), clip_grad_norm=params["clip"] or None
+        ),
         extras=lambda: {"checkpoint_segments": model.checkpoint_segments(params["in_steps"])},
     )
 

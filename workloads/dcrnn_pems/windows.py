@@ -13,8 +13,17 @@ class IndexWindows(Dataset):
     following `horizon` steps out (speed in mph, zeros = missing). The series may live on
     any device; nothing but the raw speeds (time, sensors) and the time of day is stored."""
 
-    def __init__(self, speed: torch.Tensor, tod: torch.Tensor, mean: float, std: float, in_steps: int = 12,
-                 horizon: int = 12, first: int = 0, count: int | None = None):
+    def __init__(
+        self,
+        speed: torch.Tensor,
+        tod: torch.Tensor,
+        mean: float,
+        std: float,
+        in_steps: int = 12,
+        horizon: int = 12,
+        first: int = 0,
+        count: int | None = None,
+    ):
         self.speed, self.tod, self.mean, self.std = speed, tod, mean, std
         self.in_steps, self.horizon, self.first = in_steps, horizon, first
         self.count = count if count is not None else speed.shape[0] - in_steps - horizon + 1 - first
@@ -42,9 +51,17 @@ class IndexWindows(Dataset):
     def tensors(self) -> tuple[torch.Tensor, ...]:
         return self.speed, self.tod
 
-    def to(self, device) -> "IndexWindows":
-        return IndexWindows(self.speed.to(device), self.tod.to(device), self.mean, self.std, self.in_steps,
-                            self.horizon, self.first, self.count)
+    def to(self, device) -> IndexWindows:
+        return IndexWindows(
+            self.speed.to(device),
+            self.tod.to(device),
+            self.mean,
+            self.std,
+            self.in_steps,
+            self.horizon,
+            self.first,
+            self.count,
+        )
 
 
 def materialize(w: IndexWindows):

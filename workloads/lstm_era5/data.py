@@ -30,12 +30,20 @@ def _embedded():
     """The packaged copy of the real series at (40N, 280E) and (20N, 280E), 2020-2021 hourly."""
     import xarray as xr
 
-    with resources.files(__package__).joinpath("era5_t2m_2pts.npz").open("rb") as f, np.load(f) as z:
+    with (
+        resources.files(__package__).joinpath("era5_t2m_2pts.npz").open("rb") as f,
+        np.load(f) as z,
+    ):
         start = np.datetime64("1900-01-01T00", "h") + int(z["start_hour"][0])
         time = start + np.arange(z["t2m"].shape[0]).astype("timedelta64[h]")
-        return xr.Dataset({VAR: (("time", "latitude", "longitude"), z["t2m"], {"units": "K"})},
-                          coords={"time": time.astype("datetime64[ns]"), "latitude": z["latitude"],
-                                  "longitude": z["longitude"]})
+        return xr.Dataset(
+            {VAR: (("time", "latitude", "longitude"), z["t2m"], {"units": "K"})},
+            coords={
+                "time": time.astype("datetime64[ns]"),
+                "latitude": z["latitude"],
+                "longitude": z["longitude"],
+            },
+        )
 
 
 def _csv(path: Path):
@@ -47,8 +55,10 @@ def _csv(path: Path):
         raise ValueError(f"data file {path} is not a readable CSV ({exc})") from None
     missing = [c for c in CSV_COLUMNS if c not in df.columns]
     if missing:
-        raise ValueError(f"data file {path} lacks column(s) {', '.join(missing)}; "
-                         f"expected columns {', '.join(CSV_COLUMNS)} (the study's layout)")
+        raise ValueError(
+            f"data file {path} lacks column(s) {', '.join(missing)}; "
+            f"expected columns {', '.join(CSV_COLUMNS)} (the study's layout)"
+        )
     df["time"] = pd.to_datetime(df["time"])
     ds = df.set_index(["time", "latitude", "longitude"])[[VAR]].to_xarray()
     return ds.astype(np.float32)
@@ -82,18 +92,26 @@ def open_dataset(source: str, time_chunk: int = 24 * 31, check_network: bool = T
         source = ARCO_URL
     path = Path(source)
     if not source.startswith(REMOTE) and not path.exists():
-        raise ValueError(f"data source {source} does not exist; valid: embedded, generated, arco, a .csv, "
-                         f".zarr or .nc path, or a gs:// zarr URL")
+        raise ValueError(
+            f"data source {source} does not exist; valid: embedded, generated, arco, a .csv, "
+            f".zarr or .nc path, or a gs:// zarr URL"
+        )
     if source.startswith(REMOTE) and check_network and (why := reachable(source)):
-        raise ValueError(f"{why}; with no network use the embedded default (data=embedded), a local copy "
-                         f"(stbench data lstm-era5 --prepare on a networked machine), or data=generated")
+        raise ValueError(
+            f"{why}; with no network use the embedded default (data=embedded), a local copy "
+            f"(stbench data lstm-era5 --prepare on a networked machine), or data=generated"
+        )
     if (path / PREPARING).exists():
-        raise ValueError(f"data source {source} is a prepare that has not finished; run the same "
-                         f"`stbench data --prepare` again to resume it")
+        raise ValueError(
+            f"data source {source} is a prepare that has not finished; run the same "
+            f"`stbench data --prepare` again to resume it"
+        )
     if source.startswith(REMOTE) or path.suffix == ".zarr" or path.is_dir():
         try:
             ds = _zarr(source, meter)
-        except Exception as exc:  # zarr, HTTP and codec errors come in many types (zarr's are ValueErrors)
+        except (
+            Exception
+        ) as exc:  # zarr, HTTP and codec errors come in many types (zarr's are ValueErrors)
             raise ValueError(unreadable(source, exc)) from None
     else:
         ds = _file(source, path, time_chunk)
@@ -121,7 +139,9 @@ def _file(source: str, path: Path, time_chunk: int):
 def unreadable(source: str, exc: BaseException) -> str:
     """One line for a source that cannot be opened or read: a missing store or bucket, a corrupt file."""
     text = " ".join(str(exc).split())[:300]
-    if isinstance(exc, FileNotFoundError) or any(m in text.lower() for m in ("not found", "no group found", "no such")):
+    if isinstance(exc, FileNotFoundError) or any(
+        m in text.lower() for m in ("not found", "no group found", "no such")
+    ):
         return f"data source {source} does not exist or holds no zarr store ({type(exc).__name__}: {text})"
     return f"data source {source} is corrupt or unreadable ({type(exc).__name__}: {text})"
 
@@ -133,14 +153,18 @@ def parse_points(text: str) -> list[tuple[float, float]]:
     try:
         return [(float(a), float(b)) for a, b in (p.split(":") for p in text.split("+"))]
     except ValueError:
-        raise ValueError(f"points={text!r} is malformed; expected lat:lon pairs joined by '+', e.g. 40:280+20:280") from None
+        raise ValueError(
+            f"points={text!r} is malformed; expected lat:lon pairs joined by '+', e.g. 40:280+20:280"
+        ) from None
 
 
 def parse_box(text: str) -> tuple[float, float, float, float]:
     try:
         lat0, lat1, lon0, lon1 = map(float, text.split(":"))
     except ValueError:
-        raise ValueError(f"grid={text!r} is malformed; expected lat0:lat1:lon0:lon1, e.g. 30:50:260:290") from None
+        raise ValueError(
+            f"grid={text!r} is malformed; expected lat0:lat1:lon0:lon1, e.g. 30:50:260:290"
+        ) from None
     return min(lat0, lat1), max(lat0, lat1), min(lon0, lon1), max(lon0, lon1)
 
 
@@ -157,8 +181,13 @@ def selection(ds, points: str, grid: str, start: str, end: str):
     lat, lon = da["latitude"].values, da["longitude"].values
     extent = f"latitude {lat.min():g}..{lat.max():g}, longitude {lon.min():g}..{lon.max():g}"
     if grid or points == "all":  # a box, or every grid point of the data
-        lat0, lat1, lon0, lon1 = parse_box(grid) if grid else (lat.min(), lat.max(), lon.min(), lon.max())
-        da = da.sel(latitude=lat[(lat >= lat0) & (lat <= lat1)], longitude=lon[(lon >= lon0) & (lon <= lon1)])
+        lat0, lat1, lon0, lon1 = (
+            parse_box(grid) if grid else (lat.min(), lat.max(), lon.min(), lon.max())
+        )
+        da = da.sel(
+            latitude=lat[(lat >= lat0) & (lat <= lat1)],
+            longitude=lon[(lon >= lon0) & (lon <= lon1)],
+        )
         if da.sizes["latitude"] * da.sizes["longitude"] == 0:
             raise ValueError(f"grid {grid} holds no grid point of the data ({extent})")
         da = da.sel(time=slice(start, end))
@@ -173,11 +202,15 @@ def selection(ds, points: str, grid: str, start: str, end: str):
                 raise ValueError(f"point ({a:g}, {b:g}) is not on the data's grid ({extent})")
         ilat = [int(np.argmin(np.abs(lat - a))) for a, _ in coords]
         ilon = [int(np.argmin(np.abs(lon - b))) for _, b in coords]
-        da = da.isel(latitude=xr.DataArray(ilat, dims="series"), longitude=xr.DataArray(ilon, dims="series"))
+        da = da.isel(
+            latitude=xr.DataArray(ilat, dims="series"), longitude=xr.DataArray(ilon, dims="series")
+        )
     da = da.sel(time=slice(start, end))
     if da.sizes["time"] < 2:
         t = ds["time"].values
-        raise ValueError(f"time range {start}..{end} is not in the data ({str(t[0])[:13]}..{str(t[-1])[:13]})")
+        raise ValueError(
+            f"time range {start}..{end} is not in the data ({str(t[0])[:13]}..{str(t[-1])[:13]})"
+        )
     return da.transpose("time", "series"), coords
 
 
@@ -186,8 +219,12 @@ def indices(ds, sel, coords: list) -> tuple[int, int, list[int], list[int]]:
     time axis, and each series' latitude and longitude index."""
     lat, lon = ds["latitude"].values, ds["longitude"].values
     i0 = int(ds.indexes["time"].get_loc(sel["time"].values[0]))
-    return (i0, i0 + sel.sizes["time"], [int(np.argmin(np.abs(lat - a))) for a, _ in coords],
-            [int(np.argmin(np.abs(lon - b))) for _, b in coords])
+    return (
+        i0,
+        i0 + sel.sizes["time"],
+        [int(np.argmin(np.abs(lat - a))) for a, _ in coords],
+        [int(np.argmin(np.abs(lon - b))) for _, b in coords],
+    )
 
 
 def select(ds, points: str, grid: str, start: str, end: str):
@@ -205,20 +242,33 @@ def select(ds, points: str, grid: str, start: str, end: str):
     return da["time"].values, values, coords
 
 
-def generate(path: Path, lats: np.ndarray, lons: np.ndarray, start: str, end: str, seed: int = 0,
-             time_chunk: int = 24 * 31) -> Path:
+def generate(
+    path: Path,
+    lats: np.ndarray,
+    lons: np.ndarray,
+    start: str,
+    end: str,
+    seed: int = 0,
+    time_chunk: int = 24 * 31,
+) -> Path:
     """Write an ERA5-schema zarr store: diurnal and seasonal cycles, a latitude gradient and
     AR(1) weather noise, chunked along time like the ARCO store."""
     import xarray as xr
 
     rng = np.random.default_rng(seed)
-    time = np.arange(np.datetime64(start, "h"), np.datetime64(end, "h") + 1).astype("datetime64[ns]")
+    time = np.arange(np.datetime64(start, "h"), np.datetime64(end, "h") + 1).astype(
+        "datetime64[ns]"
+    )
     hours = np.arange(len(time), dtype=np.float64)
     doy = (time - time.astype("datetime64[Y]")).astype("timedelta64[h]").astype(float) / 24.0
     lat = np.asarray(lats, np.float64)[None, :, None]
     lon = np.asarray(lons, np.float64)[None, None, :]
     base = 300.0 - 0.45 * np.abs(lat)  # warmer towards the equator
-    season = (2.0 + 0.2 * np.abs(lat)) * -np.cos(2 * np.pi * (doy[:, None, None] - 15) / 365.25) * np.sign(lat + 1e-9)
+    season = (
+        (2.0 + 0.2 * np.abs(lat))
+        * -np.cos(2 * np.pi * (doy[:, None, None] - 15) / 365.25)
+        * np.sign(lat + 1e-9)
+    )
     local_hour = (hours[:, None, None] % 24 + lon / 15.0) % 24
     diurnal = 4.0 * np.cos(2 * np.pi * (local_hour - 15) / 24)
     noise = np.empty((len(time), lat.shape[1], lon.shape[2]))
@@ -227,7 +277,21 @@ def generate(path: Path, lats: np.ndarray, lons: np.ndarray, start: str, end: st
     for t in range(1, len(time)):  # AR(1): weather persists for days
         noise[t] = 0.98 * noise[t - 1] + shocks[t]
     t2m = (base + season + diurnal + noise).astype(np.float32)
-    ds = xr.Dataset({VAR: (("time", "latitude", "longitude"), t2m, {"units": "K", "long_name": "2 metre temperature"})},
-                    coords={"time": time, "latitude": np.asarray(lats, np.float32), "longitude": np.asarray(lons, np.float32)})
-    ds.chunk({"time": time_chunk}).to_zarr(path, mode="w", consolidated=True, zarr_format=2)  # as the ARCO store
+    ds = xr.Dataset(
+        {
+            VAR: (
+                ("time", "latitude", "longitude"),
+                t2m,
+                {"units": "K", "long_name": "2 metre temperature"},
+            )
+        },
+        coords={
+            "time": time,
+            "latitude": np.asarray(lats, np.float32),
+            "longitude": np.asarray(lons, np.float32),
+        },
+    )
+    ds.chunk({"time": time_chunk}).to_zarr(
+        path, mode="w", consolidated=True, zarr_format=2
+    )  # as the ARCO store
     return path

@@ -14,16 +14,18 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
 from . import data, remote
 
 LIMIT_GB = 1.0  # bytes fetched (as stored) above which a prepare asks for `yes`
-BLOCK = data.READ_HOURS  # hours per block: the copy's time chunk, the unit of progress and of a resume
+BLOCK = (
+    data.READ_HOURS
+)  # hours per block: the copy's time chunk, the unit of progress and of a resume
 STATE = data.PREPARING
 
 
@@ -41,7 +43,9 @@ class Cost:
     chunks: int  # chunks of the variable the selection touches
     chunk_shape: tuple[int, ...]
     decoded_bytes: int  # one chunk, decoded
-    stored_bytes: int | None  # one chunk as stored (the first the selection reads), where the store says
+    stored_bytes: (
+        int | None
+    )  # one chunk as stored (the first the selection reads), where the store says
     used_bytes: int  # the values kept
     hour_chunks: int  # chunks per hour of the selection
 
@@ -52,16 +56,20 @@ class Cost:
     def text(self) -> str:
         shape = " x ".join(map(str, self.chunk_shape))
         stored = f"~{size(self.fetch_bytes)} as stored, " if self.stored_bytes else ""
-        return (f"{self.chunks:,} chunks of {shape} ({stored}{size(self.chunks * self.decoded_bytes)} decoded) "
-                f"to keep {size(self.used_bytes)}: {self.fetch_bytes / self.used_bytes:,.0f}x read amplification")
+        return (
+            f"{self.chunks:,} chunks of {shape} ({stored}{size(self.chunks * self.decoded_bytes)} decoded) "
+            f"to keep {size(self.used_bytes)}: {self.fetch_bytes / self.used_bytes:,.0f}x read amplification"
+        )
 
     def refusal(self, limit_gb: float) -> str:
         """One line: why not, and what would read less."""
         hour = self.fetch_bytes / max(self.chunks / self.hour_chunks, 1)
-        return (f"the selection reads {self.text()}, over the {limit_gb:g} GB limit (--max-gb); add --yes to read "
-                f"it, or read a better layout: a time-chunked copy (chunks of many hours x a small area read about "
-                f"the {size(self.used_bytes)} kept), fewer hours or a smaller box (each hour reads {size(hour)} here), "
-                f"or a coarser store")
+        return (
+            f"the selection reads {self.text()}, over the {limit_gb:g} GB limit (--max-gb); add --yes to read "
+            f"it, or read a better layout: a time-chunked copy (chunks of many hours x a small area read about "
+            f"the {size(self.used_bytes)} kept), fewer hours or a smaller box (each hour reads {size(hour)} here), "
+            f"or a coarser store"
+        )
 
 
 def cost(source: str, ds, sel, coords: list, meter: remote.Meter) -> Cost | None:
@@ -83,12 +91,27 @@ def cost(source: str, ds, sel, coords: list, meter: remote.Meter) -> Cost | None
         stored = int(fs.size(f"{path.rstrip('/')}/{data.VAR}/{key}"))
     except Exception:  # a store that cannot say (or a missing chunk: fill values) is costed decoded
         stored = None
-    return Cost(len(times) * len(cells), (ct, cy, cx), ct * cy * cx * itemsize, stored,
-                (i1 - i0) * len(coords) * itemsize, len(cells) / ct)
+    return Cost(
+        len(times) * len(cells),
+        (ct, cy, cx),
+        ct * cy * cx * itemsize,
+        stored,
+        (i1 - i0) * len(coords) * itemsize,
+        len(cells) / ct,
+    )
 
 
-def prepare(source: str, out: Path, points: str, grid: str, start: str, end: str, yes: bool = False,
-            max_gb: float = LIMIT_GB, progress: Callable[[str], None] | None = None) -> Path:
+def prepare(
+    source: str,
+    out: Path,
+    points: str,
+    grid: str,
+    start: str,
+    end: str,
+    yes: bool = False,
+    max_gb: float = LIMIT_GB,
+    progress: Callable[[str], None] | None = None,
+) -> Path:
     """Copy a selection of any source into a time-chunked local ERA5-schema zarr store at `out`
     (see the module's note); ValueError for bad input or a selection over the limit."""
     say = progress or (lambda text: None)
@@ -108,10 +131,16 @@ def prepare(source: str, out: Path, points: str, grid: str, start: str, end: str
     work, state = _work(Path(out), job, sel, coords, ds[data.VAR].attrs, say)
     try:
         _copy(sel, coords, work, state, meter, say, c)
-    except Exception as exc:  # a chunk that cannot be read or decoded: one line; a resume keeps what is done
+    except (
+        Exception
+    ) as exc:  # a chunk that cannot be read or decoded: one line; a resume keeps what is done
         if not state["done"]:
             shutil.rmtree(work)  # nothing copied: nothing left behind
-        kept = f"; {len(state['done'])} of {state['blocks']} blocks are kept for a resume" if state["done"] else ""
+        kept = (
+            f"; {len(state['done'])} of {state['blocks']} blocks are kept for a resume"
+            if state["done"]
+            else ""
+        )
         raise ValueError(data.unreadable(source, exc) + kept) from None
     return _finish(work, Path(out))
 
@@ -135,17 +164,26 @@ def _work(out: Path, job: dict, sel, coords: list, attrs: dict, say) -> tuple[Pa
     lats, lons = _grid(coords)
     shape = (sel.sizes["time"], len(lats), len(lons))
     empty = darray.full(shape, np.nan, dtype=np.float32, chunks=(BLOCK, len(lats), len(lons)))
-    xr.Dataset({data.VAR: (("time", "latitude", "longitude"), empty, {"units": "K", **attrs})},
-               coords={"time": sel["time"].values, "latitude": np.float32(lats), "longitude": np.float32(lons)}
-               ).to_zarr(work, mode="w", compute=False, consolidated=False, zarr_format=2)
+    xr.Dataset(
+        {data.VAR: (("time", "latitude", "longitude"), empty, {"units": "K", **attrs})},
+        coords={
+            "time": sel["time"].values,
+            "latitude": np.float32(lats),
+            "longitude": np.float32(lons),
+        },
+    ).to_zarr(work, mode="w", compute=False, consolidated=False, zarr_format=2)
     state = {"job": job, "blocks": blocks, "done": []}
     _save(work, state)
-    say(f"copying into {work} in {blocks} blocks of {BLOCK} hours; interrupted, the same command resumes")
+    say(
+        f"copying into {work} in {blocks} blocks of {BLOCK} hours; interrupted, the same command resumes"
+    )
     return work, state
 
 
 def _grid(coords: list) -> tuple[list, list]:
-    return sorted({a for a, _ in coords}, reverse=True), sorted({b for _, b in coords})  # ERA5: north to south
+    return sorted({a for a, _ in coords}, reverse=True), sorted(
+        {b for _, b in coords}
+    )  # ERA5: north to south
 
 
 def _save(work: Path, state: dict) -> None:
@@ -154,7 +192,9 @@ def _save(work: Path, state: dict) -> None:
     os.replace(tmp, work / STATE)
 
 
-def _copy(sel, coords: list, work: Path, state: dict, meter: remote.Meter, say, c: Cost | None) -> None:
+def _copy(
+    sel, coords: list, work: Path, state: dict, meter: remote.Meter, say, c: Cost | None
+) -> None:
     """Read and write each block not yet done; a block is done once its chunk is written."""
     import zarr
 
@@ -170,12 +210,14 @@ def _copy(sel, coords: list, work: Path, state: dict, meter: remote.Meter, say, 
         a, z = k * BLOCK, min((k + 1) * BLOCK, hours)
         values = np.asarray(sel.isel(time=slice(a, z)).values, dtype=np.float32)
         cube = np.full((z - a, len(lats), len(lons)), np.nan, np.float32)
-        for j, (i, l) in enumerate(place):
-            cube[:, i, l] = values[:, j]
+        for j, (i, k_lon) in enumerate(place):
+            cube[:, i, k_lon] = values[:, j]
         target[a:z] = cube
         state["done"].append(k)
         _save(work, state)
-        say(f"read {size(meter.bytes)}{total}: {z:,} of {hours:,} hours ({len(state['done'])}/{state['blocks']} blocks)")
+        say(
+            f"read {size(meter.bytes)}{total}: {z:,} of {hours:,} hours ({len(state['done'])}/{state['blocks']} blocks)"
+        )
 
 
 def _finish(work: Path, out: Path) -> Path:
@@ -184,7 +226,9 @@ def _finish(work: Path, out: Path) -> Path:
 
     import zarr
 
-    with warnings.catch_warnings():  # zarr names prepare.json as not part of the hierarchy: it is not
+    with (
+        warnings.catch_warnings()
+    ):  # zarr names prepare.json as not part of the hierarchy: it is not
         warnings.simplefilter("ignore")
         zarr.consolidate_metadata(str(work), zarr_format=2)
     (work / STATE).unlink()

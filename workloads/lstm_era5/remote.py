@@ -37,16 +37,20 @@ class Meter:
 def _metered(cls, meter: Meter):
     """A subclass of the filesystem class whose whole-object read counts into `meter`."""
     if cls.async_impl:
+
         async def _cat_file(self, path, start=None, end=None, **kwargs):
             out = await cls._cat_file(self, path, start=start, end=end, **kwargs)
             meter.add(len(out))
             return out
+
         body = {"_cat_file": _cat_file}
     else:
+
         def cat_file(self, path, start=None, end=None, **kwargs):
             out = cls.cat_file(self, path, start=start, end=end, **kwargs)
             meter.add(len(out))
             return out
+
         body = {"cat_file": cat_file}
     return type(f"Metered{cls.__name__}", (cls,), body)
 
@@ -58,11 +62,18 @@ def filesystem(url: str, meter: Meter, asynchronous: bool = True):
 
     if url.startswith(GS):
         from gcsfs.core import GCSFileSystem as cls  # the HTTP JSON API (see the module's note)
-        options = {"token": "anon"}  # the public ARCO bucket; STORAGE_EMULATOR_HOST is honoured by gcsfs
+
+        options = {
+            "token": "anon"
+        }  # the public ARCO bucket; STORAGE_EMULATOR_HOST is honoured by gcsfs
     else:
         protocol = url.split("://")[0] if "://" in url else "file"
         cls, options = fsspec.get_filesystem_class(protocol), {}
-    fs = _metered(cls, meter)(skip_instance_cache=True, **options, **({"asynchronous": True} if cls.async_impl and asynchronous else {}))
+    fs = _metered(cls, meter)(
+        skip_instance_cache=True,
+        **options,
+        **({"asynchronous": True} if cls.async_impl and asynchronous else {}),
+    )
     path = cls._strip_protocol(url if "://" in url else os.path.abspath(url))
     if asynchronous and not cls.async_impl:
         from fsspec.implementations.asyn_wrapper import AsyncFileSystemWrapper
@@ -86,9 +97,15 @@ def endpoint_host(url: str) -> tuple[str, int]:
     if url.startswith(GS) and emulator not in ("", "default"):
         hostport = emulator.split("://")[-1].split("/")[0]
         host, _, port = hostport.rpartition(":")
-        return (host, int(port)) if host else (hostport, 443 if emulator.startswith("https") else 80)
+        return (
+            (host, int(port)) if host else (hostport, 443 if emulator.startswith("https") else 80)
+        )
     if url.startswith(GS):
         return "storage.googleapis.com", 443
     hostport = url.split("/")[2]
     host, _, port = hostport.rpartition(":")
-    return (host, int(port)) if host and port.isdigit() else (hostport, 80 if url.startswith("http://") else 443)
+    return (
+        (host, int(port))
+        if host and port.isdigit()
+        else (hostport, 80 if url.startswith("http://") else 443)
+    )

@@ -20,7 +20,11 @@ def _generated_store(params: dict, ctx: BuildContext) -> str:
     lats = np.arange(lat1, lat0 - 1e-6, -0.25)
     lons = np.arange(lon0, lon1 + 1e-6, 0.25)
     key = f"{lat0}:{lat1}:{lon0}:{lon1}:{params['train_start']}:{params['test_end']}:{ctx.seed}"
-    path = ctx.cache_dir / "data" / f"era5-generated-{hashlib.sha1(key.encode()).hexdigest()[:10]}.zarr"
+    path = (
+        ctx.cache_dir
+        / "data"
+        / f"era5-generated-{hashlib.sha1(key.encode()).hexdigest()[:10]}.zarr"
+    )
     if not (path / ".zmetadata").exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         data.generate(path, lats, lons, params["train_start"], params["test_end"], ctx.seed)
@@ -29,8 +33,13 @@ def _generated_store(params: dict, ctx: BuildContext) -> str:
 
 # The study's selection: what `auto` means for the embedded series, the ARCO store and
 # generated data. A local file instead uses every series it holds and its own hours.
-STUDY = {"points": "40:280+20:280", "train_start": "2020-01-01", "train_end": "2020-12-31T23",
-         "test_start": "2021-01-01", "test_end": "2021-12-31T23"}
+STUDY = {
+    "points": "40:280+20:280",
+    "train_start": "2020-01-01",
+    "train_end": "2020-12-31T23",
+    "test_start": "2021-01-01",
+    "test_end": "2021-12-31T23",
+}
 AUTO = "auto"
 TEST_SHARE = 0.2  # of a file's hours, the last ones, when no date is given
 
@@ -52,7 +61,9 @@ def resolve(params: dict, ds=None) -> tuple[dict, str]:
     p = dict(params)
     if is_study_source(p["data"]):
         p.update({k: v for k, v in STUDY.items() if p[k] == AUTO})
-        return p, "the study's split" if all(params[k] == AUTO for k in STUDY) else "the given split"
+        return p, "the study's split" if all(
+            params[k] == AUTO for k in STUDY
+        ) else "the given split"
     if p["points"] == AUTO:
         p["points"] = "all"
     times = np.sort(ds["time"].values)
@@ -60,7 +71,9 @@ def resolve(params: dict, ds=None) -> tuple[dict, str]:
     hi = np.datetime64(p["test_end"]) if p["test_end"] != AUTO else times[-1]
     span = times[(times >= lo) & (times <= hi)]
     if len(span) < 2:
-        raise ValueError(f"time range {_hour(lo)}..{_hour(hi)} is not in the data ({_hour(times[0])}..{_hour(times[-1])})")
+        raise ValueError(
+            f"time range {_hour(lo)}..{_hour(hi)} is not in the data ({_hour(times[0])}..{_hour(times[-1])})"
+        )
     how = "the given split"
     if p["train_end"] == AUTO and p["test_start"] == AUTO:
         cut = min(max(int(round(len(span) * (1 - TEST_SHARE))), 1), len(span) - 1)
@@ -86,11 +99,17 @@ def _open(params: dict, ctx: BuildContext | None = None, meter=None):
 
 def is_zarr(source: str) -> bool:
     """A source read chunk by chunk through the metered filesystem (remote, a .zarr, generated)."""
-    return (source in ("arco", "generated") or source.startswith(data.REMOTE) or source.endswith(".zarr")
-            or Path(source).is_dir())
+    return (
+        source in ("arco", "generated")
+        or source.startswith(data.REMOTE)
+        or source.endswith(".zarr")
+        or Path(source).is_dir()
+    )
 
 
-def load_split(params: dict, ctx: BuildContext) -> tuple[np.ndarray, np.ndarray, list, str, ReadCost | None]:
+def load_split(
+    params: dict, ctx: BuildContext
+) -> tuple[np.ndarray, np.ndarray, list, str, ReadCost | None]:
     """(train values, test values, coords, what was selected, what reading cost), values
     (time, series) in kelvin; the cost for a zarr source (remote or local), else None."""
     meter = remote.Meter()
@@ -100,12 +119,30 @@ def load_split(params: dict, ctx: BuildContext) -> tuple[np.ndarray, np.ndarray,
     _, test, _ = data.select(ds, p["points"], p["grid"], p["test_start"], p["test_end"])
     done = time.perf_counter()
     name = Path(p["data"]).name if not is_study_source(p["data"]) else p["data"]
-    series = ("the grid box" if p["grid"] else "all series in the file" if p["points"] == "all"
-              else "the study's points" if params["points"] == AUTO else "the given points")
-    note = (f"{name}: {len(coords)} series ({series}); train {p['train_start']}..{p['train_end']}, "
-            f"test {p['test_start']}..{p['test_end']} ({how})")
-    cost = ReadCost(meter.bytes, train.nbytes + test.nbytes, meter.reads, done - meter.opened,
-                    first - meter.opened) if is_zarr(p["data"]) else None
+    series = (
+        "the grid box"
+        if p["grid"]
+        else "all series in the file"
+        if p["points"] == "all"
+        else "the study's points"
+        if params["points"] == AUTO
+        else "the given points"
+    )
+    note = (
+        f"{name}: {len(coords)} series ({series}); train {p['train_start']}..{p['train_end']}, "
+        f"test {p['test_start']}..{p['test_end']} ({how})"
+    )
+    cost = (
+        ReadCost(
+            meter.bytes,
+            train.nbytes + test.nbytes,
+            meter.reads,
+            done - meter.opened,
+            first - meter.opened,
+        )
+        if is_zarr(p["data"])
+        else None
+    )
     return train, test, coords, note, cost
 
 
@@ -115,7 +152,9 @@ def check(params: dict) -> None:
     cell starts; the cell reads the rest once: for a remote store, reading twice would fetch
     twice)."""
     if params["read"] == "stream" and not is_zarr(params["data"]):
-        raise ValueError(f"read=stream reads a zarr store; data={params['data']} is not one (use read=memory)")
+        raise ValueError(
+            f"read=stream reads a zarr store; data={params['data']} is not one (use read=memory)"
+        )
     if params["data"] == "generated":
         return
     ds, p, _ = _open(params)
@@ -126,7 +165,9 @@ def check(params: dict) -> None:
             try:
                 sel.isel(time=0).values
             except Exception as exc:  # zarr, codec and HTTP errors come in many types
-                raise ValueError(data.unreadable(p["data"], exc) + f" (reading its hour {start})") from None
+                raise ValueError(
+                    data.unreadable(p["data"], exc) + f" (reading its hour {start})"
+                ) from None
 
 
 def _within_read_limit(ds, p: dict, limit_gb: float) -> None:
@@ -145,6 +186,9 @@ def _within_read_limit(ds, p: dict, limit_gb: float) -> None:
     fetch = sum(c.fetch_bytes for c in costs if c is not None)
     if fetch > limit_gb * 1e9:
         train = next(c for c in costs if c is not None)
-        raise ValueError(f"data={p['data']}: train and test read ~{size(fetch)}; the training range alone "
-                         + train.refusal(limit_gb).removeprefix("the selection ").replace(
-                             "(--max-gb); add --yes to read it", "(--set max_read_gb; 0: no limit)"))
+        raise ValueError(
+            f"data={p['data']}: train and test read ~{size(fetch)}; the training range alone "
+            + train.refusal(limit_gb)
+            .removeprefix("the selection ")
+            .replace("(--max-gb); add --yes to read it", "(--set max_read_gb; 0: no limit)")
+        )

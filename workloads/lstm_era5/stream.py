@@ -31,13 +31,24 @@ class StoreWindows(Dataset):
     """The windows `task.Windows` cuts, read from the store when asked for: index k is series
     k // per_series, start k % per_series, as there; an int gives one item, a list a batch."""
 
-    def __init__(self, source: str, hours: tuple[int, int], ilat: list, ilon: list, window: int,
-                 mean: float, std: float, opened: float):
+    def __init__(
+        self,
+        source: str,
+        hours: tuple[int, int],
+        ilat: list,
+        ilon: list,
+        window: int,
+        mean: float,
+        std: float,
+        opened: float,
+    ):
         self.source, (self.i0, self.i1), self.window = source, hours, window
         self.ilat, self.ilon, self.mean, self.std, self.opened = ilat, ilon, mean, std, opened
         self.per_series = self.i1 - self.i0 - window
         if self.per_series < 1:
-            raise ValueError(f"{self.i1 - self.i0} time steps are too few for a {window}-step window")
+            raise ValueError(
+                f"{self.i1 - self.i0} time steps are too few for a {window}-step window"
+            )
         self.counts = multiprocessing.Array("d", 5)  # inherited by forked DataLoader workers
         self._pid, self._array, self._meter = None, None, None
 
@@ -49,32 +60,47 @@ class StoreWindows(Dataset):
             import zarr
 
             self._meter = remote.Meter()
-            self._array = zarr.open_array(remote.open_store(self.source, self._meter), path=data.VAR, mode="r")
+            self._array = zarr.open_array(
+                remote.open_store(self.source, self._meter), path=data.VAR, mode="r"
+            )
             self._pid = os.getpid()
         return self._array
 
     def __getitem__(self, index):
         idx = np.atleast_1d(np.asarray(index))
         s, t = idx // self.per_series, idx % self.per_series
-        span = t[:, None] + np.arange(self.window + 1)  # each window's hours, from the selection's first
+        span = t[:, None] + np.arange(
+            self.window + 1
+        )  # each window's hours, from the selection's first
         hours = np.unique(span)
         lats, lons = np.unique(np.take(self.ilat, s)), np.unique(np.take(self.ilon, s))
         array = self._open()
         before, t0 = (self._meter.bytes, self._meter.reads), time.perf_counter()
-        block = array.oindex[hours + self.i0, lats, lons]  # (hours, lats, lons): the chunks that hold them
+        block = array.oindex[
+            hours + self.i0, lats, lons
+        ]  # (hours, lats, lons): the chunks that hold them
         read_s = time.perf_counter() - t0
         rows = np.searchsorted(hours, span)
         cols_lat = np.searchsorted(lats, np.take(self.ilat, s))[:, None]
         cols_lon = np.searchsorted(lons, np.take(self.ilon, s))[:, None]
-        z = torch.from_numpy(((block[rows, cols_lat, cols_lon] - self.mean) / self.std).astype(np.float32))
-        self._count(self._meter.bytes - before[0], self._meter.reads - before[1], read_s, z.nelement() * 4)
-        x, y = z[:, :self.window, None].contiguous(), z[:, self.window, None].contiguous()
+        z = torch.from_numpy(
+            ((block[rows, cols_lat, cols_lon] - self.mean) / self.std).astype(np.float32)
+        )
+        self._count(
+            self._meter.bytes - before[0], self._meter.reads - before[1], read_s, z.nelement() * 4
+        )
+        x, y = z[:, : self.window, None].contiguous(), z[:, self.window, None].contiguous()
         return (x[0], y[0]) if np.ndim(index) == 0 else (x, y)
 
     def _count(self, nbytes: int, reads: int, read_s: float, used: int) -> None:
         with self.counts.get_lock():
             c = self.counts
-            c[BYTES], c[READS], c[READ_S], c[USED] = c[BYTES] + nbytes, c[READS] + reads, c[READ_S] + read_s, c[USED] + used
+            c[BYTES], c[READS], c[READ_S], c[USED] = (
+                c[BYTES] + nbytes,
+                c[READS] + reads,
+                c[READ_S] + read_s,
+                c[USED] + used,
+            )
             if not c[FIRST]:
                 c[FIRST] = time.time()  # the wall clock: comparable between processes
 
@@ -85,25 +111,51 @@ def stream_split(params: dict, ctx: BuildContext):
     opened = time.time()
     ds, p, how = split._open(params, ctx, meter)
     if not split.is_zarr(p["data"]):
-        raise ValueError(f"read=stream reads a zarr store; data={p['data']} is not one (use read=memory)")
+        raise ValueError(
+            f"read=stream reads a zarr store; data={p['data']} is not one (use read=memory)"
+        )
     sel, coords = data.selection(ds, p["points"], p["grid"], p["train_start"], p["train_end"])
     i0, i1, ilat, ilon = data.indices(ds, sel, coords)
     week = np.asarray(sel.isel(time=slice(0, data.READ_HOURS)).values, dtype=np.float32)
     _, test, _ = data.select(ds, p["points"], p["grid"], p["test_start"], p["test_end"])
-    built = (meter.bytes, meter.reads, time.perf_counter() - meter.opened, week.nbytes + test.nbytes)
-    train = StoreWindows(_source(p, ctx), (i0, i1), ilat, ilon, params["window"], float(week.mean()),
-                         float(week.std()), opened)
-    note = (f"{p['data']}: {len(coords)} series streamed from the store; train {p['train_start']}..{p['train_end']}, "
-            f"test {p['test_start']}..{p['test_end']} ({how})")
+    built = (
+        meter.bytes,
+        meter.reads,
+        time.perf_counter() - meter.opened,
+        week.nbytes + test.nbytes,
+    )
+    train = StoreWindows(
+        _source(p, ctx),
+        (i0, i1),
+        ilat,
+        ilon,
+        params["window"],
+        float(week.mean()),
+        float(week.std()),
+        opened,
+    )
+    note = (
+        f"{p['data']}: {len(coords)} series streamed from the store; train {p['train_start']}..{p['train_end']}, "
+        f"test {p['test_start']}..{p['test_end']} ({how})"
+    )
 
     def read() -> ReadCost:
         c = train.counts
         first = c[FIRST] - opened if c[FIRST] else 0.0
-        return ReadCost(int(built[0] + c[BYTES]), int(built[3] + c[USED]), int(built[1] + c[READS]),
-                        built[2] + c[READ_S], first)
+        return ReadCost(
+            int(built[0] + c[BYTES]),
+            int(built[3] + c[USED]),
+            int(built[1] + c[READS]),
+            built[2] + c[READ_S],
+            first,
+        )
+
     return train, test, float(week.mean()), float(week.std()), note, read
 
 
 def _source(p: dict, ctx: BuildContext) -> str:
-    return split._generated_store(p, ctx) if p["data"] == "generated" else (
-        data.ARCO_URL if p["data"] == "arco" else p["data"])
+    return (
+        split._generated_store(p, ctx)
+        if p["data"] == "generated"
+        else (data.ARCO_URL if p["data"] == "arco" else p["data"])
+    )

@@ -6,7 +6,17 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset
 
-from stbench.contract import BuildContext, Data, Metric, Model, Supervised, Task, run_blocks, segments, tensor_mb
+from stbench.contract import (
+    BuildContext,
+    Data,
+    Metric,
+    Model,
+    Supervised,
+    Task,
+    run_blocks,
+    segments,
+    tensor_mb,
+)
 
 from .split import load_split
 
@@ -28,7 +38,10 @@ class LSTMRegressor(nn.Module):
             return self.head(out[:, -1])
         layers, hidden = self.lstm.num_layers, self.lstm.hidden_size
         zeros = x.new_zeros(layers, x.shape[0], hidden)
-        steps = [lambda h, c, t=t: (self.lstm(x[:, t:t + 1], (h, c))[1], None) for t in range(x.shape[1])]
+        steps = [
+            lambda h, c, t=t: (self.lstm(x[:, t : t + 1], (h, c))[1], None)
+            for t in range(x.shape[1])
+        ]
         (h, _), _ = run_blocks(steps, (zeros, zeros), self.checkpoint)
         return self.head(h[-1])
 
@@ -54,7 +67,7 @@ class Windows(Dataset):
     def __getitem__(self, index):
         if isinstance(index, int):
             s, t = divmod(index, self.per_series)
-            x = torch.tensor([[float(v)] for v in self.series[t:t + self.window, s]])
+            x = torch.tensor([[float(v)] for v in self.series[t : t + self.window, s]])
             y = torch.tensor([float(self.series[t + self.window + self.horizon - 1, s])])
             return x, y
         idx = torch.as_tensor(index)
@@ -67,7 +80,9 @@ class Windows(Dataset):
 def lstm_flops(window: int, hidden: int, layers: int) -> float:
     """Forward + backward FLOPs of one window: 4 gates x (inputs + hidden) x hidden
     multiply-adds per step and layer, the head once; backward taken as twice forward."""
-    forward = sum(4 * ((1 if i == 0 else hidden) + hidden) * hidden * 2 for i in range(layers)) * window
+    forward = (
+        sum(4 * ((1 if i == 0 else hidden) + hidden) * hidden * 2 for i in range(layers)) * window
+    )
     return 3.0 * (forward + 2 * hidden)
 
 
@@ -80,7 +95,10 @@ def make_task(params: dict, ctx: BuildContext) -> Task:
         mb = tensor_mb(test.series)  # the training windows stay in the store
     else:
         train_k, test_k, coords, selected, cost = load_split(params, ctx)
-        mean, std = float(train_k.mean()), float(train_k.std())  # z-score with training statistics only
+        mean, std = (
+            float(train_k.mean()),
+            float(train_k.std()),
+        )  # z-score with training statistics only
         train = Windows(torch.from_numpy((train_k - mean) / std), params["window"])
         test = Windows(torch.from_numpy((test_k - mean) / std), params["window"])
         mb, read = tensor_mb(train.series, test.series), (lambda: cost) if cost else None
@@ -89,10 +107,16 @@ def make_task(params: dict, ctx: BuildContext) -> Task:
     torch.manual_seed(ctx.seed)
     return Task(
         data=Data(train, test, source=selected, mb=mb, read=read),
-        model=Model(LSTMRegressor(params["hidden"], params["layers"], params["checkpoint"]),
-                    Supervised(nn.functional.mse_loss)),
-        metric=Metric("test_rmse_k", sum=lambda pred, target: ((pred - target) ** 2).sum(), naive=persistence,
-                      finish=lambda total, count: (total / max(count, 1)) ** 0.5 * std),
+        model=Model(
+            LSTMRegressor(params["hidden"], params["layers"], params["checkpoint"]),
+            Supervised(nn.functional.mse_loss),
+        ),
+        metric=Metric(
+            "test_rmse_k",
+            sum=lambda pred, target: ((pred - target) ** 2).sum(),
+            naive=persistence,
+            finish=lambda total, count: (total / max(count, 1)) ** 0.5 * std,
+        ),
         flops_per_sample=lstm_flops(params["window"], params["hidden"], params["layers"]),
         extras=lambda: {"checkpoint_segments": segments(params["window"], params["checkpoint"])},
     )

@@ -28,10 +28,20 @@ WORKLOAD = Workload(
     name="stnn",
     summary="STNN on SST grids; relations dense vs host-offloaded vs sparse, memory and batches/s by grid size",
     params=(
-        Param("data", str, "generated", "generated (SST anomalies calibrated to the PST file's statistics) | a "
-              "NOAA-style SST netCDF (time, lat, lon; NaN or a mask over land)"),
-        Param("grid", str, "30x84", "generated grid LATxLON: 30x84 (paper), 60x168 (full resolution), 180x360 (1 deg "
-              "globe), 360x720, 721x1440 (0.25 deg globe, ERA5's layout)"),
+        Param(
+            "data",
+            str,
+            "generated",
+            "generated (SST anomalies calibrated to the PST file's statistics) | a "
+            "NOAA-style SST netCDF (time, lat, lon; NaN or a mask over land)",
+        ),
+        Param(
+            "grid",
+            str,
+            "30x84",
+            "generated grid LATxLON: 30x84 (paper), 60x168 (full resolution), 180x360 (1 deg "
+            "globe), 360x720, 721x1440 (0.25 deg globe, ERA5's layout)",
+        ),
         Param("months", int, 399, "generated months", minimum=3),
         Param("land", float, 0.1, "generated land fraction", minimum=0.0),
         Param("variable", str, "auto", "netCDF variable (auto: the first with time, lat, lon)"),
@@ -40,11 +50,27 @@ WORKLOAD = Workload(
         Param("end", str, "", "last month of a file to use"),
         Param("coarsen", int, 1, "average LxL cells of a file (2: 1 deg -> 2 deg)", minimum=1),
         Param("test_steps", int, 12, "held-out months forecast by rolling the dynamics", minimum=1),
-        Param("mode", str, "stnn", "stnn: fixed W; stnn-r: a learned weight per edge; stnn-d: learned dense W",
-              ("stnn", "stnn-r", "stnn-d")),
-        Param("relations", str, "sparse", "where W lives and how it is applied", ("dense", "offload", "sparse")),
-        Param("neighbours", str, "4", "4 or 8 neighbours (r=2), or dir4: one relation per direction (r=5)",
-              ("4", "8", "dir4")),
+        Param(
+            "mode",
+            str,
+            "stnn",
+            "stnn: fixed W; stnn-r: a learned weight per edge; stnn-d: learned dense W",
+            ("stnn", "stnn-r", "stnn-d"),
+        ),
+        Param(
+            "relations",
+            str,
+            "sparse",
+            "where W lives and how it is applied",
+            ("dense", "offload", "sparse"),
+        ),
+        Param(
+            "neighbours",
+            str,
+            "4",
+            "4 or 8 neighbours (r=2), or dir4: one relation per direction (r=5)",
+            ("4", "8", "dir4"),
+        ),
         Param("chunk", int, 250, "offload: relation rows streamed per copy", minimum=1),
         Param("nz", int, 8, "latent factor size", minimum=1),
         Param("nhid", int, 0, "hidden units of the dynamics MLP (nlayers > 1)", minimum=0),
@@ -53,15 +79,24 @@ WORKLOAD = Workload(
         Param("lambd", float, 0.1, "weight of the dynamics loss", minimum=0.0),
         Param("l1", float, 0.0, "L1 on learned relations", minimum=0.0),
         Param("lr", float, 3e-3, "Adam learning rate (betas 0, 0.999)", minimum=0.0),
-        Param("state", str, "auto",
-              "Adam's second moment: fp32 with a step counter per row (torch's Adam exactly) | "
-              "bf16 on one shared decay scale, no counters (2.25x smaller; steps within 0.2%) | "
-              "auto: fp32 unless it would not fit the RAM (x.state_bits says which ran)",
-              (*STATES, "auto")),
-        Param("factor_grad", str, "sparse",
-              "the factors' gradient: sparse (COO rows of the batch where a pass only looks "
-              "factors up) | dense (the size of all factors every step: for tools that read every "
-              "tensor's storage, e.g. TORCH_CUDA_SANITIZER)", ("sparse", "dense")),
+        Param(
+            "state",
+            str,
+            "auto",
+            "Adam's second moment: fp32 with a step counter per row (torch's Adam exactly) | "
+            "bf16 on one shared decay scale, no counters (2.25x smaller; steps within 0.2%) | "
+            "auto: fp32 unless it would not fit the RAM (x.state_bits says which ran)",
+            (*STATES, "auto"),
+        ),
+        Param(
+            "factor_grad",
+            str,
+            "sparse",
+            "the factors' gradient: sparse (COO rows of the batch where a pass only looks "
+            "factors up) | dense (the size of all factors every step: for tools that read every "
+            "tensor's storage, e.g. TORCH_CUDA_SANITIZER)",
+            ("sparse", "dense"),
+        ),
     ),
     presets={
         "default": _DEFAULT,
@@ -70,8 +105,14 @@ WORKLOAD = Workload(
         "global": {**_PAPER, "grid": "180x360", "max_steps": 200},
         # one intra-op thread: a smoke stays seconds long on shared cores (dcrnn-pems' preset
         # says why)
-        "smoke": {"batch_size": 200, "epochs": 2, "grid": "12x24", "months": 60, "warmup_steps": 2,
-                  "threads": 1},
+        "smoke": {
+            "batch_size": 200,
+            "epochs": 2,
+            "grid": "12x24",
+            "months": 60,
+            "warmup_steps": 2,
+            "threads": 1,
+        },
     },
     build=build,
     # Held-out RMSE passes 0.82 x persistence's about half-way through the default's first
@@ -83,6 +124,8 @@ WORKLOAD = Workload(
     skip=sizing.skip,
     predict=sizing.predict_bytes,
     strategies=("single",),
-    data_sources=("generated SST-anomaly fields on any grid (30x84, 60x168, 180x360 presets), calibrated to PST",
-                  "NOAA-style SST netCDF via xarray (e.g. OISST v2 monthly means; land masked)"),
+    data_sources=(
+        "generated SST-anomaly fields on any grid (30x84, 60x168, 180x360 presets), calibrated to PST",
+        "NOAA-style SST netCDF via xarray (e.g. OISST v2 monthly means; land masked)",
+    ),
 )

@@ -68,7 +68,9 @@ def land_mask(nlat: int, nlon: int, fraction: float, seed: int) -> np.ndarray:
     from scipy.ndimage import gaussian_filter
 
     rng = np.random.default_rng(seed + 7)
-    noise = gaussian_filter(rng.standard_normal((nlat, nlon)), sigma=max(nlon / 40, 1.0), mode="wrap")
+    noise = gaussian_filter(
+        rng.standard_normal((nlat, nlon)), sigma=max(nlon / 40, 1.0), mode="wrap"
+    )
     noise /= noise.std() or 1.0
     edge = np.abs(np.linspace(-1, 1, nlon))[None, :] ** 4 * 2.0
     score = noise + edge
@@ -94,8 +96,12 @@ _ENSO_PEAK = 1.1  # C per unit index, on the equator east of the dateline
 _ENSO_WIDTH = (10.0, 60.0)  # e-folding latitude, flat-topped half-width in longitude (deg)
 _SPIN_UP = 120  # months run before the first one kept: month 0 is already stationary
 _RED_NOISE = (
-    RedNoise(rho=0.62, std=0.47, widths=((4.5, 10.0, 0.85), (2.0, 2.5, 0.15))),  # weather-scale anomalies
-    RedNoise(rho=0.97, std=0.3, widths=((15.0, 40.0, 1.0),)),  # basin-wide, decadal (PDO- and trend-like)
+    RedNoise(
+        rho=0.62, std=0.47, widths=((4.5, 10.0, 0.85), (2.0, 2.5, 0.15))
+    ),  # weather-scale anomalies
+    RedNoise(
+        rho=0.97, std=0.3, widths=((15.0, 40.0, 1.0),)
+    ),  # basin-wide, decadal (PDO- and trend-like)
 )
 
 
@@ -109,9 +115,15 @@ def generate(grid: str, months: int, seed: int, land: float = 0.1) -> Field:
     rng = np.random.default_rng(seed)
     east = (lon[None, :] - 240.0 + 180.0) % 360.0 - 180.0  # degrees from 120W, on a globe too
     a1, a2 = _ENSO_AR2
-    pattern = (_ENSO_PEAK / ar2_std(a1, a2)) * np.exp(-((lat[:, None] / _ENSO_WIDTH[0]) ** 2)) \
+    pattern = (
+        (_ENSO_PEAK / ar2_std(a1, a2))
+        * np.exp(-((lat[:, None] / _ENSO_WIDTH[0]) ** 2))
         * np.exp(-((east / _ENSO_WIDTH[1]) ** 4))
-    terms = [smoothings(noise, (nlat, nlon), (lat[1] - lat[0], lon[1] - lon[0]), wrap) for noise in _RED_NOISE]
+    )
+    terms = [
+        smoothings(noise, (nlat, nlon), (lat[1] - lat[0], lon[1] - lon[0]), wrap)
+        for noise in _RED_NOISE
+    ]
     fields = [np.zeros((nlat, nlon)) for _ in _RED_NOISE]
     index, previous = 0.0, 0.0
     out = np.empty((months, nlat, nlon), np.float32)
@@ -145,28 +157,49 @@ def _pick_variable(ds, name: str, path) -> str:
     candidates = [v for v, da in ds.data_vars.items() if {"time", "lat", "lon"} <= set(da.dims)]
     if name != "auto":
         if name not in ds.data_vars:
-            raise ValueError(f"{path} has no variable {name!r}; (time, lat, lon) variables: {', '.join(candidates) or 'none'}")
+            raise ValueError(
+                f"{path} has no variable {name!r}; (time, lat, lon) variables: {', '.join(candidates) or 'none'}"
+            )
         return name
     if not candidates:
-        raise ValueError(f"{path} has no (time, lat, lon) variable; variables: {', '.join(ds.data_vars) or 'none'}")
+        raise ValueError(
+            f"{path} has no (time, lat, lon) variable; variables: {', '.join(ds.data_vars) or 'none'}"
+        )
     return candidates[0]
 
 
 def _land(ds, da, coarsen: int) -> np.ndarray | None:
     """The file's land mask on the selection (a coarse cell is land only if all its fine
     cells are), or None if the file has none."""
-    for mask_name, land_is in (("land", lambda m: m != 0), ("mask", lambda m: m != 0), ("lsmask", lambda m: m == 0)):
+    for mask_name, land_is in (
+        ("land", lambda m: m != 0),
+        ("mask", lambda m: m != 0),
+        ("lsmask", lambda m: m == 0),
+    ):
         if mask_name in ds.data_vars and {"lat", "lon"} <= set(ds[mask_name].dims):
-            land = land_is(ds[mask_name].squeeze(drop=True).sel(lat=da.lat, lon=da.lon)).values.astype(bool)
+            land = land_is(
+                ds[mask_name].squeeze(drop=True).sel(lat=da.lat, lon=da.lon)
+            ).values.astype(bool)
             if coarsen > 1:
                 nlat, nlon = da.sizes["lat"] // coarsen, da.sizes["lon"] // coarsen
-                land = land[: nlat * coarsen, : nlon * coarsen].reshape(nlat, coarsen, nlon, coarsen).all(axis=(1, 3))
+                land = (
+                    land[: nlat * coarsen, : nlon * coarsen]
+                    .reshape(nlat, coarsen, nlon, coarsen)
+                    .all(axis=(1, 3))
+                )
             return land
     return None
 
 
-def open_sst(path: str, variable: str = "auto", box: str = "", start: str = "", end: str = "",
-             coarsen: int = 1, load: bool = True) -> Field:
+def open_sst(
+    path: str,
+    variable: str = "auto",
+    box: str = "",
+    start: str = "",
+    end: str = "",
+    coarsen: int = 1,
+    load: bool = True,
+) -> Field:
     """Read a NOAA-style SST netCDF (e.g. OISST v2 monthly means, or the STNN PST layout).
 
     Dimensions may be called lat/latitude and lon/longitude. Land is where the file's `land`
@@ -182,8 +215,12 @@ def open_sst(path: str, variable: str = "auto", box: str = "", start: str = "", 
     try:
         ds = xr.open_dataset(p)
     except Exception as exc:  # netCDF4/h5netcdf raise many types for a corrupt file
-        raise ValueError(f"data file {path} cannot be read as netCDF ({type(exc).__name__}: {exc})") from None
-    ds = ds.rename({k: v for k, v in {"latitude": "lat", "longitude": "lon"}.items() if k in ds.dims})
+        raise ValueError(
+            f"data file {path} cannot be read as netCDF ({type(exc).__name__}: {exc})"
+        ) from None
+    ds = ds.rename(
+        {k: v for k, v in {"latitude": "lat", "longitude": "lon"}.items() if k in ds.dims}
+    )
     name = _pick_variable(ds, variable, path)
     da = ds[name].transpose("time", "lat", "lon")
     bounds = _box(box)
@@ -194,8 +231,10 @@ def open_sst(path: str, variable: str = "auto", box: str = "", start: str = "", 
     if start or end:
         da = da.sel(time=slice(start or None, end or None))
     if da.sizes["time"] < 3 or da.sizes["lat"] < 1 or da.sizes["lon"] < 1:
-        raise ValueError(f"{path}: the selection (box={box!r}, start={start!r}, end={end!r}) leaves "
-                         f"{dict(da.sizes)}; it needs at least 3 months and one cell")
+        raise ValueError(
+            f"{path}: the selection (box={box!r}, start={start!r}, end={end!r}) leaves "
+            f"{dict(da.sizes)}; it needs at least 3 months and one cell"
+        )
     land = _land(ds, da, coarsen)
     if coarsen > 1:
         da = da.coarsen(lat=coarsen, lon=coarsen, boundary="trim").mean()
@@ -204,9 +243,17 @@ def open_sst(path: str, variable: str = "auto", box: str = "", start: str = "", 
     finite = np.isfinite(values).all(axis=0) if load else np.ones((len(lat), len(lon)), bool)
     ocean = finite & (~land if land is not None else True)
     if not ocean.any():
-        raise ValueError(f"{path}: variable {name!r} has no ocean cell with values in the selection")
+        raise ValueError(
+            f"{path}: variable {name!r} has no ocean cell with values in the selection"
+        )
     if load:
         values[:, ~ocean] = np.nan
     else:
         values = np.empty((da.sizes["time"], 0, 0), np.float32)
-    return Field(values, ocean, lat, lon, f"{p.name}:{name} {da.sizes['time']} months x {len(lat)}x{len(lon)}")
+    return Field(
+        values,
+        ocean,
+        lat,
+        lon,
+        f"{p.name}:{name} {da.sizes['time']} months x {len(lat)}x{len(lon)}",
+    )

@@ -39,7 +39,9 @@ class Edges:
         return self.rel > 0
 
     def rowptr(self) -> np.ndarray:
-        return np.concatenate([[0], np.cumsum(np.bincount(self.row, minlength=self.n))]).astype(np.int64)
+        return np.concatenate([[0], np.cumsum(np.bincount(self.row, minlength=self.n))]).astype(
+            np.int64
+        )
 
     def dense(self) -> np.ndarray:
         """The (n, r, n) tensor; only for small grids (tests and the dense mode)."""
@@ -59,7 +61,12 @@ def grid_edges(ocean: np.ndarray, neighbourhood: str = "4", wrap_lon: bool = Fal
     ids[ocean] = np.arange(int(ocean.sum()))
     n = int(ocean.sum())
     lat, lon = np.nonzero(ocean)
-    rows, rels, cols, vals = [np.arange(n)], [np.zeros(n, np.int64)], [np.arange(n)], [np.ones(n, np.float32)]
+    rows, rels, cols, vals = (
+        [np.arange(n)],
+        [np.zeros(n, np.int64)],
+        [np.arange(n)],
+        [np.ones(n, np.float32)],
+    )
     for r, offsets in enumerate(_OFFSETS[neighbourhood], start=1):
         src, dst = [], []
         for dlat, dlon in offsets:
@@ -77,7 +84,19 @@ def grid_edges(ocean: np.ndarray, neighbourhood: str = "4", wrap_lon: bool = Fal
         if neighbourhood != "dir4":  # row-normalized: a cell averages its neighbours
             deg = np.bincount(src, minlength=n).astype(np.float32)
             w = 1.0 / deg[src]
-        rows.append(src), rels.append(np.full(len(src), r, np.int64)), cols.append(dst), vals.append(w)
+        (
+            rows.append(src),
+            rels.append(np.full(len(src), r, np.int64)),
+            cols.append(dst),
+            vals.append(w),
+        )
     row, rel, col, value = (np.concatenate(a) for a in (rows, rels, cols, vals))
     order = np.lexsort((col, rel, row))
-    return Edges(n, 1 + len(_OFFSETS[neighbourhood]), row[order], rel[order], col[order], value[order].astype(np.float32))
+    return Edges(
+        n,
+        1 + len(_OFFSETS[neighbourhood]),
+        row[order],
+        rel[order],
+        col[order],
+        value[order].astype(np.float32),
+    )

@@ -22,12 +22,25 @@ _ACTIVATIONS = {"tanh": torch.tanh, "identity": lambda x: x}
 
 
 class STNN(nn.Module):
-    def __init__(self, relations: nn.Module, n: int, t_train: int, nz: int, nd: int, nhid: int = 0,
-                 nlayers: int = 1, activation: str = "tanh", lambd: float = 0.1, l1: float = 0.0,
-                 sparse_grad: bool = True):
+    def __init__(
+        self,
+        relations: nn.Module,
+        n: int,
+        t_train: int,
+        nz: int,
+        nd: int,
+        nhid: int = 0,
+        nlayers: int = 1,
+        activation: str = "tanh",
+        lambd: float = 0.1,
+        l1: float = 0.0,
+        sparse_grad: bool = True,
+    ):
         super().__init__()
         self.relations, self.n, self.t_train, self.nz = relations, n, t_train, nz
-        self.sparse_grad = sparse_grad  # the lookups' gradient layout (factor_grad): see the module's docstring
+        self.sparse_grad = (
+            sparse_grad  # the lookups' gradient layout (factor_grad): see the module's docstring
+        )
         self.lambd, self.l1, self.act = lambd, l1, _ACTIVATIONS[activation]
         self.factors = nn.Parameter(torch.empty(t_train * n, nz).uniform_(-0.1, 0.1))
         self.decoder = nn.Linear(nz, nd, bias=False)
@@ -48,7 +61,9 @@ class STNN(nn.Module):
         z = F.embedding(t * self.n + i, self.factors, sparse=self.sparse_grad)
         return F.mse_loss(self.decoder(z), x)
 
-    def dynamics_loss(self, t: torch.Tensor, i: torch.Tensor, i_host: torch.Tensor | None = None) -> torch.Tensor:
+    def dynamics_loss(
+        self, t: torch.Tensor, i: torch.Tensor, i_host: torch.Tensor | None = None
+    ) -> torch.Tensor:
         z_next = self.step_z(self.relations.pair_context(self.factors, t, i, i_host))
         target = F.embedding((t + 1) * self.n + i, self.factors, sparse=self.sparse_grad)
         loss = self.lambd * F.mse_loss(z_next, target)

@@ -45,7 +45,9 @@ class Smoothing:
         from scipy.ndimage import gaussian_filter
 
         mode = ("constant", "wrap" if self.wrap else "constant")
-        smooth = gaussian_filter(rng.standard_normal(self.shape), self.sigma, mode=mode, truncate=_TRUNCATE)
+        smooth = gaussian_filter(
+            rng.standard_normal(self.shape), self.sigma, mode=mode, truncate=_TRUNCATE
+        )
         return self.weight * (self.cols @ (self.rows @ smooth).T).T
 
 
@@ -64,8 +66,10 @@ def _axis(n: int, spacing: float, sigma_deg: float, wrap: bool):
     left = np.floor(x).astype(np.int64)
     frac = x - left
     cols = np.stack([left, left + 1], 1) % nodes
-    matrix = sparse.csr_matrix((np.stack([1 - frac, frac], 1).ravel(), (np.repeat(np.arange(n), 2), cols.ravel())),
-                               shape=(n, nodes))
+    matrix = sparse.csr_matrix(
+        (np.stack([1 - frac, frac], 1).ravel(), (np.repeat(np.arange(n), 2), cols.ravel())),
+        shape=(n, nodes),
+    )
     return matrix, nodes, sigma
 
 
@@ -75,13 +79,17 @@ def _gain(sigma: tuple[float, float]) -> float:
 
     impulse = np.zeros([2 * int(_TRUNCATE * s + 0.5) + 1 for s in sigma])
     impulse[tuple(n // 2 for n in impulse.shape)] = 1.0
-    return float(np.sqrt((gaussian_filter(impulse, sigma, mode="constant", truncate=_TRUNCATE) ** 2).sum()))
+    return float(
+        np.sqrt((gaussian_filter(impulse, sigma, mode="constant", truncate=_TRUNCATE) ** 2).sum())
+    )
 
 
-def smoothings(noise: RedNoise, shape: tuple[int, int], spacing: tuple[float, float], wrap: bool) -> list[Smoothing]:
+def smoothings(
+    noise: RedNoise, shape: tuple[int, int], spacing: tuple[float, float], wrap: bool
+) -> list[Smoothing]:
     """The terms whose sum is one month's innovation of `noise` on a grid of `shape` cells
     `spacing` degrees apart (longitude periodic if `wrap`)."""
-    innovation = noise.std * np.sqrt(1 - noise.rho ** 2)
+    innovation = noise.std * np.sqrt(1 - noise.rho**2)
     out = []
     for s_lat, s_lon, share in noise.widths:
         rows, n_lat, sig_lat = _axis(shape[0], spacing[0], s_lat, False)
@@ -93,4 +101,4 @@ def smoothings(noise: RedNoise, shape: tuple[int, int], spacing: tuple[float, fl
 
 def ar2_std(a1: float, a2: float) -> float:
     """Standard deviation of a stationary AR(2) process with unit innovations."""
-    return float(np.sqrt((1 - a2) / ((1 + a2) * ((1 - a2) ** 2 - a1 ** 2))))
+    return float(np.sqrt((1 - a2) / ((1 + a2) * ((1 - a2) ** 2 - a1**2))))

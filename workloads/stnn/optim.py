@@ -37,8 +37,15 @@ _GROWTH = 1e14  # the most 1 / beta2 ** (step - base) may reach: u keeps a 1e24 
 
 
 class RowSparseAdam(torch.optim.Optimizer):
-    def __init__(self, params, lr: float = 3e-3, betas: tuple[float, float] = (0.0, 0.999), eps: float = 1e-8,
-                 state: str = "fp32", renorm: int = 0):
+    def __init__(
+        self,
+        params,
+        lr: float = 3e-3,
+        betas: tuple[float, float] = (0.0, 0.999),
+        eps: float = 1e-8,
+        state: str = "fp32",
+        renorm: int = 0,
+    ):
         if betas[0] != 0.0:
             raise ValueError("RowSparseAdam is exact only for beta1 = 0 (STNN's setting)")
         if state not in STATES:
@@ -47,7 +54,9 @@ class RowSparseAdam(torch.optim.Optimizer):
             raise ValueError("state=bf16 divides by beta2 ** steps: it needs 0 < beta2 < 1")
         super().__init__(params, dict(lr=lr, beta2=betas[1], eps=eps))
         self.layout = state
-        self.renorm = renorm or int(math.log(_GROWTH) / -math.log(betas[1] if state == "bf16" else 0.5))  # steps
+        self.renorm = renorm or int(
+            math.log(_GROWTH) / -math.log(betas[1] if state == "bf16" else 0.5)
+        )  # steps
         # The state is made now, not at a parameter's first gradient: stnn's dynamics parameters
         # get theirs only in the first dynamics batch, which comes after every decoder batch,
         # and allocating there (a dense n x n for stnn-d) would fall inside a timed step.
@@ -74,12 +83,16 @@ class RowSparseAdam(torch.optim.Optimizer):
         if self.layout == "bf16":
             return {"step": 0, "base": 0, "u": torch.zeros_like(p, dtype=torch.bfloat16)}
         rows = p.shape[0] if p.dim() else 1
-        return {"step": 0, "v": torch.zeros_like(p), "last": torch.zeros(rows, dtype=torch.int32, device=p.device)}
+        return {
+            "step": 0,
+            "v": torch.zeros_like(p),
+            "last": torch.zeros(rows, dtype=torch.int32, device=p.device),
+        }
 
 
 def _exact_step(p: torch.Tensor, state: dict, group: dict) -> None:
     lr, beta2, eps, step = group["lr"], group["beta2"], group["eps"], state["step"]
-    scale = math.sqrt(1 - beta2 ** step)  # bias correction of the second moment
+    scale = math.sqrt(1 - beta2**step)  # bias correction of the second moment
     v, last, grad = state["v"], state["last"], p.grad
     if grad.is_sparse:
         rows, g = _row_sums(grad)
@@ -104,7 +117,7 @@ def _compact_step(p: torch.Tensor, state: dict, group: dict, renorm: int) -> Non
         u.mul_(beta2 ** (step - 1 - state["base"]))
         state["base"] = step - 1
     decayed = beta2 ** (step - state["base"])  # what every row's v has decayed by since base
-    scale = math.sqrt(1 - beta2 ** step)
+    scale = math.sqrt(1 - beta2**step)
     grad = p.grad
     if grad.is_sparse:
         rows, g = _row_sums(grad)

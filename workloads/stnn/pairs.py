@@ -43,7 +43,13 @@ class TwoPassSampler:
     def __init__(self, n_dec: int, n_dyn: int, batch_size: int, seed: int, max_steps: int = 0):
         if batch_size > n_dyn:
             raise ValueError(f"batch size {batch_size} exceeds the {n_dyn} dynamics pairs")
-        self.n_dec, self.n_dyn, self.batch_size, self.seed, self.epoch = n_dec, n_dyn, batch_size, seed, 0
+        self.n_dec, self.n_dyn, self.batch_size, self.seed, self.epoch = (
+            n_dec,
+            n_dyn,
+            batch_size,
+            seed,
+            0,
+        )
         self.batches = [n_dec // batch_size, n_dyn // batch_size]
         total = sum(self.batches)
         if 0 < max_steps < total:
@@ -61,20 +67,26 @@ class TwoPassSampler:
         untimed warm-up runs both (the dynamics pass, offload's staging buffers and copy stream
         would otherwise first run in a timed step) and a compiled model compiles both, before
         the clock starts."""
-        return [torch.arange(offset, offset + self.batch_size)
-                for offset, batches in ((0, self.batches[0]), (self.n_dec, self.batches[1])) if batches]
+        return [
+            torch.arange(offset, offset + self.batch_size)
+            for offset, batches in ((0, self.batches[0]), (self.n_dec, self.batches[1]))
+            if batches
+        ]
 
     def __iter__(self):
         g = torch.Generator().manual_seed(self.seed * 1000 + self.epoch)
         dtype = torch.int32 if index_bytes(self.n_dec + self.n_dyn) == 4 else torch.int64
-        for offset, count, batches in ((0, self.n_dec, self.batches[0]), (self.n_dec, self.n_dyn, self.batches[1])):
+        for offset, count, batches in (
+            (0, self.n_dec, self.batches[0]),
+            (self.n_dec, self.n_dyn, self.batches[1]),
+        ):
             perm = None  # the last pass's order is freed before this one's is drawn
             perm = torch.randperm(count, generator=g, dtype=dtype)
             if offset:
                 perm += offset
             for b in range(batches):
                 # a copy: a batch kept by the loader must not keep the whole order alive
-                yield perm[b * self.batch_size:(b + 1) * self.batch_size].clone()
+                yield perm[b * self.batch_size : (b + 1) * self.batch_size].clone()
 
 
 class ForecastSet(Dataset):

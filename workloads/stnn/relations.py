@@ -52,7 +52,9 @@ class DenseRelations(nn.Module):
             self.register_buffer("w", w)
         elif mode == "stnn-r":
             learned = torch.from_numpy(edges.learned)
-            self.register_buffer("mask", torch.zeros(edges.n, edges.r - 1, edges.n, dtype=torch.bool))
+            self.register_buffer(
+                "mask", torch.zeros(edges.n, edges.r - 1, edges.n, dtype=torch.bool)
+            )
             self.mask[row[learned], rel[learned] - 1, col[learned]] = True
             self.edge_w = initial_edge_weights(edges)
         else:  # stnn-d: every (i, j) of every relation but the identity is a weight; non-edges
@@ -70,12 +72,16 @@ class DenseRelations(nn.Module):
             return self.w
         eye = torch.eye(self.n, device=self.learned().device).unsqueeze(1)
         if self.mode == "stnn-r":
-            inter = torch.zeros(self.mask.shape, device=self.edge_w.device).masked_scatter(self.mask, clip01(self.edge_w))
+            inter = torch.zeros(self.mask.shape, device=self.edge_w.device).masked_scatter(
+                self.mask, clip01(self.edge_w)
+            )
         else:
             inter = clip01(self.dense_w)
         return torch.cat([eye, inter], dim=1)
 
-    def pair_context(self, factors: torch.Tensor, t: torch.Tensor, i: torch.Tensor, i_host=None) -> torch.Tensor:
+    def pair_context(
+        self, factors: torch.Tensor, t: torch.Tensor, i: torch.Tensor, i_host=None
+    ) -> torch.Tensor:
         z = factors.view(-1, self.n, factors.shape[1])[t]  # (B, n, nz), as the original gathers
         return torch.bmm(self.weights()[i], z).flatten(1)
 
@@ -117,7 +123,9 @@ class OffloadRelations(nn.Module):
         page-locked on CUDA (what lets a copy run asynchronously on the side stream)."""
         self.accel = Accelerator(str(device))
         shape = (self.chunk, self.host[0].numel())
-        self.staging = [torch.empty(shape, dtype=self.host.dtype, pin_memory=self.accel.pins) for _ in range(2)]
+        self.staging = [
+            torch.empty(shape, dtype=self.host.dtype, pin_memory=self.accel.pins) for _ in range(2)
+        ]
         if self.accel.is_cuda:
             self.copy_stream = self.accel.stream()
 
@@ -144,7 +152,9 @@ class OffloadRelations(nn.Module):
             self.copy_seconds += self.accel.elapsed_s(start, done)
             self.pool += [start, done]
 
-    def _gather(self, slot: int, rows_idx: torch.Tensor | None, block: slice | None) -> torch.Tensor:
+    def _gather(
+        self, slot: int, rows_idx: torch.Tensor | None, block: slice | None
+    ) -> torch.Tensor:
         """Host side: put the rows into a staging buffer (gather_s, on every device)."""
         count = len(rows_idx) if rows_idx is not None else block.stop - block.start
         t0 = time.perf_counter()
@@ -162,7 +172,9 @@ class OffloadRelations(nn.Module):
         self.gather_seconds += time.perf_counter() - t0
         return stage
 
-    def _send(self, slot: int, rows_idx: torch.Tensor | None, block: slice | None) -> tuple[torch.Tensor, object]:
+    def _send(
+        self, slot: int, rows_idx: torch.Tensor | None, block: slice | None
+    ) -> tuple[torch.Tensor, object]:
         """Gather host rows into a staging buffer and start their copy to the device (stream_s:
         the copy alone, on the copy stream's events; on CPU the clone that stands in for it)."""
         stage = self._gather(slot, rows_idx, block)
@@ -197,26 +209,44 @@ class OffloadRelations(nn.Module):
         return torch.cat(outs)
 
     @torch.compiler.disable  # host-side streaming and its timers: no graph to compile
-    def pair_context(self, factors: torch.Tensor, t: torch.Tensor, i: torch.Tensor, i_host=None) -> torch.Tensor:
+    def pair_context(
+        self, factors: torch.Tensor, t: torch.Tensor, i: torch.Tensor, i_host=None
+    ) -> torch.Tensor:
         """i_host: the batch's cells on the host (the trainer's host copy of the batch); the
         rows of W are gathered by it, never by copying i back from the device. Backward adds
         every chunk into one factor gradient (streamed.py says why)."""
         i_host = i if i_host is None else i_host
-        pieces = [(i_host[s:s + self.chunk], None) for s in range(0, len(i), self.chunk)]
-        return StreamedProduct.apply(factors, self._value_table(), t, self.n,
-                                     lambda compute: self._stream(factors.device, pieces, compute), self.work)
+        pieces = [(i_host[s : s + self.chunk], None) for s in range(0, len(i), self.chunk)]
+        return StreamedProduct.apply(
+            factors,
+            self._value_table(),
+            t,
+            self.n,
+            lambda compute: self._stream(factors.device, pieces, compute),
+            self.work,
+        )
 
     @torch.compiler.disable
     def all_context(self, z: torch.Tensor) -> torch.Tensor:
-        pieces = [(None, slice(s, min(s + self.chunk, self.n))) for s in range(0, self.n, self.chunk)]
+        pieces = [
+            (None, slice(s, min(s + self.chunk, self.n))) for s in range(0, self.n, self.chunk)
+        ]
         table = self._value_table()  # once per call, not per chunk
-        return self._stream(z.device, pieces, lambda k, rows: (values(rows, table).reshape(-1, self.n) @ z).view(len(rows), -1))
+        return self._stream(
+            z.device,
+            pieces,
+            lambda k, rows: (values(rows, table).reshape(-1, self.n) @ z).view(len(rows), -1),
+        )
 
     def stats(self) -> dict:
         """stream_s: seconds of copies to the device; gather_s: host seconds gathering rows."""
         if self.accel is not None and self.accel.is_cuda:
             self._drain(wait=True)
-        return {"stream_s": self.copy_seconds, "gather_s": self.gather_seconds, "stream_mb": self.bytes_moved / 2**20}
+        return {
+            "stream_s": self.copy_seconds,
+            "gather_s": self.gather_seconds,
+            "stream_mb": self.bytes_moved / 2**20,
+        }
 
 
 class EdgeAggregate(torch.autograd.Function):
@@ -273,21 +303,29 @@ class SparseRelations(nn.Module):
         return torch.cat([self.value.new_ones(1), clip01(self.edge_w)])[self.lid]
 
     @torch.compiler.disable  # dynamo's compiled backward of the custom scatter and sparse embedding failed a stride assert
-    def pair_context(self, factors: torch.Tensor, t: torch.Tensor, i: torch.Tensor, i_host=None) -> torch.Tensor:
+    def pair_context(
+        self, factors: torch.Tensor, t: torch.Tensor, i: torch.Tensor, i_host=None
+    ) -> torch.Tensor:
         b = len(i)
         e = self.ell[i]  # (B, width) edge ids
         value = self.edge_values()[e] * self.valid[i]
         src = t.unsqueeze(1) * self.n + self.col[e]
         dst = torch.arange(b, device=i.device).unsqueeze(1) * self.r + self.rel[e]
-        z = F.embedding(src.flatten(), factors, sparse=self.sparse_grad)  # row-sparse unless factor_grad=dense
+        z = F.embedding(
+            src.flatten(), factors, sparse=self.sparse_grad
+        )  # row-sparse unless factor_grad=dense
         return EdgeAggregate.apply(value.flatten(), z, dst.flatten(), b * self.r).view(b, -1)
 
     def all_context(self, z: torch.Tensor) -> torch.Tensor:
-        out = EdgeAggregate.apply(self.edge_values(), z[self.col], self.row * self.r + self.rel, self.n * self.r)
+        out = EdgeAggregate.apply(
+            self.edge_values(), z[self.col], self.row * self.r + self.rel, self.n * self.r
+        )
         return out.view(self.n, -1)
 
 
-def make(backend: str, edges: Edges, mode: str, chunk: int = 250, sparse_grad: bool = True) -> nn.Module:
+def make(
+    backend: str, edges: Edges, mode: str, chunk: int = 250, sparse_grad: bool = True
+) -> nn.Module:
     from .sizing import unsupported
 
     reason = unsupported(backend, mode)

@@ -48,9 +48,13 @@ def _file_layout(selection: tuple) -> tuple[int, np.ndarray]:
 def unsupported(backend: str, mode: str) -> str | None:
     """Why a relations backend cannot carry a mode (the one place this is decided)."""
     if mode == "stnn-d" and backend == "sparse":
-        return "relations=sparse does not apply to mode=stnn-d: its learned relations are dense n x n"
+        return (
+            "relations=sparse does not apply to mode=stnn-d: its learned relations are dense n x n"
+        )
     if mode == "stnn-d" and backend == "offload":
-        return "relations=offload supports stnn and stnn-r (stnn-d learns a dense n x n on the device)"
+        return (
+            "relations=offload supports stnn and stnn-r (stnn-d learns a dense n x n on the device)"
+        )
     return None
 
 
@@ -58,7 +62,9 @@ def check(params: dict) -> None:
     """Parent-side: the grid or file, the selection and the split (reads no values)."""
     months, _ = layout(params)
     if params["test_steps"] >= months - 2:
-        raise ValueError(f"test_steps={params['test_steps']} leaves fewer than 2 training months of {months}")
+        raise ValueError(
+            f"test_steps={params['test_steps']} leaves fewer than 2 training months of {months}"
+        )
 
 
 def sizes(params: dict, seed: int = 0) -> dict:
@@ -66,8 +72,15 @@ def sizes(params: dict, seed: int = 0) -> dict:
     n = int(ocean.sum())
     r = grid.relation_count(params["neighbours"])
     per_cell = {"4": 4, "8": 8, "dir4": 4}[params["neighbours"]]
-    return {"n": n, "r": r, "edges": n * (1 + per_cell), "width": 1 + per_cell,
-            "t_train": months - params["test_steps"], "months": months, "cells": ocean.size}
+    return {
+        "n": n,
+        "r": r,
+        "edges": n * (1 + per_cell),
+        "width": 1 + per_cell,
+        "t_train": months - params["test_steps"],
+        "months": months,
+        "cells": ocean.size,
+    }
 
 
 def _pinned(nbytes: int) -> int:
@@ -86,7 +99,11 @@ def _state_bytes(params: dict, rows: int) -> dict:
     nz = params["nz"]
     if params["state"] == "bf16":
         return {"factors": rows * nz * F32, "Adam second moment (bf16)": rows * nz * 2}
-    return {"factors": rows * nz * F32, "Adam second moment": rows * nz * F32, "Adam step counters": rows * 4}
+    return {
+        "factors": rows * nz * F32,
+        "Adam second moment": rows * nz * F32,
+        "Adam step counters": rows * 4,
+    }
 
 
 def _data_bytes(s: dict) -> tuple[dict, dict]:
@@ -95,13 +112,24 @@ def _data_bytes(s: dict) -> tuple[dict, dict]:
     peaks while the series is copied out of the whole field, before the model exists; the
     field is freed before numpy's std makes its one temporary, of the training months."""
     t, n = s["t_train"], s["n"]
-    train = {"ocean series": s["months"] * n * F32, "pair order (one pass)": t * n * index_bytes((2 * t - 1) * n)}
-    build = {"field, while its series is extracted": s["months"] * s["cells"] * F32, "ocean series": s["months"] * n * F32}
+    train = {
+        "ocean series": s["months"] * n * F32,
+        "pair order (one pass)": t * n * index_bytes((2 * t - 1) * n),
+    }
+    build = {
+        "field, while its series is extracted": s["months"] * s["cells"] * F32,
+        "ocean series": s["months"] * n * F32,
+    }
     return train, build
 
 
-def predict_bytes(params: dict, batch_size: int, device: str = "cpu", seed: int = 0,
-                  capability: tuple[int, int] | None = None) -> dict:
+def predict_bytes(
+    params: dict,
+    batch_size: int,
+    device: str = "cpu",
+    seed: int = 0,
+    capability: tuple[int, int] | None = None,
+) -> dict:
     """Predicted peak bytes of a training cell by where they live: "device" (the model, its
     optimizer state and a step's temporaries, on the training device) and "host" (the data and
     the pair order, and what offload keeps in host memory; on CPU both are the same RAM). The
@@ -118,27 +146,40 @@ def predict_bytes(params: dict, batch_size: int, device: str = "cpu", seed: int 
     backend, mode = params["relations"], params["mode"]
     w_bytes = n * r * n * F32
     factors = t * n * nz * F32
-    dev = {**_state_bytes(params, t * n), "edges": s["edges"] * (4 * I64 + 2 * F32) + n * s["width"] * (I64 + 1)}
+    dev = {
+        **_state_bytes(params, t * n),
+        "edges": s["edges"] * (4 * I64 + 2 * F32) + n * s["width"] * (I64 + 1),
+    }
     host, build = _data_bytes(s)
     dense_grad = params["factor_grad"] == "dense"
     if backend in ("dense", "offload") or dense_grad:
         dev["factor gradient (dense)"] = factors
         if params["state"] == "bf16":
             dev["Adam step's fp32 copy of u (dense gradient)"] = factors
-    if dense_grad:  # a dynamics step's two paths into the factors each return one before autograd adds them
+    if (
+        dense_grad
+    ):  # a dynamics step's two paths into the factors each return one before autograd adds them
         dev["second dense factor gradient (factor_grad=dense)"] = factors
     if backend in ("dense", "offload"):
         # dense gathers the batch's z_t at once and gets its gradient; offload gathers one
         # chunk at a time into one reused buffer, which backward reuses for the gradient
-        dev["gathered z_t and its gradient"] = (2 * b if backend == "dense" else min(params["chunk"], b)) * n * nz * F32
+        dev["gathered z_t and its gradient"] = (
+            (2 * b if backend == "dense" else min(params["chunk"], b)) * n * nz * F32
+        )
         dev["gathered relation rows"] = b * r * n * F32 * (2 if mode != "stnn" else 1)
     else:  # a step's gathers are small; the forecast's over every edge are not (0.5 GB at the globe)
         forecast = s["edges"] * (2 * nz * F32 + 2 * I64) + 2 * n * r * nz * F32
-        dev["edge products (a batch, or the forecast)"] = max(3 * b * s["width"] * (nz * F32 + 3 * I64), forecast)
+        dev["edge products (a batch, or the forecast)"] = max(
+            3 * b * s["width"] * (nz * F32 + 3 * I64), forecast
+        )
     if backend == "dense":
         # stnn keeps W; stnn-r/-d rebuild it each step (mask or weights, the scatter, the
         # concatenation, and W's gradient in backward)
-        dev["relations W"] = w_bytes if mode == "stnn" else w_bytes * 4 + n * (r - 1) * n * (1 if mode == "stnn-r" else F32)
+        dev["relations W"] = (
+            w_bytes
+            if mode == "stnn"
+            else w_bytes * 4 + n * (r - 1) * n * (1 if mode == "stnn-r" else F32)
+        )
     elif backend == "offload":
         host["relations W (host)"] = w_bytes
         staging = params["chunk"] * r * n * F32  # two of them, pinned on CUDA
@@ -147,8 +188,17 @@ def predict_bytes(params: dict, batch_size: int, device: str = "cpu", seed: int 
         dev["cuBLAS workspaces"] = cuda_library_bytes(capability)
     device_bytes = sum(dev.values())
     # on CPU the build's peak shares the RAM with nothing of the model yet
-    host_bytes = max(sum(host.values()), sum(build.values()) - (0 if is_cuda(device) else device_bytes))
-    return {"device": dev, "host": host, "build": build, "device_bytes": device_bytes, "host_bytes": host_bytes, **s}
+    host_bytes = max(
+        sum(host.values()), sum(build.values()) - (0 if is_cuda(device) else device_bytes)
+    )
+    return {
+        "device": dev,
+        "host": host,
+        "build": build,
+        "device_bytes": device_bytes,
+        "host_bytes": host_bytes,
+        **s,
+    }
 
 
 def resolve_state(params: dict, device: str, host_bytes: float) -> str:
@@ -172,16 +222,23 @@ def skip(params: dict, batch_size: int, device: str, memory: dict) -> str | None
         return reason
     params = {**params, "state": resolve_state(params, device, memory["host_bytes"])}
     p = predict_bytes(params, batch_size, device)
-    gib = lambda v: f"{v / 2**30:.1f} GiB"
+
+    def gib(v: float) -> str:
+        return f"{v / 2**30:.1f} GiB"
+
     if is_cuda(device):
         if memory.get("device_bytes") and p["device_bytes"] > memory["device_bytes"]:
-            return (f"predicted {gib(p['device_bytes'])} on the GPU for {params['relations']} relations at n={p['n']} "
-                    f"exceeds its {gib(memory['device_bytes'])}")
+            return (
+                f"predicted {gib(p['device_bytes'])} on the GPU for {params['relations']} relations at n={p['n']} "
+                f"exceeds its {gib(memory['device_bytes'])}"
+            )
         if p["host_bytes"] > memory["host_bytes"]:
             return f"predicted {gib(p['host_bytes'])} of host memory exceeds the {gib(memory['host_bytes'])} RAM"
         return None
     total = p["device_bytes"] + p["host_bytes"]
     if total > memory["host_bytes"]:
-        return (f"predicted {gib(total)} for {params['relations']} relations at n={p['n']} "
-                f"exceeds the {gib(memory['host_bytes'])} RAM")
+        return (
+            f"predicted {gib(total)} for {params['relations']} relations at n={p['n']} "
+            f"exceeds the {gib(memory['host_bytes'])} RAM"
+        )
     return None

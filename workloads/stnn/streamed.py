@@ -35,7 +35,13 @@ class Workspace:
         """(rows, n, nz) for like, the factors (T * n, nz): their dtype and device; grown to
         the largest chunk seen."""
         b, shape = self.buffer, (n, like.shape[1])
-        if b is None or len(b) < rows or b.shape[1:] != shape or b.device != like.device or b.dtype != like.dtype:
+        if (
+            b is None
+            or len(b) < rows
+            or b.shape[1:] != shape
+            or b.device != like.device
+            or b.dtype != like.dtype
+        ):
             self.buffer = b = like.new_empty((rows, *shape))
         return b[:rows]
 
@@ -55,9 +61,11 @@ class StreamedProduct(torch.autograd.Function):
 
         def compute(k: int, piece: torch.Tensor) -> torch.Tensor:
             pieces.append(piece)
-            months = t[offsets[k]:offsets[k] + len(piece)]
+            months = t[offsets[k] : offsets[k] + len(piece)]
             offsets.append(offsets[k] + len(piece))
-            return torch.bmm(values(piece, table), _gather(z, months, work.take(factors, len(months), n))).flatten(1)
+            return torch.bmm(
+                values(piece, table), _gather(z, months, work.take(factors, len(months), n))
+            ).flatten(1)
 
         out = stream(compute)
         ctx.n, ctx.offsets, ctx.work = n, offsets, work
@@ -77,11 +85,17 @@ class StreamedProduct(torch.autograd.Function):
             part = slice(ctx.offsets[k], ctx.offsets[k + 1])
             months, gk = t[part], g[part]
             if grad_f is not None:  # d z_t[j] += sum_r W[i, r, j] g[r]: the rows, transposed
-                dz = torch.bmm(values(piece, table).transpose(1, 2), gk, out=ctx.work.take(factors, len(months), n))
+                dz = torch.bmm(
+                    values(piece, table).transpose(1, 2),
+                    gk,
+                    out=ctx.work.take(factors, len(months), n),
+                )
                 grad_f.view(-1, n * nz).index_add_(0, months, dz.view(len(months), -1))
             if grad_table is not None:  # d W[i, r, j] = <g[r], z_t[j]>, summed per code
                 z = _gather(factors.view(-1, n, nz), months, ctx.work.take(factors, len(months), n))
-                grad_table.index_add_(0, piece.flatten().long(), torch.bmm(gk, z.transpose(1, 2)).flatten())
+                grad_table.index_add_(
+                    0, piece.flatten().long(), torch.bmm(gk, z.transpose(1, 2)).flatten()
+                )
         return grad_f, grad_table, None, None, None, None
 
 

@@ -56,27 +56,55 @@ def make_task(params: dict, ctx: BuildContext) -> Task:
     t_train = series.shape[0] - params["test_steps"]
     train, held_out = series[:t_train], series[t_train:]  # views of the one array
     mean, std = float(train.mean()), float(train.std()) or 1.0
-    persistence = float(np.sqrt(np.mean((held_out - series[t_train - 1]) ** 2)))  # before train is normalized
-    train -= mean  # in place, the same float32 operations as (train - mean) / std without two copies
+    persistence = float(
+        np.sqrt(np.mean((held_out - series[t_train - 1]) ** 2))
+    )  # before train is normalized
+    train -= (
+        mean  # in place, the same float32 operations as (train - mean) / std without two copies
+    )
     train /= std
     wrap = params["data"] == "generated" and data.is_global(*data.parse_grid(params["grid"]))
     edges = grid.grid_edges(ocean, params["neighbours"], wrap_lon=wrap)
     torch.manual_seed(ctx.seed)
     sparse_grad = params["factor_grad"] == "sparse"
     rel = relations.make(params["relations"], edges, params["mode"], params["chunk"], sparse_grad)
-    model = STNN(rel, edges.n, t_train, params["nz"], 1, params["nhid"], params["nlayers"], params["activation"],
-                 params["lambd"], params["l1"], sparse_grad)
+    model = STNN(
+        rel,
+        edges.n,
+        t_train,
+        params["nz"],
+        1,
+        params["nhid"],
+        params["nlayers"],
+        params["activation"],
+        params["lambd"],
+        params["l1"],
+        sparse_grad,
+    )
     pairs = PairData(torch.from_numpy(train).unsqueeze(-1), edges.n)
     truth = torch.from_numpy(held_out).unsqueeze(-1)
     s = {"n": edges.n, "r": edges.r, "width": int(np.diff(edges.rowptr()).max())}
     return Task(
-        data=Data(pairs, ForecastSet(truth), source=f"{Path(params['data']).name}:{edges.n} ocean cells x {len(series)} months",
-                  mb=tensor_mb(pairs.series, truth), batch_sampler=partial(TwoPassSampler, pairs.n_dec, pairs.n_dyn),
-                  transfer=_with_host_copy),
+        data=Data(
+            pairs,
+            ForecastSet(truth),
+            source=f"{Path(params['data']).name}:{edges.n} ocean cells x {len(series)} months",
+            mb=tensor_mb(pairs.series, truth),
+            batch_sampler=partial(TwoPassSampler, pairs.n_dec, pairs.n_dyn),
+            transfer=_with_host_copy,
+        ),
         model=Model(model, _loss, partial(_predict, mean=mean, std=std)),
-        metric=Metric("test_rmse", sum=lambda p, y: ((p - y) ** 2).sum(), naive=persistence,
-                      count=lambda y: float(y.numel()), finish=lambda total, count: float(np.sqrt(total / max(count, 1)))),
+        metric=Metric(
+            "test_rmse",
+            sum=lambda p, y: ((p - y) ** 2).sum(),
+            naive=persistence,
+            count=lambda y: float(y.numel()),
+            finish=lambda total, count: float(np.sqrt(total / max(count, 1))),
+        ),
         optim=Optim(partial(RowSparseAdam, betas=(0.0, 0.999), state=state)),
         flops_per_sample=_flops_per_sample(s, params, pairs.n_dec, pairs.n_dyn),
-        extras=lambda: {**(rel.stats() if hasattr(rel, "stats") else {}), "state_bits": 16.0 if state == "bf16" else 32.0},
+        extras=lambda: {
+            **(rel.stats() if hasattr(rel, "stats") else {}),
+            "state_bits": 16.0 if state == "bf16" else 32.0,
+        },
     )

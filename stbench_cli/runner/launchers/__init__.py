@@ -13,7 +13,11 @@ from types import ModuleType
 
 from . import local, sbatch, slurm, srun
 
-_MODULES = {"local": local, "slurm": slurm, "srun": srun}  # the names of plan.launcher_config.LAUNCHERS
+_MODULES = {
+    "local": local,
+    "slurm": slurm,
+    "srun": srun,
+}  # the names of plan.launcher_config.LAUNCHERS
 
 
 def get(kind: str) -> ModuleType:

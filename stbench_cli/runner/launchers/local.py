@@ -40,20 +40,29 @@ def node_env(spec: RunSpec, node_rank: int, base: dict[str, str]) -> dict[str, s
     if spec.world_size > 1:
         env.setdefault("OMP_NUM_THREADS", "1")
     if is_cuda(spec.device) and spec.backend == "nccl":
-        env["CUDA_VISIBLE_DEVICES"] = visible_devices(node_rank * spec.nproc_per_node, spec.nproc_per_node, base)
+        env["CUDA_VISIBLE_DEVICES"] = visible_devices(
+            node_rank * spec.nproc_per_node, spec.nproc_per_node, base
+        )
     return env
 
 
-def commands(spec: RunSpec, cell: list[str], python: str = sys.executable, port: int = 29500,
-             base: dict[str, str] | None = None) -> list[tuple[list[str], dict[str, str]]]:
+def commands(
+    spec: RunSpec,
+    cell: list[str],
+    python: str = sys.executable,
+    port: int = 29500,
+    base: dict[str, str] | None = None,
+) -> list[tuple[list[str], dict[str, str]]]:
     """(argv, environment) of each process the cell starts here."""
     base = dict(os.environ if base is None else base, PYTHONUNBUFFERED="1")
     if not spec.distributed:
         return [(torchrun.single(python, cell), base)]
     if spec.nodes == 1:
         return [(torchrun.standalone(spec, python, cell), base)]
-    return [(torchrun.node(spec, python, cell, i, "127.0.0.1", port), node_env(spec, i, base))
-            for i in range(spec.nodes)]
+    return [
+        (torchrun.node(spec, python, cell, i, "127.0.0.1", port), node_env(spec, i, base))
+        for i in range(spec.nodes)
+    ]
 
 
 def check(plan: Plan) -> None:
@@ -69,8 +78,12 @@ def run_cell(cell: CellJob) -> Outcome:
     prep = hostprep.prepare(cell.spec)
     if prep.failure:
         return Outcome(CellResult("skipped", prep.failure), others_before=prep.others_cores)
-    outcome = run_processes(cell, [[*prep.prefix, *argv] for argv, _ in started],
-                            [{**env, **prep.env} for _, env in started], role)
+    outcome = run_processes(
+        cell,
+        [[*prep.prefix, *argv] for argv, _ in started],
+        [{**env, **prep.env} for _, env in started],
+        role,
+    )
     return replace(outcome, others_before=prep.others_cores)
 
 
@@ -85,7 +98,10 @@ def describe(plan: Plan, timeout: float | None) -> str:
         if spec.distributed and spec.nodes > 1:
             for rank in range(spec.nodes):
                 argv = torchrun.node(spec, "python", cell, rank, "@ADDR@", 29500)
-                lines += [f"# on node {rank} of {spec.nodes}:", shlex.join(argv).replace("@ADDR@", '"$MASTER_ADDR"')]
+                lines += [
+                    f"# on node {rank} of {spec.nodes}:",
+                    shlex.join(argv).replace("@ADDR@", '"$MASTER_ADDR"'),
+                ]
         else:
             lines.append(shlex.join(commands(spec, cell, "python", base={})[0][0]))
         parts.append("\n".join(lines))

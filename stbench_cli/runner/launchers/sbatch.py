@@ -27,10 +27,14 @@ def cell_script(plan: Plan, index: int, timeout: float | None, python: str = "py
     opts = job_options(spec, plan.launch, timeout)
     name = f"{spec.run_id}.spec.json"
     cpus = (f"--cpus-per-task={opts['cpus_per_task']}",) if "cpus_per_task" in opts else ()
-    script = torchrun.slurm_node_script(spec, python, torchrun.cell_args(name, f"{spec.run_id}.result.json"))
+    script = torchrun.slurm_node_script(
+        spec, python, torchrun.cell_args(name, f"{spec.run_id}.result.json")
+    )
     step = torchrun.srun(spec, script, cpus)
-    return (f"# cell {index + 1}/{len(plan.cells)}: {label(spec)}\n{header(opts)}\n"
-            f"{torchrun.spec_heredoc(spec, name)}\n{shlex.join(step)}")
+    return (
+        f"# cell {index + 1}/{len(plan.cells)}: {label(spec)}\n{header(opts)}\n"
+        f"{torchrun.spec_heredoc(spec, name)}\n{shlex.join(step)}"
+    )
 
 
 def as_srun(argv: list[str]) -> list[str]:
@@ -54,16 +58,25 @@ def as_srun(argv: list[str]) -> list[str]:
 
 def study_script(plan: Plan, timeout: float | None) -> str:
     cells = [c for c in plan.cells if c.run_id not in plan.skips] or list(plan.cells)
-    opts: dict[str, object] = {"job_name": f"stbench-{plan.workload.name}", "nodes": max(c.nodes for c in cells),
-                               "ntasks_per_node": 1}
+    opts: dict[str, object] = {
+        "job_name": f"stbench-{plan.workload.name}",
+        "nodes": max(c.nodes for c in cells),
+        "ntasks_per_node": 1,
+    }
     if timeout is not None:
         opts["time"] = sum(minutes(timeout) for _ in cells)
     if any(is_cuda(c.device) for c in cells):
         opts["gpus_per_node"] = max(c.nproc_per_node for c in cells)
     opts.update(plan.launch.options)
-    command = as_srun([str(a) for a in plan.manifest.get("command", [])]) if plan.manifest.get("command") else []
-    return ("# Or, with no process left on the login node: one allocation runs the whole study, "
-            f"cell by cell (sbatch this)\n{header(opts)}\n{shlex.join(command)}")
+    command = (
+        as_srun([str(a) for a in plan.manifest.get("command", [])])
+        if plan.manifest.get("command")
+        else []
+    )
+    return (
+        "# Or, with no process left on the login node: one allocation runs the whole study, "
+        f"cell by cell (sbatch this)\n{header(opts)}\n{shlex.join(command)}"
+    )
 
 
 def describe(plan: Plan, timeout: float | None) -> str:

@@ -37,8 +37,20 @@ from ..watch import BEATS_S, Stall, Stalls
 from . import torchrun
 
 POLL_S = 1.0  # how often the parent looks for the job's result files (a stat, no Slurm call)
-SACCT_EVERY_S = 15.0  # how often it asks sacct, for jobs that end without a result (killed, cancelled)
-_RUNNING = ("PENDING", "RUNNING", "REQUEUED", "COMPLETING", "CONFIGURING", "SUSPENDED", "RESIZING", "UNKNOWN", "")
+SACCT_EVERY_S = (
+    15.0  # how often it asks sacct, for jobs that end without a result (killed, cancelled)
+)
+_RUNNING = (
+    "PENDING",
+    "RUNNING",
+    "REQUEUED",
+    "COMPLETING",
+    "CONFIGURING",
+    "SUSPENDED",
+    "RESIZING",
+    "UNKNOWN",
+    "",
+)
 
 
 def minutes(timeout: float) -> int:
@@ -48,7 +60,11 @@ def minutes(timeout: float) -> int:
 
 def job_options(spec: RunSpec, launch: Launch, timeout: float | None) -> dict[str, object]:
     """The sbatch options of a cell's job (underscored names), --slurm options last."""
-    opts: dict[str, object] = {"job_name": f"stbench-{spec.run_id}", "nodes": spec.nodes, "ntasks_per_node": 1}
+    opts: dict[str, object] = {
+        "job_name": f"stbench-{spec.run_id}",
+        "nodes": spec.nodes,
+        "ntasks_per_node": 1,
+    }
     if timeout is not None:
         opts["time"] = minutes(timeout)
     if is_cuda(spec.device):
@@ -61,8 +77,14 @@ def submitit_parameters(opts: dict[str, object]) -> dict[str, object]:
     """The same options as submitit's AutoExecutor parameters."""
     from submitit.slurm.slurm import SlurmExecutor
 
-    generic = {"job_name": "name", "nodes": "nodes", "ntasks_per_node": "tasks_per_node",
-               "cpus_per_task": "cpus_per_task", "gpus_per_node": "gpus_per_node", "mem_gb": "mem_gb"}
+    generic = {
+        "job_name": "name",
+        "nodes": "nodes",
+        "ntasks_per_node": "tasks_per_node",
+        "cpus_per_task": "cpus_per_task",
+        "gpus_per_node": "gpus_per_node",
+        "mem_gb": "mem_gb",
+    }
     named = SlurmExecutor._valid_parameters()
     params: dict[str, object] = {}
     extra: dict[str, object] = {}
@@ -76,7 +98,9 @@ def submitit_parameters(opts: dict[str, object]) -> dict[str, object]:
         else:
             extra[key.replace("_", "-")] = value
     # One failing node ends the job; srun does not pass --cpus-per-task on by itself (Slurm >= 22.05).
-    srun = ["--kill-on-bad-exit=1"] + ([f"--cpus-per-task={opts['cpus_per_task']}"] if "cpus_per_task" in opts else [])
+    srun = ["--kill-on-bad-exit=1"] + (
+        [f"--cpus-per-task={opts['cpus_per_task']}"] if "cpus_per_task" in opts else []
+    )
     params.update(slurm_srun_args=srun, slurm_additional_parameters=extra)
     return params
 
@@ -90,18 +114,26 @@ def run_node(script: str) -> int:
     signal.signal(signal.SIGUSR2, signal.SIG_IGN)
     code = subprocess.run(["bash", "-c", script]).returncode
     if code != 0:  # the job then ends FAILED, which sacct reports
-        raise RuntimeError(f"torchrun on node {os.environ.get('SLURM_NODEID')} exited with code {code}")
+        raise RuntimeError(
+            f"torchrun on node {os.environ.get('SLURM_NODEID')} exited with code {code}"
+        )
     return code
 
 
 def check(plan: Plan) -> None:
     if shutil.which("sbatch") is None or shutil.which("sacct") is None:
-        raise StbenchError("--launcher slurm needs Slurm's sbatch and sacct on the PATH; none found "
-                           "(inside an allocation, use --launcher srun)")
+        raise StbenchError(
+            "--launcher slurm needs Slurm's sbatch and sacct on the PATH; none found "
+            "(inside an allocation, use --launcher srun)"
+        )
     want = max(c.nodes for c in plan.cells)
     have = cluster_nodes(plan.launch.options.get("partition"))
     if have is not None and want > have:
-        where = f"partition {plan.launch.options['partition']}" if "partition" in plan.launch.options else "the cluster"
+        where = (
+            f"partition {plan.launch.options['partition']}"
+            if "partition" in plan.launch.options
+            else "the cluster"
+        )
         raise StbenchError(f"--nnodes {want} is more than the {have} node(s) of {where}")
 
 
@@ -121,13 +153,19 @@ def _job(cell: CellJob):
     folder, run_id = cell.folder / "slurm" / "%j", cell.spec.run_id
     known = read_jobs(cell.folder).get(run_id)
     if known:
-        return submitit.SlurmJob(folder=folder, job_id=known["job_id"], tasks=tuple(range(cell.spec.nodes)))
+        return submitit.SlurmJob(
+            folder=folder, job_id=known["job_id"], tasks=tuple(range(cell.spec.nodes))
+        )
     cell.prepare()
     executor = submitit.AutoExecutor(folder=folder, cluster="slurm")
-    executor.update_parameters(**submitit_parameters(job_options(cell.spec, cell.launch, cell.timeout)))
+    executor.update_parameters(
+        **submitit_parameters(job_options(cell.spec, cell.launch, cell.timeout))
+    )
     script = torchrun.slurm_node_script(
-        cell.spec, sys.executable,
-        torchrun.cell_args(cell.spec_path, cell.result_path, cell.child_args))
+        cell.spec,
+        sys.executable,
+        torchrun.cell_args(cell.spec_path, cell.result_path, cell.child_args),
+    )
     job = executor.submit(run_node, script)
     record_job(cell.folder, run_id, job.job_id, "slurm")
     return job
@@ -167,8 +205,11 @@ def run_cell(cell: CellJob) -> Outcome:
     _, _, elapsed = sacct(job.job_id)  # until Slurm has ended it
     _gather_logs(cell, job.job_id)
     result = verdict.hung(cell.spec, stall.idle_s, stall.limit_s, cell.stall, stall.beats)
-    return Outcome(replace(result, reason=f"slurm job {job.job_id} cancelled: {result.reason}"),
-                   cell_s=elapsed or 0.0, job_id=job.job_id)
+    return Outcome(
+        replace(result, reason=f"slurm job {job.job_id} cancelled: {result.reason}"),
+        cell_s=elapsed or 0.0,
+        job_id=job.job_id,
+    )
 
 
 def sacct(job_id: str, wait_s: float = 30.0) -> tuple[str, str, float | None]:
@@ -176,11 +217,17 @@ def sacct(job_id: str, wait_s: float = 30.0) -> tuple[str, str, float | None]:
     deadline = time.monotonic() + wait_s
     while True:
         try:
-            out = subprocess.run(["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "State,ExitCode,ElapsedRaw"],
-                                 capture_output=True, text=True, timeout=30).stdout
+            out = subprocess.run(
+                ["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "State,ExitCode,ElapsedRaw"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            ).stdout
         except (OSError, subprocess.SubprocessError):
             out = ""
-        state, code, elapsed = (out.splitlines()[0].split("|") + ["", "", ""])[:3] if out.strip() else ("", "", "")
+        state, code, elapsed = (
+            (out.splitlines()[0].split("|") + ["", "", ""])[:3] if out.strip() else ("", "", "")
+        )
         if state.split(" ")[0] not in _RUNNING or time.monotonic() > deadline:
             return state or "UNKNOWN", code, float(elapsed) if elapsed.isdigit() else None
         time.sleep(1.0)
@@ -216,7 +263,9 @@ def collect(cell: CellJob, job_id: str) -> Outcome:
         status = by_state.get(state.split(" ")[0], result.status)
         why = f"slurm job {job_id} {state} (exit code {code or '?'})"
         if status == "timeout" and cell.timeout is not None:
-            why += (f": past its time limit of {minutes(cell.timeout)} min "
-                    f"(--timeout {cell.timeout:g} s)")
+            why += (
+                f": past its time limit of {minutes(cell.timeout)} min "
+                f"(--timeout {cell.timeout:g} s)"
+            )
         result = replace(result, status=status, reason=f"{why}; {result.reason}".rstrip("; "))
     return Outcome(result, cell_s=elapsed or 0.0, job_id=job_id)

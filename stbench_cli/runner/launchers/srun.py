@@ -34,11 +34,15 @@ def check(plan: Plan, env: dict[str, str] | None = None) -> None:
     if shutil.which("srun", path=env.get("PATH")) is None:
         raise StbenchError("--launcher srun needs Slurm's srun on the PATH; none found")
     if "SLURM_JOB_ID" not in env:
-        raise StbenchError("--launcher srun runs inside a Slurm allocation (salloc or an sbatch script); "
-                           "SLURM_JOB_ID is not set here (use --launcher slurm to submit jobs instead)")
+        raise StbenchError(
+            "--launcher srun runs inside a Slurm allocation (salloc or an sbatch script); "
+            "SLURM_JOB_ID is not set here (use --launcher slurm to submit jobs instead)"
+        )
     have, want = allocation_nodes(env), max(c.nodes for c in plan.cells)
     if have is not None and want > have:
-        raise StbenchError(f"--nnodes {want} is more than the {have} node(s) of allocation {env['SLURM_JOB_ID']}")
+        raise StbenchError(
+            f"--nnodes {want} is more than the {have} node(s) of allocation {env['SLURM_JOB_ID']}"
+        )
 
 
 def step_args(env: dict[str, str]) -> tuple[str, ...]:
@@ -48,11 +52,18 @@ def step_args(env: dict[str, str]) -> tuple[str, ...]:
     return (f"--cpus-per-task={cpus}",) if cpus else ()
 
 
-def command(spec: RunSpec, cell: list[str], python: str = sys.executable, env: dict[str, str] | None = None,
-            timeout: float | None = None) -> list[str]:
+def command(
+    spec: RunSpec,
+    cell: list[str],
+    python: str = sys.executable,
+    env: dict[str, str] | None = None,
+    timeout: float | None = None,
+) -> list[str]:
     env = dict(os.environ if env is None else env)
     limit = (f"--time={minutes(timeout)}",) if timeout else ()  # the one rule: slurm.minutes
-    return torchrun.srun(spec, torchrun.slurm_node_script(spec, python, cell), step_args(env) + limit)
+    return torchrun.srun(
+        spec, torchrun.slurm_node_script(spec, python, cell), step_args(env) + limit
+    )
 
 
 def run_cell(cell: CellJob) -> Outcome:
@@ -73,7 +84,11 @@ def describe(plan: Plan, timeout: float | None) -> str:
     parts = []
     for i, spec in enumerate(plan.cells, 1):
         name = f"{spec.run_id}.spec.json"
-        argv = command(spec, torchrun.cell_args(name, f"{spec.run_id}.result.json"), "python", {}, timeout)
-        parts.append(f"# cell {i}/{len(plan.cells)}: {label(spec)}\n{torchrun.spec_heredoc(spec, name)}\n"
-                     f"{shlex.join(argv)}")
+        argv = command(
+            spec, torchrun.cell_args(name, f"{spec.run_id}.result.json"), "python", {}, timeout
+        )
+        parts.append(
+            f"# cell {i}/{len(plan.cells)}: {label(spec)}\n{torchrun.spec_heredoc(spec, name)}\n"
+            f"{shlex.join(argv)}"
+        )
     return "\n\n".join(parts) + "\n"

@@ -18,7 +18,9 @@ from ...plan.spec import RunSpec
 SLURM_NODE_RANK = '"$SLURM_NODEID"'
 SLURM_MASTER_ADDR = '"$(scontrol show hostnames "$SLURM_STEP_NODELIST" | head -n 1)"'
 SLURM_MASTER_PORT = '"$((20000 + (SLURM_JOB_ID + SLURM_STEP_ID) % 20000))"'
-SLURM_HELLO = 'echo "stbench: node $SLURM_NODEID of job $SLURM_JOB_ID.$SLURM_STEP_ID on $(hostname)"'
+SLURM_HELLO = (
+    'echo "stbench: node $SLURM_NODEID of job $SLURM_JOB_ID.$SLURM_STEP_ID on $(hostname)"'
+)
 
 
 def cell_args(spec_path, result_path, extra: tuple[str, ...] = ()) -> list[str]:
@@ -32,20 +34,42 @@ def single(python: str, cell: list[str]) -> list[str]:
 
 def standalone(spec: RunSpec, python: str, cell: list[str]) -> list[str]:
     """A one-node world on this machine (torchrun picks its own free port)."""
-    return [python, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={spec.nproc_per_node}", *cell]
+    return [
+        python,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={spec.nproc_per_node}",
+        *cell,
+    ]
 
 
-def node(spec: RunSpec, python: str, cell: list[str], node_rank, master_addr, master_port) -> list[str]:
+def node(
+    spec: RunSpec, python: str, cell: list[str], node_rank, master_addr, master_port
+) -> list[str]:
     """The torchrun agent of one node of a (possibly multi-node) world, static rendezvous."""
-    return [python, "-m", "torch.distributed.run", f"--nnodes={spec.nodes}", f"--nproc-per-node={spec.nproc_per_node}",
-            f"--node-rank={node_rank}", "--rdzv-backend=static", f"--master-addr={master_addr}",
-            f"--master-port={master_port}", *cell]
+    return [
+        python,
+        "-m",
+        "torch.distributed.run",
+        f"--nnodes={spec.nodes}",
+        f"--nproc-per-node={spec.nproc_per_node}",
+        f"--node-rank={node_rank}",
+        "--rdzv-backend=static",
+        f"--master-addr={master_addr}",
+        f"--master-port={master_port}",
+        *cell,
+    ]
 
 
 def slurm_node_script(spec: RunSpec, python: str, cell: list[str]) -> str:
     """What every task of a Slurm step runs (bash): its node's torchrun agent, with the node rank,
     first host and port read from the step's environment."""
-    marks = {"@NODE_RANK@": SLURM_NODE_RANK, "@MASTER_ADDR@": SLURM_MASTER_ADDR, "@MASTER_PORT@": SLURM_MASTER_PORT}
+    marks = {
+        "@NODE_RANK@": SLURM_NODE_RANK,
+        "@MASTER_ADDR@": SLURM_MASTER_ADDR,
+        "@MASTER_PORT@": SLURM_MASTER_PORT,
+    }
     text = shlex.join(node(spec, python, cell, *marks))
     for mark, shell in marks.items():
         text = text.replace(mark, shell)
@@ -55,8 +79,18 @@ def slurm_node_script(spec: RunSpec, python: str, cell: list[str]) -> str:
 def srun(spec: RunSpec, script: str, extra: tuple[str, ...] = ()) -> list[str]:
     """One step of an allocation: one task per node, each running `script`; one failing task
     ends the step (torchrun on the other nodes would otherwise wait for it forever)."""
-    return ["srun", f"--nodes={spec.nodes}", f"--ntasks={spec.nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1",
-            f"--job-name=stbench-{spec.run_id}", *extra, "bash", "-c", script]
+    return [
+        "srun",
+        f"--nodes={spec.nodes}",
+        f"--ntasks={spec.nodes}",
+        "--ntasks-per-node=1",
+        "--kill-on-bad-exit=1",
+        f"--job-name=stbench-{spec.run_id}",
+        *extra,
+        "bash",
+        "-c",
+        script,
+    ]
 
 
 def spec_heredoc(spec: RunSpec, path: str) -> str:
