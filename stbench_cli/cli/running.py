@@ -66,9 +66,7 @@ def exit_for(rows: list[dict], ok: tuple[str, ...]) -> None:
         raise typer.Exit(1)
 
 
-def run_with_progress(
-    plan, env, timeout: float | None, extra: tuple[str, ...] = (), stall: float | None = None
-) -> list[dict]:
+def run_with_progress(plan, env, timeout: float | None, stall: float | None = None) -> list[dict]:
     """Run a plan under a progress bar, naming the cells that cannot run here. Both start once
     the study's folder is ours, so a refused folder (another parent runs it) is one line."""
     from ..runner import study
@@ -86,7 +84,6 @@ def run_with_progress(
             plan,
             env,
             timeout,
-            extra_args=extra,
             stall=stall,
             on_begin=begin,
             on_start=lambda spec: bar["start"](spec),
@@ -267,8 +264,7 @@ def profile(
         out=out,
     )
     plan = planner.plan_profile(request, env, offload, steps, tuple(sys.argv))
-    where = str((plan.folder / "profile").resolve())
-    rows = run_with_progress(plan, env, timeout, ("--profile", where), stall_limit)
+    rows = run_with_progress(plan, env, timeout, stall_limit)
     runs = read_folder(plan.folder, ()).runs if rows else ()
     text = report(plan.folder, list(runs))
     (plan.folder / "profile.md").write_text(text)

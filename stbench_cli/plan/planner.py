@@ -65,6 +65,7 @@ class Plan:
     skips: Mapping[str, str]  # run_id -> why that cell cannot run on this machine
     done: tuple[dict, ...] = ()  # runs.csv rows already in the folder (a resumed study)
     launch: Launch = Launch()  # how the cells' processes are started
+    profile: Path | None = None  # `stbench profile`: where each cell's traces go
 
     @property
     def finished(self) -> set[str]:
@@ -216,11 +217,12 @@ def plan_profile(
     base, axes, _ = resolve_params(w, req.preset or w.default_preset, req.smoke, sets)
     warmup = axes.get("warmup_steps", (base["warmup_steps"],))[0]
     sets += [f"max_steps={warmup + steps}", "max_eval_batches=2"]
-    return plan_new(
+    plan = plan_new(
         replace(req, sets=tuple(sets), epochs=(1,), strategies=(), nprocs=(), nnodes=(), repeat=1),
         env,
         command,
     )
+    return replace(plan, profile=(plan.folder / "profile").resolve())
 
 
 def plan_resume(workload: str | None, folder: Path, env: EnvInfo) -> Plan:

@@ -47,7 +47,7 @@ class CellJob:
     folder: Path
     timeout: float | None = None
     interval: float = 1.0  # the system sampler's period
-    extra: tuple[str, ...] = ()  # further arguments of the child (`--profile DIR`)
+    profile: Path | None = None  # `stbench profile`: the folder for the cell's traces
     launch: Launch = Launch()
     gpu_uuids: tuple[str, ...] = ()  # the GPUs of this machine the cell uses, for the sampler
     stall: float | None = None  # --stall-limit: None derives it from the cell's progress
@@ -55,8 +55,9 @@ class CellJob:
     @property
     def child_args(self) -> tuple[str, ...]:
         """The child's options: heartbeats for the stall watchdog, the process groups' timeout
-        that goes with its limit (store/progress.py), then the study's own (`--profile DIR`)."""
-        return ("--progress", "--pg-timeout", f"{pg_timeout(self.stall):g}", *self.extra)
+        that goes with its limit (store/progress.py), and where a profiled study's traces go."""
+        traces = ("--profile", str(self.profile)) if self.profile else ()
+        return ("--progress", "--pg-timeout", f"{pg_timeout(self.stall):g}", *traces)
 
     @property
     def work(

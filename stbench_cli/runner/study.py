@@ -169,15 +169,13 @@ def run_study(
     timeout: float | None = None,
     *,
     interval: float = 1.0,
-    extra_args: tuple[str, ...] = (),
     stall: float | None = None,
     on_begin: Callable[[], None] = lambda: None,
     on_start: Callable[[RunSpec], None] = lambda spec: None,
     on_done: Callable[[RunSpec, dict], None] = lambda spec, row: None,
 ) -> list[dict]:
     """Take the folder's lock, write the manifest (a new study), run every cell not yet done;
-    returns every row of the study (done before and now) in cell order. extra_args go to each
-    cell's process (`--profile DIR`). stall: --stall-limit (None: each cell's own, derived from
+    returns every row of the study (done before and now) in cell order. stall: --stall-limit (None: each cell's own, derived from
     its progress). A resumed study keeps the --timeout and --stall-limit it was started with
     unless given others. The launcher's checks and the lock come first: a user error or a folder
     that another parent owns is one StbenchError before anything is written."""
@@ -193,7 +191,7 @@ def run_study(
             folder=plan.folder,
             timeout=timeout,
             interval=interval,
-            extra=extra_args,
+            profile=plan.profile,
             launch=plan.launch,
             stall=stall,
         )
