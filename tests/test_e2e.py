@@ -70,7 +70,7 @@ def test_compare_reads_the_study(study, tmp_path):
     assert headline.split("\n\n")[1].startswith("Finding: Samples/s goes from ")
     assert (
         "\n### samples/s per batch size (median ± 95% CI" in headline
-        and "### wall_s" not in headline
+        and "### wall time (s)" not in headline
     )
     assert "| epochs   | batch_size   | samples/s " in headline
     full = (tmp_path / "compare.md").read_text()

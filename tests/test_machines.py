@@ -160,7 +160,7 @@ def test_two_machines_with_one_host_name_are_two_columns(tmp_path):
     one = stbench("compare", tmp_path / "epyc", check=True).stdout
 
     def cells(text):  # the wall-time table's lines
-        table = text.split("### wall_s")[1].split("\n\n")[1]
+        table = text.split("### wall time (s)")[1].split("\n\n")[1]
         return [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()[2:]]
 
     # each column holds its own folder's 3 repeats (the copy's are the same numbers), not 6 pooled

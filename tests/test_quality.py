@@ -136,7 +136,7 @@ def test_the_summary_keeps_a_quality_studys_misses_and_leaves_a_throughput_study
 
     assert shown(time_budget=1.5) and shown(stop_at_target=True)
     # under a budget the wall time is the budget: the summary's headline is the time to target
-    assert "### wall_s" not in text(time_budget=1.5) and "### wall_s" in text()
+    assert "### wall time (s)" not in text(time_budget=1.5) and "### wall time (s)" in text()
     assert not shown() and ttt_table(frame(rows()))["reached"].tolist() == ["0/2"]
 
 

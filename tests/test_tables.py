@@ -73,7 +73,7 @@ def test_epochs_by_device_with_baseline():
 
 Finding: cuda against cpu: 1.00x the samples/s over 2 cells (significant in 0 of 2).
 
-### wall_s (median ± 95% CI half-width over repeats)
+### wall time (s) (median ± 95% CI half-width over repeats)
 
 | epochs   | cpu           | cuda          | cuda vs cpu            |
 |:---------|:--------------|:--------------|:-----------------------|

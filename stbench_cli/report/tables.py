@@ -46,8 +46,11 @@ def heads(keys: list[Key], taken) -> list[str]:
     return [k.column if k.name in taken else k.name for k in keys]
 
 
+WORDS = {"wall_s": "wall time (s)"}  # a metric a reader knows by name rather than by column
+
+
 def pivot_title(metric: str, baseline: str | None = None) -> str:
-    title = f"{metric} ({SPREAD})"
+    title = f"{WORDS.get(metric, metric)} ({SPREAD})"
     return title + (", speedup against the first column" if baseline == FIRST else "")
 
 
