@@ -1,8 +1,9 @@
 """A cell's process: run one cell and write its `CellResult` as JSON.
 
-    python -m stbench.child.cell SPEC.json RESULT.json [--profile DIR]            (single process)
+    python -m stbench.child.cell SPEC.json RESULT.json [--profile DIR]   (single process)
     torchrun --standalone --nproc-per-node N -m stbench.child.cell SPEC.json RESULT.json
-    torchrun --nnodes M --node-rank I --rdzv-backend static --master-addr H … -m stbench.child.cell …
+    torchrun --nnodes M --node-rank I --rdzv-backend static --master-addr H …
+        -m stbench.child.cell …
 
     options: --profile DIR    the step profiler's trace into DIR
              --progress       heartbeats beside RESULT.json for the parent's stall watchdog

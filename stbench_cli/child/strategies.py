@@ -95,7 +95,8 @@ def apply_compile(model: torch.nn.Module, mode: str, one_pass, accel: Accelerato
         return (
             model,
             None,
-            f"torch.compile(mode={mode}) failed, the cell ran eager: {type(exc).__name__}: {message}",
+            f"torch.compile(mode={mode}) failed, the cell ran eager: "
+            f"{type(exc).__name__}: {message}",
         )
     model.zero_grad(set_to_none=True)
     accel.synchronize()

@@ -71,7 +71,8 @@ class Vote:
 
 def distinct_gpus(uuids) -> int | None:
     """How many GPUs a world's ranks ran on: the distinct UUIDs they reported (gloo ranks of
-    emulated nodes may all sit on one GPU, and count it once); None where none reported one (CPU)."""
+    emulated nodes may all sit on one GPU, and count it once); None where none reported one
+    (CPU)."""
     seen = {str(u).lower().removeprefix("gpu-") for u in uuids if u}
     return len(seen) or None
 

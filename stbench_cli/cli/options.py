@@ -73,15 +73,16 @@ Nnodes = Annotated[
 Launcher = Annotated[
     str | None,
     typer.Option(
-        help="local (this machine; N loopback agents for --nnodes N), slurm (a job per cell via submitit), "
-        "srun (inside an allocation)"
+        help="local (this machine; N loopback agents for --nnodes N), "
+        "slurm (a job per cell via submitit), srun (inside an allocation)"
     ),
 ]
 Slurm = Annotated[
     list[str] | None,
     typer.Option(
         "--slurm",
-        help="sbatch option for --launcher slurm: key=value (partition=gpu, account=..., cpus_per_task=8)",
+        help="sbatch option for --launcher slurm: key=value "
+        "(partition=gpu, account=..., cpus_per_task=8)",
     ),
 ]
 DryRun = Annotated[
@@ -92,8 +93,9 @@ Expect = Annotated[
     list[str] | None,
     typer.Option(
         "--expect",
-        help="statuses besides ok a study may end with and still exit 0 (e.g. oom for a batch sweep "
-        "looking for the memory edge): skipped, oom, diverged, failed, timeout, hung",
+        help="statuses besides ok a study may end with and still exit 0 "
+        "(e.g. oom for a batch sweep looking for the memory edge): "
+        "skipped, oom, diverged, failed, timeout, hung",
     ),
 ]
 Seed = Annotated[
@@ -104,8 +106,8 @@ SameSeed = Annotated[
     bool,
     typer.Option(
         "--same-seed",
-        help="every repeat with --seed: the repeats then differ by the machine's noise only, not by the "
-        "training's randomness (initial weights, data order, generated data)",
+        help="every repeat with --seed: the repeats then differ by the machine's noise only, "
+        "not by the training's randomness (initial weights, data order, generated data)",
     ),
 ]
 # issue 32: what a device-hour costs, for cost per million samples and cost to target
@@ -127,7 +129,8 @@ PricesFile = Annotated[
 Resume = Annotated[
     Path | None,
     typer.Option(
-        help="finish the study in this folder (its matrix is read from manifest.json; axes given here are ignored)"
+        help="finish the study in this folder "
+        "(its matrix is read from manifest.json; axes given here are ignored)"
     ),
 ]
 

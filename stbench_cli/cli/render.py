@@ -45,7 +45,10 @@ def cell_label(spec) -> str:
         world = (
             f" x{spec.world_size}" if spec.nodes == 1 else f" {spec.nodes}x{spec.nproc_per_node}"
         )
-    return f"{spec.device} {spec.strategy}{world} batch={spec.batch_size} epochs={spec.epochs} repeat={spec.repeat}"
+    return (
+        f"{spec.device} {spec.strategy}{world} batch={spec.batch_size} epochs={spec.epochs} "
+        f"repeat={spec.repeat}"
+    )
 
 
 @contextmanager
@@ -243,7 +246,8 @@ def workload_detail(w) -> None:
     if w.target_ratio:
         say(
             escape(
-                f"default target (time to quality): {w.target_ratio:g} x the naive baseline; {w.target_note}"
+                f"default target (time to quality): {w.target_ratio:g} x the naive baseline; "
+                f"{w.target_note}"
             )
         )
     table = Table(show_header=True, box=None, padding=(0, 2, 0, 0))

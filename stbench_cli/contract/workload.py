@@ -47,7 +47,9 @@ class Workload:
                                                      on CUDA device_bytes include the libraries'
                                                      allocations (memory.cuda_library_bytes) for a
                                                      GPU of `capability` (None in the parent)
-      prepare(source, out, **selection, yes, max_gb, progress)  cache real data locally (`stbench data --prepare`)
+      prepare(source, out, **selection, yes, max_gb, progress)
+                                                     cache real data locally
+                                                     (`stbench data --prepare`)
     """
 
     name: str

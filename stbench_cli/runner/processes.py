@@ -89,8 +89,8 @@ def label(spec: RunSpec) -> str:
     """A cell in one line, for printed scripts."""
     world = f" {spec.nodes}x{spec.nproc_per_node}" if spec.distributed else ""
     return (
-        f"{spec.workload} {spec.device} {spec.strategy}{world} batch={spec.batch_size} epochs={spec.epochs} "
-        f"repeat={spec.repeat} (run_id {spec.run_id})"
+        f"{spec.workload} {spec.device} {spec.strategy}{world} batch={spec.batch_size} "
+        f"epochs={spec.epochs} repeat={spec.repeat} (run_id {spec.run_id})"
     )
 
 

@@ -101,7 +101,8 @@ class DCGRUCell(nn.Module):
     def step(
         self, xp: torch.Tensor, h: torch.Tensor, graph: Supports, w: CellWeights
     ) -> torch.Tensor:
-        """The next state from the input's part xp (nodes, 3 units, batch) and h (nodes, units, batch)."""
+        """The next state from the input's part xp (nodes, 3 units, batch) and h (nodes, units,
+        batch)."""
         u = self.units
         g = torch.sigmoid(mix(xp[:, : 2 * u], w.gates_h, diffuse(h, graph, self.k)))
         r, z = g[:, :u], g[:, u:]
@@ -207,8 +208,8 @@ class DCRNN(nn.Module):
 def _input_parts(
     cell: DCGRUCell, x: torch.Tensor, graph: Supports, w: CellWeights
 ) -> tuple[torch.Tensor, ...]:
-    """The input's part of every step: x (batch, steps, nodes, f) -> a tuple of (nodes, 3 units, batch),
-    one diffusion and one product for all steps. A tuple by `unbind`: its backward stacks the
+    """The input's part of every step: x (batch, steps, nodes, f) -> a tuple of (nodes, 3 units,
+    batch), one diffusion and one product for all steps. A tuple by `unbind`: its backward stacks the
     steps' gradients once, where indexing step by step would fill a zero tensor of every
     step's size for each of them."""
     b, steps, n, f = x.shape

@@ -137,12 +137,16 @@ def _file(source: str, path: Path, time_chunk: int):
 
 
 def unreadable(source: str, exc: BaseException) -> str:
-    """One line for a source that cannot be opened or read: a missing store or bucket, a corrupt file."""
+    """One line for a source that cannot be opened or read: a missing store or bucket, a corrupt
+    file."""
     text = " ".join(str(exc).split())[:300]
     if isinstance(exc, FileNotFoundError) or any(
         m in text.lower() for m in ("not found", "no group found", "no such")
     ):
-        return f"data source {source} does not exist or holds no zarr store ({type(exc).__name__}: {text})"
+        return (
+            f"data source {source} does not exist or holds no zarr store "
+            f"({type(exc).__name__}: {text})"
+        )
     return f"data source {source} is corrupt or unreadable ({type(exc).__name__}: {text})"
 
 
@@ -154,7 +158,8 @@ def parse_points(text: str) -> list[tuple[float, float]]:
         return [(float(a), float(b)) for a, b in (p.split(":") for p in text.split("+"))]
     except ValueError:
         raise ValueError(
-            f"points={text!r} is malformed; expected lat:lon pairs joined by '+', e.g. 40:280+20:280"
+            f"points={text!r} is malformed; expected lat:lon pairs joined by '+', "
+            "e.g. 40:280+20:280"
         ) from None
 
 

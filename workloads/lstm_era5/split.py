@@ -72,7 +72,8 @@ def resolve(params: dict, ds=None) -> tuple[dict, str]:
     span = times[(times >= lo) & (times <= hi)]
     if len(span) < 2:
         raise ValueError(
-            f"time range {_hour(lo)}..{_hour(hi)} is not in the data ({_hour(times[0])}..{_hour(times[-1])})"
+            f"time range {_hour(lo)}..{_hour(hi)} is not in the data "
+            f"({_hour(times[0])}..{_hour(times[-1])})"
         )
     how = "the given split"
     if p["train_end"] == AUTO and p["test_start"] == AUTO:

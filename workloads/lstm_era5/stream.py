@@ -135,7 +135,8 @@ def stream_split(params: dict, ctx: BuildContext):
         opened,
     )
     note = (
-        f"{p['data']}: {len(coords)} series streamed from the store; train {p['train_start']}..{p['train_end']}, "
+        f"{p['data']}: {len(coords)} series streamed from the store; "
+        f"train {p['train_start']}..{p['train_end']}, "
         f"test {p['test_start']}..{p['test_end']} ({how})"
     )
 

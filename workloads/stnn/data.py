@@ -158,12 +158,14 @@ def _pick_variable(ds, name: str, path) -> str:
     if name != "auto":
         if name not in ds.data_vars:
             raise ValueError(
-                f"{path} has no variable {name!r}; (time, lat, lon) variables: {', '.join(candidates) or 'none'}"
+                f"{path} has no variable {name!r}; "
+                f"(time, lat, lon) variables: {', '.join(candidates) or 'none'}"
             )
         return name
     if not candidates:
         raise ValueError(
-            f"{path} has no (time, lat, lon) variable; variables: {', '.join(ds.data_vars) or 'none'}"
+            f"{path} has no (time, lat, lon) variable; "
+            f"variables: {', '.join(ds.data_vars) or 'none'}"
         )
     return candidates[0]
 

@@ -21,8 +21,9 @@ as the 11.6 GB of factors:
         decays by the same factor each step, so that factor is kept once, not per row, and no
         counter is needed. A touched row adds (1 - beta2) g^2 / beta2 ** (step - base); u is
         rescaled to a new base (one pass over it) before 1 / beta2 ** (step - base) passes 1e14,
-        far from overflowing (every 32,000 steps at beta2 = 0.999). bf16 keeps 8 significant bits: a stored v is within 0.4%, a step within
-        0.2% of Adam's (tested). 2 * nz bytes a row.
+        far from overflowing (every 32,000 steps at beta2 = 0.999). bf16 keeps 8 significant
+        bits: a stored v is within 0.4%, a step within 0.2% of Adam's (tested). 2 * nz bytes a
+        row.
 """
 
 from __future__ import annotations

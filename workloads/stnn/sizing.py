@@ -167,7 +167,8 @@ def predict_bytes(
             (2 * b if backend == "dense" else min(params["chunk"], b)) * n * nz * F32
         )
         dev["gathered relation rows"] = b * r * n * F32 * (2 if mode != "stnn" else 1)
-    else:  # a step's gathers are small; the forecast's over every edge are not (0.5 GB at the globe)
+    else:
+        # a step's gathers are small; the forecast's over every edge are not (0.5 GB at the globe)
         forecast = s["edges"] * (2 * nz * F32 + 2 * I64) + 2 * n * r * nz * F32
         dev["edge products (a batch, or the forecast)"] = max(
             3 * b * s["width"] * (nz * F32 + 3 * I64), forecast
@@ -229,11 +230,14 @@ def skip(params: dict, batch_size: int, device: str, memory: dict) -> str | None
     if is_cuda(device):
         if memory.get("device_bytes") and p["device_bytes"] > memory["device_bytes"]:
             return (
-                f"predicted {gib(p['device_bytes'])} on the GPU for {params['relations']} relations at n={p['n']} "
-                f"exceeds its {gib(memory['device_bytes'])}"
+                f"predicted {gib(p['device_bytes'])} on the GPU for {params['relations']} "
+                f"relations at n={p['n']} exceeds its {gib(memory['device_bytes'])}"
             )
         if p["host_bytes"] > memory["host_bytes"]:
-            return f"predicted {gib(p['host_bytes'])} of host memory exceeds the {gib(memory['host_bytes'])} RAM"
+            return (
+                f"predicted {gib(p['host_bytes'])} of host memory exceeds the "
+                f"{gib(memory['host_bytes'])} RAM"
+            )
         return None
     total = p["device_bytes"] + p["host_bytes"]
     if total > memory["host_bytes"]:
