@@ -104,7 +104,8 @@ def test_per_item_and_vectorized_loaders_yield_identical_batches():
         batches[mode] = [b for _, b in zip(range(4), trainer.train_loader)]
     for (xv, yv), (xp, yp) in zip(batches["vectorized"], batches["per-item"]):
         assert torch.equal(xv, xp) and torch.equal(yv, yp)
-        # the same layout too: a strided or float64 batch would cost the LSTM more in its compute phase
+        # the same layout too: a strided or float64 batch would cost the LSTM more in its compute
+        # phase
         for v, p in ((xv, xp), (yv, yp)):
             assert (
                 v.dtype == p.dtype == torch.float32
@@ -142,7 +143,8 @@ def test_beats_the_climatological_mean_on_the_real_csv():
         ),
         (
             "data={bad_csv}",
-            "lacks column(s) 2m_temperature; expected columns time, latitude, longitude, 2m_temperature",
+            "lacks column(s) 2m_temperature; "
+            "expected columns time, latitude, longitude, 2m_temperature",
         ),
         (
             "points=10:280",

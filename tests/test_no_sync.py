@@ -129,7 +129,8 @@ def test_the_trainers_step_reads_nothing_back():
 
 def test_synchronisations_are_counted_per_profiled_step(tmp_path):
     """A Chrome trace in torch.profiler's layout: steps as ProfilerStep#k ranges, CUDA runtime
-    calls in category cuda_runtime (an .item() is a cudaMemcpyAsync then a cudaStreamSynchronize)."""
+    calls in category cuda_runtime (an .item() is a cudaMemcpyAsync then a
+    cudaStreamSynchronize)."""
     import json
 
     from stbench.report.profile import summary, syncs_per_step

@@ -209,8 +209,8 @@ def _input_parts(
     cell: DCGRUCell, x: torch.Tensor, graph: Supports, w: CellWeights
 ) -> tuple[torch.Tensor, ...]:
     """The input's part of every step: x (batch, steps, nodes, f) -> a tuple of (nodes, 3 units,
-    batch), one diffusion and one product for all steps. A tuple by `unbind`: its backward stacks the
-    steps' gradients once, where indexing step by step would fill a zero tensor of every
+    batch), one diffusion and one product for all steps. A tuple by `unbind`: its backward stacks
+    the steps' gradients once, where indexing step by step would fill a zero tensor of every
     step's size for each of them."""
     b, steps, n, f = x.shape
     xp = cell.input_part(x.permute(2, 3, 1, 0).reshape(n, f, steps * b), graph, w)
