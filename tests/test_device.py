@@ -159,7 +159,7 @@ def test_a_world_on_one_gpu_has_one_gpus_peak():
     from stbench.plan.spec import RunSpec
     from stbench.runner.processes import Outcome
     from stbench.runner.study import derived
-    from stbench.store.rows import CellResult, Figures
+    from stbench.store.cell_result import CellResult, Figures
 
     spec = RunSpec(
         "cnn-strain",

@@ -37,8 +37,8 @@ from pathlib import Path
 from ..contract import BuildContext
 from ..device import Accelerator, device_count, is_cuda, resolve
 from ..plan.spec import RunSpec
+from ..store.cell_result import CellResult
 from ..store.progress import pg_timeout
-from ..store.rows import CellResult
 from . import allocator, cpu
 from .heartbeat import Heartbeat
 

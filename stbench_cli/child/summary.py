@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..store.rows import EpochRow, Figures, RankRow
+from ..store.cell_result import EpochRow, Figures, RankRow
 from . import ddp, memory, strategies, world
 from .target import Evaluation, epoch_seconds
 

@@ -21,7 +21,7 @@ import torch
 
 from ..contract import Task, TrainerParams
 from ..device import Accelerator
-from ..store.rows import STEP_PHASES, CellResult, EpochRow
+from ..store.cell_result import STEP_PHASES, CellResult, EpochRow
 from . import ddp, world
 from .evaluation import Evaluator
 from .heartbeat import Heartbeat

@@ -30,7 +30,8 @@ import torch
 import torch.distributed as dist
 
 from ..device import Accelerator
-from ..store.rows import PHASE_COLUMNS, EpochRow, RankRow
+from ..store.cell_result import EpochRow, RankRow
+from ..store.rows import PHASE_COLUMNS
 
 TOTALS = (*PHASE_COLUMNS, "train_s", "data_wait_s")  # a rank's figures summed over its intervals
 

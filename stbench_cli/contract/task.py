@@ -35,7 +35,7 @@ class ReadCost:
     first_batch_s: float
 
     def figures(self) -> dict:
-        """The row's read-cost columns (store.rows.Figures)."""
+        """The row's read-cost columns (store.cell_result.Figures)."""
         return dict(
             bytes_read=self.bytes_read,
             bytes_used=self.bytes_used,

@@ -20,8 +20,8 @@ from pathlib import Path
 from ..device import is_cuda, parse
 from ..plan.launcher_config import Launch
 from ..plan.spec import RunSpec
+from ..store.cell_result import CellResult
 from ..store.progress import pg_timeout, read_beats
-from ..store.rows import CellResult
 from . import verdict
 from .nvml import GpuReader, handles
 from .sysmon import SystemSampler
