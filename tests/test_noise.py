@@ -162,7 +162,7 @@ def test_every_committed_cell_is_judged_and_the_noisy_ones_say_why():
 
 
 def test_the_runs_summary_ends_with_the_studys_finding_and_flags(capsys):
-    from stbench.cli import render
+    from stbench.cli import render_run
     from stbench.report.view import view
     from tests.helpers import study_of
 
@@ -171,7 +171,7 @@ def test_the_runs_summary_ends_with_the_studys_finding_and_flags(capsys):
     ]
     runs[3]["load_max"] = "3.0"
     study = study_of(runs)
-    render.run_summary(study, view(study), ROOT / "results" / "x")
+    render_run.run_summary(study, view(study), ROOT / "results" / "x")
     out = " ".join(capsys.readouterr().out.split())  # as wrapped to the terminal's width
     assert (
         out.index("┃ device")

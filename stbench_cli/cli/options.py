@@ -51,6 +51,10 @@ StopAtTarget = Annotated[
 ]
 Sets = Annotated[list[str] | None, typer.Option("--set", help="workload parameter axis: key=v1,v2")]
 Preset = Annotated[str | None, typer.Option(help="named parameter set (see `stbench list`)")]
+Repeats = Annotated[int, typer.Option("--repeat", help="repeats of every cell")]
+AllWorkloads = Annotated[
+    bool, typer.Option("--all", help="one study per registered workload (CI: --all --smoke)")
+]
 Smoke = Annotated[bool, typer.Option(help="shrink every cell to a seconds-long run")]
 Out = Annotated[Path, typer.Option(help="parent folder of the new result folder")]
 Timeout = Annotated[float | None, typer.Option(help="seconds per cell before it is killed")]
