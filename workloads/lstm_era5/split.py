@@ -11,7 +11,7 @@ import numpy as np
 
 from stbench.contract import BuildContext, ReadCost
 
-from . import data, remote
+from . import data, generated, remote
 
 
 def _generated_store(params: dict, ctx: BuildContext) -> str:
@@ -27,7 +27,7 @@ def _generated_store(params: dict, ctx: BuildContext) -> str:
     )
     if not (path / ".zmetadata").exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        data.generate(path, lats, lons, params["train_start"], params["test_end"], ctx.seed)
+        generated.generate(path, lats, lons, params["train_start"], params["test_end"], ctx.seed)
     return str(path)
 
 

@@ -123,43 +123,28 @@ def _data_bytes(s: dict) -> tuple[dict, dict]:
     return train, build
 
 
-def predict_bytes(
-    params: dict,
-    batch_size: int,
-    device: str = "cpu",
-    seed: int = 0,
-    capability: tuple[int, int] | None = None,
-) -> dict:
-    """Predicted peak bytes of a training cell by where they live: "device" (the model, its
-    optimizer state and a step's temporaries, on the training device) and "host" (the data and
-    the pair order, and what offload keeps in host memory; on CPU both are the same RAM). The
-    data is built before the model exists ("build", host): host_bytes is the larger of the two
-    host peaks. The terms are the tensors the code allocates; interpreter and library overhead
-    is not included (the cell records its RSS before building, so the two can be compared).
-    state=auto is predicted as the layout it resolves to on this host (the row's predicted_mb).
-    On CUDA the device terms include cuBLAS's workspaces for a GPU of `capability`: the caching
-    allocator holds them, so they are in the peak a cell measures (contract.memory)."""
-    if params["state"] == "auto":
-        params = {**params, "state": resolve_state(params, device, psutil.virtual_memory().total)}
-    s = sizes(params, seed)
-    n, r, t, nz, b = s["n"], s["r"], s["t_train"], params["nz"], batch_size
+def _gradient_bytes(params: dict, factors: int) -> dict:
+    """The factors' dense gradients a step holds (`factors`: the factors' bytes): one where the
+    relations are dense or offloaded or factor_grad=dense, with an fp32 copy under a bf16 state."""
+    out = {}
+    dense_grad = params["factor_grad"] == "dense"
+    if params["relations"] in ("dense", "offload") or dense_grad:
+        out["factor gradient (dense)"] = factors
+        if params["state"] == "bf16":
+            out["Adam step's fp32 copy of u (dense gradient)"] = factors
+    # a dynamics step's two paths into the factors each return one before autograd adds them
+    if dense_grad:
+        out["second dense factor gradient (factor_grad=dense)"] = factors
+    return out
+
+
+def _relation_bytes(params: dict, s: dict, b: int, device: str) -> tuple[dict, dict]:
+    """(device, host) bytes of a step's relation terms: what each backend gathers, and where W
+    lives (on the device, rebuilt each step by stnn-r/-d; in host memory with offload)."""
+    n, r, nz = s["n"], s["r"], params["nz"]
     backend, mode = params["relations"], params["mode"]
     w_bytes = n * r * n * F32
-    factors = t * n * nz * F32
-    dev = {
-        **_state_bytes(params, t * n),
-        "edges": s["edges"] * (4 * I64 + 2 * F32) + n * s["width"] * (I64 + 1),
-    }
-    host, build = _data_bytes(s)
-    dense_grad = params["factor_grad"] == "dense"
-    if backend in ("dense", "offload") or dense_grad:
-        dev["factor gradient (dense)"] = factors
-        if params["state"] == "bf16":
-            dev["Adam step's fp32 copy of u (dense gradient)"] = factors
-    if (
-        dense_grad
-    ):  # a dynamics step's two paths into the factors each return one before autograd adds them
-        dev["second dense factor gradient (factor_grad=dense)"] = factors
+    dev, host = {}, {}
     if backend in ("dense", "offload"):
         # dense gathers the batch's z_t at once and gets its gradient; offload gathers one
         # chunk at a time into one reused buffer, which backward reuses for the gradient
@@ -185,6 +170,38 @@ def predict_bytes(
         host["relations W (host)"] = w_bytes
         staging = params["chunk"] * r * n * F32  # two of them, pinned on CUDA
         host["staging buffers"] = 2 * (_pinned(staging) if is_cuda(device) else staging)
+    return dev, host
+
+
+def predict_bytes(
+    params: dict,
+    batch_size: int,
+    device: str = "cpu",
+    seed: int = 0,
+    capability: tuple[int, int] | None = None,
+) -> dict:
+    """Predicted peak bytes of a training cell by where they live: "device" (the model, its
+    optimizer state and a step's temporaries, on the training device) and "host" (the data and
+    the pair order, and what offload keeps in host memory; on CPU both are the same RAM). The
+    data is built before the model exists ("build", host): host_bytes is the larger of the two
+    host peaks. The terms are the tensors the code allocates; interpreter and library overhead
+    is not included (the cell records its RSS before building, so the two can be compared).
+    state=auto is predicted as the layout it resolves to on this host (the row's predicted_mb).
+    On CUDA the device terms include cuBLAS's workspaces for a GPU of `capability`: the caching
+    allocator holds them, so they are in the peak a cell measures (contract.memory)."""
+    if params["state"] == "auto":
+        params = {**params, "state": resolve_state(params, device, psutil.virtual_memory().total)}
+    s = sizes(params, seed)
+    n, t = s["n"], s["t_train"]
+    dev = {
+        **_state_bytes(params, t * n),
+        "edges": s["edges"] * (4 * I64 + 2 * F32) + n * s["width"] * (I64 + 1),
+        **_gradient_bytes(params, t * n * params["nz"] * F32),
+    }
+    host, build = _data_bytes(s)
+    relations_dev, relations_host = _relation_bytes(params, s, batch_size, device)
+    dev.update(relations_dev)
+    host.update(relations_host)
     if is_cuda(device):
         dev["cuBLAS workspaces"] = cuda_library_bytes(capability)
     device_bytes = sum(dev.values())
