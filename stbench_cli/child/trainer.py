@@ -134,11 +134,11 @@ class Trainer(Stepper, Evaluator, Summary):
             first, t_interval = self.global_step, time.perf_counter()
             steps = plan.steps_from(first)
             marks, loss_sum, spent = self._interval(batches, steps, knobs.time_budget, due, t_start)
-            if due:
+            if due:  # the next evaluation by time, agreed by every rank now (an all-reduce)
                 due = self._next_due(t_start)
             row, times = self._evaluated(marks, loss_sum, t_interval, plan.per_epoch, t_start)
             tally.add(row, times, plan.warmup - first, self.cfg.batch_size * self.world)
-            if self._diverged(row):
+            if self._diverged(row):  # asked of every rank (an all-reduce): all stop alike
                 status = "diverged"
                 reason = f"non-finite loss ({row.train_loss}) in epoch {row.epoch}"
                 break
@@ -151,6 +151,7 @@ class Trainer(Stepper, Evaluator, Summary):
         wall = time.perf_counter() - t_start
         # the stop vote's last all-reduce (launched a step ago): read before its group goes
         self.vote.close()
+        # every rank's totals gathered, times and the peak reduced, then memory's all-reduce
         figures, ranks = self._figures(tally, wall, plan.per_epoch, plan.warmup)
         figures = replace(
             figures, **self._memory(), **target_figures(tally.evals, target), stopped_by=stopped
