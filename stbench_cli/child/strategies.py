@@ -71,9 +71,8 @@ def parallelize(
     log_every: int = 100,
 ) -> torch.nn.Module:
     """Step 3: the model as this strategy trains it (placed on the device already)."""
-    if (
-        world_size == 1
-    ):  # a world of one (torchrun starts no process group): nothing to sync or shard
+    # a world of one (torchrun starts no process group): nothing to sync or shard
+    if world_size == 1:
         return model
     if strategy == "fsdp":
         return apply_fsdp(model, accel, world_size)

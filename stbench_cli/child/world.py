@@ -109,8 +109,7 @@ def rank_rows(
     if dist.is_initialized():
         everyone = [None] * dist.get_world_size()
         dist.all_gather_object(everyone, mine)
-    slowest = max(
-        range(len(everyone)), key=lambda i: everyone[i].train_s
-    )  # of equals, the lowest rank
+    # of equals, the lowest rank
+    slowest = max(range(len(everyone)), key=lambda i: everyone[i].train_s)
     rows = tuple(replace(r, reported=i == slowest) for i, r in enumerate(everyone))
     return rows, rows[slowest]

@@ -107,9 +107,8 @@ class DCGRUCell(nn.Module):
         g = torch.sigmoid(mix(xp[:, : 2 * u], w.gates_h, diffuse(h, graph, self.k)))
         r, z = g[:, :u], g[:, u:]
         c = torch.tanh(mix(xp[:, 2 * u :], w.candidate_h, diffuse(r * h, graph, self.k)))
-        if (
-            c.dtype != h.dtype
-        ):  # bf16 autocast: c is bf16, the first state fp32; lerp does not promote
+        # bf16 autocast: c is bf16, the first state fp32; lerp does not promote
+        if c.dtype != h.dtype:
             return c + z * (h - c)
         return torch.lerp(c, h, z)  # z h + (1 - z) c in one op
 

@@ -23,9 +23,8 @@ import numpy as np
 from . import data, remote
 
 LIMIT_GB = 1.0  # bytes fetched (as stored) above which a prepare asks for `yes`
-BLOCK = (
-    data.READ_HOURS
-)  # hours per block: the copy's time chunk, the unit of progress and of a resume
+# hours per block: the copy's time chunk, the unit of progress and of a resume
+BLOCK = data.READ_HOURS
 STATE = data.PREPARING
 
 
@@ -43,9 +42,8 @@ class Cost:
     chunks: int  # chunks of the variable the selection touches
     chunk_shape: tuple[int, ...]
     decoded_bytes: int  # one chunk, decoded
-    stored_bytes: (
-        int | None
-    )  # one chunk as stored (the first the selection reads), where the store says
+    # one chunk as stored (the first the selection reads), where the store says
+    stored_bytes: int | None
     used_bytes: int  # the values kept
     hour_chunks: int  # chunks per hour of the selection
 
@@ -188,9 +186,8 @@ def _work(out: Path, job: dict, sel, coords: list, attrs: dict, say) -> tuple[Pa
 
 
 def _grid(coords: list) -> tuple[list, list]:
-    return sorted({a for a, _ in coords}, reverse=True), sorted(
-        {b for _, b in coords}
-    )  # ERA5: north to south
+    # ERA5: north to south
+    return sorted({a for a, _ in coords}, reverse=True), sorted({b for _, b in coords})
 
 
 def _save(work: Path, state: dict) -> None:
@@ -234,9 +231,8 @@ def _finish(work: Path, out: Path) -> Path:
 
     import zarr
 
-    with (
-        warnings.catch_warnings()
-    ):  # zarr names prepare.json as not part of the hierarchy: it is not
+    # zarr names prepare.json as not part of the hierarchy: it is not
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         zarr.consolidate_metadata(str(work), zarr_format=2)
     (work / STATE).unlink()

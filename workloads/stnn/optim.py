@@ -55,9 +55,10 @@ class RowSparseAdam(torch.optim.Optimizer):
             raise ValueError("state=bf16 divides by beta2 ** steps: it needs 0 < beta2 < 1")
         super().__init__(params, dict(lr=lr, beta2=betas[1], eps=eps))
         self.layout = state
+        # steps between two rescalings of u: 1 / beta2 ** (step - base) stays under _GROWTH
         self.renorm = renorm or int(
             math.log(_GROWTH) / -math.log(betas[1] if state == "bf16" else 0.5)
-        )  # steps
+        )
         # The state is made now, not at a parameter's first gradient: stnn's dynamics parameters
         # get theirs only in the first dynamics batch, which comes after every decoder batch,
         # and allocating there (a dense n x n for stnn-d) would fall inside a timed step.
