@@ -2,7 +2,8 @@
 it out and from a time-major copy, before training or batch by batch while training, by a
 DataLoader with and without workers and prefetch.
 
-    python benchmarks/era5_loading.py --out results/reference/ref-cpu2-lstm-era5-loading [--step 5] [--steps 40]
+    python benchmarks/era5_loading.py --out results/reference/ref-cpu2-lstm-era5-loading \
+        [--step 5] [--steps 40]
 
 It starts the loopback GCS server of the tests (tests/gcs_server.py, gcp-storage-emulator) holding
 a store with ARCO ERA5's layout on a coarser grid (`--step` degrees: 2m_temperature, one chunk per
@@ -10,7 +11,8 @@ hour x the whole globe, Blosc lz4, zarr format 2) for the smoke preset's hours, 
 store to a local folder, makes a time-major copy of the two points with `stbench data --prepare`
 (from the local store), and runs one stbench study over
 
-    data   = the remote store (gs://, gcsfs over HTTP) | the local ARCO-layout store | the time-major copy
+    data   = the remote store (gs://, gcsfs over HTTP) | the local ARCO-layout store
+             | the time-major copy
     read   = memory (the selection read before training) | stream (each batch read while training)
     workers x prefetch
 

@@ -155,7 +155,8 @@ def pipelines(args) -> dict:
 def table(results: dict) -> str:
     base = statistics.median(r["train_s"] for r in results["notebook"])
     lines = [
-        "| pipeline | train s | data s | compute s | notebook train / train | loss | rounds (train s) |",
+        "| pipeline | train s | data s | compute s | notebook train / train | loss "
+        "| rounds (train s) |",
         "|---|---|---|---|---|---|---|",
     ]
     for name, rows in results.items():
@@ -191,10 +192,8 @@ def main() -> None:
     for r in range(args.rounds):
         for name in list(runs) if r % 2 == 0 else list(runs)[::-1]:
             results[name].append(runs[name]())
-            print(
-                f"round {r} {name}: {json.dumps({k: round(v, 3) for k, v in results[name][-1].items()})}",
-                flush=True,
-            )
+            last = {k: round(v, 3) for k, v in results[name][-1].items()}
+            print(f"round {r} {name}: {json.dumps(last)}", flush=True)
     print(table(results))
 
 

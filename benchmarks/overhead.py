@@ -1,7 +1,8 @@
 """Instrumentation overhead: the trainer's timed step against a bare step, same batch,
 same process, same model and optimizer (the method of `stbench doctor`'s overhead check).
 
-    python benchmarks/overhead.py [--workload cnn-strain] [--preset default] [--steps 200] [--blocks 10] [--device cpu]
+    python benchmarks/overhead.py [--workload cnn-strain] [--preset default] [--steps 200] \
+        [--blocks 10] [--device cpu]
 
 Blocks of bare and instrumented steps alternate (ABBA) so that drift of the machine falls on
 both equally; the overhead is the median over blocks of the per-step difference. A benchmark,
@@ -48,7 +49,8 @@ def main() -> None:
         f"(block spread {f['spread_s'][0] * 1e6:+.1f} .. {f['spread_s'][1] * 1e6:+.1f} us)"
     )
     print(
-        f"direct cost of one step's marks and read-out: {direct * 1e6:.2f} us = {100 * direct / step:.3f}% of a step"
+        f"direct cost of one step's marks and read-out: {direct * 1e6:.2f} us = "
+        f"{100 * direct / step:.3f}% of a step"
     )
 
 

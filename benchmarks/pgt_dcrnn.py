@@ -115,7 +115,8 @@ def main() -> None:
             f"({sum(p.numel() for p in models[name].parameters())} parameters)"
         )
     print(
-        f"stbench / pgt steps/s: {med['pgt'] / med['stbench']:.1f}x (threads={torch.get_num_threads()})"
+        f"stbench / pgt steps/s: {med['pgt'] / med['stbench']:.1f}x "
+        f"(threads={torch.get_num_threads()})"
     )
 
 

@@ -89,7 +89,8 @@ def isolated(tmp_path, monkeypatch):
 @pytest.fixture(scope="session")
 def committed_results(tmp_path_factory):
     """A results/ folder holding the committed result folders only (tests.helpers.committed_copy):
-    whatever else a user ran into results/ never changes what a test reads. Read it, never write it."""
+    whatever else a user ran into results/ never changes what a test reads. Read it, never write
+    it."""
     from tests.helpers import committed_copy
 
     return committed_copy(tmp_path_factory.mktemp("committed"))

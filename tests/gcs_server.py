@@ -163,7 +163,8 @@ def _serve(log: str, seeds: dict, threads: bool) -> None:
     # persists what the process holds anyway, and costs O(objects) per upload: off.
     storage.Storage._write_config_to_file = lambda self: None
     # socketserver listens with a backlog of 5: gcsfs and zarr open more connections at once, and
-    # the ones beyond it wait for a SYN retransmit (1 s, then 3 s): a loopback server at dial-up speed
+    # the ones beyond it wait for a SYN retransmit (1 s, then 3 s): a loopback server at dial-up
+    # speed
     http_server.HTTPServer.request_queue_size = 256
     if threads:  # concurrent reads for the loader study; writes stay the fixture's, before reads
         emulator.server.HTTPServer = http_server.ThreadingHTTPServer

@@ -17,7 +17,8 @@ import json, resource, sys, torch
 from stbench.child.allocator import keep_freed_memory
 if sys.argv[1] == "keep":
     assert keep_freed_memory() is None
-def one_round(r):  # a step's temporaries: 64 blocks of 1 MiB (16 KiB more each round), every page written, then freed
+# a step's temporaries: 64 blocks of 1 MiB (16 KiB more each round), every page written, then freed
+def one_round(r):
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     blocks = [torch.ones((1 << 18) + r * 4096) for _ in range(64)]
     del blocks
@@ -28,7 +29,8 @@ PAGES = 64 * 2**20 // 4096
 
 
 def page_faults(policy: str) -> list[int]:
-    """Minor page faults of four rounds, in a fresh process (the heap's history decides glibc's thresholds)."""
+    """Minor page faults of four rounds, in a fresh process (the heap's history decides glibc's
+    thresholds)."""
     out = subprocess.run(
         [sys.executable, "-c", ROUNDS, policy], capture_output=True, text=True, check=True
     ).stdout

@@ -162,8 +162,8 @@ def test_ddp_axes(captured):
         ),
         (
             ["run", "cnn-strain", "--set", "colour=red"],
-            "unknown parameter 'colour' for cnn-strain; valid: allocator, backend, bind, bucket_cap_mb, "
-            "checkpoint, compile, data, ddp_log_every, eval_every, eval_every_s",
+            "unknown parameter 'colour' for cnn-strain; valid: allocator, backend, bind, "
+            "bucket_cap_mb, checkpoint, compile, data, ddp_log_every, eval_every, eval_every_s",
         ),
         (["run", "cnn-strain", "--set", "lr=fast"], "--set lr='fast' is not a valid float"),
         (

@@ -56,7 +56,7 @@ def _assert_reached_cuda(folder: Path, cells: int) -> list[dict]:
             r["reason"],
         )
         # the error came from selecting the device, the first thing a cell does with it
-        assert _cuda_failures(folder / "logs" / f"{r['run_id']}.log") == {"device.py:select"}
+        assert _cuda_failures(folder / "logs" / f"{r['run_id']}.log") == {"accelerator.py:select"}
     return rows
 
 

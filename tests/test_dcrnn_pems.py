@@ -198,7 +198,8 @@ def test_generated_speeds_have_pems_bays_published_shape():
     assert persistence(1) < ha < persistence(12)
 
 
-@pytest.mark.slow  # minutes on 2 cores (the real graph's 52 k steps of speeds); STBENCH_SLOW=1 runs it
+# minutes on 2 cores (the real graph's 52 k steps of speeds); STBENCH_SLOW=1 runs it
+@pytest.mark.slow
 def test_the_default_preset_beats_the_historical_average():
     """The default preset's model and data (generated speeds on the real PeMS-BAY graph), cut
     to 60 of its 150 steps: it already forecasts better than the weekly profile its target is

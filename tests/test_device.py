@@ -94,15 +94,16 @@ def test_every_cuda_call_reaches_the_builds_own_error(call, monkeypatch):
 
 
 def _code_files():
+    layer = ROOT / "stbench_cli" / "device"
     return [
         p
         for p in [*(ROOT / "stbench_cli").rglob("*.py"), *(ROOT / "workloads").rglob("*.py")]
-        if p.name != "device.py" or p.parent.name != "stbench_cli"
+        if not p.is_relative_to(layer)
     ]
 
 
 def test_device_specific_calls_live_in_the_device_layer_only():
-    """torch.cuda / torch.backends and device-string comparisons appear in stbench/device.py
+    """torch.cuda / torch.backends and device-string comparisons appear in stbench/device/
     alone (strings inside messages aside)."""
     for path in _code_files():
         for node in ast.walk(ast.parse(path.read_text())):
@@ -159,7 +160,7 @@ def test_a_world_on_one_gpu_has_one_gpus_peak():
     from stbench.plan.spec import RunSpec
     from stbench.runner.processes import Outcome
     from stbench.runner.study import derived
-    from stbench.store.rows import CellResult, Figures
+    from stbench.store.cell_result import CellResult, Figures
 
     spec = RunSpec(
         "cnn-strain",

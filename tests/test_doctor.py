@@ -1,4 +1,5 @@
-"""`stbench doctor`: runs on this CPU with its correctness checks passing, and each check can fail."""
+"""`stbench doctor`: runs on this CPU with its correctness checks passing, and each check can
+fail."""
 
 import json
 import math

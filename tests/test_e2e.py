@@ -112,8 +112,8 @@ def test_cuda_without_gpu_is_refused(study):
     proc = stbench("run", "cnn-strain", "--smoke", "--device", "cuda", "--out", study.parent)
     assert proc.returncode == 2
     assert (
-        proc.stderr
-        == "error: nothing to run: cuda requested, but no GPU is visible (torch.cuda.is_available() is False)\n"
+        proc.stderr == "error: nothing to run: cuda requested, but no GPU is visible "
+        "(torch.cuda.is_available() is False)\n"
     )
 
 

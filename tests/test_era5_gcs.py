@@ -17,7 +17,8 @@ from tests.conftest import SHARED_DATA
 from tests.gcs_server import GCSServer, arco_like, grid, upload, write_arco_store
 from tests.helpers import stbench
 
-STORE = "gs://era5-test/ar/full_37-1h-10deg-chunk-1.zarr"  # the smoke preset's hours, and the month between
+# the smoke preset's hours, and the month between
+STORE = "gs://era5-test/ar/full_37-1h-10deg-chunk-1.zarr"
 SPAN = ("2020-01-01", "2021-01-31T23")
 SMOKE_HOURS = (31 + 29 + 31) * 24 + 31 * 24  # train 2020-01..03, test 2021-01
 
@@ -197,7 +198,8 @@ def test_prepare_killed_midway_resumes_to_the_same_store(emulated, tmp_path):
     before = len(emulated.requests())
     again = stbench(*prepare_args(tmp_path / "resumed.zarr"), check=True)
     assert "resuming" in again.stderr and "blocks already copied" in again.stderr
-    # the finished blocks are not read again (the first hour is: every prepare checks that it decodes)
+    # the finished blocks are not read again (the first hour is: every prepare checks that it
+    # decodes)
     assert chunk_gets(emulated, before) <= 1440 - 2 * 168 + 1
     whole, resumed = tmp_path / "whole.zarr", tmp_path / "resumed.zarr"
     files = sorted(p.relative_to(whole) for p in whole.rglob("*") if p.is_file())
@@ -247,7 +249,8 @@ DAY = (
         ),
         (
             "no-var",
-            "data source gs://era5-bad/no-var.zarr has no 2m_temperature(time, latitude, longitude) variable",
+            "data source gs://era5-bad/no-var.zarr has no "
+            "2m_temperature(time, latitude, longitude) variable",
         ),
         ("corrupt", "data source gs://era5-bad/corrupt.zarr is corrupt or unreadable ("),
     ],
@@ -326,7 +329,8 @@ def test_streamed_windows_are_read_by_the_loaders_workers_and_counted(emulated, 
     assert proc.returncode == 0, proc.stderr[-3000:]
     row = runs_row(tmp_path / "r")
     assert row["status"] == "ok", row["reason"]
-    # built: the training week's statistics (168 h) and 48 test hours; streamed: each batch's hours again
+    # built: the training week's statistics (168 h) and 48 test hours; streamed: each batch's
+    # hours again
     assert (
         int(row["read_requests"]) > 2 * (168 + 48)
         and chunk_gets(emulated, before) >= int(row["read_requests"]) - 10

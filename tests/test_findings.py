@@ -203,7 +203,8 @@ def test_time_to_target_names_the_first_only_beyond_doubt():
     one = find(runs(64, (10.0, 10.1, 9.9)))
     assert (
         one.text
-        == "Reached the target (mse ≤ 0.5) in 3 of 3 runs: MLPerf score 10.00 s (mean of 1); median 10.00 ± 0.248 s."
+        == "Reached the target (mse ≤ 0.5) in 3 of 3 runs: MLPerf score 10.00 s (mean of 1); "
+        "median 10.00 ± 0.248 s."
     )
 
 

@@ -45,15 +45,20 @@ def test_the_gate_fails_on_a_copy_made_30_percent_slower_and_passes_on_the_same_
     )
     # the one-epoch cells' three repeats spread too widely to tell 30% from noise
     assert out[1].endswith(
-        "epochs=1: wall_s 13.13 -> 17.07, 30.0% worse with 3 repeats: inconclusive (needs ≥ 9 repeats)"
+        "epochs=1: wall_s 13.13 -> 17.07, 30.0% worse with 3 repeats: "
+        "inconclusive (needs ≥ 9 repeats)"
     )
     same = stbench("gate", REF, REF)
     assert same.returncode == 0, same.stdout + same.stderr
     assert same.stdout.splitlines() == [
-        "unchanged    cnn-strain cpu single world_size=1 nodes=1 batch_size=75 epochs=1: wall_s 13.13 -> 13.13",
-        "unchanged    cnn-strain cpu single world_size=1 nodes=1 batch_size=75 epochs=2: wall_s 27.55 -> 27.55",
-        "unchanged    cnn-strain cpu single world_size=1 nodes=1 batch_size=75 epochs=3: wall_s 37.21 -> 37.21",
-        "0 regression(s), 0 inconclusive in 3 comparison(s) (margin 10%, 95% intervals and Welch's t-test)",
+        "unchanged    cnn-strain cpu single world_size=1 nodes=1 batch_size=75 "
+        "epochs=1: wall_s 13.13 -> 13.13",
+        "unchanged    cnn-strain cpu single world_size=1 nodes=1 batch_size=75 "
+        "epochs=2: wall_s 27.55 -> 27.55",
+        "unchanged    cnn-strain cpu single world_size=1 nodes=1 batch_size=75 "
+        "epochs=3: wall_s 37.21 -> 37.21",
+        "0 regression(s), 0 inconclusive in 3 comparison(s) "
+        "(margin 10%, 95% intervals and Welch's t-test)",
     ]
 
 
@@ -64,13 +69,17 @@ def test_a_copy_30_percent_slower_with_too_few_repeats_is_inconclusive_and_exits
     proc = stbench("gate", tmp_path / "base", tmp_path / "slow")
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert proc.stdout.splitlines() == [
-        "INCONCLUSIVE cnn-strain cpu single world_size=1 nodes=1 batch_size=75 epochs=1: wall_s 15.52 -> 20.17, "
-        "30.0% worse with 1 repeat: inconclusive (needs ≥ 2 repeats)",
-        "INCONCLUSIVE cnn-strain cpu single world_size=1 nodes=1 batch_size=75 epochs=2: wall_s 27.55 -> 35.82, "
-        "30.0% worse with 1 repeat: inconclusive (needs ≥ 2 repeats)",
-        "INCONCLUSIVE cnn-strain cpu single world_size=1 nodes=1 batch_size=75 epochs=3: wall_s 37.44 -> 48.68, "
-        "30.0% worse with 1 repeat: inconclusive (needs ≥ 2 repeats)",
-        "0 regression(s), 3 inconclusive in 3 comparison(s) (margin 10%, 95% intervals and Welch's t-test)",
+        "INCONCLUSIVE cnn-strain cpu single world_size=1 nodes=1 batch_size=75 "
+        "epochs=1: wall_s 15.52 -> 20.17, 30.0% worse with 1 repeat: "
+        "inconclusive (needs ≥ 2 repeats)",
+        "INCONCLUSIVE cnn-strain cpu single world_size=1 nodes=1 batch_size=75 "
+        "epochs=2: wall_s 27.55 -> 35.82, 30.0% worse with 1 repeat: "
+        "inconclusive (needs ≥ 2 repeats)",
+        "INCONCLUSIVE cnn-strain cpu single world_size=1 nodes=1 batch_size=75 "
+        "epochs=3: wall_s 37.44 -> 48.68, 30.0% worse with 1 repeat: "
+        "inconclusive (needs ≥ 2 repeats)",
+        "0 regression(s), 3 inconclusive in 3 comparison(s) "
+        "(margin 10%, 95% intervals and Welch's t-test)",
     ]
     mixed = stbench(
         "gate", REF, tmp_path / "slow"
@@ -145,9 +154,8 @@ def test_each_verdict_is_worded_as_pyperf_words_it():
         return Verdict("c", "wall_s", 10.0, 10.0 * (1 + change), change, sig, kind, **kw)
 
     assert line(v("unchanged", 0.0), 0.1) == "unchanged    c: wall_s 10.00 -> 10.00"
-    assert (
-        line(v("ok", 0.05), 0.1)
-        == "ok           c: wall_s 10.00 -> 10.50, 5.0% worse (not significant, within the 10% margin)"
+    assert line(v("ok", 0.05), 0.1) == (
+        "ok           c: wall_s 10.00 -> 10.50, 5.0% worse (not significant, within the 10% margin)"
     )
     assert (
         line(v("ok", -0.2, True), 0.1)
@@ -159,7 +167,8 @@ def test_each_verdict_is_worded_as_pyperf_words_it():
     )
     assert (
         line(v("inconclusive", 0.3, repeats=(1, 1), needs=2), 0.1)
-        == "INCONCLUSIVE c: wall_s 10.00 -> 13.00, 30.0% worse with 1 repeat: inconclusive (needs ≥ 2 repeats)"
+        == "INCONCLUSIVE c: wall_s 10.00 -> 13.00, 30.0% worse with 1 repeat: "
+        "inconclusive (needs ≥ 2 repeats)"
     )
     assert (
         exit_code([v("ok", 0.0), v("inconclusive", 0.3)]) == 3

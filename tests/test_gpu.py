@@ -49,7 +49,8 @@ def test_events_come_from_a_pool():
     result = trainer.run()
     steps = sum(e.steps for e in result.epochs)
     assert result.status == "ok" and steps == 3 * (6144 // 64)
-    # one epoch's marks (4 per step and 2 around eval) are in flight at most; later epochs reuse them
+    # one epoch's marks (4 per step and 2 around eval) are in flight at most; later epochs reuse
+    # them
     assert trainer.clock.created <= 4 * (steps // 3) + 4
 
 

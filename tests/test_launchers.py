@@ -29,8 +29,9 @@ SPEC = identify(
 JOB = f"--job-name=stbench-{SPEC.run_id}"
 CELL = torchrun.cell_args("/s/spec.json", "/s/result.json")
 NODE = (
-    'echo "stbench: node $SLURM_NODEID of job $SLURM_JOB_ID.$SLURM_STEP_ID on $(hostname)"; exec python -m '
-    'torch.distributed.run --nnodes=2 --nproc-per-node=2 --node-rank="$SLURM_NODEID" --rdzv-backend=static '
+    'echo "stbench: node $SLURM_NODEID of job $SLURM_JOB_ID.$SLURM_STEP_ID on $(hostname)"; '
+    "exec python -m torch.distributed.run --nnodes=2 --nproc-per-node=2 "
+    '--node-rank="$SLURM_NODEID" --rdzv-backend=static '
     '--master-addr="$(scontrol show hostnames "$SLURM_STEP_NODELIST" | head -n 1)" '
     '--master-port="$((20000 + (SLURM_JOB_ID + SLURM_STEP_ID) % 20000))" '
     "-m stbench.child.cell /s/spec.json /s/result.json"
@@ -200,8 +201,8 @@ cat > {run_id}.spec.json <<'SPEC'
     )
     assert proc.stdout.endswith(
         "#SBATCH --time=10\n#SBATCH --partition=gpu\n"
-        f"stbench run cnn-strain --smoke --strategy ddp --nproc 2 --nnodes 2 --epochs 1 --launcher srun "
-        f"--timeout 600 --out {tmp_path / 'results'}\n"
+        "stbench run cnn-strain --smoke --strategy ddp --nproc 2 --nnodes 2 --epochs 1 "
+        f"--launcher srun --timeout 600 --out {tmp_path / 'results'}\n"
     )
 
 

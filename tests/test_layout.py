@@ -254,7 +254,8 @@ def test_a_fresh_venv_install_from_outside_the_checkout(tmp_path):
     subprocess.run([str(py), "-m", "pip", "install", "-q", str(ROOT)], check=True)
     code = (
         "import importlib, importlib.metadata as m, stbench\n"
-        "try:\n    import workloads\n    raise SystemExit('workloads importable')\nexcept ImportError: pass\n"
+        "try:\n    import workloads\n    raise SystemExit('workloads importable')\n"
+        "except ImportError: pass\n"
         "print(sorted(e.name for e in m.entry_points(group='stbench.workloads')))"
     )
     # as a user's shell has it: without the PYTHONPATH conftest gives this session's children

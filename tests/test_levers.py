@@ -40,8 +40,8 @@ def test_a_model_that_cannot_compile_runs_eager_with_the_reason():
     trained, seconds, why = apply_compile(model, "default", broken, Accelerator("cpu"))
     assert trained is model and seconds is None
     assert (
-        why
-        == "torch.compile(mode=default) failed, the cell ran eager: RuntimeError: no backend for this operator"
+        why == "torch.compile(mode=default) failed, the cell ran eager: "
+        "RuntimeError: no backend for this operator"
     )
     assert apply_compile(model, "none", broken, Accelerator("cpu")) == (model, None, "")
 
@@ -77,7 +77,8 @@ def test_bf16_and_compile_as_axes_give_ok_rows_with_compile_time_apart(tmp_path)
     assert float(rows["none"]["peak_fraction"]) == pytest.approx(fraction, rel=1e-6)
 
 
-@pytest.mark.slow  # compiling two custom-autograd workloads takes two minutes on 2 cores: STBENCH_SLOW=1 runs it
+# compiling two custom-autograd workloads takes two minutes on 2 cores: STBENCH_SLOW=1 runs it
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "workload, axes",
     [

@@ -71,6 +71,7 @@ def test_a_second_writer_gets_one_line_and_writes_nothing(owner):
     assert run.returncode == 2
     assert run.stderr == (
         f"error: {folder} is being run by pid {proc.pid} on {socket.gethostname()} since "
-        f"{json.loads((folder / '.lock').read_text())['since']}; wait for it to finish, or stop it first\n"
+        f"{json.loads((folder / '.lock').read_text())['since']}; "
+        "wait for it to finish, or stop it first\n"
     )
     assert {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in folder.iterdir()} == before

@@ -8,7 +8,7 @@ from stbench.child.trainer import LoopConfig, Trainer
 from stbench.contract import BuildContext
 from stbench.plan.registry import get
 from stbench.plan.spec import RunSpec
-from stbench.workloads.lstm_era5 import data
+from stbench.workloads.lstm_era5 import data, generated
 from stbench.workloads.lstm_era5.prepare import prepare
 from stbench.workloads.lstm_era5.split import load_split
 from stbench.workloads.lstm_era5.task import Windows, make_task
@@ -61,7 +61,9 @@ def test_netcdf_file_yields_the_csv_series(tmp_path):
 
 def test_generated_store_has_the_era5_schema(tmp_path):
     lats, lons = np.arange(45.0, 29.9, -0.25), np.arange(250.0, 254.0, 0.25)
-    data.generate(tmp_path / "g.zarr", lats, lons, "2020-01-01", "2020-02-29T23", time_chunk=24 * 7)
+    generated.generate(
+        tmp_path / "g.zarr", lats, lons, "2020-01-01", "2020-02-29T23", time_chunk=24 * 7
+    )
     ds = data.open_dataset(str(tmp_path / "g.zarr"))
     da = ds["2m_temperature"]
     assert (
@@ -104,7 +106,8 @@ def test_per_item_and_vectorized_loaders_yield_identical_batches():
         batches[mode] = [b for _, b in zip(range(4), trainer.train_loader)]
     for (xv, yv), (xp, yp) in zip(batches["vectorized"], batches["per-item"]):
         assert torch.equal(xv, xp) and torch.equal(yv, yp)
-        # the same layout too: a strided or float64 batch would cost the LSTM more in its compute phase
+        # the same layout too: a strided or float64 batch would cost the LSTM more in its compute
+        # phase
         for v, p in ((xv, xp), (yv, yp)):
             assert (
                 v.dtype == p.dtype == torch.float32
@@ -142,7 +145,8 @@ def test_beats_the_climatological_mean_on_the_real_csv():
         ),
         (
             "data={bad_csv}",
-            "lacks column(s) 2m_temperature; expected columns time, latitude, longitude, 2m_temperature",
+            "lacks column(s) 2m_temperature; "
+            "expected columns time, latitude, longitude, 2m_temperature",
         ),
         (
             "points=10:280",

@@ -93,7 +93,8 @@ def test_backend_this_torch_lacks_is_a_skipped_row(tmp_path):
         rows[0]["reason"]
     )
     assert rows[1]["reason"].startswith(
-        "backend mpi is not available in this torch build (torch.distributed.is_mpi_available() is False"
+        "backend mpi is not available in this torch build "
+        "(torch.distributed.is_mpi_available() is False"
     )
     assert json.loads(rows[0]["params"])["bucket_cap_mb"] == 1.0
 
@@ -169,7 +170,8 @@ def test_leftovers_of_a_dead_parent_are_killed_and_nothing_else(tmp_path):
             json.dumps({"host": socket.gethostname(), "pids": [agent.pid]})
         )
         kill_leftovers(cell.work, cell.spec_path)
-        # gone long before their 120 s sleep ends (the sweep may reap them itself: no exit code to read)
+        # gone long before their 120 s sleep ends (the sweep may reap them itself: no exit code to
+        # read)
         assert not psutil.pid_exists(agent.pid) or agent.poll() is not None
         assert not psutil.pid_exists(rank.pid) or rank.poll() is not None
         assert bystander.poll() is None

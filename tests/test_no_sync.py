@@ -109,6 +109,7 @@ def test_the_spy_sees_a_blocking_read_in_a_step():
 # The patterns the review found, by file: each was a blocking copy or read in every step.
 KNOWN = {
     "workloads/stnn/relations.py": r"\bi\.cpu\(\)",
+    "workloads/stnn/offload.py": r"\bi\.cpu\(\)",
     "workloads/stnn/optim.py": r"\.coalesce\(\)",
     "workloads/dcrnn_pems/windows.py": r"as_tensor\([^)]*device=",
 }
@@ -129,10 +130,12 @@ def test_the_trainers_step_reads_nothing_back():
 
 def test_synchronisations_are_counted_per_profiled_step(tmp_path):
     """A Chrome trace in torch.profiler's layout: steps as ProfilerStep#k ranges, CUDA runtime
-    calls in category cuda_runtime (an .item() is a cudaMemcpyAsync then a cudaStreamSynchronize)."""
+    calls in category cuda_runtime (an .item() is a cudaMemcpyAsync then a
+    cudaStreamSynchronize)."""
     import json
 
-    from stbench.report.profile import summary, syncs_per_step
+    from stbench.report.profile import summary
+    from stbench.store.trace import syncs_per_step
 
     events = [
         {"name": "ProfilerStep#3", "ph": "X", "ts": 0, "dur": 100, "cat": "user_annotation"},
@@ -154,7 +157,7 @@ def test_steps_are_the_hosts_ranges_not_their_gpu_copies(tmp_path):
     by the launch queue; a sync call belongs to the step whose host range holds it."""
     import json
 
-    from stbench.report.profile import syncs_per_step
+    from stbench.store.trace import syncs_per_step
 
     events = [
         {"name": "ProfilerStep#1", "ph": "X", "ts": 0, "dur": 100, "cat": "user_annotation"},
@@ -204,7 +207,7 @@ def _call(name, ts, cat="cuda_runtime", dur=5, correlation=None, tid=1):
 def test_driver_calls_frees_and_sync_copies_are_syncs(tmp_path):
     """Issue 24: a fixed list of runtime calls missed the driver API (code that calls the driver
     directly), cudaFree/cudaFreeHost (they wait for the whole device) and suffixed names."""
-    from stbench.report.profile import syncs_per_step
+    from stbench.store.trace import syncs_per_step
 
     path = _step_trace(
         tmp_path,
@@ -239,7 +242,7 @@ def test_driver_calls_frees_and_sync_copies_are_syncs(tmp_path):
 
 def test_an_async_copy_of_pageable_memory_is_a_sync_and_of_pinned_memory_is_not(tmp_path):
     """The GPU side of a copy names its memory kinds and carries the call's correlation id."""
-    from stbench.report.profile import syncs_per_step
+    from stbench.store.trace import syncs_per_step
 
     gpu = [
         {
@@ -269,7 +272,7 @@ def test_an_async_copy_of_pageable_memory_is_a_sync_and_of_pinned_memory_is_not(
 
 
 def test_a_driver_call_inside_a_runtime_sync_is_that_sync_not_a_second(tmp_path):
-    from stbench.report.profile import syncs_per_step
+    from stbench.store.trace import syncs_per_step
 
     path = _step_trace(
         tmp_path,

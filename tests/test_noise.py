@@ -44,8 +44,8 @@ def test_repeats_whose_spread_exceeds_10_percent_of_the_mean_are_flagged_as_pype
     assert noise_flags(rows(10.0, 13.0, 10.5)) == [
         Flag(
             "spread",
-            "unstable: the standard deviation of wall_s (1.61) is 14% of the mean (11.17) over 3 repeats "
-            "(limit 10%)",
+            "unstable: the standard deviation of wall_s (1.61) is 14% of the mean (11.17) "
+            "over 3 repeats (limit 10%)",
         )
     ]
     assert noise_flags(rows(10.0, 10.4, 10.2)) == []  # 2%
@@ -90,7 +90,8 @@ def test_other_processes_using_the_cpus_are_flagged_from_the_row_or_an_older_stu
     assert [f.reason for f in noise_flags(rows(10.0, others_cpu_pct="40"))] == [
         "busy: other processes used 40% of the CPUs while it ran (limit 25%)"
     ]
-    # an older row has no such column: its system.csv samples say it (one core of two ours, 90% in use)
+    # an older row has no such column: its system.csv samples say it (one core of two ours, 90%
+    # in use)
     sample = {"run_id": "r0", "proc_cpu_pct": "100", "sys_cpu_pct": "90"}
     samples = series_of([sample] * 3, SYSTEM_TYPES)
     assert [f.kind for f in noise_flags(rows(10.0), system=samples)] == ["busy"]
@@ -154,13 +155,14 @@ def test_every_committed_cell_is_judged_and_the_noisy_ones_say_why():
         for e in (1, 2, 3)
     }
     assert [f.reason for f in flags[1]] == [
-        "unstable: the standard deviation of wall_s (2.15) is 16% of the mean (13.29) over 3 repeats (limit 10%)"
+        "unstable: the standard deviation of wall_s (2.15) is 16% of the mean (13.29) "
+        "over 3 repeats (limit 10%)"
     ]
     assert flags[2] == flags[3] == []
 
 
 def test_the_runs_summary_ends_with_the_studys_finding_and_flags(capsys):
-    from stbench.cli import render
+    from stbench.cli import render_run
     from stbench.report.view import view
     from tests.helpers import study_of
 
@@ -169,7 +171,7 @@ def test_the_runs_summary_ends_with_the_studys_finding_and_flags(capsys):
     ]
     runs[3]["load_max"] = "3.0"
     study = study_of(runs)
-    render.run_summary(study, view(study), ROOT / "results" / "x")
+    render_run.run_summary(study, view(study), ROOT / "results" / "x")
     out = " ".join(capsys.readouterr().out.split())  # as wrapped to the terminal's width
     assert (
         out.index("┃ device")

@@ -8,7 +8,7 @@ from stbench.plan.spec import RunSpec
 from stbench.runner.peak_math import math_ran, peak_key
 from stbench.runner.processes import Outcome
 from stbench.runner.study import derived
-from stbench.store.rows import CellResult, Figures
+from stbench.store.cell_result import CellResult, Figures
 
 CUDA_DEFAULT = (
     "matmul fp32, cudnn tf32"  # what Accelerator.use_precision records under torch's defaults

@@ -40,16 +40,21 @@ BROWSER_FLAGS = [
 PROBE = """<script>window.addEventListener("load", () => {
   const images = [...document.images];
   const width = document.documentElement.clientWidth;
-  const out = {images: images.length, loaded: images.filter(i => i.complete && i.naturalWidth > 0).length,
-               external: images.filter(i => !i.src.startsWith("data:image/png;base64,")).length,
+  const out = {images: images.length,
+               loaded: images.filter(i => i.complete && i.naturalWidth > 0).length,
+               external: images.filter(i => !i.src.startsWith("data:image/png;base64,"))
+                 .length,
                tables: document.querySelectorAll("table").length,
                sections: [...document.querySelectorAll("h2[id]")].map(h => h.id),
-               // a table is cut off when its box reaches past the page (inside a scrolling box it is not)
+               // a table is cut off when its box reaches past the page (inside a scrolling
+               // box it is not)
                cut: [...document.querySelectorAll("table")].filter(t => {
                  const box = t.closest(".scroll") || t;
                  return box.getBoundingClientRect().right > width + 1; }).length,
                page_overflow: document.documentElement.scrollWidth > width + 1};
-  const pre = document.createElement("pre"); pre.id = "stbench-probe"; pre.textContent = JSON.stringify(out);
+  const pre = document.createElement("pre");
+  pre.id = "stbench-probe";
+  pre.textContent = JSON.stringify(out);
   document.body.appendChild(pre);
 });</script>"""
 
@@ -100,11 +105,13 @@ def test_report_files_are_self_contained(committed_report):
 
 def test_report_opens_with_findings_the_hardware_and_a_figure(committed_report):
     """The first screen answers: every study's finding (one line, linking to its section), the
-    hardware, a headline figure; captions name only what varies; no path of the machine that ran it."""
+    hardware, a headline figure; captions name only what varies; no path of the machine that ran
+    it."""
     md = (committed_report / "report.md").read_text()
     head = md.split("\n## Hardware")[0]
     assert re.match(
-        r"# stbench report\n\n\d+ studies, measured on EPYC \(2 cores\) \(AMD EPYC, 2 cores, torch ",
+        r"# stbench report\n\n\d+ studies, "
+        r"measured on EPYC \(2 cores\) \(AMD EPYC, 2 cores, torch ",
         head,
     )
     listed = re.findall(r"^- \[(ref-[^]]+)\]\(#study-\d+\): \S", head, flags=re.M)

@@ -9,8 +9,9 @@ from dataclasses import replace
 import pytest
 
 from stbench.plan.spec import RunSpec
+from stbench.store.cell_result import Figures
 from stbench.store.files import append, read_csv, read_runs, write_cell
-from stbench.store.rows import RUN_COLUMNS, SCHEMA, Figures, Identity, Machine, RunRow
+from stbench.store.rows import RUN_COLUMNS, SCHEMA, Identity, Machine, RunRow
 from tests.helpers import ROOT, committed_copy, committed_folders
 
 
@@ -55,8 +56,8 @@ def test_workload_figures_are_prefixed_columns(tmp_path):
 
 
 def test_every_ranks_row_travels_through_json_and_a_cell_without_a_run_row_loses_them(tmp_path):
+    from stbench.store.cell_result import CellResult, RankRow
     from stbench.store.files import prune_orphans, write_ranks
-    from stbench.store.rows import CellResult, RankRow
 
     ranks = tuple(
         RankRow("r1", i, i == 1, i, 10, 1.0 + i, 0.1, 0.0, 0.8 + i, 0.1, 0.2, 0.05, 2.0 + i)

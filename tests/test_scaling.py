@@ -48,17 +48,21 @@ def test_speedup_efficiency_sync_cost_and_the_node_boundary():
     rows = [row(n, p, sps + r, sync) for n, p, sps, sync in layout for r in range(3)]
     text = compare_text(rows, rows="epochs", cols="label")
     assert (
-        """\
-### data-parallel scaling against the smallest world
-
-| device   | nodes   | nproc   | world   | epoch_s   | samples_per_s   | speedup   | efficiency   | sync_share   | ms_per_sync   | syncs_per_epoch   | node_boundary   |
-|:---------|:--------|:--------|:--------|:----------|:----------------|:----------|:-------------|:-------------|:--------------|:------------------|:----------------|
-| cpu      | 1       | 1       | 1       | 100.0     | 101.0           | 1.00x     | 100%         | 0.0%         | -             | -                 |                 |
-| cpu      | 1       | 2       | 2       | 50.00     | 191.0           | 1.89x     | 95%          | 5.0%         | 1.00          | 250.0             |                 |
-| cpu      | 1       | 4       | 4       | 25.00     | 361.0           | 3.57x     | 89%          | 10.0%        | 4.00          | 125.0             |                 |
-| cpu      | 2       | 2       | 4       | 25.00     | 301.0           | 2.98x     | 75%          | 25.0%        | 10.00         | 125.0             | <- node 2 joins |
-| cpu      | 2       | 4       | 8       | 12.50     | 561.0           | 5.55x     | 69%          | 20.0%        | 16.00         | 62.50             |                 |
-"""
+        "### data-parallel scaling against the smallest world\n\n"
+        "| device   | nodes   | nproc   | world   | epoch_s   | samples_per_s   | speedup   "
+        "| efficiency   | sync_share   | ms_per_sync   | syncs_per_epoch   | node_boundary   |\n"
+        "|:---------|:--------|:--------|:--------|:----------|:----------------|:----------"
+        "|:-------------|:-------------|:--------------|:------------------|:----------------|\n"
+        "| cpu      | 1       | 1       | 1       | 100.0     | 101.0           | 1.00x     "
+        "| 100%         | 0.0%         | -             | -                 |                 |\n"
+        "| cpu      | 1       | 2       | 2       | 50.00     | 191.0           | 1.89x     "
+        "| 95%          | 5.0%         | 1.00          | 250.0             |                 |\n"
+        "| cpu      | 1       | 4       | 4       | 25.00     | 361.0           | 3.57x     "
+        "| 89%          | 10.0%        | 4.00          | 125.0             |                 |\n"
+        "| cpu      | 2       | 2       | 4       | 25.00     | 301.0           | 2.98x     "
+        "| 75%          | 25.0%        | 10.00         | 125.0             | <- node 2 joins |\n"
+        "| cpu      | 2       | 4       | 8       | 12.50     | 561.0           | 5.55x     "
+        "| 69%          | 20.0%        | 16.00         | 62.50             |                 |\n"
         in text
     )
     # two layouts of one world size stay apart in the main table too
@@ -69,10 +73,12 @@ def test_the_smallest_world_is_the_baseline_when_there_is_no_single_process():
     rows = [row(1, 2, 200.0, 0.5), row(2, 2, 300.0, 2.0)]
     text = compare_text(rows, cols="label")
     assert (
-        """\
-| cpu      | 1       | 2       | 2       | 50.00     | 200.0           | 1.00x                   | 100%         | 5.0%         | 1.00          | 250.0             |                 |
-| cpu      | 2       | 2       | 4       | 25.00     | 300.0           | 1.50x (not significant) | 75%          | 20.0%        | 8.00          | 125.0             | <- node 2 joins |"""
-        in text
+        "| cpu      | 1       | 2       | 2       | 50.00     | 200.0           "
+        "| 1.00x                   | 100%         | 5.0%         | 1.00          "
+        "| 250.0             |                 |\n"
+        "| cpu      | 2       | 2       | 4       | 25.00     | 300.0           "
+        "| 1.50x (not significant) | 75%          | 20.0%        | 8.00          "
+        "| 125.0             | <- node 2 joins |" in text
     )
 
 

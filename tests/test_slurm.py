@@ -220,7 +220,8 @@ def test_a_job_slurm_cancels_is_a_row_and_the_matrix_goes_on(out):
     (job,) = _jobs(_only_folder(out)).values()
     subprocess.run(["scancel", job], check=True)
     _, err = parent.communicate(timeout=600)
-    # the matrix went on past the cancelled cell, and the exit code tells a script not every cell ended ok
+    # the matrix went on past the cancelled cell, and the exit code tells a script not every cell
+    # ended ok
     assert parent.returncode == 1, err[-3000:]
     assert err.rstrip().splitlines()[-1].startswith("error: 1 of 2 cells did not end ok (1 failed)")
     hang, ok = _rows(_only_folder(out))

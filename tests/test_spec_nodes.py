@@ -86,7 +86,8 @@ TWO_NODES = RunSpec("w", "cuda", "ddp", 1, 1, world_size=4, nodes=2, params=(("b
             0,
             ("gloo",),
             "local",
-            "backend mpi is not available in this torch build (torch.distributed.is_mpi_available() is False; available: gloo)",
+            "backend mpi is not available in this torch build "
+            "(torch.distributed.is_mpi_available() is False; available: gloo)",
         ),
         (
             RunSpec("w", "cpu", "ddp", 1, 1, world_size=2, params=(("backend", "nccl"),)),

@@ -222,7 +222,8 @@ for batch in task.data.batch_sampler(1000, 0, 0):
     loss = task.model.loss(model, x, y, 0)
     if y.shape[1] == 0:  # one dynamics step is what needs W
         loss.backward(); opt.step()
-        print(sizing.predict_bytes(p, 1000)["n"], model.relations.edge_w.grad.abs().sum().item() > 0,
+        print(sizing.predict_bytes(p, 1000)["n"],
+              model.relations.edge_w.grad.abs().sum().item() > 0,
               resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
         break
 """

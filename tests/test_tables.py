@@ -125,12 +125,18 @@ def test_statuses_hosts_and_scaling():
     # one repeat per side: a speedup is printed but never called significant
     # (rows without epoch_s or sync_count, as an older stbench wrote them, show "-" there)
     assert (
-        """\
-| device   | nodes   | nproc   | world   | epoch_s   | samples_per_s   | speedup                 | efficiency   | sync_share   | ms_per_sync   | syncs_per_epoch   |
-|:---------|:--------|:--------|:--------|:----------|:----------------|:------------------------|:-------------|:-------------|:--------------|:------------------|
-| cpu@a    | 1       | 1       | 1       | -         | 100.0           | 1.00x                   | 100%         | 0.0%         | -             | -                 |
-| cpu@a    | 1       | 2       | 2       | -         | 160.0           | 1.60x (not significant) | 80%          | 20.0%        | -             | -                 |"""
-        in text
+        "| device   | nodes   | nproc   | world   | epoch_s   | samples_per_s   "
+        "| speedup                 | efficiency   | sync_share   | ms_per_sync   "
+        "| syncs_per_epoch   |\n"
+        "|:---------|:--------|:--------|:--------|:----------|:----------------"
+        "|:------------------------|:-------------|:-------------|:--------------"
+        "|:------------------|\n"
+        "| cpu@a    | 1       | 1       | 1       | -         | 100.0           "
+        "| 1.00x                   | 100%         | 0.0%         | -             "
+        "| -                 |\n"
+        "| cpu@a    | 1       | 2       | 2       | -         | 160.0           "
+        "| 1.60x (not significant) | 80%          | 20.0%        | -             "
+        "| -                 |" in text
     )
 
 
@@ -147,7 +153,10 @@ def test_bad_pivot_and_baseline_are_named():
 def test_a_long_heading_folds_between_pairs_never_inside_a_value():
     from stbench.report.text import fold_pairs
 
-    heading = "device=EPYC (2 cores), epochs=1, p.bucket_cap_mb=25.0, p.n_samples=100000, nodes=1, nproc=2"
+    heading = (
+        "device=EPYC (2 cores), epochs=1, p.bucket_cap_mb=25.0, p.n_samples=100000, "
+        "nodes=1, nproc=2"
+    )
     folded = fold_pairs(heading, 40)
     assert (
         max(map(len, folded.splitlines())) <= 40

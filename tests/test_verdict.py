@@ -9,8 +9,8 @@ import pytest
 from stbench.plan.spec import RunSpec
 from stbench.runner import verdict, watch
 from stbench.store import progress
+from stbench.store.cell_result import CellResult, Figures
 from stbench.store.progress import Beat
-from stbench.store.rows import CellResult, Figures
 
 WORLD = RunSpec("faulty", "cpu", "ddp", 16, 1, world_size=2, nodes=2)
 SUMMARY = """\

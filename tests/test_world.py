@@ -74,7 +74,7 @@ def gloo_world(folder: Path, **knobs) -> list[dict]:
     CellResult and its log of all-reduces."""
     import torch.multiprocessing as mp
 
-    from stbench.store.rows import CellResult
+    from stbench.store.cell_result import CellResult
 
     mp.spawn(_rank, (str(folder), knobs), nprocs=2)
     out = []
@@ -120,7 +120,7 @@ def test_a_world_of_one_agrees_with_itself_at_once():
 
 
 def test_the_row_reports_every_phase_of_the_slowest_rank_and_keeps_each_ranks(budget_world):
-    from stbench.store.rows import STEP_PHASES
+    from stbench.store.cell_result import STEP_PHASES
 
     ranks = budget_world[0]["result"].ranks
     assert [r.rank for r in ranks] == [0, 1] and budget_world[1][

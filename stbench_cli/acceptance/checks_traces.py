@@ -6,9 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..report.profile import syncs_per_step
 from ..runner.doctor import Check
-from ..store.trace import step_windows
+from ..store.trace import step_windows, syncs_per_step
 from .verdicts import NothingToJudge, combine, cuda_rows, param, rows_ok, studies, verdict
 
 

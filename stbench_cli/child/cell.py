@@ -1,8 +1,9 @@
 """A cell's process: run one cell and write its `CellResult` as JSON.
 
-    python -m stbench.child.cell SPEC.json RESULT.json [--profile DIR]            (single process)
+    python -m stbench.child.cell SPEC.json RESULT.json [--profile DIR]   (single process)
     torchrun --standalone --nproc-per-node N -m stbench.child.cell SPEC.json RESULT.json
-    torchrun --nnodes M --node-rank I --rdzv-backend static --master-addr H … -m stbench.child.cell …
+    torchrun --nnodes M --node-rank I --rdzv-backend static --master-addr H …
+        -m stbench.child.cell …
 
     options: --profile DIR    the step profiler's trace into DIR
              --progress       heartbeats beside RESULT.json for the parent's stall watchdog
@@ -36,8 +37,8 @@ from pathlib import Path
 from ..contract import BuildContext
 from ..device import Accelerator, device_count, is_cuda, resolve
 from ..plan.spec import RunSpec
+from ..store.cell_result import CellResult
 from ..store.progress import pg_timeout
-from ..store.rows import CellResult
 from . import allocator, cpu
 from .heartbeat import Heartbeat
 
@@ -113,7 +114,6 @@ def run(
     import torch
 
     from ..plan import registry
-    from . import ddp
     from .trainer import LoopConfig, Trainer
 
     progress = progress if progress is not None else Heartbeat()
@@ -138,12 +138,28 @@ def run(
         profiler.finish()
         peak_gpu = profiler.peak_mb(peak_gpu)  # it resets the allocator's peak every step
     progress.phase("the cell's last figures (an all-reduce, an all-gather)")
-    rss = ddp.reduce([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0], accel.torch)[0]
     figures = replace(
         result.figures,
         peak_gpu_mb=peak_gpu,
-        peak_rss_mb=rss,
         base_rss_mb=base_rss,
+        **_process_figures(task, workload, spec, accel),
+        **chosen,
+        host_allocator=ran,
+    )
+    return replace(result, figures=figures, unavailable={**result.unavailable, **unavailable})
+
+
+def _process_figures(task, workload, spec: RunSpec, accel: Accelerator) -> dict:
+    """What the cell's process adds to the trainer's figures once training is done: its peak
+    RSS (the max over ranks: an all-reduce), the data, every node's host (an all-gather), its
+    threads, the workload's memory prediction, the device's name, what reading the data cost."""
+    import torch
+
+    from . import ddp
+
+    rss = ddp.reduce([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0], accel.torch)[0]
+    return dict(
+        peak_rss_mb=rss,
         data_mb=task.data.mb,
         data_source=task.data.source,
         node_hosts=ddp.node_hosts(),
@@ -151,10 +167,7 @@ def run(
         predicted_mb=_predicted_mb(workload, spec, accel),
         device_name=accel.name(),
         **(task.data.read().figures() if task.data.read else {}),
-        **chosen,
-        host_allocator=ran,
     )
-    return replace(result, figures=figures, unavailable={**result.unavailable, **unavailable})
 
 
 def _profiler(spec: RunSpec, folder: Path, accel: Accelerator):

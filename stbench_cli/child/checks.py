@@ -85,29 +85,8 @@ def overhead(
     """Seconds per step: a bare step and the trainer's instrumented step on the same batch.
     Blocks alternate (ABBA) so drift of the machine falls on both equally."""
     trainer = make_trainer(device, workload, preset)
-    x, y = trainer.transfer(*next(iter(trainer.train_loader)), trainer.device)
-    model, opt, sched, loss = (
-        trainer.model,
-        trainer.optimizer,
-        trainer.schedule,
-        trainer.task.model.loss,
-    )
+    bare, instrumented = _step_kinds(trainer)
     sync = trainer.accel.synchronize
-
-    def bare(n: int) -> None:
-        for _ in range(n):
-            opt.zero_grad(set_to_none=True)
-            loss(model, x, y, 0).backward()
-            opt.step()
-            sched.step()
-
-    def instrumented(n: int) -> None:
-        it, total = itertools.repeat((x, y)), torch.zeros((), device=trainer.device)
-        marks, start = [], trainer.clock.mark()
-        for _ in range(n):
-            marks.append(trainer._step(it, start, total))
-            start = marks[-1].end
-        resolve(trainer.clock, marks)  # the per-epoch read-out belongs to the cost too
 
     def per_step(fn) -> float:
         sync()
@@ -116,7 +95,6 @@ def overhead(
         sync()
         return (time.perf_counter() - t) / steps
 
-    trainer.transfer = lambda a, b, d: (a, b)  # the batch is already on the device
     bare(10), instrumented(10)  # warm-up
     bares, timed, diffs = [], [], []
     for block in range(blocks):
@@ -137,6 +115,32 @@ def overhead(
         "blocks": blocks,
         "threads": torch.get_num_threads(),
     }
+
+
+def _step_kinds(trainer):
+    """(bare, instrumented): n steps on one batch already on the device, of the trainer's model
+    and optimizer alone, and of the trainer's own instrumented step."""
+    x, y = trainer.transfer(*next(iter(trainer.train_loader)), trainer.device)
+    model, opt, sched = trainer.model, trainer.optimizer, trainer.schedule
+    loss = trainer.task.model.loss
+
+    def bare(n: int) -> None:
+        for _ in range(n):
+            opt.zero_grad(set_to_none=True)
+            loss(model, x, y, 0).backward()
+            opt.step()
+            sched.step()
+
+    def instrumented(n: int) -> None:
+        it, total = itertools.repeat((x, y)), torch.zeros((), device=trainer.device)
+        marks, start = [], trainer.clock.mark()
+        for _ in range(n):
+            marks.append(trainer._step(it, start, total))
+            start = marks[-1].end
+        resolve(trainer.clock, marks)  # the per-epoch read-out belongs to the cost too
+
+    trainer.transfer = lambda a, b, d: (a, b)  # the batch is already on the device
+    return bare, instrumented
 
 
 def gpu_load(device: str, seconds: float = 6.0) -> dict:

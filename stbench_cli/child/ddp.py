@@ -102,7 +102,8 @@ def join(
 
 def node_hosts() -> str:
     """The host of each node (torchrun agent) in node-rank order, comma-separated."""
-    # Slurm's node name where there is one (on a cluster, the host name; distinct for emulated nodes)
+    # Slurm's node name where there is one (on a cluster, the host name; distinct for emulated
+    # nodes)
     mine = (
         int(os.environ.get("GROUP_RANK", "0")),
         os.environ.get("SLURMD_NODENAME") or socket.gethostname(),
@@ -167,7 +168,8 @@ def logged_comm(model: torch.nn.Module, steps: int) -> tuple[float | None, float
 
 
 def reduce(values: list[float], device: torch.device, op: str = "max") -> list[float]:
-    """Element-wise max or sum over ranks (times take the max: the world moves at its slowest rank's pace)."""
+    """Element-wise max or sum over ranks (times take the max: the world moves at its slowest
+    rank's pace)."""
     if not dist.is_initialized():
         return values
     t = torch.tensor(values, dtype=torch.float64, device=device)

@@ -23,7 +23,7 @@ class Evaluator:
         self.model.eval()
         # error, count: read once, at the end
         sums = torch.zeros(2, dtype=torch.float64, device=self.device)
-        last = getattr(self, "last_batch", None)  # an empty shard repeats the last training batch
+        last = self.last_batch  # an empty shard repeats the last training batch
         for batch in self._eval_batches(limit):
             self.progress.tick()
             if batch is None:  # fsdp: an extra forward (its all-gathers) to match the other ranks

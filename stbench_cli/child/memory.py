@@ -83,9 +83,8 @@ def held_figures(
     held = [param_bytes(model), grad_bytes(model), optimizer_state_bytes(optimizer)]
     activation, source = 0.0, None
     if step is not None:
-        model.zero_grad(
-            set_to_none=True
-        )  # every gradient, whatever share of them a zero1 optimizer holds
+        # every gradient, whatever share of them a zero1 optimizer holds
+        model.zero_grad(set_to_none=True)
         activation, source = activation_peak(step, model, accel)
         model.zero_grad(set_to_none=True)
     params, grads, state, activation = ddp.reduce(

@@ -71,9 +71,8 @@ def parallelize(
     log_every: int = 100,
 ) -> torch.nn.Module:
     """Step 3: the model as this strategy trains it (placed on the device already)."""
-    if (
-        world_size == 1
-    ):  # a world of one (torchrun starts no process group): nothing to sync or shard
+    # a world of one (torchrun starts no process group): nothing to sync or shard
+    if world_size == 1:
         return model
     if strategy == "fsdp":
         return apply_fsdp(model, accel, world_size)
@@ -95,7 +94,8 @@ def apply_compile(model: torch.nn.Module, mode: str, one_pass, accel: Accelerato
         return (
             model,
             None,
-            f"torch.compile(mode={mode}) failed, the cell ran eager: {type(exc).__name__}: {message}",
+            f"torch.compile(mode={mode}) failed, the cell ran eager: "
+            f"{type(exc).__name__}: {message}",
         )
     model.zero_grad(set_to_none=True)
     accel.synchronize()

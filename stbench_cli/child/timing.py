@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..device import Accelerator
-from ..store.rows import STEP_PHASES as PHASES
+from ..store.cell_result import STEP_PHASES as PHASES
 
 
 class Clock:

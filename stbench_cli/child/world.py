@@ -30,7 +30,8 @@ import torch
 import torch.distributed as dist
 
 from ..device import Accelerator
-from ..store.rows import PHASE_COLUMNS, EpochRow, RankRow
+from ..store.cell_result import EpochRow, RankRow
+from ..store.rows import PHASE_COLUMNS
 
 TOTALS = (*PHASE_COLUMNS, "train_s", "data_wait_s")  # a rank's figures summed over its intervals
 
@@ -71,7 +72,8 @@ class Vote:
 
 def distinct_gpus(uuids) -> int | None:
     """How many GPUs a world's ranks ran on: the distinct UUIDs they reported (gloo ranks of
-    emulated nodes may all sit on one GPU, and count it once); None where none reported one (CPU)."""
+    emulated nodes may all sit on one GPU, and count it once); None where none reported one
+    (CPU)."""
     seen = {str(u).lower().removeprefix("gpu-") for u in uuids if u}
     return len(seen) or None
 
@@ -107,8 +109,7 @@ def rank_rows(
     if dist.is_initialized():
         everyone = [None] * dist.get_world_size()
         dist.all_gather_object(everyone, mine)
-    slowest = max(
-        range(len(everyone)), key=lambda i: everyone[i].train_s
-    )  # of equals, the lowest rank
+    # of equals, the lowest rank
+    slowest = max(range(len(everyone)), key=lambda i: everyone[i].train_s)
     rows = tuple(replace(r, reported=i == slowest) for i, r in enumerate(everyone))
     return rows, rows[slowest]

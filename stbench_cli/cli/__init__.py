@@ -12,9 +12,8 @@ def main(argv: list[str] | None = None) -> None:
     """Console-script entry: one clear line and exit 2 for any user error."""
     try:
         _main(argv)
-    except (
-        KeyboardInterrupt
-    ):  # Ctrl-C while the commands load: Typer's own catch (exit 130) is not armed yet
+    # Ctrl-C while the commands load: Typer's own catch (exit 130) is not armed yet
+    except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         sys.exit(130)
 

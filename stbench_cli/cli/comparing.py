@@ -32,7 +32,8 @@ def compare(
     paths: Annotated[
         list[Path] | None,
         typer.Argument(
-            help="result folders, or folders holding them (default: the newest study in ./results/)",
+            help="result folders, or folders holding them "
+            "(default: the newest study in ./results/)",
             show_default=False,
         ),
     ] = None,

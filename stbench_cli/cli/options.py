@@ -51,6 +51,10 @@ StopAtTarget = Annotated[
 ]
 Sets = Annotated[list[str] | None, typer.Option("--set", help="workload parameter axis: key=v1,v2")]
 Preset = Annotated[str | None, typer.Option(help="named parameter set (see `stbench list`)")]
+Repeats = Annotated[int, typer.Option("--repeat", help="repeats of every cell")]
+AllWorkloads = Annotated[
+    bool, typer.Option("--all", help="one study per registered workload (CI: --all --smoke)")
+]
 Smoke = Annotated[bool, typer.Option(help="shrink every cell to a seconds-long run")]
 Out = Annotated[Path, typer.Option(help="parent folder of the new result folder")]
 Timeout = Annotated[float | None, typer.Option(help="seconds per cell before it is killed")]
@@ -73,15 +77,16 @@ Nnodes = Annotated[
 Launcher = Annotated[
     str | None,
     typer.Option(
-        help="local (this machine; N loopback agents for --nnodes N), slurm (a job per cell via submitit), "
-        "srun (inside an allocation)"
+        help="local (this machine; N loopback agents for --nnodes N), "
+        "slurm (a job per cell via submitit), srun (inside an allocation)"
     ),
 ]
 Slurm = Annotated[
     list[str] | None,
     typer.Option(
         "--slurm",
-        help="sbatch option for --launcher slurm: key=value (partition=gpu, account=..., cpus_per_task=8)",
+        help="sbatch option for --launcher slurm: key=value "
+        "(partition=gpu, account=..., cpus_per_task=8)",
     ),
 ]
 DryRun = Annotated[
@@ -92,8 +97,9 @@ Expect = Annotated[
     list[str] | None,
     typer.Option(
         "--expect",
-        help="statuses besides ok a study may end with and still exit 0 (e.g. oom for a batch sweep "
-        "looking for the memory edge): skipped, oom, diverged, failed, timeout, hung",
+        help="statuses besides ok a study may end with and still exit 0 "
+        "(e.g. oom for a batch sweep looking for the memory edge): "
+        "skipped, oom, diverged, failed, timeout, hung",
     ),
 ]
 Seed = Annotated[
@@ -104,8 +110,8 @@ SameSeed = Annotated[
     bool,
     typer.Option(
         "--same-seed",
-        help="every repeat with --seed: the repeats then differ by the machine's noise only, not by the "
-        "training's randomness (initial weights, data order, generated data)",
+        help="every repeat with --seed: the repeats then differ by the machine's noise only, "
+        "not by the training's randomness (initial weights, data order, generated data)",
     ),
 ]
 # issue 32: what a device-hour costs, for cost per million samples and cost to target
@@ -127,7 +133,8 @@ PricesFile = Annotated[
 Resume = Annotated[
     Path | None,
     typer.Option(
-        help="finish the study in this folder (its matrix is read from manifest.json; axes given here are ignored)"
+        help="finish the study in this folder "
+        "(its matrix is read from manifest.json; axes given here are ignored)"
     ),
 ]
 

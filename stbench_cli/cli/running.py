@@ -9,9 +9,10 @@ from typing import Annotated
 
 import typer
 
-from . import render
+from . import render, render_run
 from .app import app
 from .options import (
+    AllWorkloads,
     Batches,
     Budgets,
     Devices,
@@ -25,6 +26,7 @@ from .options import (
     Preset,
     Price,
     PricesFile,
+    Repeats,
     Resume,
     SameSeed,
     Seed,
@@ -78,7 +80,9 @@ def run_with_progress(plan, env, timeout: float | None, stall: float | None = No
         def begin():
             for reason in sorted(set(plan.skips.values())):
                 render.warn(f"skipping cells: {reason}")
-            bar["start"], bar["done"] = stack.enter_context(render.progress(len(plan.cells), done))
+            bar["start"], bar["done"] = stack.enter_context(
+                render_run.progress(len(plan.cells), done)
+            )
 
         return study.run_study(
             plan,
@@ -93,6 +97,7 @@ def run_with_progress(plan, env, timeout: float | None, stall: float | None = No
 
 @app.command()
 def run(
+    ctx: typer.Context,
     workload: StudyWorkload = None,
     device: Devices = None,
     strategy: Strategies = None,
@@ -100,7 +105,7 @@ def run(
     batch_size: Batches = None,
     epochs: Epochs = None,
     set_: Sets = None,
-    repeat: Annotated[int, typer.Option(help="repeats of every cell")] = 1,
+    repeat: Repeats = 1,
     preset: Preset = None,
     smoke: Smoke = False,
     seed: Seed = 0,
@@ -116,52 +121,17 @@ def run(
     time_budget: Budgets = None,
     stop_at_target: StopAtTarget = False,
     stall_limit: StallLimit = None,
-    all_: Annotated[
-        bool, typer.Option("--all", help="one study per registered workload (CI: --all --smoke)")
-    ] = False,
+    all_: AllWorkloads = False,
     price: Price = None,
     prices: PricesFile = None,
 ) -> None:
     """Run a matrix of devices x strategies x nproc x nnodes x batch sizes x epochs x --set axes."""
-    from ..errors import StbenchError
-    from ..plan import planner, registry
     from ..runner import envinfo
 
     ok = accepted(expect)
     check_stall(stall_limit)
-    if not (all_ or workload or resume) or (all_ and (workload or resume)):
-        raise StbenchError(
-            "stbench run needs one of: a WORKLOAD (see `stbench list`), --all (every workload), "
-            "or --resume DIR to finish a study"
-        )
     env = envinfo.collect()
-    if resume:
-        plans = [planner.plan_resume(workload, resume, env)]
-    else:
-        common = dict(
-            devices=tuple(device or ()),
-            strategies=tuple(strategy or ()),
-            nprocs=tuple(nproc or ()),
-            batch_sizes=tuple(batch_size or ()),
-            epochs=tuple(epochs or ()),
-            sets=tuple(quality_sets(list(set_ or ()), time_budget, stop_at_target)),
-            repeat=repeat,
-            preset=preset,
-            smoke=smoke,
-            seed=seed,
-            seed_per_repeat=not same_seed,
-            out=out,
-            nnodes=tuple(nnodes or ()),
-            launcher=launcher or "local",
-            slurm=tuple(slurm or ()),
-            timeout=timeout,
-            prices=tuple(prices_given(price, prices).items()),
-        )
-        names = [w.name for w in registry.all_workloads()] if all_ else [workload]
-        plans = [
-            planner.plan_new(planner.Request(name, **common), env, tuple(sys.argv))
-            for name in names
-        ]
+    plans = study_plans(ctx.params, env)
     if dry_run:
         return dry(plans, timeout)
     rows = []
@@ -172,6 +142,45 @@ def run(
     exit_for(rows, ok)
 
 
+def study_plans(o: dict, env) -> list:
+    """What `stbench run`'s options (`o`: its parameters by name) ask for: the plan of the study
+    --resume finishes, or a new study's per workload (--all: every registered one)."""
+    from ..errors import StbenchError
+    from ..plan import planner, registry
+
+    workload, all_, resume = o["workload"], o["all_"], o["resume"]
+    if not (all_ or workload or resume) or (all_ and (workload or resume)):
+        raise StbenchError(
+            "stbench run needs one of: a WORKLOAD (see `stbench list`), --all (every workload), "
+            "or --resume DIR to finish a study"
+        )
+    if resume:
+        return [planner.plan_resume(workload, resume, env)]
+    common = dict(
+        devices=tuple(o["device"] or ()),
+        strategies=tuple(o["strategy"] or ()),
+        nprocs=tuple(o["nproc"] or ()),
+        batch_sizes=tuple(o["batch_size"] or ()),
+        epochs=tuple(o["epochs"] or ()),
+        sets=tuple(quality_sets(list(o["set_"] or ()), o["time_budget"], o["stop_at_target"])),
+        repeat=o["repeat"],
+        preset=o["preset"],
+        smoke=o["smoke"],
+        seed=o["seed"],
+        seed_per_repeat=not o["same_seed"],
+        out=o["out"],
+        nnodes=tuple(o["nnodes"] or ()),
+        launcher=o["launcher"] or "local",
+        slurm=tuple(o["slurm"] or ()),
+        timeout=o["timeout"],
+        prices=tuple(prices_given(o["price"], o["prices"]).items()),
+    )
+    names = [w.name for w in registry.all_workloads()] if all_ else [workload]
+    return [
+        planner.plan_new(planner.Request(name, **common), env, tuple(sys.argv)) for name in names
+    ]
+
+
 def summary(folder: Path) -> None:
     """A study's rows read back as compare reads them: the table of its runs, then its finding
     and flags."""
@@ -180,7 +189,7 @@ def summary(folder: Path) -> None:
     from ..report.view import view
 
     (study,) = studies([read.read_folder(folder, ())])
-    render.run_summary(study, view(study), folder)
+    render_run.run_summary(study, view(study), folder)
 
 
 def check_stall(limit: float | None) -> None:

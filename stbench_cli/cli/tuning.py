@@ -13,6 +13,23 @@ from . import render
 from .app import app
 from .options import Out, Preset, Resume, Seed, Sets, Smoke, StudyWorkload
 
+ReferenceBatch = Annotated[
+    int | None,
+    typer.Option(
+        "--batch-size",
+        help="the reference batch (default: the preset's); the search tries "
+        "half and twice it, judged by time to target or quality",
+    ),
+]
+Budget = Annotated[
+    float | None,
+    typer.Option(
+        "--budget",
+        help="wall seconds for the whole search, the confirming step included (default 600; "
+        "with --resume: the stored one)",
+    ),
+]
+
 
 @app.command()
 def tune(
@@ -20,21 +37,8 @@ def tune(
     set_: Sets = None,
     preset: Preset = None,
     smoke: Smoke = False,
-    batch_size: Annotated[
-        int | None,
-        typer.Option(
-            "--batch-size",
-            help="the reference batch (default: the preset's); the search tries "
-            "half and twice it, judged by time to target or quality",
-        ),
-    ] = None,
-    budget: Annotated[
-        float | None,
-        typer.Option(
-            help="wall seconds for the whole search, the confirming step included (default 600; "
-            "with --resume: the stored one)"
-        ),
-    ] = None,
+    batch_size: ReferenceBatch = None,
+    budget: Budget = None,
     repeat: Annotated[int, typer.Option(help="rounds per step (a paired interval: >= 2)")] = 3,
     cell_seconds: Annotated[float, typer.Option(help="seconds of training per cell")] = 8.0,
     eval_samples: Annotated[int, typer.Option(help="validation samples per evaluation")] = 1024,

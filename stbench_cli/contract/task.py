@@ -35,7 +35,7 @@ class ReadCost:
     first_batch_s: float
 
     def figures(self) -> dict:
-        """The row's read-cost columns (store.rows.Figures)."""
+        """The row's read-cost columns (store.cell_result.Figures)."""
         return dict(
             bytes_read=self.bytes_read,
             bytes_used=self.bytes_used,
@@ -109,7 +109,8 @@ def _mean(total: float, count: float) -> float:
 class Metric:
     """sum(pred, y) -> a 0-d tensor, the summed error of a batch (summed on the device with no
     sync per batch); the epoch's value is finish(total, count), count summing count(y) (a number
-    or a 0-d tensor, kept on the device; default len(y)). naive: the same metric for the workload's naive predictor: the number to beat."""
+    or a 0-d tensor, kept on the device; default len(y)). naive: the same metric for the
+    workload's naive predictor: the number to beat."""
 
     name: str
     sum: Callable

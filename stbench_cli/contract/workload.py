@@ -28,9 +28,8 @@ class BuildContext:
     rank: int = 0  # this process's rank in a data-parallel world
     world_size: int = 1
     device: str = "cpu"  # the training device ("cpu", "cuda:0", ...)
-    cache_dir: Path = field(
-        default_factory=default_cache_dir
-    )  # for generated data kept between cells
+    # for generated data kept between cells
+    cache_dir: Path = field(default_factory=default_cache_dir)
 
 
 @dataclass(frozen=True)
@@ -47,7 +46,9 @@ class Workload:
                                                      on CUDA device_bytes include the libraries'
                                                      allocations (memory.cuda_library_bytes) for a
                                                      GPU of `capability` (None in the parent)
-      prepare(source, out, **selection, yes, max_gb, progress)  cache real data locally (`stbench data --prepare`)
+      prepare(source, out, **selection, yes, max_gb, progress)
+                                                     cache real data locally
+                                                     (`stbench data --prepare`)
     """
 
     name: str

@@ -49,6 +49,7 @@ from .spec import MatrixSpec, RunSpec, identify
 
 # stnn's figures from before a workload's own figures were `x.` columns
 RENAMED = {"stream_s": "x.stream_s", "stream_mb": "x.stream_mb"}
+# with the parameters, what a cell is: a row is matched to it by these
 _CELL = (
     "workload",
     "device",
@@ -60,7 +61,7 @@ _CELL = (
     "repeat",
     "seed",
     "preset",
-)  # with the parameters, what a cell is: a row is matched to it by these
+)
 
 
 def folders(paths: list[Path]) -> list[Path]:

@@ -237,9 +237,8 @@ def plan_resume(workload: str | None, folder: Path, env: EnvInfo) -> Plan:
             f"--resume {folder} holds a {manifest['workload']} study, not {workload}"
         )
     workload = manifest["workload"]
-    done = (
-        tuple(read_runs(folder)) if (folder / "runs.csv").exists() else ()
-    )  # a corrupt runs.csv stops us here
+    # a corrupt runs.csv stops us here
+    done = tuple(read_runs(folder)) if (folder / "runs.csv").exists() else ()
     try:
         cells = tuple(RunSpec.from_dict(c) for c in manifest["cells"])
     except (TypeError, ValueError) as exc:

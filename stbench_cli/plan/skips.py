@@ -20,7 +20,10 @@ def skip_reason(
     """Why this cell cannot run on this machine, or None if it can. `backends`: the
     torch.distributed backends of this torch build (empty: unknown, not checked)."""
     if run.strategy not in strategies:
-        return f"strategy {run.strategy} is not supported by {run.workload} (supported: {', '.join(strategies)})"
+        return (
+            f"strategy {run.strategy} is not supported by {run.workload} "
+            f"(supported: {', '.join(strategies)})"
+        )
     if run.distributed:
         reason = _backend_reason(run, backends)
         if reason:
@@ -36,7 +39,8 @@ def _backend_reason(run: RunSpec, backends: tuple[str, ...]) -> str | None:
     if backends and backend not in backends:
         return (
             f"backend {backend} is not available in this torch build "
-            f"(torch.distributed.is_{backend}_available() is False; available: {', '.join(backends)})"
+            f"(torch.distributed.is_{backend}_available() is False; "
+            f"available: {', '.join(backends)})"
         )
     if backend == "nccl" and not is_cuda(run.device):
         return "backend nccl needs CUDA devices; on cpu use backend gloo (or auto)"
@@ -49,21 +53,33 @@ def _cuda_reason(run: RunSpec, gpu_count: int, launcher: str) -> str | None:
     index = parse(run.device).index
     if index is not None:
         if run.distributed:
-            return f"{run.strategy} on cuda puts one rank on each GPU: use --device cuda, not a numbered device"
+            return (
+                f"{run.strategy} on cuda puts one rank on each GPU: "
+                "use --device cuda, not a numbered device"
+            )
         if index >= gpu_count:
-            return f"{run.device} requested, but only {gpu_count} GPU(s) are visible (cuda:0..cuda:{gpu_count - 1})"
+            return (
+                f"{run.device} requested, but only {gpu_count} GPU(s) are visible "
+                f"(cuda:0..cuda:{gpu_count - 1})"
+            )
     # NCCL wants a GPU of its own per rank; gloo ranks may share one (rank i on GPU i mod count).
     if run.distributed and run.backend == "nccl":
         if launcher == "srun":  # every node of the allocation is taken to have this node's GPUs
             if run.nproc_per_node > gpu_count:
-                return f"{run.strategy} with nproc={run.nproc_per_node} per node on cuda needs {run.nproc_per_node} GPUs per node, {gpu_count} visible"
+                return (
+                    f"{run.strategy} with nproc={run.nproc_per_node} per node on cuda needs "
+                    f"{run.nproc_per_node} GPUs per node, {gpu_count} visible"
+                )
         elif run.world_size > gpu_count:
             who = (
                 f"nproc={run.world_size}"
                 if run.nodes == 1
                 else f"{run.nodes} nodes x nproc={run.nproc_per_node}"
             )
-            return f"{run.strategy} with {who} on cuda needs {run.world_size} GPUs, {gpu_count} visible"
+            return (
+                f"{run.strategy} with {who} on cuda needs {run.world_size} GPUs, "
+                f"{gpu_count} visible"
+            )
     return None
 
 

@@ -48,7 +48,8 @@ class RunSpec:
 
     @property
     def backend(self) -> str | None:
-        """The torch.distributed backend of a multi-process cell (`auto` resolved), None for `single`."""
+        """The torch.distributed backend of a multi-process cell (`auto` resolved), None for
+        `single`."""
         if not self.distributed:
             return None
         chosen = self.param_dict["backend"]

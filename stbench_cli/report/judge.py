@@ -98,68 +98,51 @@ def _spread(runs: Sequence[Mapping], metric: str) -> Flag | None:
     )
 
 
-def _busy(runs: Sequence[Mapping], seen: list) -> list[Flag | None]:
-    cores = [_number(r.get("cores")) for r in runs]
-    load = [
-        (c.load_max, n)
-        for c, n in zip(seen, cores)
-        if c.load_max is not None and n and c.load_max > n
-    ]
-    others = [
-        c.others_cpu_pct
-        for c in seen
-        if c.others_cpu_pct is not None and c.others_cpu_pct > OTHERS_LIMIT
-    ]
-    steal = [
-        c.cpu_steal_pct
-        for c in seen
-        if c.cpu_steal_pct is not None and c.cpu_steal_pct > STEAL_LIMIT
-    ]
-    slowed = [
-        c
-        for c in seen
-        if c.gpu_throttle_share is not None and c.gpu_throttle_share > THROTTLE_LIMIT
-    ]
+# The flags of a share of the CPUs above its limit: (kind, Conditions field, limit, wording)
+SHARES = (
+    ("busy", "others_cpu_pct", OTHERS_LIMIT, "other processes used {:.0f}% of the CPUs"),
+    ("steal", "cpu_steal_pct", STEAL_LIMIT, "the hypervisor took {:.0f}% of the CPUs (steal)"),
+)
 
-    contended = [c.contention or "contended" for c in seen if c.contended]
+
+def _busy(runs: Sequence[Mapping], seen: list) -> list[Flag]:
+    """The machine's flags of a cell's runs (their Conditions, `seen`), in the order a reader
+    weighs them: contended, load, busy, steal, throttle."""
 
     def when(k: int) -> str:
         return "while it ran" if len(seen) == 1 else f"in {k} of {len(seen)} runs"
 
-    return [
-        Flag("contended", contended[0] + ("" if len(seen) == 1 else f" ({when(len(contended))})"))
-        if contended
-        else None,
-        Flag(
-            "load",
-            f"busy: the load average reached {max(load)[0]:.1f} on {max(load)[1]:.0f} "
-            f"cores {when(len(load))}",
+    flags = []
+    contended = [c.contention or "contended" for c in seen if c.contended]
+    if contended:
+        many = "" if len(seen) == 1 else f" ({when(len(contended))})"
+        flags.append(Flag("contended", contended[0] + many))
+    cores = [_number(r.get("cores")) for r in runs]
+    load = [(c.load_max, n) for c, n in zip(seen, cores) if _above(c.load_max, n)]
+    if load:
+        (most, on), k = max(load), len(load)
+        flags.append(
+            Flag("load", f"busy: the load average reached {most:.1f} on {on:.0f} cores {when(k)}")
         )
-        if load
-        else None,
-        Flag(
-            "busy",
-            f"busy: other processes used {max(others):.0f}% of the CPUs "
-            f"{when(len(others))} (limit {OTHERS_LIMIT:.0f}%)",
+    for kind, field, limit, words in SHARES:
+        over = [v for c in seen if _above(v := getattr(c, field), limit)]
+        if over:
+            reason = f"busy: {words.format(max(over))} {when(len(over))} (limit {limit:.0f}%)"
+            flags.append(Flag(kind, reason))
+    slowed = [c for c in seen if _above(c.gpu_throttle_share, THROTTLE_LIMIT)]
+    if slowed:
+        share = max(c.gpu_throttle_share for c in slowed)
+        reason = (
+            f"throttled: the GPU slowed its clocks ({_reasons(slowed)}) in up to {share:.0%} "
+            f"of the samples {when(len(slowed))}"
         )
-        if others
-        else None,
-        Flag(
-            "steal",
-            f"busy: the hypervisor took {max(steal):.0f}% of the CPUs (steal) "
-            f"{when(len(steal))} (limit {STEAL_LIMIT:.0f}%)",
-        )
-        if steal
-        else None,
-        Flag(
-            "throttle",
-            f"throttled: the GPU slowed its clocks ({_reasons(slowed)}) in up to "
-            f"{max(c.gpu_throttle_share for c in slowed):.0%} of the samples "
-            f"{when(len(slowed))}",
-        )
-        if slowed
-        else None,
-    ]
+        flags.append(Flag("throttle", reason))
+    return flags
+
+
+def _above(value, limit) -> bool:
+    """A figure present and above its limit (a limit of None or 0: no limit known)."""
+    return value is not None and bool(limit) and value > limit
 
 
 def _reasons(seen: list) -> str:
@@ -245,17 +228,8 @@ def _cell_name(keys: list[Key], values: tuple) -> str:
 def _verdict(cell: str, metric: str, base: Cell, new: Cell, margin: float) -> Verdict:
     b, n, repeats = base.median, new.median, (len(base.values), len(new.values))
     if base.status == "ok" and new.status != "ok":
-        return Verdict(
-            cell,
-            metric,
-            b,
-            n,
-            math.inf,
-            True,
-            "regression",
-            repeats,
-            note=f"ended {new.status} (ok in the baseline)",
-        )
+        note = f"ended {new.status} (ok in the baseline)"
+        return Verdict(cell, metric, b, n, math.inf, True, "regression", repeats, note=note)
     if not (math.isfinite(b) and math.isfinite(n)) or b == 0:
         return Verdict(
             cell, metric, b, n, math.nan, False, "no value", repeats, note="no value on one side"

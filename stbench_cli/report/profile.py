@@ -1,31 +1,13 @@
 """`stbench profile`'s report (pure; no torch): per profiled run what it found in a sentence,
 then its phases, its memory per step, its top operators and, on CUDA, the host-device
-synchronisations per step counted in its Chrome trace, as Markdown from the result folder's
-runs.csv rows and profile/<run_id>/ files.
-
-Host-device synchronisations per training step: a call that blocks the host until the device
-catches up (`.item()`, `.cpu()`, an explicit synchronize) shows in the trace as a CUDA runtime
-call (cat `cuda_runtime`) or, made by code that talks to the driver directly, a driver call (cat
-`cuda_driver`); each one inside the host's `ProfilerStep#k` range is a sync in that step
-(store.trace). Counted:
-
-- the synchronize calls of streams, events, the device or context (runtime and driver);
-- synchronous copies (cudaMemcpy and its 2D/3D/symbol/peer forms, the driver's cuMemcpyDtoH...);
-- freeing device or pinned memory (cudaFree, cudaFreeHost, cuMemFree...): it waits for the
-  whole device;
-- an asynchronous copy to or from pageable memory: the host waits for it (its GPU side is
-  named "Memcpy DtoH (Device -> Pageable)" and carries the call's `correlation` id).
-
-Names are taken without the driver's version and per-thread suffixes (cuMemcpyDtoH_v2,
-cudaStreamSynchronize_ptsz). A driver call inside a counted runtime call on the same thread is
-that call's own work, not a second sync. Pure JSON reading.
+synchronisations per step counted in its Chrome trace (store.trace says what counts), as
+Markdown from the result folder's runs.csv rows and profile/<run_id>/ files.
 """
 
 from __future__ import annotations
 
 import csv
 import json
-import re
 from pathlib import Path
 from statistics import median
 
@@ -33,7 +15,7 @@ from tabulate import tabulate
 
 from ..device import is_cuda
 from ..store.rows import PHASE_COLUMNS
-from ..store.trace import step_windows
+from ..store.trace import syncs_per_step
 from .read import Run
 
 TOP = 10
@@ -204,92 +186,6 @@ def report(folder: Path, runs: list[Run]) -> str:
             else "no trace was written\n"
         )
     return "\n".join(parts)
-
-
-API_CATEGORIES = ("cuda_runtime", "cuda_driver")
-SYNC_CALLS = frozenset(
-    {
-        # runtime API
-        "cudaDeviceSynchronize",
-        "cudaStreamSynchronize",
-        "cudaEventSynchronize",
-        "cudaMemcpy",
-        "cudaMemcpy2D",
-        "cudaMemcpy3D",
-        "cudaMemcpyPeer",
-        "cudaMemcpyToSymbol",
-        "cudaMemcpyFromSymbol",
-        "cudaFree",
-        "cudaFreeHost",
-        "cudaFreeArray",
-        # driver API
-        "cuCtxSynchronize",
-        "cuStreamSynchronize",
-        "cuEventSynchronize",
-        "cuMemcpy",
-        "cuMemcpyDtoH",
-        "cuMemcpyHtoD",
-        "cuMemcpy2D",
-        "cuMemcpy2DUnaligned",
-        "cuMemcpy3D",
-        "cuMemcpyPeer",
-        "cuMemcpyAtoH",
-        "cuMemcpyHtoA",
-        "cuMemFree",
-        "cuMemFreeHost",
-    }
-)
-_SUFFIX = re.compile(r"(_v\d+)?(_pt(ds|sz))?$")
-PAGEABLE = "Pageable"
-
-
-def base_name(name: str) -> str:
-    """An API call's name without its version and per-thread-stream suffixes."""
-    return _SUFFIX.sub("", name)
-
-
-def _pageable_copies(events: list[dict]) -> set:
-    """Correlation ids of copies whose host side is pageable memory."""
-    return {
-        e.get("args", {}).get("correlation")
-        for e in events
-        if e.get("cat") == "gpu_memcpy" and PAGEABLE in str(e.get("name", ""))
-    } - {None}
-
-
-def sync_calls(events: list[dict]) -> list[tuple[float, str]]:
-    """(start µs, name) of every synchronising API call in a trace, in time order."""
-    pageable = _pageable_copies(events)
-    found = []
-    for e in events:
-        if e.get("cat") not in API_CATEGORIES or "ts" not in e:
-            continue
-        name = base_name(str(e.get("name", "")))
-        if name in SYNC_CALLS:
-            found.append((e, name))
-        elif e.get("args", {}).get("correlation") in pageable:
-            found.append((e, f"{name} (pageable)"))
-    runtime = [e for e, _ in found if e["cat"] == "cuda_runtime"]
-
-    def inside_runtime(e: dict) -> bool:
-        return e["cat"] == "cuda_driver" and any(
-            r.get("tid") == e.get("tid")
-            and r.get("pid") == e.get("pid")
-            and r["ts"] <= e["ts"] <= r["ts"] + r.get("dur", 0)
-            for r in runtime
-        )
-
-    return sorted((e["ts"], name) for e, name in found if not inside_runtime(e))
-
-
-def syncs_per_step(trace: Path) -> dict[int, list[str]]:
-    """ProfilerStep number -> the synchronising calls inside it (empty list: none)."""
-    events = json.loads(Path(trace).read_text())["traceEvents"]
-    calls = sync_calls(events)
-    return {
-        number: [name for ts, name in calls if start <= ts <= end]
-        for start, end, number in step_windows(events)
-    }
 
 
 def summary(trace: Path) -> str:

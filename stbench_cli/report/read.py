@@ -20,22 +20,13 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from ..errors import StbenchError
+from ..store.cell_result import EpochRow, Figures
 from ..store.conditions import conditions as sum_samples
 from ..store.files import find_folders, read_csv, read_runs
 from ..store.manifest import read_manifest
 from ..store.prices import cost_per_million_samples, cost_to_target, usd_per_second
 from ..store.results import command_text, study_key
-from ..store.rows import (
-    EXTRA_PREFIX,
-    STATUSES,
-    Conditions,
-    Derived,
-    EpochRow,
-    Figures,
-    Identity,
-    Machine,
-    SystemRow,
-)
+from ..store.rows import EXTRA_PREFIX, STATUSES, Conditions, Derived, Identity, Machine, SystemRow
 
 SERIES = ("epochs.csv", "system.csv")
 SKIPPED_EXIT = 4  # compare, report, gate: what could be read is shown, and a folder was left out

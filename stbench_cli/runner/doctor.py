@@ -65,8 +65,9 @@ def judge_overhead(device: str, f: dict) -> Check:
     the median of the block-by-block differences is in the figures too."""
     share, tol = f["min_overhead_s"] / f["min_bare_step_s"], TOLERANCE["overhead"]
     detail = (
-        f"instrumented step {1e6 * f['min_overhead_s']:+.1f} us against a bare {1e3 * f['min_bare_step_s']:.3f} ms "
-        f"step (fastest blocks): {100 * share:+.2f}% (tolerance {100 * tol:.0f}%)"
+        f"instrumented step {1e6 * f['min_overhead_s']:+.1f} us against a bare "
+        f"{1e3 * f['min_bare_step_s']:.3f} ms step (fastest blocks): {100 * share:+.2f}% "
+        f"(tolerance {100 * tol:.0f}%)"
     )
     return Check("overhead", device, "PASS" if share <= tol else "FAIL", detail, f)
 
@@ -83,8 +84,9 @@ def judge_ddp(device: str, f: dict) -> Check:
     ours, theirs = f["sync_s"] / f["steps"], f["ddp_exposed_comm_s"] / f["steps"]
     off, tol = _rel(ours, theirs), TOLERANCE["ddp-sync"]
     detail = (
-        f"sync_s {1e3 * ours:.3f} ms/step vs DDP's exposed communication {1e3 * theirs:.3f} ms/step "
-        f"({f['backend']}, 2 ranks): {100 * off:.0f}% apart (tolerance {100 * tol:.0f}%)"
+        f"sync_s {1e3 * ours:.3f} ms/step vs DDP's exposed communication "
+        f"{1e3 * theirs:.3f} ms/step ({f['backend']}, 2 ranks): {100 * off:.0f}% apart "
+        f"(tolerance {100 * tol:.0f}%)"
     )
     return Check("ddp-sync", device, "PASS" if off <= tol else "FAIL", detail, f)
 
@@ -122,8 +124,9 @@ def judge_sampling(
     off = _rel(gpu_energy_j, expected) if gpu_energy_j else float("inf")
     figures.update(energy_j=gpu_energy_j, mean_power_w=sum(power) / len(power), seconds=seconds)
     detail = (
-        f"NVML and psutil fields readable; energy counter {gpu_energy_j or 0:.0f} J vs mean power x time "
-        f"{expected:.0f} J: {100 * off:.0f}% apart (tolerance {100 * TOLERANCE['energy']:.0f}%)"
+        f"NVML and psutil fields readable; energy counter {gpu_energy_j or 0:.0f} J "
+        f"vs mean power x time {expected:.0f} J: {100 * off:.0f}% apart "
+        f"(tolerance {100 * TOLERANCE['energy']:.0f}%)"
     )
     return Check(
         "sampling", device, "PASS" if off <= TOLERANCE["energy"] else "FAIL", detail, figures

@@ -93,9 +93,8 @@ def peaks(
     out = {}
     for device in devices:
         key = f"{env.host}|{device}|torch {env.torch}|threads {env.threads}"
-        wanted = [(key, ())] + (
-            [(key + "|bf16", ("bf16",))] if device in bf16 else []
-        )  # (cache key, argv)
+        # (cache key, argv) of each peak to measure
+        wanted = [(key, ())] + ([(key + "|bf16", ("bf16",))] if device in bf16 else [])
         for k, extra in wanted:
             if refresh or k not in cache:
                 measured = _measure(device, *extra)

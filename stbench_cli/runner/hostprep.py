@@ -33,11 +33,12 @@ class Prepared:
 def others_cores(before, after, own_before: float, own_after: float, window_s: float) -> float:
     """Other processes' CPU use in cores over a window, from two psutil.cpu_times() snapshots
     of the machine and this process's own CPU seconds at both ends. Pure."""
+    # guest time is inside user already
     busy = sum(
         getattr(after, f) - getattr(before, f)
         for f in after._fields
         if f not in IDLE and f not in ("guest", "guest_nice")
-    )  # guest time is inside user already
+    )
     return max(busy - (own_after - own_before), 0.0) / window_s if window_s > 0 else 0.0
 
 

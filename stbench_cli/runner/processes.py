@@ -20,8 +20,8 @@ from pathlib import Path
 from ..device import is_cuda, parse
 from ..plan.launcher_config import Launch
 from ..plan.spec import RunSpec
+from ..store.cell_result import CellResult
 from ..store.progress import pg_timeout, read_beats
-from ..store.rows import CellResult
 from . import verdict
 from .nvml import GpuReader, handles
 from .sysmon import SystemSampler
@@ -90,8 +90,8 @@ def label(spec: RunSpec) -> str:
     """A cell in one line, for printed scripts."""
     world = f" {spec.nodes}x{spec.nproc_per_node}" if spec.distributed else ""
     return (
-        f"{spec.workload} {spec.device} {spec.strategy}{world} batch={spec.batch_size} epochs={spec.epochs} "
-        f"repeat={spec.repeat} (run_id {spec.run_id})"
+        f"{spec.workload} {spec.device} {spec.strategy}{world} batch={spec.batch_size} "
+        f"epochs={spec.epochs} repeat={spec.repeat} (run_id {spec.run_id})"
     )
 
 

@@ -202,22 +202,7 @@ def _run_cells(plan: Plan, env: EnvInfo, job: partial, on_start, on_done) -> lis
     """Every cell without its row, or whose row says it failed or hung (RETRIED): the new row
     replaces the old one. job(spec, gpu_uuids=…): a cell's CellJob, with the study's options."""
     folder = plan.folder
-    devices = sorted({c.device for c in plan.cells if c.run_id not in plan.skips})
-    # Slurm jobs run on other machines than this one (a login node, maybe without a GPU): this
-    # machine's peaks would say nothing about them.
-    bf16 = tuple(sorted({c.device for c in plan.cells if c.param_dict["precision"] == "bf16"}))
-    peaks = envinfo.peaks(env, devices, bf16=bf16) if plan.launch.kind != "slurm" else {}
-    manifest = read_manifest(folder) if (folder / "manifest.json").exists() else None
-    if manifest is None:
-        lost = {f"peak {d}": p["unavailable"] for d, p in peaks.items() if "unavailable" in p}
-        limits = {"timeout_s": job.keywords["timeout"], "stall_limit_s": job.keywords["stall"]}
-        manifest = {
-            **plan.manifest,
-            "peaks": peaks,
-            **limits,
-            **({"unavailable": lost} if lost else {}),
-        }
-        write_manifest(folder, manifest)
+    peaks, manifest = _peaks_and_manifest(plan, env, job)
     (folder / "logs").mkdir(parents=True, exist_ok=True)
     before = {r["run_id"] for r in plan.done}
     prune_orphans(folder, before)
@@ -249,6 +234,29 @@ def _run_cells(plan: Plan, env: EnvInfo, job: partial, on_start, on_done) -> lis
         on_done(spec, rows[spec.run_id])
     shutil.rmtree(folder / ".cells", ignore_errors=True)
     return [rows[c.run_id] for c in plan.cells if c.run_id in rows]
+
+
+def _peaks_and_manifest(plan: Plan, env: EnvInfo, job: partial) -> tuple[dict, dict]:
+    """This machine's measured peaks for the study's devices, and its manifest: the one in its
+    folder (a resumed study), or the plan's with the peaks and limits, written now."""
+    folder = plan.folder
+    devices = sorted({c.device for c in plan.cells if c.run_id not in plan.skips})
+    # Slurm jobs run on other machines than this one (a login node, maybe without a GPU): this
+    # machine's peaks would say nothing about them.
+    bf16 = tuple(sorted({c.device for c in plan.cells if c.param_dict["precision"] == "bf16"}))
+    peaks = envinfo.peaks(env, devices, bf16=bf16) if plan.launch.kind != "slurm" else {}
+    if (folder / "manifest.json").exists():
+        return peaks, read_manifest(folder)
+    lost = {f"peak {d}": p["unavailable"] for d, p in peaks.items() if "unavailable" in p}
+    limits = {"timeout_s": job.keywords["timeout"], "stall_limit_s": job.keywords["stall"]}
+    manifest = {
+        **plan.manifest,
+        "peaks": peaks,
+        **limits,
+        **({"unavailable": lost} if lost else {}),
+    }
+    write_manifest(folder, manifest)
+    return peaks, manifest
 
 
 def prepare_data(workload, out: Path | None, **options) -> Path:

@@ -23,8 +23,8 @@ from dataclasses import replace
 
 from ..plan.spec import RunSpec
 from ..store import progress
+from ..store.cell_result import CellResult
 from ..store.progress import Beat
-from ..store.rows import CellResult
 
 _SUMMARY = re.compile(
     r"rank\s*: (\d+) \(local_rank: \d+\)\s*\n\s*exitcode\s*: (-?\d+) \(pid: \d+\)"

@@ -20,14 +20,13 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ..errors import StbenchError
+from .cell_result import EpochRow, RankRow
 from .rows import (
     EPOCH_COLUMNS,
     RANK_COLUMNS,
     RUN_COLUMNS,
     SCHEMA,
     SYSTEM_COLUMNS,
-    EpochRow,
-    RankRow,
     RunRow,
     SystemRow,
 )

@@ -17,6 +17,8 @@ import math
 from collections.abc import Mapping
 from pathlib import Path
 
+from ..device import is_cuda
+
 FORMATS = ("toml", "json", "csv")
 CSV_HEADER = ("device", "usd_per_hour")
 
@@ -104,7 +106,7 @@ def _number(value) -> float | None:
 
 def devices_held(row: Mapping) -> int:
     """How many priced devices a row's cell held: its GPUs, or its CPU nodes."""
-    if str(row.get("device", "")).startswith("cuda"):
+    if is_cuda(str(row.get("device", ""))):
         return int(_number(row.get("gpus_used")) or _number(row.get("world_size")) or 1)
     return int(_number(row.get("nodes")) or 1)
 

@@ -30,7 +30,8 @@ WORKLOAD = Workload(
         ),
         Param("noise", float, 0.01, "relative noise on the generated stress", minimum=0.0),
         Param("lr", float, 4.73e-4, "Adam learning rate (the study's tuned value)", minimum=0.0),
-        # the study tuned lr at batch 75: with lr_scaling, a batch of 700 scales it by 700/75 (or its root)
+        # the study tuned lr at batch 75: with lr_scaling, a batch of 700 scales it by 700/75
+        # (or its root)
         Param(
             "lr_base_batch",
             int,

@@ -96,7 +96,8 @@ def check(params: dict) -> None:
     p = Path(params["data"])
     if not p.is_file():
         raise ValueError(
-            f"data file {p} does not exist; give an .npz or .h5 file with X (N,3,201) and Y (N,2), or data=generated"
+            f"data file {p} does not exist; give an .npz or .h5 file with X (N,3,201) and "
+            "Y (N,2), or data=generated"
         )
     if p.suffix not in (".npz", ".h5", ".hdf5"):
         raise ValueError(f"data file {p}: unknown format {p.suffix!r}; valid: .npz, .h5, .hdf5")
@@ -113,5 +114,6 @@ def check(params: dict) -> None:
         )
     if len(x) != 3 or tuple(x[1:]) != (3, POINTS) or len(y) != 2 or y[1] != 2 or x[0] != y[0]:
         raise ValueError(
-            f"data file {p}: X is {tuple(x)} and Y is {tuple(y)}; expected X (N,3,{POINTS}) and Y (N,2)"
+            f"data file {p}: X is {tuple(x)} and Y is {tuple(y)}; "
+            f"expected X (N,3,{POINTS}) and Y (N,2)"
         )

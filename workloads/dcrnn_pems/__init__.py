@@ -18,7 +18,8 @@ _PAPER = {"batch_size": 64, "epochs": 1, "lr": 0.01}
 
 WORKLOAD = Workload(
     name="dcrnn-pems",
-    summary="DCRNN traffic forecasting; data memory of base vs index vs gpu-index batching, DDP with sharded data",
+    summary="DCRNN traffic forecasting; data memory of base vs index vs gpu-index batching, "
+    "DDP with sharded data",
     params=(
         Param(
             "data",

@@ -51,9 +51,8 @@ class Supports(nn.Module):
                 "blocks", torch.stack([s.to_dense() for s in supports]), persistent=False
             )
             return
-        with (
-            warnings.catch_warnings()
-        ):  # "CSR support is in beta": what it is used for here is tested
+        # "CSR support is in beta": what it is used for here is tested
+        with warnings.catch_warnings():
             warnings.filterwarnings("ignore", "Sparse CSR tensor support is in beta")
             for name, m in (
                 ("first", _stacked(supports, False)),

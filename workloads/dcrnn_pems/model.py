@@ -101,14 +101,14 @@ class DCGRUCell(nn.Module):
     def step(
         self, xp: torch.Tensor, h: torch.Tensor, graph: Supports, w: CellWeights
     ) -> torch.Tensor:
-        """The next state from the input's part xp (nodes, 3 units, batch) and h (nodes, units, batch)."""
+        """The next state from the input's part xp (nodes, 3 units, batch) and h (nodes, units,
+        batch)."""
         u = self.units
         g = torch.sigmoid(mix(xp[:, : 2 * u], w.gates_h, diffuse(h, graph, self.k)))
         r, z = g[:, :u], g[:, u:]
         c = torch.tanh(mix(xp[:, 2 * u :], w.candidate_h, diffuse(r * h, graph, self.k)))
-        if (
-            c.dtype != h.dtype
-        ):  # bf16 autocast: c is bf16, the first state fp32; lerp does not promote
+        # bf16 autocast: c is bf16, the first state fp32; lerp does not promote
+        if c.dtype != h.dtype:
             return c + z * (h - c)
         return torch.lerp(c, h, z)  # z h + (1 - z) c in one op
 
@@ -207,9 +207,9 @@ class DCRNN(nn.Module):
 def _input_parts(
     cell: DCGRUCell, x: torch.Tensor, graph: Supports, w: CellWeights
 ) -> tuple[torch.Tensor, ...]:
-    """The input's part of every step: x (batch, steps, nodes, f) -> a tuple of (nodes, 3 units, batch),
-    one diffusion and one product for all steps. A tuple by `unbind`: its backward stacks the
-    steps' gradients once, where indexing step by step would fill a zero tensor of every
+    """The input's part of every step: x (batch, steps, nodes, f) -> a tuple of (nodes, 3 units,
+    batch), one diffusion and one product for all steps. A tuple by `unbind`: its backward stacks
+    the steps' gradients once, where indexing step by step would fill a zero tensor of every
     step's size for each of them."""
     b, steps, n, f = x.shape
     xp = cell.input_part(x.permute(2, 3, 1, 0).reshape(n, f, steps * b), graph, w)

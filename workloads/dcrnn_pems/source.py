@@ -26,7 +26,8 @@ def read_speed_h5(
     p = Path(path)
     if not p.is_file():
         raise ValueError(
-            f"speed file {p} does not exist; give a pandas HDF5 file with key 'speed' (e.g. pems-bay.h5)"
+            f"speed file {p} does not exist; give a pandas HDF5 file with key 'speed' "
+            "(e.g. pems-bay.h5)"
         )
     try:
         df = pd.read_hdf(p, key="speed", stop=stop)
@@ -239,7 +240,8 @@ def check(params: dict) -> None:
     if params["data"] == "generated":
         if params["graph"] not in ("auto", "bay", "la", "generated"):
             graph.load_adj_pickle(params["graph"])  # a user's pickle: refused or corrupt fails now
-        return  # packaged and generated graphs need no check (generating one here would do it twice)
+        # packaged and generated graphs need no check (generating one here would do it twice)
+        return
     ids, _ = load_graph(params, 0)
     read_speed_h5(params["data"], ids, stop=1)  # the layout and sensor ids, not the whole table
 

@@ -1,4 +1,5 @@
-"""ERA5 2 m temperature: open a source lazily, select points or a box, generate look-alikes.
+"""ERA5 2 m temperature: open a source lazily, select points or a box (look-alikes of a
+generated store: generated.py).
 
 Every source becomes the same xarray Dataset: variable `2m_temperature` (K, float32) on
 dims (time, latitude, longitude), as in the ARCO ERA5 store. Only the selected points and
@@ -137,12 +138,16 @@ def _file(source: str, path: Path, time_chunk: int):
 
 
 def unreadable(source: str, exc: BaseException) -> str:
-    """One line for a source that cannot be opened or read: a missing store or bucket, a corrupt file."""
+    """One line for a source that cannot be opened or read: a missing store or bucket, a corrupt
+    file."""
     text = " ".join(str(exc).split())[:300]
     if isinstance(exc, FileNotFoundError) or any(
         m in text.lower() for m in ("not found", "no group found", "no such")
     ):
-        return f"data source {source} does not exist or holds no zarr store ({type(exc).__name__}: {text})"
+        return (
+            f"data source {source} does not exist or holds no zarr store "
+            f"({type(exc).__name__}: {text})"
+        )
     return f"data source {source} is corrupt or unreadable ({type(exc).__name__}: {text})"
 
 
@@ -154,7 +159,8 @@ def parse_points(text: str) -> list[tuple[float, float]]:
         return [(float(a), float(b)) for a, b in (p.split(":") for p in text.split("+"))]
     except ValueError:
         raise ValueError(
-            f"points={text!r} is malformed; expected lat:lon pairs joined by '+', e.g. 40:280+20:280"
+            f"points={text!r} is malformed; expected lat:lon pairs joined by '+', "
+            "e.g. 40:280+20:280"
         ) from None
 
 
@@ -240,58 +246,3 @@ def select(ds, points: str, grid: str, start: str, end: str):
     if not np.isfinite(values).all():
         raise ValueError(f"the selection {start}..{end} has missing values (NaN)")
     return da["time"].values, values, coords
-
-
-def generate(
-    path: Path,
-    lats: np.ndarray,
-    lons: np.ndarray,
-    start: str,
-    end: str,
-    seed: int = 0,
-    time_chunk: int = 24 * 31,
-) -> Path:
-    """Write an ERA5-schema zarr store: diurnal and seasonal cycles, a latitude gradient and
-    AR(1) weather noise, chunked along time like the ARCO store."""
-    import xarray as xr
-
-    rng = np.random.default_rng(seed)
-    time = np.arange(np.datetime64(start, "h"), np.datetime64(end, "h") + 1).astype(
-        "datetime64[ns]"
-    )
-    hours = np.arange(len(time), dtype=np.float64)
-    doy = (time - time.astype("datetime64[Y]")).astype("timedelta64[h]").astype(float) / 24.0
-    lat = np.asarray(lats, np.float64)[None, :, None]
-    lon = np.asarray(lons, np.float64)[None, None, :]
-    base = 300.0 - 0.45 * np.abs(lat)  # warmer towards the equator
-    season = (
-        (2.0 + 0.2 * np.abs(lat))
-        * -np.cos(2 * np.pi * (doy[:, None, None] - 15) / 365.25)
-        * np.sign(lat + 1e-9)
-    )
-    local_hour = (hours[:, None, None] % 24 + lon / 15.0) % 24
-    diurnal = 4.0 * np.cos(2 * np.pi * (local_hour - 15) / 24)
-    noise = np.empty((len(time), lat.shape[1], lon.shape[2]))
-    noise[0] = rng.standard_normal(noise.shape[1:])
-    shocks = rng.standard_normal(noise.shape) * 0.3
-    for t in range(1, len(time)):  # AR(1): weather persists for days
-        noise[t] = 0.98 * noise[t - 1] + shocks[t]
-    t2m = (base + season + diurnal + noise).astype(np.float32)
-    ds = xr.Dataset(
-        {
-            VAR: (
-                ("time", "latitude", "longitude"),
-                t2m,
-                {"units": "K", "long_name": "2 metre temperature"},
-            )
-        },
-        coords={
-            "time": time,
-            "latitude": np.asarray(lats, np.float32),
-            "longitude": np.asarray(lons, np.float32),
-        },
-    )
-    ds.chunk({"time": time_chunk}).to_zarr(
-        path, mode="w", consolidated=True, zarr_format=2
-    )  # as the ARCO store
-    return path

@@ -23,9 +23,8 @@ import numpy as np
 from . import data, remote
 
 LIMIT_GB = 1.0  # bytes fetched (as stored) above which a prepare asks for `yes`
-BLOCK = (
-    data.READ_HOURS
-)  # hours per block: the copy's time chunk, the unit of progress and of a resume
+# hours per block: the copy's time chunk, the unit of progress and of a resume
+BLOCK = data.READ_HOURS
 STATE = data.PREPARING
 
 
@@ -43,9 +42,8 @@ class Cost:
     chunks: int  # chunks of the variable the selection touches
     chunk_shape: tuple[int, ...]
     decoded_bytes: int  # one chunk, decoded
-    stored_bytes: (
-        int | None
-    )  # one chunk as stored (the first the selection reads), where the store says
+    # one chunk as stored (the first the selection reads), where the store says
+    stored_bytes: int | None
     used_bytes: int  # the values kept
     hour_chunks: int  # chunks per hour of the selection
 
@@ -57,23 +55,27 @@ class Cost:
         shape = " x ".join(map(str, self.chunk_shape))
         stored = f"~{size(self.fetch_bytes)} as stored, " if self.stored_bytes else ""
         return (
-            f"{self.chunks:,} chunks of {shape} ({stored}{size(self.chunks * self.decoded_bytes)} decoded) "
-            f"to keep {size(self.used_bytes)}: {self.fetch_bytes / self.used_bytes:,.0f}x read amplification"
+            f"{self.chunks:,} chunks of {shape} "
+            f"({stored}{size(self.chunks * self.decoded_bytes)} decoded) "
+            f"to keep {size(self.used_bytes)}: "
+            f"{self.fetch_bytes / self.used_bytes:,.0f}x read amplification"
         )
 
     def refusal(self, limit_gb: float) -> str:
         """One line: why not, and what would read less."""
         hour = self.fetch_bytes / max(self.chunks / self.hour_chunks, 1)
         return (
-            f"the selection reads {self.text()}, over the {limit_gb:g} GB limit (--max-gb); add --yes to read "
-            f"it, or read a better layout: a time-chunked copy (chunks of many hours x a small area read about "
-            f"the {size(self.used_bytes)} kept), fewer hours or a smaller box (each hour reads {size(hour)} here), "
-            f"or a coarser store"
+            f"the selection reads {self.text()}, over the {limit_gb:g} GB limit (--max-gb); "
+            "add --yes to read it, or read a better layout: a time-chunked copy "
+            "(chunks of many hours x a small area read about "
+            f"the {size(self.used_bytes)} kept), fewer hours or a smaller box "
+            f"(each hour reads {size(hour)} here), or a coarser store"
         )
 
 
 def cost(source: str, ds, sel, coords: list, meter: remote.Meter) -> Cost | None:
-    """The chunks and bytes `sel` (data.selection) reads from a zarr store; None for another source."""
+    """The chunks and bytes `sel` (data.selection) reads from a zarr store; None for another
+    source."""
     import zarr
 
     enc = ds[data.VAR].encoding
@@ -121,7 +123,9 @@ def prepare(
     c = cost(source, ds, sel, coords, meter)
     if c is not None and c.fetch_bytes > max_gb * 1e9 and not yes:
         raise ValueError(c.refusal(max_gb))
-    try:  # the first hour decodes: a store whose chunks are garbage is one line, before anything is written
+    # the first hour decodes: a store whose chunks are garbage is one line, before anything is
+    # written
+    try:
         sel.isel(time=0).values
     except Exception as exc:
         raise ValueError(data.unreadable(source, exc) + f" (reading its hour {start})") from None
@@ -175,15 +179,15 @@ def _work(out: Path, job: dict, sel, coords: list, attrs: dict, say) -> tuple[Pa
     state = {"job": job, "blocks": blocks, "done": []}
     _save(work, state)
     say(
-        f"copying into {work} in {blocks} blocks of {BLOCK} hours; interrupted, the same command resumes"
+        f"copying into {work} in {blocks} blocks of {BLOCK} hours; "
+        "interrupted, the same command resumes"
     )
     return work, state
 
 
 def _grid(coords: list) -> tuple[list, list]:
-    return sorted({a for a, _ in coords}, reverse=True), sorted(
-        {b for _, b in coords}
-    )  # ERA5: north to south
+    # ERA5: north to south
+    return sorted({a for a, _ in coords}, reverse=True), sorted({b for _, b in coords})
 
 
 def _save(work: Path, state: dict) -> None:
@@ -216,7 +220,8 @@ def _copy(
         state["done"].append(k)
         _save(work, state)
         say(
-            f"read {size(meter.bytes)}{total}: {z:,} of {hours:,} hours ({len(state['done'])}/{state['blocks']} blocks)"
+            f"read {size(meter.bytes)}{total}: {z:,} of {hours:,} hours "
+            f"({len(state['done'])}/{state['blocks']} blocks)"
         )
 
 
@@ -226,9 +231,8 @@ def _finish(work: Path, out: Path) -> Path:
 
     import zarr
 
-    with (
-        warnings.catch_warnings()
-    ):  # zarr names prepare.json as not part of the hierarchy: it is not
+    # zarr names prepare.json as not part of the hierarchy: it is not
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         zarr.consolidate_metadata(str(work), zarr_format=2)
     (work / STATE).unlink()

@@ -11,7 +11,7 @@ import numpy as np
 
 from stbench.contract import BuildContext, ReadCost
 
-from . import data, remote
+from . import data, generated, remote
 
 
 def _generated_store(params: dict, ctx: BuildContext) -> str:
@@ -27,7 +27,7 @@ def _generated_store(params: dict, ctx: BuildContext) -> str:
     )
     if not (path / ".zmetadata").exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        data.generate(path, lats, lons, params["train_start"], params["test_end"], ctx.seed)
+        generated.generate(path, lats, lons, params["train_start"], params["test_end"], ctx.seed)
     return str(path)
 
 
@@ -72,7 +72,8 @@ def resolve(params: dict, ds=None) -> tuple[dict, str]:
     span = times[(times >= lo) & (times <= hi)]
     if len(span) < 2:
         raise ValueError(
-            f"time range {_hour(lo)}..{_hour(hi)} is not in the data ({_hour(times[0])}..{_hour(times[-1])})"
+            f"time range {_hour(lo)}..{_hour(hi)} is not in the data "
+            f"({_hour(times[0])}..{_hour(times[-1])})"
         )
     how = "the given split"
     if p["train_end"] == AUTO and p["test_start"] == AUTO:

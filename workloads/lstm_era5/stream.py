@@ -69,9 +69,8 @@ class StoreWindows(Dataset):
     def __getitem__(self, index):
         idx = np.atleast_1d(np.asarray(index))
         s, t = idx // self.per_series, idx % self.per_series
-        span = t[:, None] + np.arange(
-            self.window + 1
-        )  # each window's hours, from the selection's first
+        # each window's hours, from the selection's first
+        span = t[:, None] + np.arange(self.window + 1)
         hours = np.unique(span)
         lats, lons = np.unique(np.take(self.ilat, s)), np.unique(np.take(self.ilon, s))
         array = self._open()
@@ -135,7 +134,8 @@ def stream_split(params: dict, ctx: BuildContext):
         opened,
     )
     note = (
-        f"{p['data']}: {len(coords)} series streamed from the store; train {p['train_start']}..{p['train_end']}, "
+        f"{p['data']}: {len(coords)} series streamed from the store; "
+        f"train {p['train_start']}..{p['train_end']}, "
         f"test {p['test_start']}..{p['test_end']} ({how})"
     )
 

@@ -95,10 +95,8 @@ def make_task(params: dict, ctx: BuildContext) -> Task:
         mb = tensor_mb(test.series)  # the training windows stay in the store
     else:
         train_k, test_k, coords, selected, cost = load_split(params, ctx)
-        mean, std = (
-            float(train_k.mean()),
-            float(train_k.std()),
-        )  # z-score with training statistics only
+        # z-score with training statistics only
+        mean, std = float(train_k.mean()), float(train_k.std())
         train = Windows(torch.from_numpy((train_k - mean) / std), params["window"])
         test = Windows(torch.from_numpy((test_k - mean) / std), params["window"])
         mb, read = tensor_mb(train.series, test.series), (lambda: cost) if cost else None

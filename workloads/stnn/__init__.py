@@ -26,7 +26,8 @@ _DEFAULT = {**_PAPER, "epochs": 15, "lr": 1e-3}
 
 WORKLOAD = Workload(
     name="stnn",
-    summary="STNN on SST grids; relations dense vs host-offloaded vs sparse, memory and batches/s by grid size",
+    summary="STNN on SST grids; relations dense vs host-offloaded vs sparse, "
+    "memory and batches/s by grid size",
     params=(
         Param(
             "data",
@@ -125,7 +126,8 @@ WORKLOAD = Workload(
     predict=sizing.predict_bytes,
     strategies=("single",),
     data_sources=(
-        "generated SST-anomaly fields on any grid (30x84, 60x168, 180x360 presets), calibrated to PST",
+        "generated SST-anomaly fields on any grid (30x84, 60x168, 180x360 presets), "
+        "calibrated to PST",
         "NOAA-style SST netCDF via xarray (e.g. OISST v2 monthly means; land masked)",
     ),
 )

@@ -158,12 +158,14 @@ def _pick_variable(ds, name: str, path) -> str:
     if name != "auto":
         if name not in ds.data_vars:
             raise ValueError(
-                f"{path} has no variable {name!r}; (time, lat, lon) variables: {', '.join(candidates) or 'none'}"
+                f"{path} has no variable {name!r}; "
+                f"(time, lat, lon) variables: {', '.join(candidates) or 'none'}"
             )
         return name
     if not candidates:
         raise ValueError(
-            f"{path} has no (time, lat, lon) variable; variables: {', '.join(ds.data_vars) or 'none'}"
+            f"{path} has no (time, lat, lon) variable; "
+            f"variables: {', '.join(ds.data_vars) or 'none'}"
         )
     return candidates[0]
 
@@ -191,6 +193,42 @@ def _land(ds, da, coarsen: int) -> np.ndarray | None:
     return None
 
 
+def _open(path: str):
+    """The netCDF dataset, its dimensions named lat and lon; ValueError for a file that is not
+    there or not netCDF."""
+    import xarray as xr
+
+    if not Path(path).exists():
+        raise ValueError(f"data file {path} does not exist")
+    try:
+        ds = xr.open_dataset(Path(path))
+    except Exception as exc:  # netCDF4/h5netcdf raise many types for a corrupt file
+        raise ValueError(
+            f"data file {path} cannot be read as netCDF ({type(exc).__name__}: {exc})"
+        ) from None
+    return ds.rename(
+        {k: v for k, v in {"latitude": "lat", "longitude": "lon"}.items() if k in ds.dims}
+    )
+
+
+def _select(da, box: str, start: str, end: str, path: str):
+    """The variable within the box and the months asked for; ValueError where that leaves
+    fewer than 3 months or no cell."""
+    bounds = _box(box)
+    if bounds:
+        lat0, lat1, lon0, lon1 = bounds
+        lat_slice = slice(lat0, lat1) if da.lat[0] <= da.lat[-1] else slice(lat1, lat0)
+        da = da.sel(lat=lat_slice, lon=slice(lon0, lon1))
+    if start or end:
+        da = da.sel(time=slice(start or None, end or None))
+    if da.sizes["time"] < 3 or da.sizes["lat"] < 1 or da.sizes["lon"] < 1:
+        raise ValueError(
+            f"{path}: the selection (box={box!r}, start={start!r}, end={end!r}) leaves "
+            f"{dict(da.sizes)}; it needs at least 3 months and one cell"
+        )
+    return da
+
+
 def open_sst(
     path: str,
     variable: str = "auto",
@@ -207,34 +245,10 @@ def open_sst(
     cell has no finite value; a cell with gaps in time is masked too. With load=False only the
     coordinates and mask are read (the parent's up-front check).
     """
-    import xarray as xr
-
     p = Path(path)
-    if not p.exists():
-        raise ValueError(f"data file {path} does not exist")
-    try:
-        ds = xr.open_dataset(p)
-    except Exception as exc:  # netCDF4/h5netcdf raise many types for a corrupt file
-        raise ValueError(
-            f"data file {path} cannot be read as netCDF ({type(exc).__name__}: {exc})"
-        ) from None
-    ds = ds.rename(
-        {k: v for k, v in {"latitude": "lat", "longitude": "lon"}.items() if k in ds.dims}
-    )
+    ds = _open(path)
     name = _pick_variable(ds, variable, path)
-    da = ds[name].transpose("time", "lat", "lon")
-    bounds = _box(box)
-    if bounds:
-        lat0, lat1, lon0, lon1 = bounds
-        lat_slice = slice(lat0, lat1) if da.lat[0] <= da.lat[-1] else slice(lat1, lat0)
-        da = da.sel(lat=lat_slice, lon=slice(lon0, lon1))
-    if start or end:
-        da = da.sel(time=slice(start or None, end or None))
-    if da.sizes["time"] < 3 or da.sizes["lat"] < 1 or da.sizes["lon"] < 1:
-        raise ValueError(
-            f"{path}: the selection (box={box!r}, start={start!r}, end={end!r}) leaves "
-            f"{dict(da.sizes)}; it needs at least 3 months and one cell"
-        )
+    da = _select(ds[name].transpose("time", "lat", "lon"), box, start, end, path)
     land = _land(ds, da, coarsen)
     if coarsen > 1:
         da = da.coarsen(lat=coarsen, lon=coarsen, boundary="trim").mean()

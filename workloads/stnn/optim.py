@@ -21,8 +21,9 @@ as the 11.6 GB of factors:
         decays by the same factor each step, so that factor is kept once, not per row, and no
         counter is needed. A touched row adds (1 - beta2) g^2 / beta2 ** (step - base); u is
         rescaled to a new base (one pass over it) before 1 / beta2 ** (step - base) passes 1e14,
-        far from overflowing (every 32,000 steps at beta2 = 0.999). bf16 keeps 8 significant bits: a stored v is within 0.4%, a step within
-        0.2% of Adam's (tested). 2 * nz bytes a row.
+        far from overflowing (every 32,000 steps at beta2 = 0.999). bf16 keeps 8 significant
+        bits: a stored v is within 0.4%, a step within 0.2% of Adam's (tested). 2 * nz bytes a
+        row.
 """
 
 from __future__ import annotations
@@ -54,9 +55,10 @@ class RowSparseAdam(torch.optim.Optimizer):
             raise ValueError("state=bf16 divides by beta2 ** steps: it needs 0 < beta2 < 1")
         super().__init__(params, dict(lr=lr, beta2=betas[1], eps=eps))
         self.layout = state
+        # steps between two rescalings of u: 1 / beta2 ** (step - base) stays under _GROWTH
         self.renorm = renorm or int(
             math.log(_GROWTH) / -math.log(betas[1] if state == "bf16" else 0.5)
-        )  # steps
+        )
         # The state is made now, not at a parameter's first gradient: stnn's dynamics parameters
         # get theirs only in the first dynamics batch, which comes after every decoder batch,
         # and allocating there (a dense n x n for stnn-d) would fall inside a timed step.

@@ -123,6 +123,56 @@ def _data_bytes(s: dict) -> tuple[dict, dict]:
     return train, build
 
 
+def _gradient_bytes(params: dict, factors: int) -> dict:
+    """The factors' dense gradients a step holds (`factors`: the factors' bytes): one where the
+    relations are dense or offloaded or factor_grad=dense, with an fp32 copy under a bf16 state."""
+    out = {}
+    dense_grad = params["factor_grad"] == "dense"
+    if params["relations"] in ("dense", "offload") or dense_grad:
+        out["factor gradient (dense)"] = factors
+        if params["state"] == "bf16":
+            out["Adam step's fp32 copy of u (dense gradient)"] = factors
+    # a dynamics step's two paths into the factors each return one before autograd adds them
+    if dense_grad:
+        out["second dense factor gradient (factor_grad=dense)"] = factors
+    return out
+
+
+def _relation_bytes(params: dict, s: dict, b: int, device: str) -> tuple[dict, dict]:
+    """(device, host) bytes of a step's relation terms: what each backend gathers, and where W
+    lives (on the device, rebuilt each step by stnn-r/-d; in host memory with offload)."""
+    n, r, nz = s["n"], s["r"], params["nz"]
+    backend, mode = params["relations"], params["mode"]
+    w_bytes = n * r * n * F32
+    dev, host = {}, {}
+    if backend in ("dense", "offload"):
+        # dense gathers the batch's z_t at once and gets its gradient; offload gathers one
+        # chunk at a time into one reused buffer, which backward reuses for the gradient
+        dev["gathered z_t and its gradient"] = (
+            (2 * b if backend == "dense" else min(params["chunk"], b)) * n * nz * F32
+        )
+        dev["gathered relation rows"] = b * r * n * F32 * (2 if mode != "stnn" else 1)
+    else:
+        # a step's gathers are small; the forecast's over every edge are not (0.5 GB at the globe)
+        forecast = s["edges"] * (2 * nz * F32 + 2 * I64) + 2 * n * r * nz * F32
+        dev["edge products (a batch, or the forecast)"] = max(
+            3 * b * s["width"] * (nz * F32 + 3 * I64), forecast
+        )
+    if backend == "dense":
+        # stnn keeps W; stnn-r/-d rebuild it each step (mask or weights, the scatter, the
+        # concatenation, and W's gradient in backward)
+        dev["relations W"] = (
+            w_bytes
+            if mode == "stnn"
+            else w_bytes * 4 + n * (r - 1) * n * (1 if mode == "stnn-r" else F32)
+        )
+    elif backend == "offload":
+        host["relations W (host)"] = w_bytes
+        staging = params["chunk"] * r * n * F32  # two of them, pinned on CUDA
+        host["staging buffers"] = 2 * (_pinned(staging) if is_cuda(device) else staging)
+    return dev, host
+
+
 def predict_bytes(
     params: dict,
     batch_size: int,
@@ -142,48 +192,16 @@ def predict_bytes(
     if params["state"] == "auto":
         params = {**params, "state": resolve_state(params, device, psutil.virtual_memory().total)}
     s = sizes(params, seed)
-    n, r, t, nz, b = s["n"], s["r"], s["t_train"], params["nz"], batch_size
-    backend, mode = params["relations"], params["mode"]
-    w_bytes = n * r * n * F32
-    factors = t * n * nz * F32
+    n, t = s["n"], s["t_train"]
     dev = {
         **_state_bytes(params, t * n),
         "edges": s["edges"] * (4 * I64 + 2 * F32) + n * s["width"] * (I64 + 1),
+        **_gradient_bytes(params, t * n * params["nz"] * F32),
     }
     host, build = _data_bytes(s)
-    dense_grad = params["factor_grad"] == "dense"
-    if backend in ("dense", "offload") or dense_grad:
-        dev["factor gradient (dense)"] = factors
-        if params["state"] == "bf16":
-            dev["Adam step's fp32 copy of u (dense gradient)"] = factors
-    if (
-        dense_grad
-    ):  # a dynamics step's two paths into the factors each return one before autograd adds them
-        dev["second dense factor gradient (factor_grad=dense)"] = factors
-    if backend in ("dense", "offload"):
-        # dense gathers the batch's z_t at once and gets its gradient; offload gathers one
-        # chunk at a time into one reused buffer, which backward reuses for the gradient
-        dev["gathered z_t and its gradient"] = (
-            (2 * b if backend == "dense" else min(params["chunk"], b)) * n * nz * F32
-        )
-        dev["gathered relation rows"] = b * r * n * F32 * (2 if mode != "stnn" else 1)
-    else:  # a step's gathers are small; the forecast's over every edge are not (0.5 GB at the globe)
-        forecast = s["edges"] * (2 * nz * F32 + 2 * I64) + 2 * n * r * nz * F32
-        dev["edge products (a batch, or the forecast)"] = max(
-            3 * b * s["width"] * (nz * F32 + 3 * I64), forecast
-        )
-    if backend == "dense":
-        # stnn keeps W; stnn-r/-d rebuild it each step (mask or weights, the scatter, the
-        # concatenation, and W's gradient in backward)
-        dev["relations W"] = (
-            w_bytes
-            if mode == "stnn"
-            else w_bytes * 4 + n * (r - 1) * n * (1 if mode == "stnn-r" else F32)
-        )
-    elif backend == "offload":
-        host["relations W (host)"] = w_bytes
-        staging = params["chunk"] * r * n * F32  # two of them, pinned on CUDA
-        host["staging buffers"] = 2 * (_pinned(staging) if is_cuda(device) else staging)
+    relations_dev, relations_host = _relation_bytes(params, s, batch_size, device)
+    dev.update(relations_dev)
+    host.update(relations_host)
     if is_cuda(device):
         dev["cuBLAS workspaces"] = cuda_library_bytes(capability)
     device_bytes = sum(dev.values())
@@ -229,11 +247,14 @@ def skip(params: dict, batch_size: int, device: str, memory: dict) -> str | None
     if is_cuda(device):
         if memory.get("device_bytes") and p["device_bytes"] > memory["device_bytes"]:
             return (
-                f"predicted {gib(p['device_bytes'])} on the GPU for {params['relations']} relations at n={p['n']} "
-                f"exceeds its {gib(memory['device_bytes'])}"
+                f"predicted {gib(p['device_bytes'])} on the GPU for {params['relations']} "
+                f"relations at n={p['n']} exceeds its {gib(memory['device_bytes'])}"
             )
         if p["host_bytes"] > memory["host_bytes"]:
-            return f"predicted {gib(p['host_bytes'])} of host memory exceeds the {gib(memory['host_bytes'])} RAM"
+            return (
+                f"predicted {gib(p['host_bytes'])} of host memory exceeds the "
+                f"{gib(memory['host_bytes'])} RAM"
+            )
         return None
     total = p["device_bytes"] + p["host_bytes"]
     if total > memory["host_bytes"]:

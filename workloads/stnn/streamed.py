@@ -77,7 +77,8 @@ class StreamedProduct(torch.autograd.Function):
     def backward(ctx, grad_out):
         factors, table, t, *pieces = ctx.saved_tensors
         n, nz = ctx.n, factors.shape[1]
-        # (B, r, nz); bf16 when forward ran under autocast: backward's products are in the factors' dtype
+        # (B, r, nz); bf16 when forward ran under autocast: backward's products are in the
+        # factors' dtype
         g = grad_out.to(factors.dtype).view(len(t), -1, nz)
         grad_f = torch.zeros_like(factors) if ctx.needs_input_grad[0] else None
         grad_table = torch.zeros_like(table) if ctx.needs_input_grad[1] else None

@@ -50,22 +50,9 @@ def _ocean_series(params: dict, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return field.series(), field.ocean
 
 
-def make_task(params: dict, ctx: BuildContext) -> Task:
-    state = sizing.resolve_state(params, ctx.device, psutil.virtual_memory().total)
-    series, ocean = _ocean_series(params, ctx.seed)  # (time, n)
-    t_train = series.shape[0] - params["test_steps"]
-    train, held_out = series[:t_train], series[t_train:]  # views of the one array
-    mean, std = float(train.mean()), float(train.std()) or 1.0
-    persistence = float(
-        np.sqrt(np.mean((held_out - series[t_train - 1]) ** 2))
-    )  # before train is normalized
-    train -= (
-        mean  # in place, the same float32 operations as (train - mean) / std without two copies
-    )
-    train /= std
-    wrap = params["data"] == "generated" and data.is_global(*data.parse_grid(params["grid"]))
-    edges = grid.grid_edges(ocean, params["neighbours"], wrap_lon=wrap)
-    torch.manual_seed(ctx.seed)
+def _model(params: dict, edges, t_train: int, seed: int) -> tuple[STNN, torch.nn.Module]:
+    """(the STNN, its relations backend), initialised from `seed`."""
+    torch.manual_seed(seed)
     sparse_grad = params["factor_grad"] == "sparse"
     rel = relations.make(params["relations"], edges, params["mode"], params["chunk"], sparse_grad)
     model = STNN(
@@ -81,6 +68,23 @@ def make_task(params: dict, ctx: BuildContext) -> Task:
         params["l1"],
         sparse_grad,
     )
+    return model, rel
+
+
+def make_task(params: dict, ctx: BuildContext) -> Task:
+    state = sizing.resolve_state(params, ctx.device, psutil.virtual_memory().total)
+    series, ocean = _ocean_series(params, ctx.seed)  # (time, n)
+    t_train = series.shape[0] - params["test_steps"]
+    train, held_out = series[:t_train], series[t_train:]  # views of the one array
+    mean, std = float(train.mean()), float(train.std()) or 1.0
+    # before train is normalized
+    persistence = float(np.sqrt(np.mean((held_out - series[t_train - 1]) ** 2)))
+    # in place, the same float32 operations as (train - mean) / std without two copies
+    train -= mean
+    train /= std
+    wrap = params["data"] == "generated" and data.is_global(*data.parse_grid(params["grid"]))
+    edges = grid.grid_edges(ocean, params["neighbours"], wrap_lon=wrap)
+    model, rel = _model(params, edges, t_train, ctx.seed)
     pairs = PairData(torch.from_numpy(train).unsqueeze(-1), edges.n)
     truth = torch.from_numpy(held_out).unsqueeze(-1)
     s = {"n": edges.n, "r": edges.r, "width": int(np.diff(edges.rowptr()).max())}

@@ -1,8 +1,11 @@
 """Launchers: how a cell's processes are started. One module per launcher, each with
 
-    check(plan)               StbenchError (one line) for anything that cannot work, before anything is written
-    run_cell(CellJob)         start the cell, wait for it, return the Outcome the study loop consumes
-    describe(plan, timeout)   the commands it would use, for --dry-run (slurm's: the sbatch scripts of sbatch.py)
+    check(plan)               StbenchError (one line) for anything that cannot work, before
+                              anything is written
+    run_cell(CellJob)         start the cell, wait for it, return the Outcome the study loop
+                              consumes
+    describe(plan, timeout)   the commands it would use, for --dry-run (slurm's: the sbatch
+                              scripts of sbatch.py)
 
 torchrun (PyTorch's own launcher) starts every multi-process world; submitit submits Slurm jobs.
 """

@@ -19,7 +19,7 @@ from dataclasses import replace
 from ...device import is_cuda, visible_devices
 from ...plan.planner import Plan
 from ...plan.spec import RunSpec
-from ...store.rows import CellResult
+from ...store.cell_result import CellResult
 from .. import hostprep
 from ..processes import CellJob, Outcome, label, run_processes
 from . import torchrun

@@ -97,7 +97,8 @@ def submitit_parameters(opts: dict[str, object]) -> dict[str, object]:
             params[f"slurm_{key}"] = value
         else:
             extra[key.replace("_", "-")] = value
-    # One failing node ends the job; srun does not pass --cpus-per-task on by itself (Slurm >= 22.05).
+    # One failing node ends the job; srun does not pass --cpus-per-task on by itself
+    # (Slurm >= 22.05).
     srun = ["--kill-on-bad-exit=1"] + (
         [f"--cpus-per-task={opts['cpus_per_task']}"] if "cpus_per_task" in opts else []
     )

@@ -1,83 +1,15 @@
-"""The one device layer: what a device string means, and every device-specific call.
-
-Two halves, one module:
-
-- `Device` and `parse()` are pure (no torch): the planner, launchers, report and store ask
-  `parse(text).is_cuda` instead of comparing strings; an unknown device is one clear error.
-- `Accelerator` is the torch side, made once per process for the device that process really
-  uses (`cuda` resolved to `cuda:N`): selecting, synchronising, events, side streams, memory
-  statistics, pinned staging, the device's name and properties. Everything else calls it and
-  never `torch.cuda`, so CPU and CUDA differ only here.
-
-torch's device-generic API (`torch.accelerator`, `torch.Event`, `torch.Stream`) is used where it
-covers the call; what stays CUDA-specific, and why, is in DESIGN.md ("The device layer").
+"""The torch side of the device layer: one `Accelerator` per process, made for the device that
+process really uses (`cuda` resolved to `cuda:N`): selecting, synchronising, events, side
+streams, memory statistics, pinned staging, the device's name and properties and the precision
+fp32 math runs at; and the inventory of the GPUs and libraries this torch sees. torch is
+imported inside each call, so that importing the layer costs a torch-free reader nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
-import re
-from dataclasses import dataclass
 
-KINDS = ("cpu", "cuda")
-_FORM = re.compile(r"^(cpu|cuda)(?::(\d+))?$")
-VALID = "cpu, cuda or cuda:N"
-
-
-@dataclass(frozen=True)
-class Device:
-    """A parsed device: its kind and, where one was given or resolved, its index."""
-
-    kind: str
-    index: int | None = None
-
-    @property
-    def is_cuda(self) -> bool:
-        return self.kind == "cuda"
-
-    def __str__(self) -> str:
-        return self.kind if self.index is None else f"{self.kind}:{self.index}"
-
-
-def parse(text: str) -> Device:
-    """`cpu`, `cuda` or `cuda:N`; anything else is a ValueError naming the valid forms."""
-    m = _FORM.match(str(text).strip())
-    if not m or (m.group(1) == "cpu" and m.group(2) is not None):
-        raise ValueError(f"unknown device {text!r}: use {VALID}")
-    return Device(m.group(1), int(m.group(2)) if m.group(2) is not None else None)
-
-
-def is_cuda(text: str) -> bool:
-    """Whether a device string (of a spec or a result row) names a CUDA device; False for text
-    that is no device at all (an empty cell of an old row)."""
-    try:
-        return parse(text).is_cuda
-    except ValueError:
-        return False
-
-
-def resolve(text: str, local_rank: int = 0, count: int = 1) -> Device:
-    """The device a process will really use: `cuda` is GPU local_rank modulo the `count` GPUs
-    this node shows (so that gloo ranks may share one); `cuda:N` is GPU N for every rank."""
-    d = parse(text)
-    if not d.is_cuda:
-        return d
-    return d if d.index is not None else Device("cuda", local_rank % max(count, 1))
-
-
-def visible_devices(first: int, count: int, base: dict[str, str]) -> str:
-    """CUDA_VISIBLE_DEVICES for a process that should see `count` GPUs starting at `first`, taken
-    from the GPUs the user already restricted this machine to (if they did)."""
-    given = [g.strip() for g in base.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()]
-    wanted = range(first, first + count)
-    if "CUDA_VISIBLE_DEVICES" in base:
-        if first + count > len(given):
-            raise ValueError(
-                f"GPUs {first}..{first + count - 1} asked for, but CUDA_VISIBLE_DEVICES="
-                f"{base['CUDA_VISIBLE_DEVICES']!r} shows {len(given)}"
-            )
-        return ",".join(given[i] for i in wanted)
-    return ",".join(str(i) for i in wanted)
+from .names import Device, parse
 
 
 class Accelerator:
@@ -286,26 +218,3 @@ def cuda_devices() -> list[dict]:
             {"index": i, "name": p.name, "uuid": str(p.uuid), "memory_mb": p.total_memory / 2**20}
         )
     return out
-
-
-def match_gpus(cuda: list[dict], nvml_devices: list[dict]) -> tuple[dict, ...]:
-    """CUDA's devices (index = the N of `cuda:N`) with NVML's record of the same GPU, matched by
-    UUID: NVML orders by PCI bus and ignores CUDA_VISIBLE_DEVICES. GPUs NVML sees but this
-    torch cannot use are listed with index None."""
-    by_uuid = {str(d.get("uuid") or "").lower().removeprefix("gpu-"): d for d in nvml_devices}
-    out, used = [], set()
-    for c in cuda:
-        key = c["uuid"].lower().removeprefix("gpu-")
-        n = by_uuid.get(key, {})
-        used.add(key)
-        out.append(
-            {
-                **n,
-                "index": c["index"],
-                "name": c["name"],
-                "memory_mb": c["memory_mb"],
-                "uuid": n.get("uuid") or f"GPU-{c['uuid']}",
-            }
-        )
-    out += [{**d, "index": None} for k, d in by_uuid.items() if k not in used]
-    return tuple(out)

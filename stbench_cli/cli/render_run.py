@@ -1,0 +1,162 @@
+"""What `stbench run` shows: a progress bar over the matrix (a line per cell into a file or a
+pipe) and, at the end, one line per run with the study's finding and flags. Rich, as render.py."""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from .render import err, out
+
+
+def cell_label(spec) -> str:
+    world = ""
+    if spec.distributed:
+        world = (
+            f" x{spec.world_size}" if spec.nodes == 1 else f" {spec.nodes}x{spec.nproc_per_node}"
+        )
+    return (
+        f"{spec.device} {spec.strategy}{world} batch={spec.batch_size} epochs={spec.epochs} "
+        f"repeat={spec.repeat}"
+    )
+
+
+@contextmanager
+def progress(total: int, done: int):
+    """A progress bar over the matrix; yields (on_start, on_done) callbacks for run_matrix.
+    Into a file or a pipe (a Slurm or nohup log), where a bar shows nothing until it ends, one
+    line per finished cell instead."""
+    if not err.is_terminal:
+        yield from _progress_lines(total, done)
+        return
+    bar = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=False,
+    )
+    with bar:
+        task = bar.add_task("cells", total=total, completed=done)
+
+        def on_start(spec):
+            bar.update(task, description=cell_label(spec))
+
+        def on_done(spec, row):
+            status = row["status"]
+            if status != "ok":
+                bar.console.print(
+                    f"  {cell_label(spec)}: [yellow]{status}[/] {row.get('reason', '')}"
+                )
+            bar.advance(task)
+
+        yield on_start, on_done
+
+
+def _progress_lines(total: int, done: int):
+    started = time.monotonic()
+
+    def on_done(spec, row):
+        nonlocal done
+        done += 1
+        reason = f" {row.get('reason', '')}" if row["status"] != "ok" else ""
+        wall = row.get("wall_s")
+        took = f" in {float(wall):.1f} s" if wall not in (None, "") else ""
+        minutes, seconds = divmod(int(time.monotonic() - started), 60)
+        err.print(
+            f"[{done}/{total}] {cell_label(spec)}: {row['status']}{took}{reason} "
+            f"({minutes}:{seconds:02d} so far)",
+            markup=False,
+        )
+
+    yield (lambda spec: None), on_done
+
+
+# The run summary's columns, the most important first; a narrow terminal drops them from the end.
+SUMMARY = (
+    ("device", "device"),
+    ("status", "status"),
+    ("wall s", "wall_s"),
+    ("samples/s", "samples_per_s"),
+    ("epochs", "epochs_done"),
+    ("batch", "batch_size"),
+    ("val", "val_value"),
+    ("naive", "naive_baseline"),
+    ("strategy", "strategy"),
+    ("world", "world_size"),
+    ("nodes", "nodes"),
+    ("rep", "repeat"),
+)
+_AXES = ("batch_size", "strategy", "world_size", "nodes")
+_FORMATS = {
+    "wall_s": "{:.2f}",
+    "epochs_done": "{:.3g}",
+    "time_to_target_s": "{:.3g}",
+    "compile_s": "{:.1f}",
+    "samples_per_s": "{:,.0f}",
+    "val_value": "{:.3g}",
+    "naive_baseline": "{:.3g}",
+}
+
+
+def _summary_cell(row: dict, key: str) -> str:
+    from ..report.labels import show
+
+    value = row.get(key)
+    if key == "time_to_target_s" and show(value) == "-":
+        return "not reached" if row.get("target_reached") == 0 else "-"
+    if key not in _FORMATS:
+        return show(value)
+    return "-" if show(value) == "-" else _FORMATS[key].format(float(value))
+
+
+def _summary_columns(study) -> tuple[tuple[str, str], ...]:
+    """What tells the cells apart first (an axis of the matrix, a parameter, where it varies),
+    then wall time and samples/s, compile time where a cell compiled, time to target where a
+    target was set, then the rest (the repeat is the rows' order)."""
+    from ..report.model import PARAM, axes
+
+    s = study.runs
+    varied = axes(s)
+    compiled = (("compile s", "compile_s"),) if s["compile_s"].notna().any() else ()
+    ttt = (("to target s", "time_to_target_s"),) if s["target"].notna().any() else ()
+    named = {k.column for k in varied}
+    by_axis = tuple(c for c in SUMMARY[4:] if c[1] in _AXES and c[1] in named)
+    params = tuple((k.name, k.column) for k in varied if k.column.startswith(PARAM))
+    rest = tuple(c for c in SUMMARY[4:] if c not in by_axis)
+    return SUMMARY[:2] + by_axis + params + SUMMARY[2:4] + compiled + ttt + rest
+
+
+def run_summary(study, shown, folder: Path) -> None:
+    """One line per run; columns that do not fit the terminal are left out whole (named
+    below the table, with their value where every row has the same), never cut; then the
+    study's finding and its flags (`shown`: its view), as compare says them."""
+    from ..report.text import finding_text, fit_columns, fold_pairs
+
+    columns = _summary_columns(study)
+    rows = study.runs.to_dict("records")
+    cells = {head: [_summary_cell(r, key) for r in rows] for head, key in columns}
+    widths = {head: max([len(head), *map(len, values)]) for head, values in cells.items()}
+    kept = fit_columns(
+        widths, out.width, [h for h, _ in reversed(columns[2:])], lambda n: 3 * n + 1
+    )
+    table = Table(show_lines=False)
+    for head in kept:
+        left = head in ("device", "strategy", "status")
+        table.add_column(head, justify="left" if left else "right", no_wrap=True)
+    for i in range(len(rows)):
+        table.add_row(*(cells[h][i] for h in kept))
+    out.print(f"results in {folder}", soft_wrap=False, overflow="fold")
+    out.print(table)
+    left = [f"{h} {cells[h][0]}" if len(set(cells[h])) == 1 else h for h in widths if h not in kept]
+    if left:  # a long list folds between columns, never inside one
+        out.print(
+            fold_pairs(f"not shown: {', '.join(left)} (every column is in runs.csv)", out.width),
+            soft_wrap=False,
+        )
+    out.print(finding_text(shown, out.width), soft_wrap=False, markup=False)
