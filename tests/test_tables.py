@@ -5,8 +5,8 @@ import json
 import pytest
 
 from stbench.errors import StbenchError
-from stbench.report.cells import significant
 from stbench.report.labels import format_ratio
+from stbench.stats import significant
 from tests.helpers import compare_text
 
 

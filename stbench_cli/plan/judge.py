@@ -1,8 +1,9 @@
 """How `stbench tune` judges one step (issue 32): every value tried against the step's reference
 (the best so far), round by round. Repeats run as the study's outer loop, so the cells of one
 round saw the same machine: each round gives a ratio, and the 95% t-interval of their geometric
-mean says whether a value is better. A value is kept only when that interval lies above 1 and
-its validation metric is no worse than the reference's by more than QUALITY_TOLERANCE. Pure.
+mean (stbench.stats.paired) says whether a value is better. A value is kept only when that
+interval lies above 1 and its validation metric is no worse than the reference's by more than
+QUALITY_TOLERANCE. Pure.
 """
 
 from __future__ import annotations
@@ -12,8 +13,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from scipy import stats
-
+from ..stats import paired
 from .levers import BATCH, Lever
 
 SPS, TTT, QUALITY = "samples_per_s", "time_to_target_s", "val_value"
@@ -56,22 +56,6 @@ def number(value) -> float | None:
     except (TypeError, ValueError):
         return None
     return x if math.isfinite(x) else None
-
-
-def paired(reference: dict[int, float], other: dict[int, float], lower_better: bool):
-    """(ratio, low, high, rounds) of `other` over `reference` by round; > 1 is better."""
-    logs = [
-        math.log(reference[r] / other[r] if lower_better else other[r] / reference[r])
-        for r in sorted(set(reference) & set(other))
-        if reference[r] > 0 and other[r] > 0
-    ]
-    if not logs:
-        return None, None, None, 0
-    mean = statistics.fmean(logs)
-    if len(logs) < 2:
-        return math.exp(mean), None, None, 1
-    half = stats.t.ppf(0.975, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
-    return math.exp(mean), math.exp(mean - half), math.exp(mean + half), len(logs)
 
 
 def measure_of(lever: Lever | None, rows: list[dict]) -> str:

@@ -39,7 +39,8 @@ import pandas as pd
 
 from ..device import parse
 from ..errors import StbenchError
-from .cells import HIGHER_IS_BETTER, Cell, cells, groups, repeats_needed, significant
+from ..stats import repeats_needed, significant
+from .cells import HIGHER_IS_BETTER, Cell, cells, groups
 from .labels import format_number
 from .model import HARDWARE, Key, axes, frame, keys_of, name_of
 from .read import SKIPPED_EXIT, Run, conditions

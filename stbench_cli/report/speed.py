@@ -198,6 +198,7 @@ def precision_view(s: pd.DataFrame) -> tuple[str, pd.DataFrame]:
 
 
 def _against(base: Cell, c: Cell) -> str:
-    """pyperf's table wording: the ratio, or "not significant"."""
-    text = contrast(base, c, amounts=False, note=False)
+    """pyperf's table wording: the ratio, or "not significant" (how it was judged is the
+    finding's to say)."""
+    text = contrast(base, c, amounts=False, note=False).partition(" (")[0]
     return "not significant" if text.startswith("no significant") else text
