@@ -1,22 +1,22 @@
 """Findings of the studies that ask what a setting costs: memory against throughput (strategies,
-checkpointing, any other setting), how memory and step time grow with the problem, the fixed and
-per-epoch cost of a run, and a study of one cell (pure: a study's rows in, one or two sentences
-and the table behind them out)."""
+checkpointing, any other setting), what a larger batch buys (samples/s per doubling, the knee),
+the fixed and per-epoch cost of a run, and a study of one cell (pure: a study's rows in, one or
+two sentences and the table behind them out; how memory and step time grow with the problem's
+size is scaling.py's)."""
 
 from __future__ import annotations
 
 import math
 
-import numpy as np
 import pandas as pd
 
-from .cells import cells, contrast, fit_line, interval, not_ok, one_run
-from .labels import format_number, size_of
-from .model import HARDWARE, PARAM, Key, axes, columns, name_of
+from .cells import Cell, cells, contrast, fit_line, interval, one_run
+from .labels import format_number
+from .model import HARDWARE, Key, axes, columns, first_axes, name_of
 from .tables import SPREAD, cells_table, pivot, pivot_title
 
 SPS = "samples/s"
-SIZE_PARAMS = ("grid", "size", "n_samples", "n_nodes")  # parameters that set the problem's size
+FIGURE = [("samples_per_s", SPS)]
 PARTS = ("param_mb", "grad_mb", "optim_state_mb", "activation_peak_mb")
 
 
@@ -111,96 +111,60 @@ def tradeoff_view(s: pd.DataFrame) -> tuple[str, pd.DataFrame]:
     return title, cells_table(s.assign(mem_mb=mem), axes(s), figures)
 
 
-def size_axis(s: pd.DataFrame) -> Key | None:
-    """The parameter that sets the problem's size, where it varies and every value reads as one."""
-    varied = {k.column: k for k in axes(s)}
-    for name in SIZE_PARAMS:
-        k = varied.get(f"{PARAM}{name}")
-        if k is not None and all(math.isfinite(size_of(v)) for v in s[k.column].dropna()):
-            return k
+def batch(s: pd.DataFrame) -> str:
+    """Samples/s from the smallest to the largest batch, and the knee: the first batch from which
+    doubling it gains less than 10% samples/s."""
+    sweep = cells(s, "samples_per_s", [Key("batch_size", "batch_size")])
+    if len(sweep) < 2:
+        return "Fewer than two batch sizes finished: no sweep to state."
+    first, last = sweep[0], sweep[-1]
+    text = (
+        f"Samples/s goes from {first.amount()} at batch {first.key[0]} to {last.amount()} at "
+        f"batch {last.key[0]} ({contrast(first, last, amounts=False)})."
+    )
+    knee = _knee(sweep)
+    if knee is None:
+        return text + (
+            f" Every doubling up to batch {last.key[0]} gains 10% or more: no knee in this range."
+        )
+    b, gain = knee
+    return text + (
+        f" The knee is at batch {b}: a doubling beyond it gains {100 * gain:.1f}% (< 10%)."
+    )
+
+
+def _gain(a: Cell, b: Cell) -> float:
+    """b's samples/s over a's per doubling of the batch (the last key)."""
+    doublings = math.log2(float(b.key[-1]) / float(a.key[-1]))
+    if not (doublings > 0 and a.median > 0):
+        return math.nan
+    return (b.median / a.median) ** (1 / doublings) - 1
+
+
+def _knee(sweep: list[Cell]) -> tuple[int, float] | None:
+    """(batch, gain per doubling after it) of the first batch whose next step gains < 10%."""
+    for a, b in zip(sweep, sweep[1:]):
+        gain = _gain(a, b)
+        if math.isfinite(gain) and gain < 0.10:
+            return a.key[0], gain
     return None
 
 
-def _exponent(g: pd.DataFrame, key: Key, y: pd.Series) -> tuple[float, tuple[float, float]] | None:
-    """The fitted exponent b of y ~ size^b over the runs (log-log least squares), with its
-    interval."""
-    x = np.log(g[key.column].map(size_of).astype(float))
-    fit = fit_line(x, np.log(y.where(y > 0).astype(float)))
-    return (fit.slope, fit.slope_ci) if fit else None
-
-
-def _sized(s: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    """The ok runs with their memory (`mem_mb`) and step time (`step_ms`), and the memory's name."""
-    mem, measure = peak_memory(s)
-    step_ms = 1000 * s["global_batch_size"].astype(float) / s["samples_per_s"]
-    return s.assign(mem_mb=mem, step_ms=step_ms), measure
-
-
-def size(s: pd.DataFrame) -> str:
-    """How peak memory and step time grow with the problem: fitted exponents per setting, and the
-    measured memory against the workload's prediction where it made one."""
-    key = size_axis(s)
-    rows, measure = _sized(s[s["status"] == "ok"])
-    others = [k for k in _others(s) if k != key]
-    groups = list(rows.groupby(columns(others), sort=False)) if others else [((), rows)]
-    labels = sorted(dict.fromkeys(s[key.column].dropna()), key=size_of)
-    fits = []
-    for k, g in groups:
-        found = (_exponent(g, key, g["mem_mb"]), _exponent(g, key, g["step_ms"]))
-        named = name_of(others, k if isinstance(k, tuple) else (k,)) if others else ""
-        fits.append((named, *found))
-    times = size_of(labels[-1]) / size_of(labels[0])
-    growth = (
-        f"From {key.name}={labels[0]} to {labels[-1]} ({times:.1f}x the size), {measure} "
-        f"grows as {_powers(fits, 1)} and step time as {_powers(fits, 2)}"
-    )
-    return growth + _predicted(rows) + _missing(s, [key, *others])
-
-
-def _powers(fits: list, i: int) -> str:
-    """'size^0.98 (95% CI 0.90–1.06)' for one setting; 'size^0.60 (dense), ^0.34 (sparse)' for
-    several; fits are (setting, memory exponent, step-time exponent), an exponent None where one
-    size finished."""
-    shown = [(f[0], f[i]) for f in fits if f[i] is not None]
-    if not shown:
-        return "- (one size finished)"
-    if len(shown) == 1 and not shown[0][0]:
-        slope, (lo, hi) = shown[0][1]
-        ci = interval(lo, hi, fmt=lambda x: f"{x:.2f}")
-        return f"size^{slope:.2f}" + (f" ({ci})" if ci else "")
-    return ", ".join(
-        f"{'size' if j == 0 else ''}^{e[0]:.2f} ({label})" for j, (label, e) in enumerate(shown)
-    )
-
-
-def _predicted(rows: pd.DataFrame) -> str:
-    """'; measured 0.9–1.2x the predicted memory' where the workload predicted it."""
-    r = (rows["mem_mb"] / rows["predicted_mb"]).replace([np.inf, -np.inf], np.nan).dropna()
-    if r.empty:
-        return ""
-    lo, hi = float(r.min()), float(r.max())
-    if round(lo, 2) == round(hi, 2):
-        return f"; measured {lo:.2f}x the predicted memory"
-    return f"; measured {lo:.2f}–{hi:.2f}x the predicted memory"
-
-
-def _missing(s: pd.DataFrame, keys: list[Key]) -> str:
-    gone = not_ok(s, keys)
-    return "." + (f" Did not finish: {'; '.join(gone)}." if gone else "")
-
-
-def size_view(s: pd.DataFrame) -> tuple[str, pd.DataFrame]:
-    key = size_axis(s)
-    rows, measure = _sized(s)
-    figures = [
-        ("mem_mb", f"{measure} MiB"),
-        ("predicted_mb", "predicted MiB"),
-        ("step_ms", "step ms"),
-    ]
-    if s["predicted_mb"].isna().all():
-        figures.pop(1)
-    keys = [k for k in axes(s) if k not in (key, HARDWARE)] + [key]
-    return f"memory and step time by problem size ({SPREAD})", cells_table(rows, keys, figures)
+def batch_view(s: pd.DataFrame) -> tuple[str, pd.DataFrame]:
+    keys = first_axes(s, "batch_size")
+    order = [*keys[1:], keys[0]]  # the batch last: the row axis
+    table = cells_table(s, order, FIGURE)
+    gains, prev = {}, {}
+    for c in cells(s, "samples_per_s", order):
+        group = c.key[:-1]
+        if group in prev:
+            gain = _gain(prev[group], c)
+            gains[c.shown] = f"{100 * gain:+.1f}%" if math.isfinite(gain) else ""
+        prev[group] = c
+    rows = table[table.attrs["keys"]].itertuples(index=False)
+    table["per doubling"] = [gains.get(tuple(r), "") for r in rows]
+    title = f"samples/s per batch size ({SPREAD}); per doubling: the gain over the batch before"
+    return title, table
 
 
 def epochs(s: pd.DataFrame) -> str:

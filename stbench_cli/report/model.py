@@ -10,6 +10,7 @@ column with the name a user types and reads (`device`, `grid`), so nothing else 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePath
@@ -18,7 +19,7 @@ import pandas as pd
 
 from ..errors import StbenchError
 from ..store.rows import BOOL_COLUMNS
-from .labels import labels, show
+from .labels import labels, show, size_of
 from .read import Folder, Run
 
 CELL_KEYS = ("strategy", "world_size", "nodes", "batch_size", "epochs")
@@ -52,6 +53,26 @@ def axes(df: pd.DataFrame, keys: Sequence[Key] | None = None) -> list[Key]:
     """What these rows vary: the keys whose value differs between them (`varies`)."""
     keys = keys_of(df) if keys is None else keys
     return [k for k in keys if k.column in df.columns and varies(df[k.column])]
+
+
+SIZE_PARAMS = ("grid", "size", "n_samples", "n_nodes")  # parameters that set the problem's size
+
+
+def size_axis(s: pd.DataFrame) -> Key | None:
+    """The parameter that sets the problem's size, where it varies and every value reads as one."""
+    varied = {k.column: k for k in axes(s)}
+    for name in SIZE_PARAMS:
+        k = varied.get(f"{PARAM}{name}")
+        if k is not None and all(math.isfinite(size_of(v)) for v in s[k.column].dropna()):
+            return k
+    return None
+
+
+def first_axes(s: pd.DataFrame, *names: str) -> list[Key]:
+    """The study's axes, those named first."""
+    found = axes(s)
+    named = [k for n in names for k in found if k.name == n]
+    return named + [k for k in found if k.name not in names]
 
 
 def columns(keys: Sequence[Key]) -> list[str]:

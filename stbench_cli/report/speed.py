@@ -1,6 +1,6 @@
-"""Findings of the studies that ask how fast: hardware against hardware, batch size, precision
-and compilation (pure: a study's rows in, one or two sentences and the table behind them out;
-data-parallel scaling is scaling.py's).
+"""Findings of the studies that ask how fast: hardware against hardware, precision and
+compilation (pure: a study's rows in, one or two sentences and the table behind them out;
+data-parallel scaling is scaling.py's, the batch size cost.py's).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pandas as pd
 from . import tables
 from .cells import Cell, cells, contrast, differs, ratio
 from .labels import format_number, hardware_order
-from .model import HARDWARE, Key, axes
+from .model import HARDWARE, Key, axes, first_axes
 from .tables import SPREAD, cells_table
 from .ttt import reached, runs
 
@@ -77,69 +77,6 @@ def device_view(s: pd.DataFrame) -> tuple[str, pd.DataFrame]:
     return f"samples/s by hardware ({SPREAD}), against the first column", table
 
 
-def batch(s: pd.DataFrame) -> str:
-    """Samples/s from the smallest to the largest batch, and the knee: the first batch from which
-    doubling it gains less than 10% samples/s."""
-    sweep = cells(s, "samples_per_s", [Key("batch_size", "batch_size")])
-    if len(sweep) < 2:
-        return "Fewer than two batch sizes finished: no sweep to state."
-    first, last = sweep[0], sweep[-1]
-    text = (
-        f"Samples/s goes from {first.amount()} at batch {first.key[0]} to {last.amount()} at "
-        f"batch {last.key[0]} ({contrast(first, last, amounts=False)})."
-    )
-    knee = _knee(sweep)
-    if knee is None:
-        return text + (
-            f" Every doubling up to batch {last.key[0]} gains 10% or more: no knee in this range."
-        )
-    b, gain = knee
-    return text + (
-        f" The knee is at batch {b}: a doubling beyond it gains {100 * gain:.1f}% (< 10%)."
-    )
-
-
-def _gain(a: Cell, b: Cell) -> float:
-    """b's samples/s over a's per doubling of the batch (the last key)."""
-    doublings = math.log2(float(b.key[-1]) / float(a.key[-1]))
-    if not (doublings > 0 and a.median > 0):
-        return math.nan
-    return (b.median / a.median) ** (1 / doublings) - 1
-
-
-def _knee(sweep: list[Cell]) -> tuple[int, float] | None:
-    """(batch, gain per doubling after it) of the first batch whose next step gains < 10%."""
-    for a, b in zip(sweep, sweep[1:]):
-        gain = _gain(a, b)
-        if math.isfinite(gain) and gain < 0.10:
-            return a.key[0], gain
-    return None
-
-
-def batch_view(s: pd.DataFrame) -> tuple[str, pd.DataFrame]:
-    keys = _first(s, "batch_size")
-    order = [*keys[1:], keys[0]]  # the batch last: the row axis
-    table = cells_table(s, order, FIGURE)
-    gains, prev = {}, {}
-    for c in cells(s, "samples_per_s", order):
-        group = c.key[:-1]
-        if group in prev:
-            gain = _gain(prev[group], c)
-            gains[c.shown] = f"{100 * gain:+.1f}%" if math.isfinite(gain) else ""
-        prev[group] = c
-    rows = table[table.attrs["keys"]].itertuples(index=False)
-    table["per doubling"] = [gains.get(tuple(r), "") for r in rows]
-    title = f"samples/s per batch size ({SPREAD}); per doubling: the gain over the batch before"
-    return title, table
-
-
-def _first(s: pd.DataFrame, *names: str) -> list[Key]:
-    """The study's axes, those named first."""
-    found = axes(s)
-    named = [k for n in names for k in found if k.name == n]
-    return named + [k for k in found if k.name not in names]
-
-
 def is_eager_fp32(key: dict) -> bool:
     return str(key.get("precision", "fp32")) in ("fp32", "-") and str(
         key.get("compile", "none")
@@ -156,7 +93,7 @@ def _eager(keys: list[Key], sweep: list[Cell]) -> Cell | None:
 def precision(s: pd.DataFrame) -> str:
     """Each precision/compile cell against fp32 eager: samples/s, compile seconds and the steps
     it takes the faster step to pay the compilation back."""
-    keys = [k for k in _first(s, "precision", "compile") if k != HARDWARE]
+    keys = [k for k in first_axes(s, "precision", "compile") if k != HARDWARE]
     sweep = cells(s, "samples_per_s", keys)
     base = _eager(keys, sweep)
     if base is None:
@@ -185,7 +122,7 @@ def _payback(s: pd.DataFrame, keys: list[Key], base: Cell, cell: Cell) -> str:
 
 
 def precision_view(s: pd.DataFrame) -> tuple[str, pd.DataFrame]:
-    keys = _first(s, "precision", "compile")
+    keys = first_axes(s, "precision", "compile")
     table = cells_table(s, keys, FIGURE)
     sweep = cells(s, "samples_per_s", keys)
     base = _eager(keys, sweep)

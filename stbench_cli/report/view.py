@@ -30,7 +30,7 @@ import pandas as pd
 
 from . import cost, scaling, speed, tables, ttt
 from .judge import study_flags
-from .model import Study, axes
+from .model import Study, axes, size_axis
 from .tables import FIRST
 
 if TYPE_CHECKING:  # the figures import matplotlib: only a view that draws them loads it
@@ -63,8 +63,8 @@ KINDS = (
         speed.precision,
         speed.precision_view,
     ),
-    Kind("size", lambda s, v: cost.size_axis(s) is not None, cost.size, cost.size_view),
-    Kind("batch", lambda s, v: "batch_size" in v, speed.batch, speed.batch_view),
+    Kind("size", lambda s, v: size_axis(s) is not None, scaling.size, scaling.size_view),
+    Kind("batch", lambda s, v: "batch_size" in v, cost.batch, cost.batch_view),
     Kind("epochs", lambda s, v: "epochs" in v, cost.epochs, cost.epochs_view),
     Kind("tradeoff", lambda s, v: bool(v), cost.tradeoff, cost.tradeoff_view),
     Kind("cell", lambda s, v: True, cost.single, cost.single_view),
@@ -248,35 +248,3 @@ def _named(v: View) -> View:
         for b in v.blocks
     )
     return replace(v, blocks=blocks)
-
-
-# the kind of study whose figure heads the report, most telling first (KINDS' names)
-HEADLINE_KINDS = ("device", "target", "scaling", "batch", "precision", "size", "tradeoff", "epochs")
-HEADLINE_FIGURE = {
-    "target": "time-to-quality",
-    "scaling": "scaling",
-    "tradeoff": "memory",
-    "size": "memory",
-}
-
-
-def headline(views: list[View]) -> tuple[View, Picture] | None:
-    """The figure the report opens with, and its view: of the most telling kind of study
-    present (HEADLINE_KINDS), the study with the fewest cells that still compares two, its
-    first figure (of the kind HEADLINE_FIGURE names, where it has one)."""
-
-    def cells(v: View) -> int:
-        return max((len(b.table) for b in v.blocks if b.table is not None), default=0)
-
-    for kind in HEADLINE_KINDS:
-        found = [
-            v
-            for v in views
-            if v.finding.kind == kind and cells(v) >= 2 and any(b.picture for b in v.blocks)
-        ]
-        if found:
-            best = min(found, key=cells)
-            pictures = [b.picture for b in best.blocks if b.picture]
-            wanted = [p for p in pictures if p.name.endswith(HEADLINE_FIGURE.get(kind, "-"))]
-            return best, (wanted or pictures)[0]
-    return None
