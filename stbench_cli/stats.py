@@ -60,6 +60,15 @@ def repeats_needed(a: list[float], b: list[float], cap: int = 1000) -> int:
     return max(int(enough[0]) if len(enough) else cap, have + 1)
 
 
+def repeats_for_width(values: list[float], width: float, cap: int = 100) -> int:
+    """The fewest repeats (at least 3) at which the 95% interval of the mean would be narrower
+    than `width`, were the spread measured to stay; `cap` where no count would do."""
+    spread = float(np.std(values, ddof=1)) if len(values) >= 2 else 0.0
+    n = np.arange(3, cap + 1)
+    enough = n[2 * sps.t.ppf(0.975, n - 1) * spread / np.sqrt(n) < width]
+    return int(enough[0]) if len(enough) else cap
+
+
 def _logs(reference: Mapping, other: Mapping, lower_better: bool) -> list[float]:
     """The log of `other` over `reference` in each round both have (> 0: `other` is better)."""
     return [

@@ -68,11 +68,14 @@ def test_device_gpu_against_cpu_with_time_to_target_and_energy():
     )
     f = find(rows)
     assert f.kind == "device"
+    # issue 32: paired by round, energy as the GPU's share of the CPU's, the CPU not tuned
     assert f.text == (
-        "cuda against cpu: 10.00x faster (1,000 ± 24.84 vs 100.0 ± 2.48 samples/s); "
-        "energy per run 3.00x less (300.0 ± 0 vs 900.0 ± 0 J)."
+        "cuda against cpu: 10.00x faster (paired over 3 rounds, 95% CI 10.00x to 10.00x; "
+        "1,000 ± 24.84 vs 100.0 ± 2.48 samples/s); using 0.33x the energy (300.0 vs 900.0 J a "
+        "run, its host CPU's not measured). The CPU was not tuned (one configuration ran): "
+        "`stbench tune w` finds its best configuration to run the study with."
     )
-    assert list(f.table.columns) == ["epochs", "cpu", "cuda", "cuda vs cpu"]
+    assert list(f.table.columns) == ["device", "samples/s", "energy J", "compared as"]
 
 
 def test_scaling_states_speedup_efficiency_sync_and_the_50_percent_line():

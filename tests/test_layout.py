@@ -20,7 +20,7 @@ ALLOWED = {
     "contract": {"contract"},
     "store": {"store"},
     "plan": {"plan", "contract", "store"},
-    "report": {"report", "store"},
+    "report": {"report", "store", "contract"},  # contract: TrainerParams' defaults
     "runner": {"runner", "plan", "store", "contract"},
     "child": {"child", "plan", "store", "contract"},
     "cli": {"cli", "plan", "runner", "store", "report", "contract"},

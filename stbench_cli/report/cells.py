@@ -125,6 +125,14 @@ def groups(
     return sorted(found, key=lambda kg: tuple(natural(v) for v in kg[0])) if ordered else found
 
 
+def rows_of(df: pd.DataFrame, keys: Sequence[Key], cell: Cell) -> pd.DataFrame:
+    """The rows of one cell (grouped by these keys), found by its key as a table shows it."""
+    found = pd.Series(True, index=df.index)
+    for k, value in zip(keys, cell.shown):
+        found &= df[k.column].map(show) == value
+    return df[found]
+
+
 def not_ok(df: pd.DataFrame, keys: Sequence[Key]) -> list[str]:
     """'name (status)' of each cell with no ok run (skipped, failed, oom, ...)."""
     return (

@@ -10,9 +10,9 @@ import math
 
 import pandas as pd
 
-from .cells import Cell, cells, contrast, fit_line, interval, one_run
+from .cells import Cell, Fit, cells, contrast, differs, fit_line, interval, one_run
 from .labels import format_number
-from .model import HARDWARE, Key, axes, columns, first_axes, name_of
+from .model import HARDWARE, SIZES, Key, axes, columns, first_axes, name_of
 from .tables import SPREAD, cells_table, pivot, pivot_title
 
 SPS = "samples/s"
@@ -167,20 +167,23 @@ def batch_view(s: pd.DataFrame) -> tuple[str, pd.DataFrame]:
     return title, table
 
 
-def epochs(s: pd.DataFrame) -> str:
-    """The fixed and the per-epoch cost of a run: a least-squares line of wall time against
-    epochs (per setting, the cheapest and dearest per epoch where settings vary)."""
-    others = _others(s, "epochs")
+def epoch_fits(s: pd.DataFrame) -> list[tuple[str, Fit]]:
+    """A least-squares line of wall time against epochs per setting (its name; the hardware
+    among the settings where it varies), for each that finished at two or more epoch counts."""
+    others = [k for k in axes(s) if k.name != "epochs"]
     rows = s[s["status"] == "ok"]
     groups = list(rows.groupby(columns(others), sort=False)) if others else [((), rows)]
     fits = [
-        (
-            name_of(others, k if isinstance(k, tuple) else (k,)) if others else "",
-            fit_line(g["epochs"], g["wall_s"]),
-        )
+        (name_of(others, k if isinstance(k, tuple) else (k,)), fit_line(g["epochs"], g["wall_s"]))
         for k, g in groups
     ]
-    fits = [(n, f) for n, f in fits if f is not None]
+    return [(n, f) for n, f in fits if f is not None]
+
+
+def epochs(s: pd.DataFrame) -> str:
+    """The fixed and the per-epoch cost of a run: a least-squares line of wall time against
+    epochs (per setting, the cheapest and dearest per epoch where settings vary)."""
+    fits = epoch_fits(s)
     if not fits:
         return "No setting finished at two or more epoch counts: no per-epoch cost to state."
     if len(fits) == 1:
@@ -235,3 +238,41 @@ def single_view(s: pd.DataFrame) -> tuple[str, pd.DataFrame]:
     mem, measure = peak_memory(s)
     figures = [("samples_per_s", SPS), ("wall_s", "wall s"), ("mem_mb", f"{measure} MiB")]
     return f"the cell ({SPREAD})", cells_table(s.assign(mem_mb=mem), [], figures)
+
+
+def crossover(s: pd.DataFrame, base: str, label: str, keys: tuple[Key, ...]) -> str:
+    """In a device study that varies a size (a size parameter, else the batch) on both
+    hardware: the size from which `label`'s samples/s is significantly above `base`'s at every
+    larger one, or that it never or always is (each side's fastest cell at each size)."""
+    sizes = [k for k in keys if k.column in SIZES] or [k for k in keys if k.name == "batch_size"]
+    if not sizes:
+        return ""
+    a, b = (_by_size(s[s["label"] == x], keys, sizes[0]) for x in (base, label))
+    both = [v for v in a if v in b]
+    if len(both) < 2:
+        return ""
+    wins = [differs(a[v], b[v]) and b[v].median > a[v].median for v in both]
+    first, last, name = both[0], both[-1], sizes[0].name
+
+    def at(v: str) -> str:
+        return f"at {name}={v}: {contrast(a[v], b[v], unit=SPS)}"
+
+    if all(wins):
+        return f" {label} wins over {base} at every {name} from {first} to {last} ({at(first)})."
+    if not wins[-1]:
+        span = f"{name} from {first} to {last}"
+        return f" {label} never wins over {base} significantly for {span} ({at(last)})."
+    start = next(i for i in range(len(both)) if all(wins[i:]))
+    return (
+        f" {label} starts to win over {base} {at(both[start])}, and wins at every larger {name} "
+        f"up to {last}; {at(both[start - 1])}."
+    )
+
+
+def _by_size(rows: pd.DataFrame, keys: tuple[Key, ...], size: Key) -> dict[str, Cell]:
+    """The fastest cell at each value of `size`, in its natural order."""
+    out: dict[str, Cell] = {}
+    for c in cells(rows, "samples_per_s", [size, *(k for k in keys if k != size)]):
+        if c.shown[0] not in out or c.median > out[c.shown[0]].median:
+            out[c.shown[0]] = c
+    return out

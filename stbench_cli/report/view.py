@@ -28,9 +28,13 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from ..stats import repeats_for_width
 from . import cost, scaling, speed, tables, ttt
-from .judge import study_flags
-from .model import Study, axes, size_axis
+from .cells import cells, interval
+from .cost import epoch_fits
+from .judge import device_flags, study_flags
+from .labels import format_number
+from .model import Study, axes, name_of, size_axis
 from .tables import FIRST
 
 if TYPE_CHECKING:  # the figures import matplotlib: only a view that draws them loads it
@@ -46,10 +50,11 @@ class Kind:
     asks: Callable[[pd.DataFrame, set[str]], bool]
     words: Callable[[pd.DataFrame], str]
     table: Callable[[pd.DataFrame], tuple[str, pd.DataFrame] | None]
+    flags: Callable[[pd.DataFrame], list[str]] = lambda s: []  # its own, after the study's
 
 
 KINDS = (
-    Kind("device", lambda s, v: "device" in v, speed.device, speed.device_view),
+    Kind("device", lambda s, v: "device" in v, speed.device, speed.device_view, device_flags),
     Kind("target", lambda s, v: ttt.asked(s), ttt.finding, ttt.view),
     Kind(
         "scaling",
@@ -89,11 +94,55 @@ def kind_of(s: pd.DataFrame) -> Kind:
 
 
 def finding_of(s: pd.DataFrame, flags: bool = True) -> Finding:
-    """One study's finding (its frame: one workload), and its flags."""
+    """One study's finding (its frame: one workload), and its flags; where the study cannot
+    conclude, why and what to do in place of its answer (the table stays: what was measured)."""
     kind = kind_of(s)
     shown = kind.table(s)
     title, table = shown if shown else ("", None)
-    return Finding(kind.name, kind.words(s), title, table, tuple(study_flags(s)) if flags else ())
+    text = declined(s, kind.name) or kind.words(s)
+    found = (*study_flags(s), *kind.flags(s)) if flags else ()
+    return Finding(kind.name, text, title, table, tuple(found))
+
+
+MEASURE = {"epochs": "wall_s", "target": "time_to_target_s"}  # an answer's figure; else samples/s
+
+
+def declined(s: pd.DataFrame, kind: str = "") -> str | None:
+    """Why a study cannot conclude and what to do, or None (issue 32): runs that ran contended;
+    a per-epoch cost fitted negative or with an interval spanning zero; a cell of two repeats
+    whose 95% interval is wider than its mean."""
+    ok, keys = s[s["status"] == "ok"], axes(s)
+    why, todo = [], []
+    hit = ok[ok["contended"] == 1]
+    if len(hit):
+        where = name_of(keys, [hit.iloc[0][k.column] for k in keys]) or "the cell"
+        why.append(
+            f"{len(hit)} of {len(ok)} runs ran contended ({where}: {hit.iloc[0]['contention']})"
+        )
+        todo += ["run it alone on the machine", "or with fewer threads (--set threads=1)"]
+    fits = epoch_fits(s) if "epochs" in {k.name for k in keys} else []
+    bad = [(n, f) for n, f in fits if f.slope < 0 or f.slope_ci[0] <= 0 <= f.slope_ci[1]]
+    if bad:
+        name, fit = bad[0]
+        said = "negative" if fit.slope < 0 else "with an interval spanning zero"
+        ci, where = interval(*fit.slope_ci), name or "the study"
+        why.append(
+            f"{len(bad)} per-epoch cost{'s' * (len(bad) > 1)} fitted {said} ({where}: "
+            f"{format_number(fit.slope)} s per epoch{f', {ci}' if ci else ''})"
+        )
+        todo += ["run it alone on the machine", "more repeats (--repeat N)"]
+    found = cells(s, MEASURE.get(kind, "samples_per_s"), keys)  # of two values, median = mean
+    wide = [c for c in found if len(c.values) == 2 and 2 * c.half > abs(c.median)]
+    if wide:
+        n = max(repeats_for_width(list(c.values), abs(c.median)) for c in wide)
+        why.append(
+            f"{len(wide)} cell{'s' * (len(wide) > 1)} of two repeats with a 95% interval wider "
+            f"than the mean ({wide[0].name or 'the cell'}: {wide[0].amount()})"
+        )
+        todo.append(f"more repeats (--repeat {n})")
+    if not why:
+        return None
+    return f"Cannot conclude: {'; '.join(why)}. To conclude: {'; '.join(dict.fromkeys(todo))}."
 
 
 @dataclass(frozen=True)
