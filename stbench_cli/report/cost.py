@@ -263,10 +263,8 @@ def crossover(s: pd.DataFrame, base: str, label: str, keys: tuple[Key, ...]) -> 
         span = f"{name} from {first} to {last}"
         return f" {label} never wins over {base} significantly for {span} ({at(last)})."
     start = next(i for i in range(len(both)) if all(wins[i:]))
-    return (
-        f" {label} starts to win over {base} {at(both[start])}, and wins at every larger {name} "
-        f"up to {last}; {at(both[start - 1])}."
-    )
+    on = f", and at every larger {name} up to {last}" if both[start] != last else " (the largest)"
+    return f" {label} starts to win over {base} {at(both[start])}{on}; {at(both[start - 1])}."
 
 
 def _by_size(rows: pd.DataFrame, keys: tuple[Key, ...], size: Key) -> dict[str, Cell]:
