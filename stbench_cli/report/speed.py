@@ -108,7 +108,7 @@ def device(s: pd.DataFrame) -> str:
     if not compared:
         return f"No cell ran on both {found[0]} and another machine."
     text = " ".join(_sentence(s, m) for m in compared)
-    if max(m.configs for m in compared) == 1:
+    if max(m.configs for m in compared) == 1 and who(s, found[0]) == "CPU":  # tune is the CPU's
         text += (
             f" The {who(s, found[0])} was not tuned (one configuration ran): `stbench tune "
             f"{s['workload'].iloc[0]}` finds its best configuration to run the study with."
@@ -158,7 +158,8 @@ def held(s: pd.DataFrame, m: Match) -> list[tuple[Cell, str]]:
     if m.default is None:
         return [(m.tuned, tuned)]
     if m.default.shown == m.tuned.shown:
-        return [(m.tuned, f"the {cpu} at its defaults ({m.settings(m.tuned)}), its fastest")]
+        defaults = f"the {cpu} at its defaults ({m.settings(m.tuned)}), its fastest configuration"
+        return [(m.tuned, defaults)]
     return [(m.tuned, tuned), (m.default, f"the {cpu} at its defaults")]
 
 

@@ -5,7 +5,7 @@ it), the tables and figures after it, and the flags on its numbers. `compare` pr
 What a study asks follows from what it varies, the first kind in KINDS that fits:
 
     kind       it varies                     its answer
-    device     the hardware                  samples/s, time to target, energy against the first
+    device     the hardware                  against the tuned CPU and the one at its defaults
     target     under a budget or a target    MLPerf score; which cell reached the target first
     scaling    world size or nodes           speedup, efficiency, sync share; efficiency < 50%
     precision  precision or compile          speedup over fp32 eager; compile s and payback
@@ -14,6 +14,9 @@ What a study asks follows from what it varies, the first kind in KINDS that fits
     epochs     epochs                        fixed and per-epoch cost (a fitted line)
     tradeoff   anything else                 memory per rank against samples/s
     cell       nothing                       samples/s, wall time, memory
+
+A study that cannot conclude (runs contended, a per-epoch cost that cannot be, two repeats wider
+than their mean) says why and what to do instead (`declined`); the table stays.
 
 Two cells whose 95% intervals overlap have "no significant difference", never a winner. A new
 kind is a `Kind` line in KINDS (where it asks first) and two functions of a study's frame: its
@@ -97,27 +100,23 @@ def finding_of(s: pd.DataFrame, flags: bool = True) -> Finding:
     """One study's finding (its frame: one workload), and its flags; where the study cannot
     conclude, why and what to do in place of its answer (the table stays: what was measured)."""
     kind = kind_of(s)
-    shown = kind.table(s)
-    title, table = shown if shown else ("", None)
+    title, table = kind.table(s) or ("", None)
     text = declined(s, kind.name) or kind.words(s)
     found = (*study_flags(s), *kind.flags(s)) if flags else ()
     return Finding(kind.name, text, title, table, tuple(found))
-
-
-MEASURE = {"epochs": "wall_s", "target": "time_to_target_s"}  # an answer's figure; else samples/s
 
 
 def declined(s: pd.DataFrame, kind: str = "") -> str | None:
     """Why a study cannot conclude and what to do, or None (issue 32): runs that ran contended;
     a per-epoch cost fitted negative or with an interval spanning zero; a cell of two repeats
     whose 95% interval is wider than its mean."""
-    ok, keys = s[s["status"] == "ok"], axes(s)
-    why, todo = [], []
+    ok, keys, why, todo = s[s["status"] == "ok"], axes(s), [], []
     hit = ok[ok["contended"] == 1]
     if len(hit):
         where = name_of(keys, [hit.iloc[0][k.column] for k in keys]) or "the cell"
         why.append(
-            f"{len(hit)} of {len(ok)} runs ran contended ({where}: {hit.iloc[0]['contention']})"
+            f"{len(hit)} of {len(ok)} runs ran contended ({where}: "
+            f"{hit.iloc[0]['contention'] or 'contended'})"
         )
         todo += ["run it alone on the machine", "or with fewer threads (--set threads=1)"]
     fits = epoch_fits(s) if "epochs" in {k.name for k in keys} else []
@@ -131,7 +130,8 @@ def declined(s: pd.DataFrame, kind: str = "") -> str | None:
             f"{format_number(fit.slope)} s per epoch{f', {ci}' if ci else ''})"
         )
         todo += ["run it alone on the machine", "more repeats (--repeat N)"]
-    found = cells(s, MEASURE.get(kind, "samples_per_s"), keys)  # of two values, median = mean
+    figure = {"epochs": "wall_s", "target": "time_to_target_s"}.get(kind, "samples_per_s")
+    found = cells(s, figure, keys)  # the figure the kind answers with; of two values, median = mean
     wide = [c for c in found if len(c.values) == 2 and 2 * c.half > abs(c.median)]
     if wide:
         n = max(repeats_for_width(list(c.values), abs(c.median)) for c in wide)
