@@ -112,7 +112,8 @@ def test_batch_sweep_finds_the_knee():
     assert f.kind == "batch"
     assert f.text == (
         "Samples/s goes from 100.0 ± 2.48 at batch 32 to 195.0 ± 4.84 at batch 256 (1.95x faster "
-        "(paired over 3 rounds, 95% CI 1.95x to 1.95x)). The knee is at batch 64: a doubling beyond it gains 5.6% (< 10%)."
+        "(paired over 3 rounds, 95% CI 1.95x to 1.95x)). The knee is at batch 64: a doubling "
+        "beyond it gains 5.6% (< 10%)."
     )
     assert f.table["per doubling"].tolist() == ["", "+80.0%", "+5.6%", "+2.6%"]
     assert f.table["batch_size"].tolist() == ["32", "64", "128", "256"]
