@@ -68,11 +68,14 @@ def test_device_gpu_against_cpu_with_time_to_target_and_energy():
     )
     f = find(rows)
     assert f.kind == "device"
+    # issue 32: paired by round, energy as the GPU's share of the CPU's, the CPU not tuned
     assert f.text == (
-        "cuda against cpu: 10.00x faster (1,000 ± 24.84 vs 100.0 ± 2.48 samples/s); "
-        "energy per run 3.00x less (300.0 ± 0 vs 900.0 ± 0 J)."
+        "cuda against cpu: 10.00x faster (paired over 3 rounds, 95% CI 10.00x to 10.00x; "
+        "1,000 ± 24.84 vs 100.0 ± 2.48 samples/s); using 0.33x the energy (300.0 vs 900.0 J a "
+        "run, its host CPU's not measured). The CPU was not tuned (one configuration ran): "
+        "`stbench tune w` finds its best configuration to run the study with."
     )
-    assert list(f.table.columns) == ["epochs", "cpu", "cuda", "cuda vs cpu"]
+    assert list(f.table.columns) == ["device", "samples/s", "energy J", "compared as"]
 
 
 def test_scaling_states_speedup_efficiency_sync_and_the_50_percent_line():
@@ -108,8 +111,9 @@ def test_batch_sweep_finds_the_knee():
     f = find(rows)
     assert f.kind == "batch"
     assert f.text == (
-        "Samples/s goes from 100.0 ± 2.48 at batch 32 to 195.0 ± 4.84 at batch 256 (1.95x faster). "
-        "The knee is at batch 64: a doubling beyond it gains 5.6% (< 10%)."
+        "Samples/s goes from 100.0 ± 2.48 at batch 32 to 195.0 ± 4.84 at batch 256 (1.95x faster "
+        "(paired over 3 rounds, 95% CI 1.95x to 1.95x)). The knee is at batch 64: a doubling "
+        "beyond it gains 5.6% (< 10%)."
     )
     assert f.table["per doubling"].tolist() == ["", "+80.0%", "+5.6%", "+2.6%"]
     assert f.table["batch_size"].tolist() == ["32", "64", "128", "256"]
@@ -130,8 +134,10 @@ def test_precision_and_compile_against_fp32_eager_with_payback():
     assert f.kind == "precision"
     # fp32 eager: 0.64 s a step; compiled: 0.32 s; 6.4 s of compilation pays back in 20 steps
     assert f.text == (
-        "Against fp32 eager (100.0 ± 2.48 samples/s): precision=bf16, compile=none: 1.50x faster; "
-        "precision=fp32, compile=default: 2.00x faster, compile 6.40 s, pays back after 20 steps."
+        "Against fp32 eager (100.0 ± 2.48 samples/s): precision=bf16, compile=none: 1.50x faster "
+        "(paired over 3 rounds, 95% CI 1.50x to 1.50x); precision=fp32, compile=default: 2.00x "
+        "faster (paired over 3 rounds, 95% CI 2.00x to 2.00x), compile 6.40 s, pays back after "
+        "20 steps."
     )
     assert f.table["vs fp32 eager"].tolist() == ["1.50x faster", "2.00x faster", "baseline"]
 
@@ -219,16 +225,18 @@ def test_memory_against_throughput_for_a_strategy_or_checkpointing():
     assert f.kind == "tradeoff"
     assert f.text == (
         "checkpoint=full holds the least memory per rank, 50.00 ± 0 MiB model state + activations: "
-        "2.00x less than the fastest cell, checkpoint=none (100.0 ± 0 MiB); in samples/s it is "
-        "1.67x slower (60.00 ± 1.49 vs 100.0 ± 2.48 samples/s)."
+        "2.00x less (paired over 3 rounds, 95% CI 2.00x to 2.00x) than the fastest cell, "
+        "checkpoint=none (100.0 ± 0 MiB); in samples/s it is 1.67x slower (paired over 3 rounds, "
+        "95% CI 1.67x to 1.67x) (60.00 ± 1.49 vs 100.0 ± 2.48 samples/s)."
     )
     assert list(f.table.columns) == ["checkpoint", "model state + activations MiB", "samples/s"]
 
 
 def test_a_setting_that_changes_neither_memory_nor_speed_beyond_noise():
+    # b's repeats in another order than a's: paired by round they do not differ either
     rows = [
         row(r, sps=s, params={"loader": ld})
-        for ld, spread in (("a", (90.0, 110.0, 100.0)), ("b", (95.0, 115.0, 105.0)))
+        for ld, spread in (("a", (90.0, 110.0, 100.0)), ("b", (115.0, 95.0, 105.0)))
         for r, s in enumerate(spread)
     ]
     assert find(rows).text == (

@@ -14,13 +14,13 @@ ROOT = Path(__file__).parent.parent
 ENGINE, WORKLOADS = ROOT / "stbench_cli", ROOT / "workloads"
 
 # Who may import whom, by layer (the second part of `stbench.<layer>.…`); "" is the package
-# root (its version), `errors` (the one exception type) and `device` (the device layer) are
-# leaves every layer may use.
+# root (its version), `errors` (the one exception type), `device` (the device layer) and
+# `stats` (intervals, significance, paired rounds) are leaves every layer may use.
 ALLOWED = {
     "contract": {"contract"},
     "store": {"store"},
     "plan": {"plan", "contract", "store"},
-    "report": {"report", "store"},
+    "report": {"report", "store", "contract"},  # contract: TrainerParams' defaults
     "runner": {"runner", "plan", "store", "contract"},
     "child": {"child", "plan", "store", "contract"},
     "cli": {"cli", "plan", "runner", "store", "report", "contract"},
@@ -29,9 +29,10 @@ ALLOWED = {
     "": set(),
     "errors": set(),
     "device": set(),
+    "stats": set(),
     "__main__": {"cli"},
 }
-ALWAYS = {"", "errors", "device"}
+ALWAYS = {"", "errors", "device", "stats"}
 
 
 def module_name(path: Path) -> str:

@@ -9,10 +9,9 @@ import pytest
 
 from stbench.errors import StbenchError
 from stbench.plan import levers
-from stbench.plan.judge import QUALITY, SPS, TTT, judge, paired
+from stbench.plan.judge import QUALITY, SPS, TTT, finding, judge, paired
 from stbench.plan.levers import BATCH, HostOffer
 from stbench.plan.tuning import TuneSpec, reproduce, request
-from stbench.report.tuning import finding
 from stbench.runner.tune import gain
 from stbench.store.files import read_runs
 from tests.helpers import stbench

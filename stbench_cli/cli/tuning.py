@@ -49,8 +49,8 @@ def tune(
     """Search the levers a fair CPU baseline needs (threads, binding, precision, compile, the
     allocator, workers, batch size), one at a time from torch's defaults, each step a study
     in one folder; print the best configuration, its gain and the options that reproduce it."""
+    from ..plan.judge import finding
     from ..plan.tuning import TuneSpec
-    from ..report.tuning import finding
     from ..runner import envinfo
     from ..runner.tune import Tuner
     from .running import run_with_progress

@@ -1,8 +1,12 @@
 """How `stbench tune` judges one step (issue 32): every value tried against the step's reference
 (the best so far), round by round. Repeats run as the study's outer loop, so the cells of one
 round saw the same machine: each round gives a ratio, and the 95% t-interval of their geometric
-mean says whether a value is better. A value is kept only when that interval lies above 1 and
-its validation metric is no worse than the reference's by more than QUALITY_TOLERANCE. Pure.
+mean (stbench.stats.paired) says whether a value is better. A value is kept only when that
+interval lies above 1 and its validation metric is no worse than the reference's by more than
+QUALITY_TOLERANCE. The tune's finding (`finding`) words these verdicts from tune.json: the best
+configuration, its gain over torch's defaults with its interval, what each step kept, what was
+not searched or not available, the cells that ran contended, and the options that reproduce it.
+Pure.
 """
 
 from __future__ import annotations
@@ -12,8 +16,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from scipy import stats
-
+from ..stats import paired
 from .levers import BATCH, Lever
 
 SPS, TTT, QUALITY = "samples_per_s", "time_to_target_s", "val_value"
@@ -56,22 +59,6 @@ def number(value) -> float | None:
     except (TypeError, ValueError):
         return None
     return x if math.isfinite(x) else None
-
-
-def paired(reference: dict[int, float], other: dict[int, float], lower_better: bool):
-    """(ratio, low, high, rounds) of `other` over `reference` by round; > 1 is better."""
-    logs = [
-        math.log(reference[r] / other[r] if lower_better else other[r] / reference[r])
-        for r in sorted(set(reference) & set(other))
-        if reference[r] > 0 and other[r] > 0
-    ]
-    if not logs:
-        return None, None, None, 0
-    mean = statistics.fmean(logs)
-    if len(logs) < 2:
-        return math.exp(mean), None, None, 1
-    half = stats.t.ppf(0.975, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
-    return math.exp(mean), math.exp(mean - half), math.exp(mean + half), len(logs)
 
 
 def measure_of(lever: Lever | None, rows: list[dict]) -> str:
@@ -156,3 +143,109 @@ def _worse(quality: float | None, reference: float | None) -> bool:
         and reference is not None
         and quality > reference * (1 + QUALITY_TOLERANCE)
     )
+
+
+# The tune's finding: tune.json (runner.tune) in, plain sentences out.
+MEASURES = {
+    "samples_per_s": "samples/s",
+    "time_to_target_s": "time to target",
+    "val_value": "validation metric after the same training seconds",
+    "samples_per_s_all_steps": "samples/s over all steps (a cell ended inside its warm-up)",
+}
+
+
+def _x(ratio: float | None) -> str:
+    return "-" if ratio is None else f"{ratio:.2f}x"
+
+
+def _interval(d: dict) -> str:
+    if d.get("low") is None:
+        return f"{_x(d.get('ratio'))}, one round: no interval"
+    return f"{_x(d['ratio'])}, 95% interval {d['low']:.2f}-{d['high']:.2f}x"
+
+
+def _changed(result: dict) -> list[str]:
+    best, base = result["best"], result["baseline"]
+    return [f"{k}={best[k]} (torch's default: {base[k]})" for k in best if best[k] != base[k]]
+
+
+def _gain(result: dict) -> str:
+    gain = result.get("gain")
+    if not gain:
+        return "The confirming step has no ok rows: no gain can be stated."
+    sps = gain["samples_per_s"]
+    verdict = (
+        "significantly faster than"
+        if sps.get("low") and sps["low"] > 1
+        else "not significantly different from"
+        if sps.get("low")
+        else "measured once against"
+    )
+    what = MEASURES.get(sps.get("measure", "samples_per_s"), "samples/s")
+    text = (
+        f"In the confirming step ({sps['rounds']} rounds side by side) it was {verdict} "
+        f"torch's defaults: {_interval(sps)} their {what} ({sps['best']:,.0f} vs "
+        f"{sps['baseline']:,.0f})"
+    )
+    ttt = gain.get("time_to_target_s")
+    if ttt and ttt.get("low") and ttt["low"] > 1:
+        text += f"; it reached the target {_interval(ttt)} sooner"
+    elif ttt:  # the rounds where both reached it
+        text += f"; time to target: no significant difference ({_interval(ttt)})"
+    quality = gain.get("quality") or {}
+    if quality.get("best") is not None and quality.get("base") is not None:
+        text += f"; validation metric {quality['best']:.4g} vs {quality['base']:.4g}"
+    hit, _, total = gain.get("contended", "0 of 0").partition(" of ")
+    if hit != "0":
+        text += f"; {hit} of its {total} cells ran contended"
+    return text + "."
+
+
+def _step(s: dict) -> str:
+    if not s.get("verdicts"):
+        return f"{s['lever']}: {s.get('note') or 'not searched'}"
+    tried = [v for v in s["verdicts"] if v["value"] != s["reference"]]
+    parts = [
+        f"{s['lever']}={v['value']}: {_interval(v)}" + (f" ({v['note']})" if v["note"] else "")
+        for v in tried
+    ]
+    kept = s["kept"] != s["reference"]
+    head = (
+        f"{s['lever']} {s['reference']} -> {s['kept']} kept"
+        if kept
+        else f"{s['lever']} stays {s['reference']}"
+    )
+    return f"{head} [{MEASURES.get(s['measure'], s['measure'])}: {'; '.join(parts)}]"
+
+
+def finding(state: dict) -> str:
+    """The tune's finding as plain text (a paragraph, then one line per step)."""
+    spec, result, steps = state["spec"], state.get("result") or {}, state.get("steps", [])
+    host = state.get("host", {})
+    changed = _changed(result) if result else []
+    head = (
+        f"{spec['workload']} on this CPU ({host.get('physical', '?')} physical cores, "
+        f"{spec['cell_s']:g} s of training per cell, {spec['repeats']} rounds per step): "
+    )
+    head += (
+        f"the best configuration found changes {', '.join(changed)}."
+        if changed
+        else "torch's defaults were the best configuration found."
+    )
+    lines = [head, *([_gain(result)] if changed else [])]
+    contended = [s["contended"] for s in steps if s.get("contended")]
+    hit = sum(int(c.split(" of ")[0]) for c in contended)
+    if hit:
+        total = sum(int(c.split(" of ")[1]) for c in contended)
+        lines.append(
+            f"{hit} of {total} search cells ran contended (other processes used cores "
+            "their threads needed): rerun on a quiet machine before trusting the steps."
+        )
+    if result.get("stopped"):
+        lines.append(f"Not every lever was searched: {result['stopped']}.")
+    missing = [m for s in steps for m in s.get("missing", [])]
+    if missing:
+        lines.append(f"Not available here: {'; '.join(missing)}.")
+    if result:
+        lines.append(f"Reproduce: {result['command']}")
+    return "\n".join([" ".join(lines[:2]), *lines[2:], "Steps:", *(f"  {_step(s)}" for s in steps)])

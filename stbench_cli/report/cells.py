@@ -4,6 +4,10 @@ another (pyperf's "1.23x faster", and "no significant difference" where the 95% 
 overlap, never a winner), and a straight line fitted with its interval.
 
 A cell's 95% interval is Student's t on its repeats' mean, so it needs >= 2 repeats. Two cells
+of one result folder that ran >= 2 common rounds (the `repeat` column: repeats run as the
+study's outer loop, so a round's cells saw the same machine) are compared pair by pair: the
+geometric mean of the per-round ratios and its 95% interval (stbench.stats.paired), "paired
+over N rounds", and where that interval holds 1, the rounds a conclusion needs. Other cells
 differ significantly only when both have >= 2 repeats, their intervals do not overlap and
 Welch's t-test gives p < 0.05; a ratio is otherwise printed as "not significant".
 """
@@ -19,6 +23,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from ..stats import ci95, paired, rounds_needed, significant
 from .labels import format_number, format_ratio, natural, show
 from .model import Key, columns, name_of
 
@@ -31,44 +36,6 @@ HIGHER_IS_BETTER = {
 }
 
 
-def ci95(values: list[float]) -> tuple[float, float]:
-    """95% t-interval of the mean; NaNs with fewer than two values."""
-    v = np.asarray(values, dtype=float)
-    if len(v) < 2:
-        return math.nan, math.nan
-    half = sps.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / math.sqrt(len(v))
-    return float(v.mean() - half), float(v.mean() + half)
-
-
-def significant(a: list[float], b: list[float]) -> bool:
-    if len(a) < 2 or len(b) < 2:
-        return False
-    (alo, ahi), (blo, bhi) = ci95(a), ci95(b)
-    if alo <= bhi and blo <= ahi:
-        return False
-    if np.std(a) == 0 and np.std(b) == 0:
-        return True  # identical repeats on each side, different values
-    return bool(sps.ttest_ind(a, b, equal_var=False).pvalue < 0.05)
-
-
-def repeats_needed(a: list[float], b: list[float], cap: int = 1000) -> int:
-    """The fewest repeats per side at which `significant` could say yes, were the means and
-    spreads measured to stay: the n where the two 95% intervals stop overlapping (with n on
-    each side that also puts Welch's p below 0.05, so it is the stricter of the two tests).
-    It is asked where the test said no, so it is always more than the smaller side has now. A
-    side with one value borrows the other's spread; with no spread measured at all it is 2, the
-    test's floor. `cap` where the means do not differ."""
-    spreads = [float(np.std(v, ddof=1)) for v in (a, b) if len(v) >= 2]
-    have = min(len(a), len(b))
-    if not spreads or have == 0:
-        return max(2, have + 1)
-    spread = sum(spreads) * (2 / len(spreads))  # s_a + s_b, a lone value's side taking the other's
-    gap = abs(float(np.mean(a)) - float(np.mean(b)))
-    n = np.arange(2, cap + 1)
-    enough = n[sps.t.ppf(0.975, n - 1) * spread / np.sqrt(n) < gap]
-    return max(int(enough[0]) if len(enough) else cap, have + 1)
-
-
 @dataclass(frozen=True)
 class Cell:
     """One cell of a study (one setting of its keys) and one figure over its repeats."""
@@ -77,6 +44,7 @@ class Cell:
     name: str = ""  # what sets it apart: 'batch_size=75, lr_scaling=none'
     values: tuple[float, ...] = ()  # the figure of each run that ended ok
     statuses: tuple[str, ...] = ()  # how each of its runs ended
+    rounds: tuple[tuple[str, int], ...] = ()  # each value's (result folder, repeat)
 
     @cached_property
     def median(self) -> float:
@@ -132,9 +100,12 @@ def cells(
     if metric is not None and metric not in df.columns:
         return []
     out = []
+    in_rounds = {"study", "repeat"} <= set(df.columns)  # hand-made frames may lack them
     for key, g in groups(df, keys):
         ok = g[g["status"] == "ok"][metric].dropna() if metric else pd.Series(dtype=float)
-        cell = Cell(key, name_of(keys, key), tuple(ok.astype(float)), tuple(g["status"]))
+        rounds = zip(g.loc[ok.index, "study"], g.loc[ok.index, "repeat"]) if in_rounds else ()
+        values, statuses = tuple(ok.astype(float)), tuple(g["status"])
+        cell = Cell(key, name_of(keys, key), values, statuses, tuple(rounds))
         if cell.values or every or metric is None:
             out.append(cell)
     return out
@@ -152,6 +123,14 @@ def groups(
         for k, g in df.groupby(columns(keys), sort=False, dropna=False)
     ]
     return sorted(found, key=lambda kg: tuple(natural(v) for v in kg[0])) if ordered else found
+
+
+def rows_of(df: pd.DataFrame, keys: Sequence[Key], cell: Cell) -> pd.DataFrame:
+    """The rows of one cell (grouped by these keys), found by its key as a table shows it."""
+    found = pd.Series(True, index=df.index)
+    for k, value in zip(keys, cell.shown):
+        found &= df[k.column].map(show) == value
+    return df[found]
 
 
 def not_ok(df: pd.DataFrame, keys: Sequence[Key]) -> list[str]:
@@ -174,8 +153,26 @@ def ratio(base: Cell, other: Cell, higher_is_better: bool = True) -> float:
     return other.median / base.median if higher_is_better else base.median / other.median
 
 
+def by_round(cell: Cell) -> dict[tuple[str, int], float]:
+    """Its values by round, where each round has one ({} otherwise: nothing to pair)."""
+    found = dict(zip(cell.rounds, cell.values))
+    return found if len(found) == len(cell.values) else {}
+
+
+def paired_rounds(base: Cell, other: Cell, higher_is_better: bool = True):
+    """(ratio, low, high, rounds) of `other` over `base` paired by round, where they share >= 2
+    rounds of one result folder (stats.paired); None otherwise."""
+    a, b = by_round(base), by_round(other)
+    found = paired(a, b, not higher_is_better) if len(a.keys() & b.keys()) >= 2 else None
+    return found if found and found[1] is not None else None
+
+
 def differs(base: Cell, other: Cell) -> bool:
-    """Whether two cells differ beyond doubt: both have repeats and their intervals are apart."""
+    """Whether two cells differ beyond doubt: paired by round, the interval of the per-round
+    ratio leaves 1; unpaired, both have repeats and their intervals are apart."""
+    p = paired_rounds(base, other)
+    if p is not None:
+        return p[1] > 1 or p[2] < 1
     return not one_run(base, other) and significant(list(base.values), list(other.values))
 
 
@@ -196,15 +193,31 @@ def contrast(
     """`other` against `base` in words: '1.25x faster (12 ± 1 vs 9.6 ± 0.5 unit)'; 'no
     significant difference (...)' where the 95% intervals overlap; with fewer than two runs on
     a side, the ratio and (unless `note` is False: the sentence says it once) 'one run per
-    cell: no interval'."""
+    cell: no interval'; paired by round where they can be (`paired_rounds`)."""
     r = ratio(base, other, higher_is_better)
     shown = f"{other.amount()} vs {base.amount(unit)}" if amounts else ""
     if one_run(base, other):
         said = "; ".join(p for p in (shown, "one run per cell: no interval" if note else "") if p)
         return format_ratio(r, *words) + (f" ({said})" if said else "")
+    p = paired_rounds(base, other, higher_is_better)
+    if p is not None:
+        return _paired(base, other, p, higher_is_better, words, shown)
     if not significant(list(base.values), list(other.values)):
         return "no significant difference" + (f" ({shown})" if shown else "")
     return format_ratio(r, *words) + (f" ({shown})" if shown else "")
+
+
+def _paired(base: Cell, other: Cell, p, higher: bool, words: tuple[str, str], shown: str) -> str:
+    """'1.25x faster (paired over 3 rounds, 95% CI 1.20x to 1.31x; ...)', the interval read as
+    the words read (of 'slower': the inverse); where it holds 1, the rounds a conclusion needs."""
+    r, lo, hi, n = p
+    a, b = (lo, hi) if r >= 1 else (1 / hi, 1 / lo)
+    said = f"paired over {n} rounds, 95% CI {a:.2f}x to {b:.2f}x"
+    if lo > 1 or hi < 1:
+        return format_ratio(r, *words) + f" ({'; '.join(x for x in (said, shown) if x)})"
+    needs = rounds_needed(by_round(base), by_round(other), not higher)
+    said = f"{format_ratio(r, *words)}, {said}: a conclusion needs ≥ {needs} rounds"
+    return f"no significant difference ({'; '.join(x for x in (said, shown) if x)})"
 
 
 def against(

@@ -1,22 +1,22 @@
 """Findings of the studies that ask what a setting costs: memory against throughput (strategies,
-checkpointing, any other setting), how memory and step time grow with the problem, the fixed and
-per-epoch cost of a run, and a study of one cell (pure: a study's rows in, one or two sentences
-and the table behind them out)."""
+checkpointing, any other setting), what a larger batch buys (samples/s per doubling, the knee),
+the fixed and per-epoch cost of a run, and a study of one cell (pure: a study's rows in, one or
+two sentences and the table behind them out; how memory and step time grow with the problem's
+size is scaling.py's)."""
 
 from __future__ import annotations
 
 import math
 
-import numpy as np
 import pandas as pd
 
-from .cells import cells, contrast, fit_line, interval, not_ok, one_run
-from .labels import format_number, size_of
-from .model import HARDWARE, PARAM, Key, axes, columns, name_of
+from .cells import Cell, Fit, cells, contrast, differs, fit_line, interval, one_run
+from .labels import format_number
+from .model import HARDWARE, SIZES, Key, axes, columns, first_axes, name_of
 from .tables import SPREAD, cells_table, pivot, pivot_title
 
 SPS = "samples/s"
-SIZE_PARAMS = ("grid", "size", "n_samples", "n_nodes")  # parameters that set the problem's size
+FIGURE = [("samples_per_s", SPS)]
 PARTS = ("param_mb", "grad_mb", "optim_state_mb", "activation_peak_mb")
 
 
@@ -111,112 +111,79 @@ def tradeoff_view(s: pd.DataFrame) -> tuple[str, pd.DataFrame]:
     return title, cells_table(s.assign(mem_mb=mem), axes(s), figures)
 
 
-def size_axis(s: pd.DataFrame) -> Key | None:
-    """The parameter that sets the problem's size, where it varies and every value reads as one."""
-    varied = {k.column: k for k in axes(s)}
-    for name in SIZE_PARAMS:
-        k = varied.get(f"{PARAM}{name}")
-        if k is not None and all(math.isfinite(size_of(v)) for v in s[k.column].dropna()):
-            return k
+def batch(s: pd.DataFrame) -> str:
+    """Samples/s from the smallest to the largest batch, and the knee: the first batch from which
+    doubling it gains less than 10% samples/s."""
+    sweep = cells(s, "samples_per_s", [Key("batch_size", "batch_size")])
+    if len(sweep) < 2:
+        return "Fewer than two batch sizes finished: no sweep to state."
+    first, last = sweep[0], sweep[-1]
+    text = (
+        f"Samples/s goes from {first.amount()} at batch {first.key[0]} to {last.amount()} at "
+        f"batch {last.key[0]} ({contrast(first, last, amounts=False)})."
+    )
+    knee = _knee(sweep)
+    if knee is None:
+        return text + (
+            f" Every doubling up to batch {last.key[0]} gains 10% or more: no knee in this range."
+        )
+    b, gain = knee
+    return text + (
+        f" The knee is at batch {b}: a doubling beyond it gains {100 * gain:.1f}% (< 10%)."
+    )
+
+
+def _gain(a: Cell, b: Cell) -> float:
+    """b's samples/s over a's per doubling of the batch (the last key)."""
+    doublings = math.log2(float(b.key[-1]) / float(a.key[-1]))
+    if not (doublings > 0 and a.median > 0):
+        return math.nan
+    return (b.median / a.median) ** (1 / doublings) - 1
+
+
+def _knee(sweep: list[Cell]) -> tuple[int, float] | None:
+    """(batch, gain per doubling after it) of the first batch whose next step gains < 10%."""
+    for a, b in zip(sweep, sweep[1:]):
+        gain = _gain(a, b)
+        if math.isfinite(gain) and gain < 0.10:
+            return a.key[0], gain
     return None
 
 
-def _exponent(g: pd.DataFrame, key: Key, y: pd.Series) -> tuple[float, tuple[float, float]] | None:
-    """The fitted exponent b of y ~ size^b over the runs (log-log least squares), with its
-    interval."""
-    x = np.log(g[key.column].map(size_of).astype(float))
-    fit = fit_line(x, np.log(y.where(y > 0).astype(float)))
-    return (fit.slope, fit.slope_ci) if fit else None
+def batch_view(s: pd.DataFrame) -> tuple[str, pd.DataFrame]:
+    keys = first_axes(s, "batch_size")
+    order = [*keys[1:], keys[0]]  # the batch last: the row axis
+    table = cells_table(s, order, FIGURE)
+    gains, prev = {}, {}
+    for c in cells(s, "samples_per_s", order):
+        group = c.key[:-1]
+        if group in prev:
+            gain = _gain(prev[group], c)
+            gains[c.shown] = f"{100 * gain:+.1f}%" if math.isfinite(gain) else ""
+        prev[group] = c
+    rows = table[table.attrs["keys"]].itertuples(index=False)
+    table["per doubling"] = [gains.get(tuple(r), "") for r in rows]
+    title = f"samples/s per batch size ({SPREAD}); per doubling: the gain over the batch before"
+    return title, table
 
 
-def _sized(s: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    """The ok runs with their memory (`mem_mb`) and step time (`step_ms`), and the memory's name."""
-    mem, measure = peak_memory(s)
-    step_ms = 1000 * s["global_batch_size"].astype(float) / s["samples_per_s"]
-    return s.assign(mem_mb=mem, step_ms=step_ms), measure
-
-
-def size(s: pd.DataFrame) -> str:
-    """How peak memory and step time grow with the problem: fitted exponents per setting, and the
-    measured memory against the workload's prediction where it made one."""
-    key = size_axis(s)
-    rows, measure = _sized(s[s["status"] == "ok"])
-    others = [k for k in _others(s) if k != key]
+def epoch_fits(s: pd.DataFrame) -> list[tuple[str, Fit]]:
+    """A least-squares line of wall time against epochs per setting (its name; the hardware
+    among the settings where it varies), for each that finished at two or more epoch counts."""
+    others = [k for k in axes(s) if k.name != "epochs"]
+    rows = s[s["status"] == "ok"]
     groups = list(rows.groupby(columns(others), sort=False)) if others else [((), rows)]
-    labels = sorted(dict.fromkeys(s[key.column].dropna()), key=size_of)
-    fits = []
-    for k, g in groups:
-        found = (_exponent(g, key, g["mem_mb"]), _exponent(g, key, g["step_ms"]))
-        named = name_of(others, k if isinstance(k, tuple) else (k,)) if others else ""
-        fits.append((named, *found))
-    times = size_of(labels[-1]) / size_of(labels[0])
-    growth = (
-        f"From {key.name}={labels[0]} to {labels[-1]} ({times:.1f}x the size), {measure} "
-        f"grows as {_powers(fits, 1)} and step time as {_powers(fits, 2)}"
-    )
-    return growth + _predicted(rows) + _missing(s, [key, *others])
-
-
-def _powers(fits: list, i: int) -> str:
-    """'size^0.98 (95% CI 0.90–1.06)' for one setting; 'size^0.60 (dense), ^0.34 (sparse)' for
-    several; fits are (setting, memory exponent, step-time exponent), an exponent None where one
-    size finished."""
-    shown = [(f[0], f[i]) for f in fits if f[i] is not None]
-    if not shown:
-        return "- (one size finished)"
-    if len(shown) == 1 and not shown[0][0]:
-        slope, (lo, hi) = shown[0][1]
-        ci = interval(lo, hi, fmt=lambda x: f"{x:.2f}")
-        return f"size^{slope:.2f}" + (f" ({ci})" if ci else "")
-    return ", ".join(
-        f"{'size' if j == 0 else ''}^{e[0]:.2f} ({label})" for j, (label, e) in enumerate(shown)
-    )
-
-
-def _predicted(rows: pd.DataFrame) -> str:
-    """'; measured 0.9–1.2x the predicted memory' where the workload predicted it."""
-    r = (rows["mem_mb"] / rows["predicted_mb"]).replace([np.inf, -np.inf], np.nan).dropna()
-    if r.empty:
-        return ""
-    lo, hi = float(r.min()), float(r.max())
-    if round(lo, 2) == round(hi, 2):
-        return f"; measured {lo:.2f}x the predicted memory"
-    return f"; measured {lo:.2f}–{hi:.2f}x the predicted memory"
-
-
-def _missing(s: pd.DataFrame, keys: list[Key]) -> str:
-    gone = not_ok(s, keys)
-    return "." + (f" Did not finish: {'; '.join(gone)}." if gone else "")
-
-
-def size_view(s: pd.DataFrame) -> tuple[str, pd.DataFrame]:
-    key = size_axis(s)
-    rows, measure = _sized(s)
-    figures = [
-        ("mem_mb", f"{measure} MiB"),
-        ("predicted_mb", "predicted MiB"),
-        ("step_ms", "step ms"),
+    fits = [
+        (name_of(others, k if isinstance(k, tuple) else (k,)), fit_line(g["epochs"], g["wall_s"]))
+        for k, g in groups
     ]
-    if s["predicted_mb"].isna().all():
-        figures.pop(1)
-    keys = [k for k in axes(s) if k not in (key, HARDWARE)] + [key]
-    return f"memory and step time by problem size ({SPREAD})", cells_table(rows, keys, figures)
+    return [(n, f) for n, f in fits if f is not None]
 
 
 def epochs(s: pd.DataFrame) -> str:
     """The fixed and the per-epoch cost of a run: a least-squares line of wall time against
     epochs (per setting, the cheapest and dearest per epoch where settings vary)."""
-    others = _others(s, "epochs")
-    rows = s[s["status"] == "ok"]
-    groups = list(rows.groupby(columns(others), sort=False)) if others else [((), rows)]
-    fits = [
-        (
-            name_of(others, k if isinstance(k, tuple) else (k,)) if others else "",
-            fit_line(g["epochs"], g["wall_s"]),
-        )
-        for k, g in groups
-    ]
-    fits = [(n, f) for n, f in fits if f is not None]
+    fits = epoch_fits(s)
     if not fits:
         return "No setting finished at two or more epoch counts: no per-epoch cost to state."
     if len(fits) == 1:
@@ -271,3 +238,39 @@ def single_view(s: pd.DataFrame) -> tuple[str, pd.DataFrame]:
     mem, measure = peak_memory(s)
     figures = [("samples_per_s", SPS), ("wall_s", "wall s"), ("mem_mb", f"{measure} MiB")]
     return f"the cell ({SPREAD})", cells_table(s.assign(mem_mb=mem), [], figures)
+
+
+def crossover(s: pd.DataFrame, base: str, label: str, keys: tuple[Key, ...]) -> str:
+    """In a device study that varies a size (a size parameter, else the batch) on both
+    hardware: the size from which `label`'s samples/s is significantly above `base`'s at every
+    larger one, or that it never or always is (each side's fastest cell at each size)."""
+    sizes = [k for k in keys if k.column in SIZES] or [k for k in keys if k.name == "batch_size"]
+    if not sizes:
+        return ""
+    a, b = (_by_size(s[s["label"] == x], keys, sizes[0]) for x in (base, label))
+    both = [v for v in a if v in b]
+    if len(both) < 2:
+        return ""
+    wins = [differs(a[v], b[v]) and b[v].median > a[v].median for v in both]
+    first, last, name = both[0], both[-1], sizes[0].name
+
+    def at(v: str) -> str:
+        return f"at {name}={v}: {contrast(a[v], b[v], unit=SPS)}"
+
+    if all(wins):
+        return f" {label} wins over {base} at every {name} from {first} to {last} ({at(first)})."
+    if not wins[-1]:
+        span = f"{name} from {first} to {last}"
+        return f" {label} never wins over {base} significantly for {span} ({at(last)})."
+    start = next(i for i in range(len(both)) if all(wins[i:]))
+    on = f", and at every larger {name} up to {last}" if both[start] != last else " (the largest)"
+    return f" {label} starts to win over {base} {at(both[start])}{on}; {at(both[start - 1])}."
+
+
+def _by_size(rows: pd.DataFrame, keys: tuple[Key, ...], size: Key) -> dict[str, Cell]:
+    """The fastest cell at each value of `size`, in its natural order."""
+    out: dict[str, Cell] = {}
+    for c in cells(rows, "samples_per_s", [size, *(k for k in keys if k != size)]):
+        if c.shown[0] not in out or c.median > out[c.shown[0]].median:
+            out[c.shown[0]] = c
+    return out

@@ -18,7 +18,7 @@ from .labels import machine_table
 from .model import studies
 from .read import Folder, Skipped
 from .tables import markdown
-from .view import REPORT, View, headline, view
+from .view import REPORT, View, view
 
 if TYPE_CHECKING:
     from .plotting import Picture
@@ -58,6 +58,40 @@ class Report:
     folders: pd.DataFrame  # one line per result folder
     headline: tuple[View, Picture] | None = None  # the figure the report opens with, its study
     skipped: tuple[Skipped, ...] = ()  # result folders left out, and why
+
+
+# the kind of study whose figure heads the report, most telling first (KINDS' names)
+HEADLINE_KINDS = ("device", "target", "scaling", "batch", "precision", "size", "tradeoff", "epochs")
+
+
+HEADLINE_FIGURE = {
+    "target": "time-to-quality",
+    "scaling": "scaling",
+    "tradeoff": "memory",
+    "size": "memory",
+}
+
+
+def headline(views: list[View]) -> tuple[View, Picture] | None:
+    """The figure the report opens with, and its view: of the most telling kind of study
+    present (HEADLINE_KINDS), the study with the fewest cells that still compares two, its
+    first figure (of the kind HEADLINE_FIGURE names, where it has one)."""
+
+    def cells(v: View) -> int:
+        return max((len(b.table) for b in v.blocks if b.table is not None), default=0)
+
+    for kind in HEADLINE_KINDS:
+        found = [
+            v
+            for v in views
+            if v.finding.kind == kind and cells(v) >= 2 and any(b.picture for b in v.blocks)
+        ]
+        if found:
+            best = min(found, key=cells)
+            pictures = [b.picture for b in best.blocks if b.picture]
+            wanted = [p for p in pictures if p.name.endswith(HEADLINE_FIGURE.get(kind, "-"))]
+            return best, (wanted or pictures)[0]
+    return None
 
 
 def build(

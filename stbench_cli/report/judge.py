@@ -12,6 +12,9 @@ Flags, each with its reason, for one cell's repeats (or one run):
     contended other processes used more cores than the cell's threads left free (the load
               check before a CPU cell and its samples: store.conditions)
 
+A device study adds its own (`device_flags`): a CPU cell held against a GPU with fewer threads
+than cores not chosen for the load, or another batch size; runs too short for energy meters.
+
 The machine's figures are the row's `Conditions` columns (report.read.conditions: for an older
 row, what its system.csv samples give).
 
@@ -31,6 +34,7 @@ parameters), not by machine: CI runners change hosts.
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -39,10 +43,12 @@ import pandas as pd
 
 from ..device import parse
 from ..errors import StbenchError
-from .cells import HIGHER_IS_BETTER, Cell, cells, groups, repeats_needed, significant
+from ..stats import repeats_needed, significant
+from .cells import HIGHER_IS_BETTER, Cell, cells, groups
 from .labels import format_number
 from .model import HARDWARE, Key, axes, frame, keys_of, name_of
 from .read import SKIPPED_EXIT, Run, conditions
+from .speed import held, matches
 
 CV_LIMIT = 0.10  # pyperf's: a standard deviation above 10% of the mean
 OTHERS_LIMIT = 25.0  # % of all cores used by other processes
@@ -168,6 +174,61 @@ def study_flags(s: pd.DataFrame) -> list[str]:
             + (f" (and {others} other cells)" if others else "")
         )
     return lines
+
+
+LOAD = re.compile(r"less \d+ busy")  # plan.threads' words where it chose a count for the load
+PHYSICAL = re.compile(r"(\d+) physical cores")
+
+
+def device_flags(s: pd.DataFrame) -> list[str]:
+    """A device study's flags where its comparison may flatter the GPU (issue 32): a CPU cell
+    held against a GPU that ran fewer threads than the machine's cores without choosing so for
+    the load, or a batch size other than the GPU cell's; runs too short for the energy meters."""
+    out = []
+    for m in matches(s)[1]:
+        gpu = m.rows(s, m.gpu, base=False)
+        compared = [gpu]
+        for cell, _ in held(s, m):
+            rows = m.rows(s, cell)
+            compared.append(rows)
+            where = m.base + (f", {m.settings(cell)}" if m.configs > 1 else "")
+            out += few_threads(rows, where)
+            theirs = "/".join(str(int(b)) for b in sorted(set(gpu["batch_size"])))
+            other = sorted(set(rows["batch_size"]) - set(gpu["batch_size"]))
+            if other:
+                out.append(
+                    f"{where}: batch_size={'/'.join(str(int(b)) for b in other)} against "
+                    f"{theirs} on {m.label}, the cell it is compared with: not the same work"
+                )
+        every = pd.concat(compared)
+        short = int((every["energy_short"] == 1).sum())
+        if short:
+            out.append(
+                f"energy: {short} of {len(every)} runs compared were metered under 60 s "
+                "(energy_short), too short for the meters (NVML's counter updates every "
+                "20-100 ms; MLPerf asks for 60 samples at 1 Hz)"
+            )
+    return list(dict.fromkeys(out))
+
+
+def few_threads(rows: pd.DataFrame, where: str) -> list[str]:
+    """The flag of a CPU cell whose threads (all its ranks') were fewer than the machine's
+    cores (its physical cores, where auto named them) and not chosen for the load."""
+    for r in rows[rows["device"].astype(str) == "cpu"].to_dict("records"):
+        threads, cores = _number(r.get("threads")), _number(r.get("cores"))
+        why = str(r.get("threads_why") or "")
+        if not (threads and cores) or LOAD.search(why):
+            continue
+        found = PHYSICAL.search(why)
+        physical = int(found.group(1)) if found else int(cores)
+        used = int(threads) * int(_number(r.get("nproc_per_node")) or 1)
+        if used < physical:
+            return [
+                f"{where}: {used} thread{'s' * (used > 1)} on {physical} cores "
+                f"({why or 'no reason recorded'}), not chosen for the machine's load: the CPU "
+                "may be measured below its best"
+            ]
+    return []
 
 
 @dataclass(frozen=True)

@@ -10,15 +10,17 @@ column with the name a user types and reads (`device`, `grid`), so nothing else 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from pathlib import PurePath
 
 import pandas as pd
 
+from ..contract.params import TrainerParams
 from ..errors import StbenchError
 from ..store.rows import BOOL_COLUMNS
-from .labels import labels, show
+from .labels import labels, show, size_of
 from .read import Folder, Run
 
 CELL_KEYS = ("strategy", "world_size", "nodes", "batch_size", "epochs")
@@ -52,6 +54,41 @@ def axes(df: pd.DataFrame, keys: Sequence[Key] | None = None) -> list[Key]:
     """What these rows vary: the keys whose value differs between them (`varies`)."""
     keys = keys_of(df) if keys is None else keys
     return [k for k in keys if k.column in df.columns and varies(df[k.column])]
+
+
+SIZE_PARAMS = ("grid", "size", "n_samples", "n_nodes")  # parameters that set the problem's size
+
+
+def size_axis(s: pd.DataFrame) -> Key | None:
+    """The parameter that sets the problem's size, where it varies and every value reads as one."""
+    varied = {k.column: k for k in axes(s)}
+    for name in SIZE_PARAMS:
+        k = varied.get(f"{PARAM}{name}")
+        if k is not None and all(math.isfinite(size_of(v)) for v in s[k.column].dropna()):
+            return k
+    return None
+
+
+# what a cell computes rather than how it runs: a device study compares cells only where these
+# are the same, and a hardware's configurations are its cells over every other key
+SIZES = tuple(f"{PARAM}{name}" for name in SIZE_PARAMS)
+PROBLEM = ("strategy", "world_size", "nodes", "epochs", *SIZES)
+# the CPU's levers (plan.levers, the batch aside) and TrainerParams' defaults of them: a cell that
+# ran every one so is "the CPU at its defaults" (rows carry every parameter since schema 3)
+CPU_LEVERS = ("threads", "interop_threads", "bind", "precision", "compile", "allocator", "workers")
+DEFAULTS = {f.name: f.default for f in fields(TrainerParams) if f.name in CPU_LEVERS}
+
+
+def at_defaults(params: Mapping) -> bool:
+    """Whether a row's parameters hold every CPU lever at its default."""
+    return all(params.get(name, value) == value for name, value in DEFAULTS.items())
+
+
+def first_axes(s: pd.DataFrame, *names: str) -> list[Key]:
+    """The study's axes, those named first."""
+    found = axes(s)
+    named = [k for n in names for k in found if k.name == n]
+    return named + [k for k in found if k.name not in names]
 
 
 def columns(keys: Sequence[Key]) -> list[str]:

@@ -1,10 +1,15 @@
-"""The data-parallel scaling study (pure), as a thesis on multi-node DDP reports it: per world
+"""How a run scales (pure): with its world, and with its problem's size.
+
+The data-parallel scaling study, as a thesis on multi-node DDP reports it: per world
 size and node count, the epoch time, samples/s, speedup and efficiency against the smallest
 world measured, the share of training time spent waiting for gradient synchronisation, what one
 synchronisation costs, how many there are per epoch, and where a new node joins (the sync cost
 usually jumps there: traffic leaves the machine). Its finding states the speedup, efficiency
 and sync share of the largest world, and the world where efficiency first drops below 50%.
-"""
+
+A size study (a parameter that sets the problem's size varies: model.size_axis): how peak memory
+and step time grow with it, as fitted exponents, and the memory measured against the workload's
+prediction."""
 
 from __future__ import annotations
 
@@ -13,10 +18,11 @@ import math
 import numpy as np
 import pandas as pd
 
-from .cells import Cell, differs, ratio, significant
-from .labels import format_number, show
-from .model import HARDWARE, axes, columns, keys_of, name_of
-from .tables import heads
+from .cells import Cell, differs, fit_line, interval, not_ok, ratio, significant
+from .cost import peak_memory
+from .labels import format_number, show, size_of
+from .model import HARDWARE, Key, axes, columns, keys_of, name_of, size_axis
+from .tables import SPREAD, cells_table, heads
 from .ttt import ttt_speedup
 
 WORLD = ("world_size", "nodes")
@@ -191,3 +197,88 @@ def _standing(base: Cell, top: Cell) -> str:
         return f"one run per cell, no interval: {shown}"
     standing = "95% intervals apart" if differs(base, top) else "no significant difference"
     return f"{standing}: {shown}"
+
+
+# How memory and step time grow with the problem's size (a size parameter varies).
+
+
+def _exponent(g: pd.DataFrame, key: Key, y: pd.Series) -> tuple[float, tuple[float, float]] | None:
+    """The fitted exponent b of y ~ size^b over the runs (log-log least squares), with its
+    interval."""
+    x = np.log(g[key.column].map(size_of).astype(float))
+    fit = fit_line(x, np.log(y.where(y > 0).astype(float)))
+    return (fit.slope, fit.slope_ci) if fit else None
+
+
+def _sized(s: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """The ok runs with their memory (`mem_mb`) and step time (`step_ms`), and the memory's name."""
+    mem, measure = peak_memory(s)
+    step_ms = 1000 * s["global_batch_size"].astype(float) / s["samples_per_s"]
+    return s.assign(mem_mb=mem, step_ms=step_ms), measure
+
+
+def size(s: pd.DataFrame) -> str:
+    """How peak memory and step time grow with the problem: fitted exponents per setting, and the
+    measured memory against the workload's prediction where it made one."""
+    key = size_axis(s)
+    rows, measure = _sized(s[s["status"] == "ok"])
+    others = [k for k in axes(s) if k not in (HARDWARE, key)]
+    groups = list(rows.groupby(columns(others), sort=False)) if others else [((), rows)]
+    labels = sorted(dict.fromkeys(s[key.column].dropna()), key=size_of)
+    fits = []
+    for k, g in groups:
+        found = (_exponent(g, key, g["mem_mb"]), _exponent(g, key, g["step_ms"]))
+        named = name_of(others, k if isinstance(k, tuple) else (k,)) if others else ""
+        fits.append((named, *found))
+    times = size_of(labels[-1]) / size_of(labels[0])
+    growth = (
+        f"From {key.name}={labels[0]} to {labels[-1]} ({times:.1f}x the size), {measure} "
+        f"grows as {_powers(fits, 1)} and step time as {_powers(fits, 2)}"
+    )
+    return growth + _predicted(rows) + _missing(s, [key, *others])
+
+
+def _powers(fits: list, i: int) -> str:
+    """'size^0.98 (95% CI 0.90–1.06)' for one setting; 'size^0.60 (dense), ^0.34 (sparse)' for
+    several; fits are (setting, memory exponent, step-time exponent), an exponent None where one
+    size finished."""
+    shown = [(f[0], f[i]) for f in fits if f[i] is not None]
+    if not shown:
+        return "- (one size finished)"
+    if len(shown) == 1 and not shown[0][0]:
+        slope, (lo, hi) = shown[0][1]
+        ci = interval(lo, hi, fmt=lambda x: f"{x:.2f}")
+        return f"size^{slope:.2f}" + (f" ({ci})" if ci else "")
+    return ", ".join(
+        f"{'size' if j == 0 else ''}^{e[0]:.2f} ({label})" for j, (label, e) in enumerate(shown)
+    )
+
+
+def _predicted(rows: pd.DataFrame) -> str:
+    """'; measured 0.9–1.2x the predicted memory' where the workload predicted it."""
+    r = (rows["mem_mb"] / rows["predicted_mb"]).replace([np.inf, -np.inf], np.nan).dropna()
+    if r.empty:
+        return ""
+    lo, hi = float(r.min()), float(r.max())
+    if round(lo, 2) == round(hi, 2):
+        return f"; measured {lo:.2f}x the predicted memory"
+    return f"; measured {lo:.2f}–{hi:.2f}x the predicted memory"
+
+
+def _missing(s: pd.DataFrame, keys: list[Key]) -> str:
+    gone = not_ok(s, keys)
+    return "." + (f" Did not finish: {'; '.join(gone)}." if gone else "")
+
+
+def size_view(s: pd.DataFrame) -> tuple[str, pd.DataFrame]:
+    key = size_axis(s)
+    rows, measure = _sized(s)
+    figures = [
+        ("mem_mb", f"{measure} MiB"),
+        ("predicted_mb", "predicted MiB"),
+        ("step_ms", "step ms"),
+    ]
+    if s["predicted_mb"].isna().all():
+        figures.pop(1)
+    keys = [k for k in axes(s) if k not in (key, HARDWARE)] + [key]
+    return f"memory and step time by problem size ({SPREAD})", cells_table(rows, keys, figures)

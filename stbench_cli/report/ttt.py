@@ -9,6 +9,11 @@ unscored. stbench applies the same rule to a cell's repeats, and prints beside i
 ± 95% interval of the runs that reached the target and how many did: with few repeats the
 rule is a convention, not a statistic. A run that ended in any status but ok (diverged,
 oom, failed, timeout) did not reach its target; a skipped cell never ran and is not a run.
+
+What a run costs on the way (`costs`, issue 32): its joules (NVML's counter for the GPUs, RAPL
+for the CPU packages, each with its method named in the row) and, at the prices a study was
+given, its money to the target (else per million samples), one device's cells against
+another's as ratios of their medians.
 """
 
 from __future__ import annotations
@@ -38,6 +43,48 @@ TITLE = (
     "time to target (s): MLPerf score (fastest and slowest run dropped, a miss counts as "
     "the slowest), median ± 95% CI of the runs that reached it"
 )
+
+
+ENERGY = ("gpu_energy_j", "cpu_energy_j")  # a run's joules: its GPUs' and its CPU packages'
+# what a run cost at the study's prices (report.read.priced): the first that both sides have
+MONEY = (
+    ("usd_to_target", "to reach the target"),
+    ("usd_per_million_samples", "per million samples"),
+)
+
+
+def _median(rows: pd.DataFrame, column: str) -> float:
+    found = rows[column].dropna() if column in rows.columns else pd.Series(dtype=float)
+    return float(found.astype(float).median()) if len(found) else math.nan
+
+
+def costs(gpu: pd.DataFrame, cpu: pd.DataFrame, who: str = "CPU") -> str:
+    """'; using 0.33x the energy (300.0 vs 900.0 J a run) and 1.80x the money per million
+    samples (...) at the prices given': the `gpu` rows' medians over the `cpu` rows'; where the
+    CPU's energy was not measured, that and why (its method), rather than nothing."""
+    joules = [
+        _median(r.assign(j=r[list(ENERGY)].sum(axis=1, min_count=1)), "j") for r in (gpu, cpu)
+    ]
+    parts = []
+    if all(math.isfinite(j) for j in joules):
+        a, b = joules
+        host = gpu["cpu_energy_j"].isna().any() and cpu["cpu_energy_j"].notna().any()
+        its = ", its host CPU's not measured" if host else ""  # the sum holds the GPUs' alone
+        parts.append(
+            f"{a / b:.2f}x the energy ({format_number(a)} vs {format_number(b)} J a run{its})"
+        )
+    found = [(c, w) for c, w in MONEY if all(math.isfinite(_median(r, c)) for r in (gpu, cpu))]
+    for column, words in found[:1]:
+        a, b = _median(gpu, column), _median(cpu, column)
+        parts.append(
+            f"{a / b:.2f}x the money {words} ({format_number(a)} vs {format_number(b)} USD) at "
+            "the prices given"
+        )
+    text = f"; using {' and '.join(parts)}" if parts else ""
+    why = [str(m) for m in cpu.get("cpu_energy_method", []) if str(m).startswith("none")]
+    if not math.isfinite(joules[1]) and why:
+        text += f"; the {who}'s energy was not measured ({why[0]})"
+    return text
 
 
 def olympic(times: list[float]) -> tuple[float, str]:

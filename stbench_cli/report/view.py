@@ -5,7 +5,7 @@ it), the tables and figures after it, and the flags on its numbers. `compare` pr
 What a study asks follows from what it varies, the first kind in KINDS that fits:
 
     kind       it varies                     its answer
-    device     the hardware                  samples/s, time to target, energy against the first
+    device     the hardware                  against the tuned CPU and the one at its defaults
     target     under a budget or a target    MLPerf score; which cell reached the target first
     scaling    world size or nodes           speedup, efficiency, sync share; efficiency < 50%
     precision  precision or compile          speedup over fp32 eager; compile s and payback
@@ -14,6 +14,9 @@ What a study asks follows from what it varies, the first kind in KINDS that fits
     epochs     epochs                        fixed and per-epoch cost (a fitted line)
     tradeoff   anything else                 memory per rank against samples/s
     cell       nothing                       samples/s, wall time, memory
+
+A study that cannot conclude (runs contended, a per-epoch cost that cannot be, two repeats wider
+than their mean) says why and what to do instead (`declined`); the table stays.
 
 Two cells whose 95% intervals overlap have "no significant difference", never a winner. A new
 kind is a `Kind` line in KINDS (where it asks first) and two functions of a study's frame: its
@@ -28,9 +31,13 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from ..stats import repeats_for_width
 from . import cost, scaling, speed, tables, ttt
-from .judge import study_flags
-from .model import Study, axes
+from .cells import cells, interval
+from .cost import epoch_fits
+from .judge import device_flags, study_flags
+from .labels import format_number
+from .model import Study, axes, name_of, size_axis
 from .tables import FIRST
 
 if TYPE_CHECKING:  # the figures import matplotlib: only a view that draws them loads it
@@ -46,10 +53,11 @@ class Kind:
     asks: Callable[[pd.DataFrame, set[str]], bool]
     words: Callable[[pd.DataFrame], str]
     table: Callable[[pd.DataFrame], tuple[str, pd.DataFrame] | None]
+    flags: Callable[[pd.DataFrame], list[str]] = lambda s: []  # its own, after the study's
 
 
 KINDS = (
-    Kind("device", lambda s, v: "device" in v, speed.device, speed.device_view),
+    Kind("device", lambda s, v: "device" in v, speed.device, speed.device_view, device_flags),
     Kind("target", lambda s, v: ttt.asked(s), ttt.finding, ttt.view),
     Kind(
         "scaling",
@@ -63,8 +71,8 @@ KINDS = (
         speed.precision,
         speed.precision_view,
     ),
-    Kind("size", lambda s, v: cost.size_axis(s) is not None, cost.size, cost.size_view),
-    Kind("batch", lambda s, v: "batch_size" in v, speed.batch, speed.batch_view),
+    Kind("size", lambda s, v: size_axis(s) is not None, scaling.size, scaling.size_view),
+    Kind("batch", lambda s, v: "batch_size" in v, cost.batch, cost.batch_view),
     Kind("epochs", lambda s, v: "epochs" in v, cost.epochs, cost.epochs_view),
     Kind("tradeoff", lambda s, v: bool(v), cost.tradeoff, cost.tradeoff_view),
     Kind("cell", lambda s, v: True, cost.single, cost.single_view),
@@ -89,11 +97,52 @@ def kind_of(s: pd.DataFrame) -> Kind:
 
 
 def finding_of(s: pd.DataFrame, flags: bool = True) -> Finding:
-    """One study's finding (its frame: one workload), and its flags."""
+    """One study's finding (its frame: one workload), and its flags; where the study cannot
+    conclude, why and what to do in place of its answer (the table stays: what was measured)."""
     kind = kind_of(s)
-    shown = kind.table(s)
-    title, table = shown if shown else ("", None)
-    return Finding(kind.name, kind.words(s), title, table, tuple(study_flags(s)) if flags else ())
+    title, table = kind.table(s) or ("", None)
+    text = declined(s, kind.name) or kind.words(s)
+    found = (*study_flags(s), *kind.flags(s)) if flags else ()
+    return Finding(kind.name, text, title, table, tuple(found))
+
+
+def declined(s: pd.DataFrame, kind: str = "") -> str | None:
+    """Why a study cannot conclude and what to do, or None (issue 32): runs that ran contended;
+    a per-epoch cost fitted negative or with an interval spanning zero; a cell of two repeats
+    whose 95% interval is wider than its mean."""
+    ok, keys, why, todo = s[s["status"] == "ok"], axes(s), [], []
+    hit = ok[ok["contended"] == 1]
+    if len(hit):
+        where = name_of(keys, [hit.iloc[0][k.column] for k in keys]) or "the cell"
+        why.append(
+            f"{len(hit)} of {len(ok)} runs ran contended ({where}: "
+            f"{hit.iloc[0]['contention'] or 'contended'})"
+        )
+        todo += ["run it alone on the machine", "or with fewer threads (--set threads=1)"]
+    fits = epoch_fits(s) if "epochs" in {k.name for k in keys} else []
+    bad = [(n, f) for n, f in fits if f.slope < 0 or f.slope_ci[0] <= 0 <= f.slope_ci[1]]
+    if bad:
+        name, fit = bad[0]
+        said = "negative" if fit.slope < 0 else "with an interval spanning zero"
+        ci, where = interval(*fit.slope_ci), name or "the study"
+        why.append(
+            f"{len(bad)} per-epoch cost{'s' * (len(bad) > 1)} fitted {said} ({where}: "
+            f"{format_number(fit.slope)} s per epoch{f', {ci}' if ci else ''})"
+        )
+        todo += ["run it alone on the machine", "more repeats (--repeat N)"]
+    figure = {"epochs": "wall_s", "target": "time_to_target_s"}.get(kind, "samples_per_s")
+    found = cells(s, figure, keys)  # the figure the kind answers with; of two values, median = mean
+    wide = [c for c in found if len(c.values) == 2 and 2 * c.half > abs(c.median)]
+    if wide:
+        n = max(repeats_for_width(list(c.values), abs(c.median)) for c in wide)
+        why.append(
+            f"{len(wide)} cell{'s' * (len(wide) > 1)} of two repeats with a 95% interval wider "
+            f"than the mean ({wide[0].name or 'the cell'}: {wide[0].amount()})"
+        )
+        todo.append(f"more repeats (--repeat {n})")
+    if not why:
+        return None
+    return f"Cannot conclude: {'; '.join(why)}. To conclude: {'; '.join(dict.fromkeys(todo))}."
 
 
 @dataclass(frozen=True)
@@ -248,35 +297,3 @@ def _named(v: View) -> View:
         for b in v.blocks
     )
     return replace(v, blocks=blocks)
-
-
-# the kind of study whose figure heads the report, most telling first (KINDS' names)
-HEADLINE_KINDS = ("device", "target", "scaling", "batch", "precision", "size", "tradeoff", "epochs")
-HEADLINE_FIGURE = {
-    "target": "time-to-quality",
-    "scaling": "scaling",
-    "tradeoff": "memory",
-    "size": "memory",
-}
-
-
-def headline(views: list[View]) -> tuple[View, Picture] | None:
-    """The figure the report opens with, and its view: of the most telling kind of study
-    present (HEADLINE_KINDS), the study with the fewest cells that still compares two, its
-    first figure (of the kind HEADLINE_FIGURE names, where it has one)."""
-
-    def cells(v: View) -> int:
-        return max((len(b.table) for b in v.blocks if b.table is not None), default=0)
-
-    for kind in HEADLINE_KINDS:
-        found = [
-            v
-            for v in views
-            if v.finding.kind == kind and cells(v) >= 2 and any(b.picture for b in v.blocks)
-        ]
-        if found:
-            best = min(found, key=cells)
-            pictures = [b.picture for b in best.blocks if b.picture]
-            wanted = [p for p in pictures if p.name.endswith(HEADLINE_FIGURE.get(kind, "-"))]
-            return best, (wanted or pictures)[0]
-    return None
