@@ -6,8 +6,9 @@ from pathlib import Path
 
 import numpy as np
 
-from stbench.report.judge import Verdict, exit_code, gate, line
+from stbench.report.judge import Verdict, exit_code, gate
 from stbench.report.read import run_of
+from stbench.report.text import line
 from stbench.stats import repeats_needed, significant
 from stbench.store.files import read_runs
 from tests.helpers import stbench

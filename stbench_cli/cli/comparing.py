@@ -93,8 +93,9 @@ def gate(
     ] = 0.10,
 ) -> None:
     from ..report import read
-    from ..report.judge import exit_code, lines
+    from ..report.judge import exit_code
     from ..report.judge import gate as judge
+    from ..report.text import lines
 
     (base, skipped), (now, skipped_new) = (read.read([p]) for p in (baseline, new))
     verdicts = judge(

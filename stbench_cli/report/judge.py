@@ -34,7 +34,6 @@ parameters), not by machine: CI runners change hosts.
 from __future__ import annotations
 
 import math
-import re
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -46,7 +45,7 @@ from ..errors import StbenchError
 from ..stats import repeats_needed, significant
 from .cells import HIGHER_IS_BETTER, Cell, cells, groups
 from .labels import format_number
-from .model import HARDWARE, Key, axes, frame, keys_of, name_of
+from .model import HARDWARE, Key, axes, few_threads, frame, keys_of, name_of
 from .read import SKIPPED_EXIT, Run, conditions
 from .speed import held, matches
 
@@ -176,10 +175,6 @@ def study_flags(s: pd.DataFrame) -> list[str]:
     return lines
 
 
-LOAD = re.compile(r"less \d+ busy")  # plan.threads' words where it chose a count for the load
-PHYSICAL = re.compile(r"(\d+) physical cores")
-
-
 def device_flags(s: pd.DataFrame) -> list[str]:
     """A device study's flags where its comparison may flatter the GPU (issue 32): a CPU cell
     held against a GPU that ran fewer threads than the machine's cores without choosing so for
@@ -209,26 +204,6 @@ def device_flags(s: pd.DataFrame) -> list[str]:
                 "20-100 ms; MLPerf asks for 60 samples at 1 Hz)"
             )
     return list(dict.fromkeys(out))
-
-
-def few_threads(rows: pd.DataFrame, where: str) -> list[str]:
-    """The flag of a CPU cell whose threads (all its ranks') were fewer than the machine's
-    cores (its physical cores, where auto named them) and not chosen for the load."""
-    for r in rows[rows["device"].astype(str) == "cpu"].to_dict("records"):
-        threads, cores = _number(r.get("threads")), _number(r.get("cores"))
-        why = str(r.get("threads_why") or "")
-        if not (threads and cores) or LOAD.search(why):
-            continue
-        found = PHYSICAL.search(why)
-        physical = int(found.group(1)) if found else int(cores)
-        used = int(threads) * int(_number(r.get("nproc_per_node")) or 1)
-        if used < physical:
-            return [
-                f"{where}: {used} thread{'s' * (used > 1)} on {physical} cores "
-                f"({why or 'no reason recorded'}), not chosen for the machine's load: the CPU "
-                "may be measured below its best"
-            ]
-    return []
 
 
 @dataclass(frozen=True)
@@ -306,39 +281,6 @@ def _verdict(cell: str, metric: str, base: Cell, new: Cell, margin: float) -> Ve
         return Verdict(cell, metric, b, n, change, sig, "regression", repeats)
     needs = repeats_needed(*values)
     return Verdict(cell, metric, b, n, change, sig, "inconclusive", repeats, needs)
-
-
-ORDER = {"regression": 0, "inconclusive": 1, "no value": 2, "ok": 3, "unchanged": 4}
-
-
-def line(v: Verdict, margin: float) -> str:
-    """One verdict as pyperf words it: the values, the change, and what it means."""
-    head = f"{v.kind.upper() if v.kind in ('regression', 'inconclusive') else v.kind:<12} {v.cell}"
-    values = f"{head}: {v.metric} {format_number(v.base)} -> {format_number(v.new)}"
-    if v.note:
-        return f"{values}: {v.note}"
-    if v.kind == "unchanged":
-        return values
-    change = f"{values}, {100 * abs(v.change):.1f}% {'worse' if v.change > 0 else 'better'}"
-    if v.kind == "inconclusive":
-        b, n = v.repeats
-        ran = f"{b} repeat{'s' * (b != 1)}" if b == n else f"{b} vs {n} repeats"
-        return f"{change} with {ran}: inconclusive (needs ≥ {v.needs} repeats)"
-    within = f", within the {100 * margin:.0f}% margin" if v.change > 0 and v.kind == "ok" else ""
-    return f"{change} ({'significant' if v.significant else 'not significant'}{within})"
-
-
-def lines(verdicts: list[Verdict], margin: float) -> list[str]:
-    """One line per verdict, regressions first, then the inconclusive, then the rest."""
-    ordered = sorted(verdicts, key=lambda v: (ORDER[v.kind], v.cell, v.metric))
-    out = [line(v, margin) for v in ordered]
-    count = {kind: sum(v.kind == kind for v in verdicts) for kind in ORDER}
-    out.append(
-        f"{count['regression']} regression(s), {count['inconclusive']} inconclusive in "
-        f"{len(verdicts)} comparison(s) (margin {100 * margin:.0f}%, 95% intervals and "
-        "Welch's t-test)"
-    )
-    return out
 
 
 def exit_code(verdicts: list[Verdict], skipped: bool = False) -> int:

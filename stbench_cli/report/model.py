@@ -11,6 +11,7 @@ column with the name a user types and reads (`device`, `grid`), so nothing else 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import PurePath
@@ -227,3 +228,31 @@ def studies(folders: Sequence[Folder]) -> list[Study]:
         name = " + ".join(sorted(dict.fromkeys(f.path.name for f in group)))
         out.append(_study(df[df["study"].isin(paths)], name, group[0].question, epochs, system))
     return sorted(out, key=lambda s: (s.workload, s.question))
+
+
+LOAD = re.compile(r"less \d+ busy")  # plan.threads' words where it chose a count for the load
+PHYSICAL = re.compile(r"(\d+) physical cores")
+
+
+def _value(v: object) -> float | None:
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
+
+
+def few_threads(rows: pd.DataFrame, where: str) -> list[str]:
+    """The flag of a CPU cell whose threads (all its ranks') were fewer than the machine's
+    cores (its physical cores, where auto named them) and not chosen for the load."""
+    for r in rows[rows["device"].astype(str) == "cpu"].to_dict("records"):
+        threads, cores = _value(r.get("threads")), _value(r.get("cores"))
+        why = str(r.get("threads_why") or "")
+        if not (threads and cores) or LOAD.search(why):
+            continue
+        found = PHYSICAL.search(why)
+        physical = int(found.group(1)) if found else int(cores)
+        used = int(threads) * int(_value(r.get("nproc_per_node")) or 1)
+        if used < physical:
+            return [
+                f"{where}: {used} thread{'s' * (used > 1)} on {physical} cores "
+                f"({why or 'no reason recorded'}), not chosen for the machine's load: the CPU "
+                "may be measured below its best"
+            ]
+    return []

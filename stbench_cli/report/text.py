@@ -18,6 +18,8 @@ from pathlib import Path
 import pandas as pd
 
 from .cells import cells
+from .judge import Verdict
+from .labels import format_number
 from .model import HARDWARE, Key, Study, keys_of, with_params
 from .tables import check_baseline, markdown
 from .view import PLOTS, Options, View, view
@@ -243,3 +245,36 @@ def write_figures(views: list[View], folder: Path) -> list[Path]:
                 paths.append(folder / f"{name}.png")
                 paths[-1].write_bytes(b.picture.png)
     return paths
+
+
+ORDER = {"regression": 0, "inconclusive": 1, "no value": 2, "ok": 3, "unchanged": 4}
+
+
+def line(v: Verdict, margin: float) -> str:
+    """One verdict as pyperf words it: the values, the change, and what it means."""
+    head = f"{v.kind.upper() if v.kind in ('regression', 'inconclusive') else v.kind:<12} {v.cell}"
+    values = f"{head}: {v.metric} {format_number(v.base)} -> {format_number(v.new)}"
+    if v.note:
+        return f"{values}: {v.note}"
+    if v.kind == "unchanged":
+        return values
+    change = f"{values}, {100 * abs(v.change):.1f}% {'worse' if v.change > 0 else 'better'}"
+    if v.kind == "inconclusive":
+        b, n = v.repeats
+        ran = f"{b} repeat{'s' * (b != 1)}" if b == n else f"{b} vs {n} repeats"
+        return f"{change} with {ran}: inconclusive (needs ≥ {v.needs} repeats)"
+    within = f", within the {100 * margin:.0f}% margin" if v.change > 0 and v.kind == "ok" else ""
+    return f"{change} ({'significant' if v.significant else 'not significant'}{within})"
+
+
+def lines(verdicts: list[Verdict], margin: float) -> list[str]:
+    """One line per verdict, regressions first, then the inconclusive, then the rest."""
+    ordered = sorted(verdicts, key=lambda v: (ORDER[v.kind], v.cell, v.metric))
+    out = [line(v, margin) for v in ordered]
+    count = {kind: sum(v.kind == kind for v in verdicts) for kind in ORDER}
+    out.append(
+        f"{count['regression']} regression(s), {count['inconclusive']} inconclusive in "
+        f"{len(verdicts)} comparison(s) (margin {100 * margin:.0f}%, 95% intervals and "
+        "Welch's t-test)"
+    )
+    return out
