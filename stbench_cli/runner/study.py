@@ -177,8 +177,9 @@ def run_study(
     """Take the folder's lock, write the manifest (a new study), run every cell not yet done;
     returns every row of the study (done before and now) in cell order. stall: --stall-limit
     (None: each cell's own, derived from its progress). A resumed study keeps the --timeout and
-    --stall-limit it was started with unless given others. The launcher's checks and the lock come first: a user error or a folder
-    that another parent owns is one StbenchError before anything is written."""
+    --stall-limit it was started with unless given others. The launcher's checks and the lock
+    come first: a user error or a folder that another parent owns is one StbenchError before
+    anything is written."""
     launchers.get(plan.launch.kind).check(plan)
     if timeout is None:
         timeout = plan.manifest.get("timeout_s")
