@@ -100,7 +100,7 @@ def test_full_keeps_every_table_after_the_finding():
     assert full.startswith("## ref-cpu2-cnn-strain-ddp\nstbench run cnn-strain")
     titles = re.findall(r"^### (.*)$", full, flags=re.M)
     assert titles[0].startswith("data-parallel scaling against the smallest world: speedup")
-    assert any(t.startswith("wall_s") for t in titles) and any(
+    assert any(t.startswith("wall time (s)") for t in titles) and any(
         t.startswith("where the time went") for t in titles
     )
     assert "ms_per_sync" in full  # the scaling table whole
