@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from stbench.store.results import command_text
+from tests.helpers import committed_folders
 from tests.test_terminal import fits, narrow
 
 ROOT = Path(__file__).parent.parent
@@ -18,7 +19,7 @@ def committed():
     """The committed reference studies only: what a user ran into results/ is no part of a test."""
     return narrow(
         "compare",
-        *sorted(p.relative_to(ROOT) for p in ROOT.glob("results/reference/ref-*")),
+        *(p.relative_to(ROOT) for p in committed_folders()),  # studies; a tune is a folder of them
         cwd=ROOT,
     )
 
@@ -37,9 +38,7 @@ def test_every_line_fits_80_columns_and_the_hint_comes_first(committed):
 
 def test_each_study_is_headed_by_its_folder_and_command_and_opens_with_its_finding(committed):
     studies = sections(committed)
-    assert len(studies) == len(list((ROOT / "results" / "reference").glob("ref-*"))) and all(
-        s.startswith("ref-") for s in studies
-    )
+    assert len(studies) == len(committed_folders()) and all(s.startswith("ref-") for s in studies)
     for folder, text in studies.items():
         heading, finding = text.split("\n\n")[:2]
         assert heading.split("\n")[1].startswith("stbench "), folder  # the command under the folder

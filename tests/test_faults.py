@@ -2,7 +2,8 @@
 agents over loopback, real faults (tests/fault_workload.py: each happens once, on the last rank),
 and the study's own loop. Each fault ends its cell within a bound, as a row naming the rank or
 node and what happened, the next cell runs, and a resume completes the study with exactly one
-row per cell. Bounds are generous ("ends, does not hang"); benchmarks/loopback_exits.py (`faults`) times them.
+row per cell. Bounds are generous ("ends, does not hang"); `benchmarks/loopback_exits.py faults`
+times them.
 
 The default suite runs a lost node, an abort at exit and a rank that never joins (the stall
 watchdog's floor shortened in this process); `STBENCH_SLOW=1` adds a rank that exits mid-step,
