@@ -26,6 +26,13 @@ def stbench(*args, cwd=None, check=False, timeout=300):
     return proc
 
 
+def one_study(out: Path, *args, timeout=300) -> Path:
+    """`stbench run ARGS --out OUT`, which must exit 0, and the one result folder it wrote."""
+    stbench("run", *args, "--out", out, check=True, timeout=timeout)
+    (folder,) = Path(out).iterdir()
+    return folder
+
+
 def preset_params(workload: str, preset: str = "smoke", **overrides) -> dict:
     """A workload's parameter defaults with a preset applied (its engine keys left out)."""
     from stbench.plan.planner import preset_params as resolve

@@ -11,7 +11,7 @@ import pytest
 from stbench.runner import energy
 from stbench.runner.sysmon import SystemSampler
 from stbench.store.files import read_runs
-from tests.helpers import stbench
+from tests.helpers import one_study
 
 RANGE = 262143328850  # a real package's max_energy_range_uj (2^32 x 61 µJ units)
 
@@ -89,20 +89,16 @@ def test_gpu_methods_and_the_short_window_rule():
 
 
 def test_this_machines_rows_name_each_energy_method(tmp_path):
-    proc = stbench(
-        "run",
+    folder = one_study(
+        tmp_path / "out",
         "cnn-strain",
         "--smoke",
         "--epochs",
         "1",
         "--set",
         "max_steps=3",
-        "--out",
-        tmp_path / "out",
         timeout=300,
     )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    (folder,) = (tmp_path / "out").iterdir()
     (row,) = read_runs(folder)
     assert row["gpu_energy_method"] == "none: the cell used no GPU"
     said = energy.read_rapl()

@@ -10,7 +10,7 @@ from stbench.child.strategies import apply_compile
 from stbench.device import Accelerator
 from stbench.store.files import read_runs
 from stbench.store.manifest import read_manifest
-from tests.helpers import stbench
+from tests.helpers import one_study
 
 
 def test_precision_modes_say_what_runs_and_bf16_autocasts():
@@ -47,8 +47,8 @@ def test_a_model_that_cannot_compile_runs_eager_with_the_reason():
 
 
 def test_bf16_and_compile_as_axes_give_ok_rows_with_compile_time_apart(tmp_path):
-    proc = stbench(
-        "run",
+    folder = one_study(
+        tmp_path / "out",
         "cnn-strain",
         "--smoke",
         "--epochs",
@@ -59,12 +59,8 @@ def test_bf16_and_compile_as_axes_give_ok_rows_with_compile_time_apart(tmp_path)
         "precision=bf16",
         "--set",
         "compile=none,default",
-        "--out",
-        tmp_path / "out",
         timeout=600,
     )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    (folder,) = (tmp_path / "out").iterdir()
     rows = {json.loads(r["params"])["compile"]: r for r in read_runs(folder)}
     assert all(r["status"] == "ok" and r["precision"] == "bf16 autocast" for r in rows.values())
     assert rows["none"]["compile_s"] == "" and float(rows["default"]["compile_s"]) > 0
@@ -96,8 +92,8 @@ def test_bf16_and_compile_run_through_the_custom_autograd_workloads(tmp_path, wo
     """bf16 autocast hands these workloads' own backward functions bf16 gradients and their
     sparse products bf16 inputs; compiling must not fail inside a timed step (stnn's decoder and
     dynamics passes are two graphs: both compile in the compile pass)."""
-    proc = stbench(
-        "run",
+    folder = one_study(
+        tmp_path / "out",
         workload,
         "--smoke",
         "--epochs",
@@ -109,12 +105,8 @@ def test_bf16_and_compile_run_through_the_custom_autograd_workloads(tmp_path, wo
         "--set",
         "compile=default",
         *axes,
-        "--out",
-        tmp_path / "out",
         timeout=900,
     )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    (folder,) = (tmp_path / "out").iterdir()
     rows = read_runs(folder)
     assert len(rows) == (4 if workload == "stnn" else 2)
     assert all(r["status"] == "ok" and float(r["compile_s"]) > 0 for r in rows)

@@ -15,7 +15,7 @@ from stbench.store.prices import (
     price_of,
     read_prices,
 )
-from tests.helpers import stbench
+from tests.helpers import one_study, stbench
 
 
 def test_prices_are_parsed_from_flags_and_each_file_format(tmp_path):
@@ -72,8 +72,8 @@ def test_a_row_and_the_prices_give_cost_per_million_samples_and_to_target():
 
 def test_run_stores_the_prices_and_rows_read_back_with_their_cost(tmp_path):
     (tmp_path / "prices.json").write_text(json.dumps({"cuda": 2.99, "cpu": 0.10}))
-    proc = stbench(
-        "run",
+    folder = one_study(
+        tmp_path / "out",
         "cnn-strain",
         "--smoke",
         "--epochs",
@@ -84,12 +84,8 @@ def test_run_stores_the_prices_and_rows_read_back_with_their_cost(tmp_path):
         tmp_path / "prices.json",
         "--price",
         "cpu=0.68",
-        "--out",
-        tmp_path / "out",
         timeout=300,
     )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    (folder,) = (tmp_path / "out").iterdir()
     assert read_manifest(folder)["prices"] == {"cuda": 2.99, "cpu": 0.68}  # --price over the file
     (row,) = read_folder(folder).runs
     assert float(row["usd_per_hour"]) == pytest.approx(0.68)
