@@ -148,7 +148,9 @@ def study_plans(o: dict, env) -> list:
     from ..errors import StbenchError
     from ..plan import planner, registry
 
-    workload, all_, resume = o["workload"], o["all_"], o["resume"]
+    workload, all_ = o["workload"], o["all_"]
+    # Click's raw values: typer converts Path options for the callback's own arguments only
+    resume = Path(o["resume"]) if o["resume"] else None
     if not (all_ or workload or resume) or (all_ and (workload or resume)):
         raise StbenchError(
             "stbench run needs one of: a WORKLOAD (see `stbench list`), --all (every workload), "
@@ -168,12 +170,12 @@ def study_plans(o: dict, env) -> list:
         smoke=o["smoke"],
         seed=o["seed"],
         seed_per_repeat=not o["same_seed"],
-        out=o["out"],
+        out=Path(o["out"]),
         nnodes=tuple(o["nnodes"] or ()),
         launcher=o["launcher"] or "local",
         slurm=tuple(o["slurm"] or ()),
         timeout=o["timeout"],
-        prices=tuple(prices_given(o["price"], o["prices"]).items()),
+        prices=tuple(prices_given(o["price"], Path(o["prices"]) if o["prices"] else None).items()),
     )
     names = [w.name for w in registry.all_workloads()] if all_ else [workload]
     return [
