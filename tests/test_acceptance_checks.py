@@ -153,7 +153,8 @@ def _world(run_id, strategy, backend, world, loss, sync, status="ok", reason="")
 def test_distributed_is_untested_without_an_nccl_world_and_fails_without_a_sync_or_a_world(
     tmp_path,
 ):
-    skipped = "2 processes on nccl need 2 GPUs; 1 GPU visible"
+    # the planner's reason on the H100 named no backend: the row's backend column decides
+    skipped = "ddp with nproc=2 on cuda needs 2 GPUs, 1 visible"
     cells = [
         _world("a", "ddp", "nccl", 1, 0.5, 0),
         _world("b", "ddp", "nccl", 2, "", "", "skipped", skipped),
@@ -175,6 +176,9 @@ def test_distributed_is_untested_without_an_nccl_world_and_fails_without_a_sync_
     )
     check = one("g", rows.distributed, write_runs(tmp_path / "d", cells[:1]), backend="gloo")
     assert check.status == FAIL and "nothing was checked" in check.detail  # no gloo world at all
+    cells[2].update(status="skipped", reason=skipped)  # a skipped gloo world is no pass
+    check = one("g", rows.distributed, write_runs(tmp_path / "e", cells), backend="gloo")
+    assert check.status == FAIL and "c: skipped" in check.detail
 
 
 def test_memory_prediction_fails_outside_half_to_one_and_a_half(tmp_path):
@@ -267,18 +271,30 @@ def test_syncs_fail_without_a_profiled_step_beyond_the_limit_and_beyond_one_wait
     assert traces.judge_syncs({1: ["cudaDeviceSynchronize"]}, 0, waits, {1: 9}).status == FAIL
 
 
-def test_offload_copies_on_the_compute_stream_fail_and_the_overlap_is_a_figure():
+def test_offload_chunks_on_the_compute_stream_fail_its_batches_there_pass_and_overlap_is_a_figure():
     kernels = [(90, 170, 7), (0, 500, 7)]
-    check = traces.judge_side_stream([(100, 200, 20)], [(90, 170, 7), (120, 130, 7)])
-    assert check.status == PASS and "70% of 0.1 ms overlaps compute" in check.detail
-    assert "ran on the compute stream" in traces.judge_side_stream([(100, 200, 7)], kernels).detail
+    chunk, batch = (100, 200, 20, 9_000_000), (0, 2, 7, 4_000)
+    check = traces.judge_side_stream([chunk], [(90, 170, 7), (120, 130, 7)])
+    assert check.status == PASS and "70% of their 0.1 ms overlaps compute" in check.detail
+    # the H100's offload profile: each step's batch copied on the compute stream, beside chunks
+    assert traces.judge_side_stream([chunk, batch], kernels).status == PASS
+    on_compute = traces.judge_side_stream([chunk, (300, 400, 7, 9_000_000)], kernels)
+    assert on_compute.status == FAIL and "ran on the compute stream" in on_compute.detail
+    assert traces.judge_side_stream([(100, 200, 7, 9_000_000)], kernels).status == FAIL
     assert traces.judge_side_stream([], kernels).status == FAIL
 
 
-def test_checkpoint_fails_unless_each_level_lowers_the_peak():
+def test_checkpoint_fails_unless_full_lowers_the_peak_with_sqrt_between():
     check = rows.judge_checkpoint({"none": 30, "sqrt": 20, "full": 10})
     assert check.status == PASS and check.detail.startswith("activation peak")
-    for bad in ({"none": 30, "sqrt": 30, "full": 10}, {"none": 30, "full": 10}):
+    # the H100's cells: sqrt's first segment holds nearly every activation of 3 blocks
+    assert rows.judge_checkpoint({"none": 3.1, "sqrt": 3.1, "full": 2.2}).status == PASS
+    for bad in (
+        {"none": 30, "sqrt": 20, "full": 30},  # full lowers nothing
+        {"none": 30, "sqrt": 35, "full": 10},  # sqrt above none
+        {"none": 30, "sqrt": 5, "full": 10},  # sqrt below full
+        {"none": 30, "full": 10},
+    ):
         assert rows.judge_checkpoint(bad).status == FAIL
 
 

@@ -97,7 +97,8 @@ def test_run_id_is_set_once_stable_and_distinct():
         (
             RunSpec("w", "cuda", "ddp", 1, 1, world_size=4, params=(("backend", "auto"),)),
             2,
-            "ddp with nproc=4 on cuda needs 4 GPUs, 2 visible",
+            "ddp with nproc=4 on cuda needs 4 GPUs, 2 visible "
+            "(NCCL wants a GPU per rank; gloo ranks may share one: --set backend=gloo)",
         ),
         (
             RunSpec("w", "cpu", "ddp", 1, 1, world_size=2),

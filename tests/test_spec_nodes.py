@@ -108,7 +108,8 @@ TWO_NODES = RunSpec("w", "cuda", "ddp", 1, 1, world_size=4, nodes=2, params=(("b
             2,
             ("gloo", "nccl"),
             "local",
-            "ddp with 2 nodes x nproc=2 on cuda needs 4 GPUs, 2 visible",
+            "ddp with 2 nodes x nproc=2 on cuda needs 4 GPUs, 2 visible "
+            "(NCCL wants a GPU per rank; gloo ranks may share one: --set backend=gloo)",
         ),
         (TWO_NODES, 2, ("gloo", "nccl"), "srun", None),
         (TWO_NODES, 0, ("gloo", "nccl"), "slurm", None),

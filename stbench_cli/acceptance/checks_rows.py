@@ -186,17 +186,28 @@ def nvml(folder: Path) -> Check:
     return judge_nvml(samples, [number(r, "gpu_energy_j") for r in cuda])
 
 
-def judge_checkpoint(peaks: dict[str, float]) -> Check:
-    ok = set(peaks) == {"none", "sqrt", "full"} and peaks["none"] > peaks["sqrt"] > peaks["full"]
+def judge_checkpoint(peaks: dict[str, float], rel: float = 0.02) -> Check:
+    """full must lower the activation peak below none's; sqrt must lie between them (2% for the
+    allocator's rounding), not strictly below none: with cnn-strain's 3 blocks a sqrt segment is
+    ceil(sqrt(3)) = 2 blocks, the first two, which hold nearly every activation, so recomputing
+    it in backward peaks where none does (the H100 measured none 3.1, sqrt 3.1, full 2.2 MiB)."""
+    ok = (
+        set(peaks) == {"none", "sqrt", "full"}
+        and peaks["none"] > peaks["full"]
+        and peaks["full"] <= peaks["sqrt"] <= peaks["none"] * (1 + rel)
+    )
     text = "activation peak MiB " + ", ".join(f"{k} {v:.1f}" for k, v in peaks.items())
     return verdict(
-        "checkpoint-lowers-peak", ok, text if ok else f"not none > sqrt > full: {text}", peaks
+        "checkpoint-lowers-peak",
+        ok,
+        text if ok else f"not none > full with sqrt between: {text}",
+        peaks,
     )
 
 
 def checkpoint(folder: Path) -> Check:
-    """cnn-strain cuda cells at checkpoint none, sqrt, full: each lowers the activation peak the
-    CUDA allocator measured."""
+    """cnn-strain cuda cells at checkpoint none, sqrt, full: full lowers the activation peak the
+    CUDA allocator measured, sqrt between the two (judge_checkpoint)."""
     rows = cuda_rows(rows_ok(folder))
     sources = {r["activation_source"] for r in rows}
     if sources != {"cuda allocator"}:
@@ -265,7 +276,7 @@ def judge_worlds(rows: list[dict], backend: str) -> Check:
 def distributed(folder: Path, backend: str = "gloo") -> Check:
     """ddp worlds of one backend on this GPU: every cell ok but NCCL's, skipped where it has fewer
     GPUs than ranks (or no NCCL), so with one GPU that check is UNTESTED, never a pass."""
-    return judge_worlds(rows_ok(folder, may_skip="nccl"), backend)
+    return judge_worlds(rows_ok(folder, may_skip_backend="nccl"), backend)
 
 
 def doctor_checks(folder: Path) -> list[Check]:

@@ -2,10 +2,14 @@
 seed at a size worth publishing, the CPU (all the GPU machine's cores) beside the GPU in one
 stbench run, its folder to commit as results/reference/ref-<gpu>-<name>.
 
-Each is sized from its CPU timings on the 2-core VM (the committed ref-cpu2-* folders) so that
-it ends inside its cap even on a slower machine: the cuda cells come first (the figures no
-machine has given yet), every cell is killed at its --timeout, and the study's step at its cap.
-A cell costs ~4-5 s of setup on the GPU machine (torch, CUDA, the data) besides what it trains.
+Each is sized from the first H100 run (docs/acceptance-runs/h100-2026-11-26), where every
+study ran past a cap guessed from the 2-core VM: a cell there costs ~9 s besides what it trains
+(a process importing torch, initialising CUDA, making its data, warming up and evaluating), a
+dcrnn-pems cell ~13 s, so a study's cost is mostly its count of cells. The cuda cells come
+first (the figures no machine has given yet), every cell is killed at its --timeout, and the
+study's step at its cap. Sizes here are smaller than the ones the issue named (`--epochs 5 10
+15`, both stnn grids, batch 512 to 16,384), which took 152, 135 and 66 s by those timings: the
+whole run must fit one 9-minute command beside its correctness part.
 """
 
 from __future__ import annotations
@@ -41,55 +45,56 @@ DCRNN = (
 
 STUDIES = (
     # The ERA5 LSTM study's table (the paper preset: 2 points, 2020 to train, 2021 to test,
-    # batch 128, 2 workers). The CPU cells took 13/27/35 s on 2 cores (ref-cpu2-lstm-era5-paper),
-    # where the 2 loader workers share the cores with training; 16 cores give them their own:
-    # ~50 s with setup. On the GPU an epoch's 137 steps of a 2-layer 64-unit cuDNN LSTM take
-    # well under a second: 3 cells ~25 s. The 15-epoch cell is killed at 45 s (3 s an epoch).
+    # batch 128, 2 workers). On the H100 an epoch took 0.5 s on cuda and 2.7 s on the 16-core
+    # CPU (61 steps/s: no faster than the 2-core VM), each cell ~9.5 s more: epochs 1, 2, 3
+    # make cuda ~31 s and the CPU ~45 s. The fit (fixed + per-epoch time) needs three points.
     study(
         "lstm-era5-paper",
-        95,
-        "ERA5 LSTM: cpu vs cuda at 5, 10, 15 epochs",
-        f"{LSTM} --epochs 5 10 15 --timeout 45",
+        82,
+        "ERA5 LSTM: cpu vs cuda at 1, 2, 3 epochs",
+        f"{LSTM} --epochs 1 2 3 --timeout 40",
         f"{LSTM} --smoke --epochs 1 --timeout 120",
     ),
-    # The STNN table: 30x84 and 60x168, dense, offload and sparse relations, batches/s. A dense
-    # or offload step at 60x168 took 0.35-0.45 s on 2 cores (205 steps in 70-92 s,
-    # ref-cpu2-stnn-relations), 0.05 s at 30x84, sparse 2 ms: 40 steps (5 of them warm-up) make
-    # the CPU's 6 cells ~35 s with 16 cores (18 s a cell on 2), the GPU's ~36 s of setup.
+    # The STNN table at 60x168 (9,072 cells), where offload streams its relations in chunks:
+    # dense, offload and sparse relations, batches/s. On the H100 a cuda cell took ~10.5 s, a
+    # CPU cell at 30x84 ~10 s; a dense step at 60x168 took 0.35-0.45 s on 2 cores
+    # (ref-cpu2-stnn-relations), so 20 steps on 16 cores keep a CPU cell near 15 s: ~75 s.
     study(
         "stnn-relations",
-        75,
-        "stnn: 30x84, 60x168 x dense, offload, sparse",
-        f"{STNN} --set grid=30x84,60x168 --set max_steps=40 --timeout 40",
+        72,
+        "stnn: 60x168 x dense, offload, sparse",
+        f"{STNN} --set grid=60x168 --set max_steps=20 --timeout 40",
         f"{STNN} --smoke --set max_steps=6 --timeout 120",
     ),
     # The index-batching table (the Scalable PGT study's tiny DCRNN, pgt-i, on PeMS-BAY's graph,
-    # 52,116 generated steps): data memory, peak GPU memory, steps/s of index and gpu-index.
-    # 2 cores: 5-10 s of setup (the series, the windows' index), 11 steps/s
-    # (ref-cpu2-dcrnn-pems-bay-memory): 60 steps make the 2 CPU cells ~12 s, 4 cells ~40 s.
+    # 52,116 generated steps): data memory, peak GPU memory, steps/s of index and gpu-index. On
+    # the H100 a cuda cell took 15 s (13 s of setup: the series, the windows' index), 38-41
+    # steps/s; 2 cores trained 11 steps/s (ref-cpu2-dcrnn-pems-bay-memory): 30 steps make the 4
+    # cells ~60 s.
     study(
         "dcrnn-pems-index",
-        45,
+        60,
         "dcrnn: index vs gpu-index, cpu and cuda",
-        f"{DCRNN} --set max_steps=60 --timeout 30",
+        f"{DCRNN} --set max_steps=30 --timeout 30",
         f"{DCRNN} --smoke --set max_steps=5 --timeout 120",
     ),
-    # The thesis' batch knee on the GPU: batch sizes doubling to 16,384 (where a 1-D CNN of 150k
-    # parameters fills an H100 at last), each 1.5 s of training steps whatever the epochs, on
-    # 100,000 curves (generated in ~2.4 s on 2 cores): ~7 s a cell, 6 cells. The CPU's knee
-    # is ref-cpu2-cnn-strain-batch-sweep (75 to 1,024: flat from 300).
+    # The thesis' batch knee on the GPU: on the H100 samples/s still rose 1.6x from batch 1,024
+    # to 2,048 (316,000 to 503,000), so the sizes double from 2,048 to 16,384 (where a 1-D CNN
+    # of 150k parameters fills an H100 at last), each 1.5 s of training steps whatever the
+    # epochs, on 100,000 curves: 11 s a cell, 4 cells. The CPU's knee is
+    # ref-cpu2-cnn-strain-batch-sweep (75 to 1,024: flat from 300).
     study(
         "cnn-strain-batch-knee",
-        45,
-        "cnn-strain: batch 512 to 16,384 on cuda",
-        "run cnn-strain --device cuda --batch-size 512 1024 2048 4096 8192 16384 "
+        46,
+        "cnn-strain: batch 2,048 to 16,384 on cuda",
+        "run cnn-strain --device cuda --batch-size 2048 4096 8192 16384 "
         "--set n_samples=100000 --time-budget 1.5 --set max_eval_batches=2 --timeout 25",
     ),
     # The largest grid the GPU trains with dense relations (n x n per relation: the memory-bound
     # mode): the memory model predicts 46 GiB at 200x400 and 91 GiB at 240x480, so an H100
     # trains the first and the plan skips the second with that reason; an H200 trains both.
     # Generating the field is cheap (a sparse cell's setup was 4-6 s at 180x360 on 2 cores) and
-    # a dense step at 200x400 ~0.6 TFLOP: ~10 s a cell on the GPU.
+    # a dense step at 200x400 ~0.6 TFLOP. Not reached on the H100; last, as the least needed.
     study(
         "stnn-largest-grid",
         35,

@@ -47,6 +47,9 @@ def _backend_reason(run: RunSpec, backends: tuple[str, ...]) -> str | None:
     return None
 
 
+NCCL_ONE_EACH = "(NCCL wants a GPU per rank; gloo ranks may share one: --set backend=gloo)"
+
+
 def _cuda_reason(run: RunSpec, gpu_count: int, launcher: str) -> str | None:
     if gpu_count == 0:
         return f"{run.device} requested, but no GPU is visible (torch.cuda.is_available() is False)"
@@ -68,7 +71,7 @@ def _cuda_reason(run: RunSpec, gpu_count: int, launcher: str) -> str | None:
             if run.nproc_per_node > gpu_count:
                 return (
                     f"{run.strategy} with nproc={run.nproc_per_node} per node on cuda needs "
-                    f"{run.nproc_per_node} GPUs per node, {gpu_count} visible"
+                    f"{run.nproc_per_node} GPUs per node, {gpu_count} visible {NCCL_ONE_EACH}"
                 )
         elif run.world_size > gpu_count:
             who = (
@@ -78,7 +81,7 @@ def _cuda_reason(run: RunSpec, gpu_count: int, launcher: str) -> str | None:
             )
             return (
                 f"{run.strategy} with {who} on cuda needs {run.world_size} GPUs, "
-                f"{gpu_count} visible"
+                f"{gpu_count} visible {NCCL_ONE_EACH}"
             )
     return None
 
