@@ -57,6 +57,15 @@ AllWorkloads = Annotated[
 ]
 Smoke = Annotated[bool, typer.Option(help="shrink every cell to a seconds-long run")]
 Out = Annotated[Path, typer.Option(help="parent folder of the new result folder")]
+UntilConclusive = Annotated[
+    float | None,
+    typer.Option(
+        "--until-conclusive",
+        metavar="SECONDS",
+        help="after the --repeat rounds, one round more at a time while a cell cannot be told "
+        "from the first (paired by round), for at most SECONDS more",
+    ),
+]
 Timeout = Annotated[float | None, typer.Option(help="seconds per cell before it is killed")]
 StallLimit = Annotated[
     float | None,

@@ -24,6 +24,11 @@ def warn(message: str) -> None:
     err.print(f"[yellow]warning:[/] {message}")
 
 
+def note(message: str) -> None:
+    """A line of progress that is neither a result nor a warning (on stderr, as the bar)."""
+    err.print(message, markup=False)
+
+
 @contextmanager
 def interrupted(progress):
     """Ctrl-C inside: one line saying how far it got (`progress()`), exit 130 as a shell reports

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from contextlib import ExitStack
+from functools import partial
 from pathlib import Path
 from typing import Annotated
 
@@ -38,6 +39,7 @@ from .options import (
     Strategies,
     StudyWorkload,
     Timeout,
+    UntilConclusive,
     Workload,
     prices_given,
 )
@@ -124,22 +126,37 @@ def run(
     all_: AllWorkloads = False,
     price: Price = None,
     prices: PricesFile = None,
+    until_conclusive: UntilConclusive = None,
 ) -> None:
     """Run a matrix of devices x strategies x nproc x nnodes x batch sizes x epochs x --set axes."""
-    from ..runner import envinfo
+    from ..runner import envinfo, rounds
 
     ok = accepted(expect)
     check_stall(stall_limit)
+    rounds.check_budget(until_conclusive)
     env = envinfo.collect()
     plans = study_plans(ctx.params, env)
     if dry_run:
         return dry(plans, timeout)
-    rows = []
+    exit_for(run_studies(plans, env, timeout, stall_limit, until_conclusive), ok)
+
+
+def run_studies(plans, env, timeout, stall, budget: float | None) -> list[dict]:
+    """Each study under its progress bar (with --until-conclusive, round after round), then its
+    table and finding; every row."""
+    from ..runner import rounds
+
+    rows, go = [], partial(run_with_progress, env=env, timeout=timeout, stall=stall)
     for plan in plans:
-        rows += (done := run_with_progress(plan, env, timeout, stall=stall_limit))
+        done = (
+            go(plan)
+            if budget is None
+            else rounds.until_conclusive(plan, env, budget, go, render.note)
+        )
+        rows += done
         if done:  # a study with rows: read back, its table and its finding
             summary(plan.folder)
-    exit_for(rows, ok)
+    return rows
 
 
 def study_plans(o: dict, env) -> list:

@@ -28,6 +28,7 @@ from .spec import (
     check_positive,
     check_strategy,
     expand,
+    identify,
     parse_set,
 )
 
@@ -247,3 +248,23 @@ def plan_resume(workload: str | None, folder: Path, env: EnvInfo) -> Plan:
     launch = Launch.from_dict(manifest["launcher"])
     skips = {c.run_id: r for c in cells if (r := cell_skip(c, env, w, launch.kind))}
     return Plan(w, cells, folder, manifest, skips, done, launch)
+
+
+def plan_round(plan: Plan, env: EnvInfo) -> Plan:
+    """The study with one round more: its first round's cells again as the next repeat, with
+    the seed expand() gives that repeat, added to the manifest's cells and matrix (the caller
+    writes the manifest). What `stbench run --until-conclusive` runs while it cannot conclude.
+    plan: a resumed plan (plan_resume), whose manifest holds what the study wrote."""
+    matrix = plan.manifest["matrix"]
+    n = 1 + max(c.repeat for c in plan.cells)
+    seed = matrix["seed"] + n if matrix.get("seed_per_repeat", True) else matrix["seed"]
+    new = tuple(
+        identify(replace(c, repeat=n, seed=seed, run_id="")) for c in plan.cells if c.repeat == 0
+    )
+    skips = {c.run_id: r for c in new if (r := cell_skip(c, env, plan.workload, plan.launch.kind))}
+    manifest = {
+        **plan.manifest,
+        "matrix": {**matrix, "repeats": n + 1},
+        "cells": [*plan.manifest["cells"], *(asdict(c) for c in new)],
+    }
+    return replace(plan, cells=plan.cells + new, manifest=manifest, skips={**plan.skips, **skips})

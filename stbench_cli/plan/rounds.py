@@ -1,0 +1,117 @@
+"""Whether a study's comparisons can conclude yet, and how many rounds they would need (issue
+32): what `stbench run --until-conclusive` asks after every round. Pure: a study's cells and
+rows in, its open comparisons and the decision out.
+
+The comparisons are every cell against the first as planned (the first of each axis as given:
+the CPU of `--device cpu cuda`, the smallest batch listed first, the defaults of `--set
+threads=0,1`), on samples/s, or on the time to target where the study asks one. One is open
+while the 95% interval of its per-round ratio (stats.paired: a round's cells saw the same
+machine) holds 1, or has fewer than two rounds to pair. It needs `stats.rounds_needed` rounds
+were the ratios' mean and spread to stay; NEVER where the cells look equal, which no count of
+rounds can tell apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..stats import paired, rounds_needed
+from .spec import RunSpec
+
+NEVER = 1000  # stats.rounds_needed's cap: the per-round ratios average 1
+FIELDS = ("device", "strategy", "world_size", "nodes", "batch_size", "epochs")
+
+
+@dataclass(frozen=True)
+class Open:
+    """A comparison that cannot conclude yet."""
+
+    base: str  # what sets the first cell apart: 'threads=0'
+    other: str
+    rounds: int  # common rounds a conclusion needs (NEVER: the cells look equal)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Whether to run another round, and the line that says why."""
+
+    more: bool
+    why: str
+
+
+def key(spec: RunSpec) -> tuple:
+    """A cell's identity over its rounds: what it runs, without its repeat and seed."""
+    return (*(getattr(spec, f) for f in FIELDS), spec.params)
+
+
+def names(cells: list[RunSpec]) -> dict[tuple, str]:
+    """Each cell by what differs between the cells: 'batch_size=256, threads=1'."""
+    values = [{**{f: getattr(c, f) for f in FIELDS}, **c.param_dict} for c in cells]
+    differ = [k for k in values[0] if len({str(v.get(k)) for v in values}) > 1]
+    return {
+        key(c): ", ".join(f"{k}={v.get(k)}" for k in differ) or c.run_id
+        for c, v in zip(cells, values)
+    }
+
+
+def measure(cells: list[RunSpec]) -> tuple[str, bool]:
+    """The column the comparisons judge and whether lower is better."""
+    ttt = any(c.param_dict.get("time_budget") or c.param_dict.get("stop_at_target") for c in cells)
+    return ("time_to_target_s", True) if ttt else ("samples_per_s", False)
+
+
+def by_round(cells: tuple[RunSpec, ...], rows: list[dict], column: str) -> dict[tuple, dict]:
+    """Each cell's value of `column` by round, from its rows that ended ok with one."""
+    spec = {c.run_id: c for c in cells}
+    out: dict[tuple, dict] = {key(c): {} for c in cells}
+    for r in rows:
+        c = spec.get(r["run_id"])
+        if c is not None and r["status"] == "ok" and str(r.get(column) or "") not in ("", "nan"):
+            out[key(c)][c.repeat] = float(r[column])
+    return out
+
+
+def open_comparisons(cells: tuple[RunSpec, ...], rows: list[dict]) -> list[Open]:
+    """The comparisons of the cells with the first that cannot conclude yet (none with fewer
+    than two cells that ran: nothing to compare)."""
+    first = [c for c in cells if c.repeat == 0]
+    column, lower = measure(first)
+    values = {k: v for k, v in by_round(cells, rows, column).items() if v}
+    said = names(first)
+    found = [key(c) for c in first if key(c) in values]
+    if len(found) < 2:
+        return []
+    base, out = found[0], []
+    for other in found[1:]:
+        ratio, low, high, n = paired(values[base], values[other], lower)
+        if n >= 2 and (low > 1 or high < 1):
+            continue
+        needs = rounds_needed(values[base], values[other], lower, cap=NEVER)
+        out.append(Open(said[base], said[other], needs))
+    return out
+
+
+def decide(cells: tuple[RunSpec, ...], rows: list[dict], left_s: float, round_s: float):
+    """Another round while a comparison that rounds can conclude is open and a round (as long
+    as the last) fits in the seconds left of the budget."""
+    have = 1 + max(c.repeat for c in cells)
+    found = open_comparisons(cells, rows)
+    if not found:
+        return Decision(False, f"every comparison with the first cell concluded in {have} rounds")
+    hopeful = [o for o in found if o.rounds < NEVER]
+    if not hopeful:
+        return Decision(
+            False,
+            f"after {have} rounds {', '.join(o.other for o in found)} cannot be told from "
+            f"{found[0].base}: their per-round ratios average so near 1 that {NEVER} rounds "
+            "would not conclude; stopping",
+        )
+    worst = max(hopeful, key=lambda o: o.rounds)
+    needs = f"{worst.other} against {worst.base} needs ≥ {worst.rounds} rounds, {have} ran"
+    if round_s > left_s:
+        return Decision(
+            False,
+            f"{needs}; the budget has {max(left_s, 0):.0f} s left and a round takes "
+            f"{round_s:.0f} s: stopping (resume with a larger --until-conclusive)",
+        )
+    return Decision(True, f"{needs}: one round more (~{round_s:.0f} s, {left_s:.0f} s left)")

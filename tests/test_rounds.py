@@ -1,0 +1,118 @@
+"""`stbench run --until-conclusive`: the decision after each round (plan.rounds, on hand-made
+rows), the round it plans (plan.planner.plan_round) and a real study that adds rounds until its
+comparison concludes (issue 32: a study asking for more rounds on its own)."""
+
+import pytest
+
+from stbench.plan import planner
+from stbench.plan.rounds import NEVER, decide, open_comparisons
+from stbench.runner import envinfo
+from stbench.store.files import read_runs
+from stbench.store.manifest import read_manifest
+from tests.helpers import one_study, stbench
+
+
+@pytest.fixture(scope="module")
+def env():
+    return envinfo.collect()
+
+
+def study(env, values: dict[int, list[float]]):
+    """Cells of threads=1 and 2 over as many rounds as values given, and a row of samples/s
+    for each (round r of threads t: values[t][r])."""
+    rounds = len(next(iter(values.values())))
+    base = planner.Request("cnn-strain", smoke=True, sets=("threads=1,2",), repeat=rounds)
+    cells = planner.plan_new(base, env).cells  # plans a folder's name, writes nothing
+    rows = [
+        {
+            "run_id": c.run_id,
+            "status": "ok",
+            "samples_per_s": str(values[c.param_dict["threads"]][c.repeat]),
+        }
+        for c in cells
+    ]
+    return cells, rows
+
+
+def test_one_round_is_open_and_asks_for_another_within_the_budget(env):
+    cells, rows = study(env, {1: [100.0], 2: [150.0]})
+    (o,) = open_comparisons(cells, rows)
+    assert (o.base, o.other, o.rounds) == ("threads=1", "threads=2", 2)
+    d = decide(cells, rows, left_s=60, round_s=10)
+    assert d.more and "threads=2 against threads=1 needs ≥ 2 rounds, 1 ran" in d.why
+
+
+def test_paired_rounds_that_leave_one_conclude_and_stop(env):
+    # the machine drifts 20% between rounds; the ratio stays 1.5
+    cells, rows = study(env, {1: [100.0, 120.0, 90.0], 2: [150.0, 180.0, 135.0]})
+    assert open_comparisons(cells, rows) == []
+    d = decide(cells, rows, left_s=60, round_s=10)
+    assert not d.more and "concluded in 3 rounds" in d.why
+
+
+def test_a_round_that_does_not_fit_the_budget_stops_with_what_is_needed(env):
+    cells, rows = study(env, {1: [100.0, 120.0], 2: [150.0, 110.0]})
+    (o,) = open_comparisons(cells, rows)
+    assert 2 < o.rounds < NEVER
+    d = decide(cells, rows, left_s=5, round_s=10)
+    assert not d.more and f"needs ≥ {o.rounds} rounds, 2 ran" in d.why
+    assert "5 s left and a round takes 10 s" in d.why
+
+
+def test_cells_that_look_equal_stop_at_once_and_a_failed_cell_compares_nothing(env):
+    # per-round ratios 1.01, 1/1.01 and 1: their mean is exactly 1
+    cells, rows = study(env, {1: [100.0, 120.0, 90.0], 2: [101.0, 120.0 / 1.01, 90.0]})
+    d = decide(cells, rows, left_s=600, round_s=1)
+    assert not d.more and f"{NEVER} rounds would not conclude" in d.why
+    # every run of threads=2 failed: one cell ran, nothing to compare it with
+    failed = [{**r, "status": "failed"} if r["samples_per_s"] != "100.0" else r for r in rows]
+    assert open_comparisons(cells, failed) == []
+
+
+def test_a_round_repeats_the_first_rounds_cells_with_the_next_seed_and_new_ids(env, tmp_path):
+    req = planner.Request(
+        "cnn-strain", smoke=True, sets=("threads=1,2",), repeat=2, out=tmp_path, seed=7
+    )
+    plan = planner.plan_new(req, env)
+    more = planner.plan_round(plan, env)
+    new = more.cells[len(plan.cells) :]
+    assert [c.repeat for c in new] == [2, 2] and {c.seed for c in new} == {9}
+    assert [c.param_dict["threads"] for c in new] == [1, 2]
+    assert len({c.run_id for c in more.cells}) == 6  # no id reused
+    assert more.manifest["matrix"]["repeats"] == 3
+    assert [c["run_id"] for c in more.manifest["cells"]] == [c.run_id for c in more.cells]
+
+
+def test_a_study_adds_rounds_until_its_comparison_concludes_and_resumes_as_any(tmp_path):
+    """cnn-strain's smoke at batch 16 and 256: samples/s differ several times over, so the
+    paired rounds conclude within the budget, which a first round alone cannot (one round has
+    no interval). The rounds, however many, are whole and in the manifest."""
+    folder = one_study(
+        tmp_path / "out",
+        "cnn-strain",
+        "--smoke",
+        "--set",
+        "threads=1",
+        "--batch-size",
+        "16",
+        "256",
+        "--until-conclusive",
+        "60",
+    )
+    runs = read_runs(folder)
+    repeats = sorted({int(r["repeat"]) for r in runs})
+    assert repeats == list(range(len(repeats))) and len(repeats) >= 2  # at least one round added
+    assert len(runs) == 2 * len(repeats)  # every round has both cells, one row each
+    manifest = read_manifest(folder)
+    assert manifest["matrix"]["repeats"] == len(repeats) and len(manifest["cells"]) == len(runs)
+    # a resume finds nothing left to run: the rounds added are the study's own
+    again = stbench("run", "--resume", folder, check=True)
+    assert len(read_runs(folder)) == len(runs) and "--until-conclusive" not in again.stderr
+
+
+@pytest.mark.parametrize("budget", ["0", "-5"])
+def test_a_budget_that_is_not_positive_is_one_line_and_exit_2(tmp_path, budget):
+    out = tmp_path / "out"
+    proc = stbench("run", "cnn-strain", "--smoke", "--until-conclusive", budget, "--out", out)
+    assert proc.returncode == 2 and f"--until-conclusive {budget}" in proc.stderr
+    assert "(> 0)" in proc.stderr and not out.exists()
