@@ -9,6 +9,7 @@ from stbench.plan.rounds import NEVER, decide, open_comparisons
 from stbench.runner import envinfo
 from stbench.store.files import read_runs
 from stbench.store.manifest import read_manifest
+from stbench.store.progress import TIMELINE
 from tests.helpers import one_study, stbench
 
 
@@ -103,6 +104,10 @@ def test_a_study_adds_rounds_until_its_comparison_concludes_and_resumes_as_any(t
     repeats = sorted({int(r["repeat"]) for r in runs})
     assert repeats == list(range(len(repeats))) and len(repeats) >= 2  # at least one round added
     assert len(runs) == 2 * len(repeats)  # every round has both cells, one row each
+    # each cell's log ends with where its seconds outside training went (heartbeat.timeline)
+    for log in (folder / "logs").glob("*.log"):
+        assert f"{TIMELINE} starting 0." in log.read_text()
+        assert "building the workload's task" in log.read_text()
     manifest = read_manifest(folder)
     assert manifest["matrix"]["repeats"] == len(repeats) and len(manifest["cells"]) == len(runs)
     # a resume finds nothing left to run: the rounds added are the study's own

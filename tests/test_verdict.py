@@ -10,7 +10,7 @@ from stbench.plan.spec import RunSpec
 from stbench.runner import verdict, watch
 from stbench.store import progress
 from stbench.store.cell_result import CellResult, Figures
-from stbench.store.progress import Beat
+from stbench.store.progress import TIMELINE, Beat
 
 WORLD = RunSpec("faulty", "cpu", "ddp", 16, 1, world_size=2, nodes=2)
 SUMMARY = """\
@@ -48,6 +48,10 @@ def test_torchruns_and_sruns_words_are_read():
     assert verdict.fatal_line(SUMMARY) == "terminate called without an active exception"
     agents = SUMMARY[SUMMARY.index("W1126") :]  # torchrun's own lines: never a rank's last words
     assert verdict.last_words("RuntimeError: boom\n" + agents) == "RuntimeError: boom"
+    # rank 0's set-up timeline (a finished rank's last line) is never another rank's last words
+    dying = "[default1]:terminate called without an active exception\n"
+    timeline = f"[default0]:{TIMELINE} starting 0.0, end 7.9\n"
+    assert verdict.last_words(dying + timeline) == dying.strip()
 
 
 def test_a_rank_that_aborts_after_its_world_ended_keeps_the_figures_and_says_so():

@@ -212,6 +212,9 @@ def main(argv: list[str]) -> int:
     beat.close()
     if rank == 0:
         write_result(args.result, result)
+        import psutil
+
+        print(beat.timeline(psutil.Process().create_time()), file=sys.stderr)
     return 0
 
 

@@ -87,7 +87,11 @@ def last_words(log: str) -> str:
     printed last what killed it, e.g. `terminate called without an active exception`)."""
     cut = _AGENT_FAILED.search(log)
     head = log[: cut.start()] if cut else log
-    lines = [ln.strip() for ln in head.splitlines() if ln.strip() and not _AGENT.match(ln.strip())]
+    lines = [
+        ln.strip()
+        for ln in head.splitlines()
+        if ln.strip() and not _AGENT.match(ln.strip()) and progress.TIMELINE not in ln
+    ]
     errors = [ln for ln in lines if "Error" in ln or "error" in ln] if not cut else []
     return (errors or lines or [""])[-1][:300]
 

@@ -27,6 +27,9 @@ from pathlib import Path
 STALL_FLOOR_S = 300.0  # a phase new to a rank (set-up, compilation): a few minutes
 STALL_RUN_S = 30.0  # a phase it was in before (a step, an evaluation batch): half a minute
 STALL_STEPS = 10  # a stalled world finished nothing for this many times its slowest step
+# the line a finished cell's rank 0 ends its log with (child/heartbeat.py), which a failure's
+# last words skip (runner/verdict.py): it says where the set-up time went, not what went wrong
+TIMELINE = "stbench: phases first entered, seconds after the process started:"
 PG_MARGIN_S = 60.0  # a process group's timeout: the limit's floor and this margin
 
 
