@@ -215,3 +215,18 @@ def test_the_rows_prediction_is_for_the_gpu_the_cell_ran_on(monkeypatch):
         _predicted_mb(get("stnn"), on["cpu"], _Stub(None))
         == (cpu["device_bytes"] + cpu["host_bytes"]) / MiB
     )
+
+
+# stnn-r selects its learned edges by a boolean mask, which the meta device cannot size
+@pytest.mark.parametrize("mode", ["stnn", "stnn-d"])
+def test_dense_relations_are_made_on_the_training_device(mode):
+    """W is built where the cell trains (an H100's largest grid, ~46 GiB, never passes through
+    host memory): on the meta device every tensor of the backend is there, and on the CPU it
+    holds the edges' values as before."""
+    edges = grid.grid_edges(np.random.default_rng(3).random((7, 11)) > 0.2, "4")
+    made = relations.make("dense", edges, mode, device="meta")
+    own = [t for t in (*made.buffers(), *made.parameters()) if t.dim() == 3]
+    assert own and all(t.device.type == "meta" for t in own)
+    if mode == "stnn":
+        w = relations.make("dense", edges, mode).w
+        assert float(w[edges.row, edges.rel, edges.col].sum()) == pytest.approx(edges.value.sum())

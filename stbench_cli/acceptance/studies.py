@@ -94,7 +94,8 @@ STUDIES = (
     # mode): the memory model predicts 46 GiB at 200x400 and 91 GiB at 240x480, so an H100
     # trains the first and the plan skips the second with that reason; an H200 trains both.
     # Generating the field is cheap (a sparse cell's setup was 4-6 s at 180x360 on 2 cores) and
-    # a dense step at 200x400 ~0.6 TFLOP. Not reached on the H100; last, as the least needed.
+    # a dense step at 200x400 ~0.6 TFLOP; W is made on the GPU (relations.py), not filled in
+    # host memory and copied. Not reached on the H100; last, as the least needed.
     study(
         "stnn-largest-grid",
         35,

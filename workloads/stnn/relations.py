@@ -32,18 +32,21 @@ from .offload import OffloadRelations
 
 
 class DenseRelations(nn.Module):
-    def __init__(self, edges: Edges, mode: str):
+    def __init__(self, edges: Edges, mode: str, device: str | torch.device = "cpu"):
+        """W (n x r x n) made where it trains: built in host memory and copied, the largest
+        grid an H100 holds (200x400, ~46 GiB) would first fill as much host memory, page by
+        page, and then cross PCIe from pageable memory, tens of seconds before its first step."""
         super().__init__()
         self.n, self.r, self.mode = edges.n, edges.r, mode
-        w = torch.zeros(edges.n, edges.r, edges.n)
-        row, rel, col = (torch.from_numpy(a) for a in (edges.row, edges.rel, edges.col))
-        w[row, rel, col] = torch.from_numpy(edges.value)
+        w = torch.zeros(edges.n, edges.r, edges.n, device=device)
+        row, rel, col = (torch.from_numpy(a).to(device) for a in (edges.row, edges.rel, edges.col))
+        w[row, rel, col] = torch.from_numpy(edges.value).to(device)
         if mode == "stnn":
             self.register_buffer("w", w)
         elif mode == "stnn-r":
-            learned = torch.from_numpy(edges.learned)
+            learned = torch.from_numpy(edges.learned).to(device)
             self.register_buffer(
-                "mask", torch.zeros(edges.n, edges.r - 1, edges.n, dtype=torch.bool)
+                "mask", torch.zeros(edges.n, edges.r - 1, edges.n, dtype=torch.bool, device=device)
             )
             self.mask[row[learned], rel[learned] - 1, col[learned]] = True
             self.edge_w = initial_edge_weights(edges)
@@ -155,15 +158,21 @@ class SparseRelations(nn.Module):
 
 
 def make(
-    backend: str, edges: Edges, mode: str, chunk: int = 250, sparse_grad: bool = True
+    backend: str,
+    edges: Edges,
+    mode: str,
+    chunk: int = 250,
+    sparse_grad: bool = True,
+    device: str | torch.device = "cpu",
 ) -> nn.Module:
+    """One backend; `device`: where the cell trains (dense builds W there)."""
     from .sizing import unsupported
 
     reason = unsupported(backend, mode)
     if reason:
         raise ValueError(reason)
     if backend == "dense":
-        return DenseRelations(edges, mode)
+        return DenseRelations(edges, mode, device)
     if backend == "offload":
         return OffloadRelations(edges, mode, chunk)
     return SparseRelations(edges, mode, sparse_grad)

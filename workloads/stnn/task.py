@@ -50,11 +50,16 @@ def _ocean_series(params: dict, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return field.series(), field.ocean
 
 
-def _model(params: dict, edges, t_train: int, seed: int) -> tuple[STNN, torch.nn.Module]:
-    """(the STNN, its relations backend), initialised from `seed`."""
+def _model(
+    params: dict, edges, t_train: int, seed: int, device: str
+) -> tuple[STNN, torch.nn.Module]:
+    """(the STNN, its relations backend), initialised from `seed`; dense relations are made on
+    `device`, the training device (the trainer moves the rest)."""
     torch.manual_seed(seed)
     sparse_grad = params["factor_grad"] == "sparse"
-    rel = relations.make(params["relations"], edges, params["mode"], params["chunk"], sparse_grad)
+    rel = relations.make(
+        params["relations"], edges, params["mode"], params["chunk"], sparse_grad, device
+    )
     model = STNN(
         rel,
         edges.n,
@@ -84,7 +89,7 @@ def make_task(params: dict, ctx: BuildContext) -> Task:
     train /= std
     wrap = params["data"] == "generated" and data.is_global(*data.parse_grid(params["grid"]))
     edges = grid.grid_edges(ocean, params["neighbours"], wrap_lon=wrap)
-    model, rel = _model(params, edges, t_train, ctx.seed)
+    model, rel = _model(params, edges, t_train, ctx.seed, ctx.device)
     pairs = PairData(torch.from_numpy(train).unsqueeze(-1), edges.n)
     truth = torch.from_numpy(held_out).unsqueeze(-1)
     s = {"n": edges.n, "r": edges.r, "width": int(np.diff(edges.rowptr()).max())}
