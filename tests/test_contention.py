@@ -15,6 +15,7 @@ from stbench.plan.threads import THREADS_ENV, WHY_ENV, ThreadChoice, busy_cores,
 from stbench.report.judge import noise_flags
 from stbench.report.read import run_of
 from stbench.runner.hostprep import others_cores
+from stbench.runner.study import busy_threads
 from stbench.store import host
 from stbench.store.conditions import conditions, contention
 from stbench.store.files import read_runs
@@ -77,6 +78,18 @@ def test_contended_when_others_use_more_than_the_threads_left_free():
     state = conditions([], 2, threads=2, before_cores=1.0)  # no sample: the check before it
     assert state.contended and "just before the cell" in state.contention
     assert state.others_cpu_before_pct == 50.0
+
+
+def test_a_gpu_cell_contends_only_for_the_host_threads_that_feed_the_gpu():
+    # the H100's lstm-era5 cells: 16 threads on 16 cores beside 0.74 cores of other use (4.6%)
+    gpu = busy_threads(16, 1, gpu=True, workers=0)
+    assert gpu == 1 and busy_threads(16, 1, gpu=False, workers=0) == 16
+    assert busy_threads(16, 2, gpu=True, workers=2) == 6  # 2 ranks, each 1 + 2 loader workers
+    assert busy_threads(None, 1, gpu=True, workers=0) is None
+    assert conditions([], 16, threads=16, before_cores=0.74).contended  # counted as a CPU cell
+    assert not conditions([], 16, threads=gpu, before_cores=0.74, gpu=True).contended
+    busy = conditions([], 16, threads=gpu, before_cores=15.5, gpu=True)
+    assert busy.contended and "its 1 thread feeding the GPU left 15 free" in busy.contention
 
 
 def test_a_contended_row_is_flagged_with_its_reason():

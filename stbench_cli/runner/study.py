@@ -118,14 +118,26 @@ def _flops_in(workload: str) -> str:
         return "matmul"
 
 
+def busy_threads(threads: int | None, ranks: int, gpu: bool, workers: int) -> int | None:
+    """The cell's threads that other processes' use on its machine contends with: every
+    intra-op thread of a CPU cell; of a GPU cell, the host thread of each rank that launches its
+    kernels and its loader workers (its intra-op threads idle while the GPU computes). Counted
+    as a CPU cell, every cuda cell of the first H100 run was marked contended: 16 threads on 16
+    cores, beside 0.2-0.7 cores of other use (the parent's NVML and psutil sampling among it)."""
+    if not threads:
+        return None
+    return ranks * (1 + int(workers or 0)) if gpu else threads * ranks
+
+
 def make_row(
     spec: RunSpec, env: EnvInfo, outcome: Outcome, peaks: dict[str, dict], launcher: str = "local"
 ) -> RunRow:
     r = outcome.result
     # the threads of every rank on this machine: a local cell's whole world, a node's elsewhere
     ranks = spec.world_size if launcher == "local" else spec.nproc_per_node
-    threads = r.figures.threads * ranks if r.figures.threads else None
-    state = conditions(outcome.system, env.cores_logical, threads, outcome.others_before)
+    gpu = parse(spec.device).is_cuda
+    threads = busy_threads(r.figures.threads, ranks, gpu, spec.param_dict.get("workers", 0))
+    state = conditions(outcome.system, env.cores_logical, threads, outcome.others_before, gpu)
     return RunRow(
         identity(spec, launcher),
         r.status,

@@ -38,12 +38,14 @@ def conditions(
     cores: int | float | None,
     threads: int | None = None,
     before_cores: float | None = None,
+    gpu: bool = False,
 ) -> Conditions:
     """One run's samples (system.csv rows or the sampler's dicts) as its Conditions. The other
     processes' CPU share is the machine's use less the cell's own (proc_cpu_pct counts a core
     as 100%, sys_cpu_pct all cores as 100%). `threads`: the cell's threads on this machine (all
     its ranks'), `before_cores`: the other processes' use in cores the load check saw before
-    it started; with them, whether the cell ran contended (`contention`)."""
+    it started; with them, whether the cell ran contended (`contention`). `gpu`: the threads
+    are a GPU cell's busy host threads (runner.study.busy_threads), as its reason says."""
 
     def values(name: str) -> list[float]:
         return [v for v in (number(s.get(name)) for s in samples) if v is not None]
@@ -67,7 +69,7 @@ def conditions(
         seen |= m
     during = mean(others) if others else None
     before = before_cores / cores * 100 if before_cores is not None and cores else None
-    judged = contention(during if during is not None else before, bool(others), cores, threads)
+    judged = contention(during if during is not None else before, bool(others), cores, threads, gpu)
     return Conditions(
         load_max=max(loads) if loads else None,
         others_cpu_pct=during,
@@ -81,7 +83,11 @@ def conditions(
 
 
 def contention(
-    others_pct: float | None, sampled: bool, cores: float | None, threads: int | None
+    others_pct: float | None,
+    sampled: bool,
+    cores: float | None,
+    threads: int | None,
+    gpu: bool = False,
 ) -> tuple[bool | None, str | None]:
     """(contended, why): other processes used more of the machine than the cell's threads left
     free, by more than CONTENTION_SLACK of a core (issue 32: with one core busy beside it, a
@@ -95,7 +101,9 @@ def contention(
     when = (
         "on average while the cell ran" if sampled else "just before the cell (not sampled after)"
     )
+    mine = f"{threads} thread{'s' if threads != 1 else ''}"
+    mine = f"{mine} feeding the GPU" if gpu else mine
     return True, (
-        f"contended: other processes used {used:.2f} of {cores:g} cores {when}; its "
-        f"{threads} thread{'s' if threads != 1 else ''} left {free:g} free"
+        f"contended: other processes used {used:.2f} of {cores:g} cores {when}; its {mine} "
+        f"left {free:g} free"
     )
