@@ -27,7 +27,7 @@ from .steps import CORRECTNESS, EXTRAS, REFERENCE, STEPS
 from .studies import STUDIES
 
 DEFAULT = (*STEPS, *STUDIES)  # in priority order: correctness, then the reference studies
-# from the command's start: the install (~15 s) and the caps (538 s), the last step fitting by what
+# from the command's start: the install (~15 s) and the caps (535 s), the last step fitting by what
 # the earlier ones save (by the H100's timings each ends 2-5 s inside its cap); a 10-minute command
 # keeps a minute for a slow start and the end
 DEADLINE_S = 540
