@@ -27,6 +27,7 @@ def study(env, values: dict[int, list[float]]):
     rows = [
         {
             "run_id": c.run_id,
+            "repeat": c.repeat,
             "status": "ok",
             "samples_per_s": str(values[c.param_dict["threads"]][c.repeat]),
         }

@@ -28,9 +28,8 @@ class Heartbeat:
         self.folder, self.rank, self.node, self.period = folder, rank, node, period
         self.name = "starting"
         self.familiar = False  # in a phase it was in before
-        self._seen = {self.name}
-        # when each phase was first entered (time.time()): where a cell's set-up time goes
-        self.firsts: list[tuple[str, float]] = [(self.name, time.time())]
+        # each phase seen, with when it was first entered (time.time()): where set-up time goes
+        self.firsts: dict[str, float] = {self.name: time.time()}
         self.steps = self.work = 0
         self.slowest = 0.0
         self.done = False
@@ -46,17 +45,16 @@ class Heartbeat:
         if name != self.name:
             self.name = name
             self.work += 1
-            self.familiar = name in self._seen
+            self.familiar = name in self.firsts
             if not self.familiar:
-                self.firsts.append((name, time.time()))
-            self._seen.add(name)
+                self.firsts[name] = time.time()
 
     def timeline(self, since: float) -> str:
         """Each phase's first entry, in seconds after `since` (the process's start): one line
         for the cell's log, saying where the seconds outside training went (on the H100 a cell
         spent ~9 s so, against ~2.5 s on the 2-core CPU machine)."""
         marks = ", ".join(
-            f"{name} {t - since:.1f}" for name, t in [*self.firsts, ("end", time.time())]
+            f"{name} {t - since:.1f}" for name, t in [*self.firsts.items(), ("end", time.time())]
         )
         return f"{TIMELINE} {marks}"
 

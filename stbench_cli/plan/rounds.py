@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..stats import paired, rounds_needed
+from .judge import by_round
 from .spec import RunSpec
 
 NEVER = 1000  # stats.rounds_needed's cap: the per-round ratios average 1
@@ -60,14 +61,13 @@ def measure(cells: list[RunSpec]) -> tuple[str, bool]:
     return ("time_to_target_s", True) if ttt else ("samples_per_s", False)
 
 
-def by_round(cells: tuple[RunSpec, ...], rows: list[dict], column: str) -> dict[tuple, dict]:
-    """Each cell's value of `column` by round, from its rows that ended ok with one."""
+def grouped(cells: tuple[RunSpec, ...], rows: list[dict]) -> dict[tuple, list[dict]]:
+    """The rows of each cell over its rounds."""
     spec = {c.run_id: c for c in cells}
-    out: dict[tuple, dict] = {key(c): {} for c in cells}
+    out: dict[tuple, list[dict]] = {}
     for r in rows:
-        c = spec.get(r["run_id"])
-        if c is not None and r["status"] == "ok" and str(r.get(column) or "") not in ("", "nan"):
-            out[key(c)][c.repeat] = float(r[column])
+        if r["run_id"] in spec:
+            out.setdefault(key(spec[r["run_id"]]), []).append(r)
     return out
 
 
@@ -76,7 +76,7 @@ def open_comparisons(cells: tuple[RunSpec, ...], rows: list[dict]) -> list[Open]
     than two cells that ran: nothing to compare)."""
     first = [c for c in cells if c.repeat == 0]
     column, lower = measure(first)
-    values = {k: v for k, v in by_round(cells, rows, column).items() if v}
+    values = {k: v for k, group in grouped(cells, rows).items() if (v := by_round(group, column))}
     said = names(first)
     found = [key(c) for c in first if key(c) in values]
     if len(found) < 2:

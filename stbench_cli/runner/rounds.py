@@ -16,7 +16,6 @@ from collections.abc import Callable
 from ..errors import StbenchError
 from ..plan.planner import Plan, plan_resume, plan_round
 from ..plan.rounds import decide
-from ..store.files import read_runs
 from ..store.manifest import write_manifest
 from .lock import FolderLock
 
@@ -37,7 +36,8 @@ def until_conclusive(
     say: Callable[[str], None],
 ) -> list[dict]:
     """Run the plan, then rounds while plan.rounds.decide says so; returns every row.
-    run(plan) -> the study's rows (the CLI's progress bar around runner.study.run_study)."""
+    run(plan) -> every row of the study, earlier rounds' too (the CLI's progress bar around
+    runner.study.run_study): what decide reads, without reading runs.csv again."""
     started = time.monotonic()
     rows = run(plan)
     if not rows:
@@ -45,7 +45,7 @@ def until_conclusive(
     round_s = (time.monotonic() - started) / (1 + max(c.repeat for c in plan.cells))
     spent = 0.0
     while True:
-        decision = decide(plan.cells, read_runs(plan.folder), budget_s - spent, round_s)
+        decision = decide(plan.cells, rows, budget_s - spent, round_s)
         say(f"--until-conclusive: {decision.why}")
         if not decision.more:
             return rows
