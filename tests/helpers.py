@@ -100,3 +100,47 @@ def committed_studies(root: Path = ROOT):
     folders, skipped = read(committed_folders(root), ())
     assert not skipped, skipped
     return tuple(studies(folders))
+
+
+# -- the GPU acceptance's checks on hand-made folders (test_acceptance_checks, _rehearsal) -----
+NOT_COMPILED = "AssertionError: Torch not compiled with CUDA enabled"
+
+
+def acceptance_folder(step: Path, rows_: list[dict], study: str = "study") -> Path:
+    """A step's folder holding one study with these rows (defaults: an ok cnn-strain cuda cell)."""
+    import csv
+
+    from stbench.store.rows import RUN_COLUMNS, SCHEMA
+
+    folder = step / study
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "runs.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=RUN_COLUMNS, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(
+            {
+                "schema": SCHEMA,
+                "status": "ok",
+                "strategy": "single",
+                "batch_size": 64,
+                "epochs": 1,
+                "params": "{}",
+                "workload": "cnn-strain",
+                "device": "cuda",
+                "backend": "gloo",
+                "world_size": 1,
+                "nodes": 1,
+                "seed": 0,
+                **r,
+            }
+            for r in rows_
+        )
+    return step
+
+
+def acceptance_check(name, judge, folder, **kw):
+    """The one Check a judge gives on a folder, as the acceptance runs it."""
+    from stbench.acceptance.verdicts import run_check
+
+    (check,) = run_check(name, judge, folder, **kw)
+    return check

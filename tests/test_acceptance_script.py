@@ -181,6 +181,12 @@ def test_an_stbench_command_runs_in_this_process_and_is_stopped_at_its_limit(tmp
     assert left == []  # the cell's process group went with the command
 
 
+def begun(summary: Path, step: str) -> bool:
+    """Whether the summary names the step running or ended (not "not started yet")."""
+    text = summary.read_text() if summary.exists() else ""
+    return any(f"| {v} | **{step}** |" in text for v in ("RUNNING", "PASS", "FAIL"))
+
+
 def test_a_killed_rehearsal_leaves_the_verdicts_it_reached_and_a_second_command_finishes(tmp_path):
     """Two steps of the rehearsal (CUDA faked, this venv): killed once the first step's verdict is
     saved, summary.md holds it and its checks; the same command again keeps it, runs the other."""
@@ -204,10 +210,15 @@ def test_a_killed_rehearsal_leaves_the_verdicts_it_reached_and_a_second_command_
     )
     try:
         deadline = time.monotonic() + 400
+        # killed once the first step's verdict is saved and the second has begun: state.json is
+        # written just before the summary names the next step RUNNING, and a kill between the
+        # two left a summary without it (a race this test lost now and then)
         while time.monotonic() < deadline and proc.poll() is None:
-            if (out / "state.json").exists() and json.loads((out / "state.json").read_text())[
-                "steps"
-            ]:
+            if (
+                (out / "state.json").exists()
+                and json.loads((out / "state.json").read_text())["steps"]
+                and begun(out / "summary.md", "two-nodes")
+            ):
                 break
             time.sleep(0.5)
     finally:
