@@ -114,6 +114,15 @@ if bad:
 """
 
 
+def freeze(out: Path) -> None:
+    """OUT/pip-freeze.txt: the versions the run measured with (the rehearsal pins to them, from
+    gpu_machine.txt, where this machine's Python can have them)."""
+    out.mkdir(parents=True, exist_ok=True)
+    found = subprocess.run([sys.executable, "-m", "pip", "freeze"], capture_output=True, text=True)
+    python = f"# python {sys.version.split()[0]} at {sys.executable}\n"
+    (out / "pip-freeze.txt").write_text(python + found.stdout + found.stderr[-2000:])
+
+
 def verify() -> None:
     """Every .py (and the carried CPU rows) of the tree is the installed one, byte for byte."""
     argv = [sys.executable, "-c", VERIFY, str(ROOT)]
@@ -135,7 +144,6 @@ def build_venv(env_dir: Path) -> tuple[Path, Path]:
         [sys.executable, "-m", "venv", str(env_dir / "venv")],
         [str(vpy), "-m", "pip", "install", "-q", "--upgrade", "pip"],
         [str(vpy), "-m", "pip", "install", "-q", torch],
-        [str(vpy), "-m", "pip", "install", "-q", *packages],
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(ROOT)],
     ]
     for argv in steps:
@@ -143,10 +151,42 @@ def build_venv(env_dir: Path) -> tuple[Path, Path]:
             if subprocess.run(argv, stdout=f, stderr=f).returncode != 0:
                 last = log.read_text().strip().splitlines()[-1:]
                 fail(f"building the rehearsal's venv failed at {' '.join(argv[:4])}: {last}")
+    for note in install_pinned(vpy, packages, log):
+        print(f"rehearsal: {note}", flush=True)
     for gone in ABSENT:
         if subprocess.run([str(vpy), "-c", f"import {gone}"], capture_output=True).returncode == 0:
             fail(f"the rehearsal venv has {gone}, which the GPU machine lacks")
     return vpy, wheels
+
+
+def install_pinned(vpy: Path, packages: list[str], log: Path) -> list[str]:
+    """gpu_machine.txt's packages at the GPU machine's versions where it pins one (NAME==V, from
+    its pip freeze); a pin this Python cannot install (the GPU machine runs 3.12) falls back to
+    the newest, and says so: the notes."""
+
+    def pip_install(*names: str) -> bool:
+        argv = [str(vpy), "-m", "pip", "install", "-q", *names]
+        with open(log, "ab") as f:
+            return subprocess.run(argv, stdout=f, stderr=f).returncode == 0
+
+    if pip_install(*packages):
+        return []
+    notes = []
+    for line in packages:
+        name = line.split("==")[0]
+        if pip_install(line):
+            continue
+        if "==" in line and pip_install(name):
+            got = subprocess.run(
+                [str(vpy), "-m", "pip", "show", name], capture_output=True, text=True
+            ).stdout
+            version = next(
+                (x.split()[-1] for x in got.splitlines() if x.startswith("Version")), "?"
+            )
+            notes.append(f"{line} does not install for this Python: rehearsed with {version}")
+            continue
+        fail(f"building the rehearsal's venv failed installing {line} (see {log})")
+    return notes
 
 
 def rehearse(out: Path, rest: list[str]) -> int:
@@ -206,6 +246,7 @@ def main(argv: list[str]) -> int:
     if not args.skip_install:
         install(args.wheels)
     verify()
+    freeze(args.out)
     os.chdir(ROOT)  # the extras' pytest runs from the tree
     out = str(args.out.resolve())
     os.execv(sys.executable, [*inner, "--out", out, "--started-at", str(STARTED), *rest])

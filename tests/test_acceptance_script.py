@@ -39,7 +39,7 @@ def acceptance(*args, env=None, timeout=60):
     )
 
 
-def test_the_default_run_fits_a_ten_minute_command_correctness_first():
+def test_the_default_run_fits_six_and_a_half_minutes_correctness_first():
     parts = [s.part for s in DEFAULT]
     assert parts == sorted(
         parts, key=[CORRECTNESS, REFERENCE].index
@@ -47,7 +47,8 @@ def test_the_default_run_fits_a_ten_minute_command_correctness_first():
     caps = {
         part: sum(s.cap_s for s in DEFAULT if s.part == part) for part in (CORRECTNESS, REFERENCE)
     }
-    assert caps[CORRECTNESS] <= 240 and caps[REFERENCE] <= 320 and sum(caps.values()) <= 540
+    # issue 37: correctness within 2.5 minutes, the studies within 4, ~6.5 in all
+    assert caps[CORRECTNESS] <= 150 and caps[REFERENCE] <= 240 and sum(caps.values()) <= 390
     text = listing()
     assert (
         f"correctness (caps {caps[CORRECTNESS]} s)" in text
@@ -79,6 +80,8 @@ def test_every_study_plans_as_written_on_one_gpu(step, tmp_path, monkeypatch, ca
 
     from stbench.cli import main
 
+    # the inventory in this process, where the patches below are (not in a warm server's fork)
+    monkeypatch.setenv("STBENCH_WARM", "0")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     monkeypatch.setattr(torch.distributed, "is_nccl_available", lambda: True)
@@ -177,7 +180,10 @@ def test_an_stbench_command_runs_in_this_process_and_is_stopped_at_its_limit(tmp
     t0 = time.monotonic()
     code = execute.stbench(("run", "cnn-strain", "--epochs", "50", "--out", str(tmp_path)), 5)
     assert code == execute.TIMED_OUT and time.monotonic() - t0 < 30
-    left = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
+    from stbench.runner import warm
+
+    kept = before | warm.helpers()  # the warm server serves every step: it stays
+    left = [p for p in psutil.Process().children(recursive=True) if p.pid not in kept]
     assert left == []  # the cell's process group went with the command
 
 

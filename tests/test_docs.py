@@ -42,6 +42,7 @@ def test_every_run_example_plans_as_written(page, line, capsys, monkeypatch):
     # asked only these availability questions); cells still skipped there would be a wrong example.
     import torch
 
+    monkeypatch.setenv("STBENCH_WARM", "0")  # the inventory here, where the patches are
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
     monkeypatch.setattr(torch.distributed, "is_nccl_available", lambda: True)

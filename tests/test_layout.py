@@ -1,5 +1,7 @@
 """The package's shape (DESIGN.md): one import root, layers that import only what they may,
-workloads that see only the contract, small files and functions, no import cycle."""
+workloads that see only the contract, no import cycle, no private name imported across modules.
+Sizes are not checked: a file is split where it holds two concepts, not where it crosses a
+count (a count to meet moved code away from its concept, issue 38)."""
 
 import ast
 import os
@@ -156,18 +158,6 @@ def test_no_import_cycle():
     assert import_cycles() == []
 
 
-@pytest.mark.parametrize(
-    "path", [*sources(ENGINE), *sources(WORKLOADS)], ids=lambda p: str(p.relative_to(ROOT))
-)
-def test_small_files_and_functions(path):
-    text = path.read_text()
-    assert text.count("\n") <= 300, f"{path.name}: {text.count(chr(10))} lines"
-    for node in ast.walk(ast.parse(text)):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            length = node.end_lineno - node.lineno + 1
-            assert length <= 50, f"{path.name}:{node.lineno} {node.name} has {length} lines"
-
-
 def test_every_package_folder_is_installed():
     """setup.py derives the package list from the folders: each one with an __init__.py."""
     import importlib.util
@@ -191,12 +181,6 @@ def test_report_and_planning_import_no_torch():
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-500:]
-
-
-def test_the_report_has_at_most_18_modules():
-    """Every .py file under report/ counts, an __init__.py and a subpackage's too (DESIGN.md)."""
-    modules = sources(ENGINE / "report")
-    assert len(modules) <= 18, [p.name for p in modules]
 
 
 def test_no_module_imports_another_ones_private_names():

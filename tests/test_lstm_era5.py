@@ -59,6 +59,22 @@ def test_netcdf_file_yields_the_csv_series(tmp_path):
     np.testing.assert_array_equal(from_nc, expected)
 
 
+def test_generated_data_without_zarr_is_the_same_field_in_memory(tmp_path, monkeypatch):
+    """The GPU machine has neither zarr nor dask: data=generated is then built in memory, the
+    values the store would hold (the size sweep of `stbench gpu-vs-cpu` trains on it there)."""
+    params = {**preset_params("lstm-era5", "smoke"), "data": "generated", "grid": "30:30.5:250:251"}
+    ctx = BuildContext(seed=3, cache_dir=tmp_path)
+    stored = load_split(params, ctx)
+    monkeypatch.setattr(generated, "can_store", lambda: False)
+    real = data.find_spec
+    monkeypatch.setattr(data, "find_spec", lambda name: None if name == "dask" else real(name))
+    in_memory = load_split(params, ctx)
+    for a, b in zip(stored[:2], in_memory[:2]):
+        np.testing.assert_array_equal(a, b)
+    assert stored[2] == in_memory[2] and stored[4] is not None and in_memory[4] is None
+    assert len(list((tmp_path / "data").glob("*.zarr"))) == 1  # the in-memory path wrote none
+
+
 def test_generated_store_has_the_era5_schema(tmp_path):
     lats, lons = np.arange(45.0, 29.9, -0.25), np.arange(250.0, 254.0, 0.25)
     generated.generate(

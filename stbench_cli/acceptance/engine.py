@@ -8,7 +8,9 @@ saves is not lost, and no later step loses its cap to it. After every step OUT/s
 OUT/summary.md are rewritten and its result folders (without profiler traces) join
 OUT/results.tar.gz; a step's output goes to OUT/run.log as it runs. A later command with the
 same OUT keeps the steps that passed (their folders come back out of the archive) and runs the
-rest. The work folder is outside OUT and removed at the end.
+rest. A step that failed for a reason a second try can mend (it ran past its limit, a cell
+crashed, hung or timed out) runs once more where the deadline allows it without taking a later
+step's cap. The work folder is outside OUT and removed at the end.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import shutil
 import tarfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..store.files import read_runs
@@ -65,6 +67,16 @@ def run(steps: list[Step], s: Settings, state: State, names: list[str]) -> int:
         say(f"== [{i + 1}/{len(todo)}] {step.name} (cap {cap:.0f} s, limit {limit:.0f} s)")
         state.records[step.name] = record = run_step(step, limit, s, archive)
         say(f"   {record.verdict} {step.name} in {record.seconds:.0f} s: {record.detail}")
+        later = s.slack * sum(x.cap_s for x in todo[i + 1 :])
+        why = retryable(record, s.work / step.name, s.rehearsal)
+        if why and s.deadline_at - time.time() - later >= cap:
+            say(f"   once more ({why})")
+            first = record.detail
+            limit = min(s.deadline_at - time.time(), max(cap, s.deadline_at - time.time() - later))
+            record = run_step(step, limit, s, archive)
+            record = replace(record, detail=f"{record.detail} (second try; the first: {first})")
+            state.records[step.name] = record
+            say(f"   {record.verdict} {step.name} in {record.seconds:.0f} s: {record.detail}")
         for c in record.checks:
             say(f"   {c.status} {c.name}: {c.detail}")
         write_summary(s.out, names, state)  # the summary first: state.json's step is in it
@@ -103,6 +115,24 @@ def run_step(step: Step, limit: float, s: Settings, archive: Path) -> StepRecord
         checks = [rehearsal.judge_check(c) for c in checks]
     folders = _archive(step, folder, archive, s)
     return StepRecord(step.name, verdict, detail, time.monotonic() - t0, tuple(checks), folders)
+
+
+RETRIED = ("failed", "hung", "timeout")  # a cell's statuses a second try may mend
+
+
+def retryable(record: StepRecord, folder: Path, rehearsed: bool) -> str:
+    """Why a failed step is worth a second try ('' where it is not): its command ran past its
+    limit, or a cell crashed, hung or timed out (a flaky start); a check that failed on cells
+    that ended ok measured what a second try would measure again."""
+    if record.verdict != FAIL or rehearsed:
+        return ""
+    if record.detail.startswith("ran past its limit"):
+        return "it ran past its limit"
+    rows = [r for p in sorted(folder.glob("*/runs.csv")) for r in read_runs(p.parent)]
+    bad = [r for r in rows if r["status"] in RETRIED]
+    if bad:
+        return f"{len(bad)} cell(s) ended {bad[0]['status']}: {bad[0]['reason'][:120]}"
+    return ""
 
 
 def judge_step(

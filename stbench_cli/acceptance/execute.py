@@ -114,8 +114,12 @@ def program(command: tuple[str, ...], limit_s: float, env: dict[str, str] | None
 
 def kill_children(before: set[int]) -> None:
     """Kill what this process started during a step and still has running below it (a cell
-    left by an interrupted launcher): nothing of a step may run on into the next one."""
-    left = [c for c in psutil.Process().children(recursive=True) if c.pid not in before]
+    left by an interrupted launcher): nothing of a step may run on into the next one. The warm
+    server (runner/warm.py) and its resource tracker serve every step: they stay."""
+    from ..runner import warm
+
+    kept = before | warm.helpers()
+    left = [c for c in psutil.Process().children(recursive=True) if c.pid not in kept]
     for child in left:
         with contextlib.suppress(psutil.Error):
             child.kill()

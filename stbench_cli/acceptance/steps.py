@@ -2,12 +2,15 @@
 what it wrote. The correctness part is here, the reference studies in `studies.py`, and the
 extras (not in a default run) at the end.
 
-Caps are seconds on one H100 (16 cores beside it), the step's checks included, sized from the
-first H100 run (docs/acceptance-runs/h100-2026-11-26, the seconds beside each step below). Each
-cell is a process of its own: on that machine a cuda cell spends ~9 s outside its training
-(importing torch, initialising CUDA, the data, warm-up, evaluation), so a cap is ~10 s a cell
-plus what it trains. The first cuda study also measures the GPU's peaks (~6 s, cached for the
-rest). A step that ends early leaves its time to the next (engine.py)."""
+Caps are seconds on one H100 (16 cores beside it), the step's checks included. The first H100
+run (docs/acceptance-runs/h100-2026-11-26: the seconds beside each step below) spent ~9 s a cell
+outside its training, most of it a fresh process importing torch; a single-process cell is now
+forked from a warm server (runner/warm.py) that imported it once, so a cap is what the cell
+trains, its CUDA initialisation (~2 s, a guess: no GPU has run a warm cell yet) and its data.
+torchrun worlds (distributed, two-nodes) still start their ranks fresh. The first cuda step also
+measures the GPU's peaks (~6 s, cached for the rest). A step that ends early leaves its time to
+the next, and a step that failed for a reason a second try can mend (past its limit, a cell that
+crashed or hung) runs once more where the deadline allows (engine.py)."""
 
 from __future__ import annotations
 
@@ -108,32 +111,32 @@ WORLD = "run cnn-strain --smoke --device cuda --set max_steps=10 --timeout 60 --
 GLOO, NCCL = (("backend", "gloo"),), (("backend", "nccl"),)
 
 STEPS = (
-    # 3 cells, after the GPU's peaks are measured (~6 s, once): 30 s on the H100
+    # 3 cells, after the GPU's peaks are measured (~6 s, once): 30 s on the H100, cold
     smoke(
-        "cnn-strain", 33, Probe("nvml", rows.nvml), Probe("checkpoint-lowers-peak", rows.checkpoint)
+        "cnn-strain", 20, Probe("nvml", rows.nvml), Probe("checkpoint-lowers-peak", rows.checkpoint)
     ),
-    smoke("dcrnn-pems", 16),  # its index cell: 9 s on the H100
-    smoke("lstm-era5", 12),  # 10 s
-    smoke("stnn", 12),  # 9 s
-    profile("cnn-strain", 20, "--smoke", NO_SYNCS, Probe("h2d-plausible", rows.h2d_plausible)),
+    smoke("dcrnn-pems", 9),  # its index cell: 9 s on the H100, cold
+    smoke("lstm-era5", 7),  # 10 s, cold
+    smoke("stnn", 7),  # 9 s, cold
+    profile("cnn-strain", 12, "--smoke", NO_SYNCS, Probe("h2d-plausible", rows.h2d_plausible)),
     # gpu-index, the path only a GPU runs, and the device-data check's row (the host index path
     # is the DataLoader path cnn-strain and lstm-era5 profile): a dcrnn cell profiled 10 steps in
     # 18 s on the H100 (245,000 trace events), 4 steps keep it ~25 s
     profile(
         "dcrnn-pems",
-        28,
+        20,
         "--smoke --set batching=gpu-index",
         NO_SYNCS,
         Probe("dcrnn-device-data", rows.device_data),
         what="dcrnn gpu-index: no sync, no data or h2d time",
         steps=4,
     ),
-    profile("lstm-era5", 12, "--smoke"),  # 11 s
+    profile("lstm-era5", 7, "--smoke"),  # 11 s, cold
     # the grid and chunk at which offload streams its relations in chunks (60x168: 9,072 cells);
     # dense and sparse beside it for sparse = dense and the memory model: 3 cells
-    profile(  # 30-37 s on the H100
+    profile(  # 30-37 s on the H100, cold
         "stnn",
-        40,
+        25,
         "--set grid=60x168 --set chunk=250 --set relations=dense,offload,sparse",
         Probe("syncs", traces.stnn_syncs),
         Probe("offload-side-stream", traces.offload_stream),
@@ -145,7 +148,7 @@ STEPS = (
     Step(
         "distributed",
         CORRECTNESS,
-        16,  # 13 s on the H100
+        15,  # 13 s on the H100: torchrun's ranks start fresh
         "ddp: 2 gloo ranks on 1 GPU; NCCL",
         argv=args(f"{WORLD} ddp --nproc 2 --set backend=gloo,nccl --expect skipped"),
         checks=(
@@ -156,7 +159,7 @@ STEPS = (
     Step(
         "two-nodes",
         CORRECTNESS,
-        16,  # 13 s
+        15,  # 13 s
         "ddp: two loopback nodes, gloo",
         argv=args(f"{WORLD} ddp --nproc 1 --nnodes 2 --set backend=gloo"),
         checks=(Probe("two-nodes", rows.distributed, GLOO),),
@@ -164,7 +167,7 @@ STEPS = (
     Step(
         "doctor",
         CORRECTNESS,
-        35,  # 34 s
+        13,  # 34 s cold; its checks' processes are forked warm now
         "doctor --quick: phase timing, sampling, peaks",
         argv=args("doctor --quick --device cpu cuda"),
         checks=(Probe("doctor", rows.doctor_checks),),

@@ -38,7 +38,7 @@ from ..contract import BuildContext
 from ..device import Accelerator, device_count, is_cuda, resolve
 from ..plan.spec import RunSpec
 from ..store.cell_result import CellResult
-from ..store.progress import pg_timeout
+from ..store.progress import LAUNCHED_ENV, pg_timeout
 from . import allocator, cpu
 from .heartbeat import Heartbeat
 
@@ -212,10 +212,18 @@ def main(argv: list[str]) -> int:
     beat.close()
     if rank == 0:
         write_result(args.result, result)
+        print(beat.timeline(_launched()), file=sys.stderr)
+    return 0
+
+
+def _launched() -> float:
+    """When the parent launched this cell (its timeline's zero), else when the process began."""
+    try:
+        return float(os.environ[LAUNCHED_ENV])
+    except (KeyError, ValueError):
         import psutil
 
-        print(beat.timeline(psutil.Process().create_time()), file=sys.stderr)
-    return 0
+        return psutil.Process().create_time()
 
 
 def _leave_world(progress: Heartbeat) -> None:

@@ -50,7 +50,7 @@ class Heartbeat:
                 self.firsts[name] = time.time()
 
     def timeline(self, since: float) -> str:
-        """Each phase's first entry, in seconds after `since` (the process's start): one line
+        """Each phase's first entry, in seconds after `since` (the cell's launch): one line
         for the cell's log, saying where the seconds outside training went (on the H100 a cell
         spent ~9 s so, against ~2.5 s on the 2-core CPU machine)."""
         marks = ", ".join(

@@ -24,7 +24,8 @@ def _main(argv: list[str] | None) -> None:
     from ..errors import StbenchError
 
     # Each command module registers its commands on `app`; `--help` lists them in this order.
-    from . import (  # noqa: F401, I001  # noqa: F401, I001
+    from . import (  # noqa: F401, I001
+        asking,
         comparing,
         datasets,
         doctoring,

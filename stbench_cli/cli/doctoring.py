@@ -33,6 +33,9 @@ def doctor(
 ) -> None:
     """Check phase timing, instrumentation overhead, DDP sync, sampling and peaks on this machine.
     Ctrl-C stops it with one line (exit 130), writing nothing."""
+    from ..runner import warm
+
+    warm.start()  # the checks' processes are forked from it, each sparing a torch import
     from ..plan.spec import check_device
     from ..runner import doctor as checks
     from ..runner import envinfo
@@ -42,7 +45,7 @@ def doctor(
     with render.interrupted(
         lambda: f"{len(done)} of {len(devices) * len(names)} checks ran; doctor.json not written"
     ):
-        env = envinfo.collect()
+        env = envinfo.inventory()
         for d in devices:  # torch's own count: NVML's inventory may be missing (containers, MIG)
             if is_cuda(d) and (parse(d).index or 0) >= env.gpu_count:
                 raise StbenchError(f"--device {d}: no such GPU is visible ({env.gpu_count} GPU(s))")

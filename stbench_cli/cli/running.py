@@ -129,12 +129,16 @@ def run(
     until_conclusive: UntilConclusive = None,
 ) -> None:
     """Run a matrix of devices x strategies x nproc x nnodes x batch sizes x epochs x --set axes."""
+    from ..runner import warm
+
+    warm.start()  # the cells' server imports torch while this process plans
     from ..runner import envinfo, rounds
 
     ok = accepted(expect)
     check_stall(stall_limit)
     rounds.check_budget(until_conclusive)
-    env = envinfo.collect()
+    check_target(ctx.params)  # before the inventory, which waits for the cells' server
+    env = envinfo.inventory()
     plans = study_plans(ctx.params, env)
     if dry_run:
         return dry(plans, timeout)
@@ -148,11 +152,12 @@ def run_studies(plans, env, timeout, stall, budget: float | None) -> list[dict]:
 
     rows, go = [], partial(run_with_progress, env=env, timeout=timeout, stall=stall)
     for plan in plans:
-        done = (
-            go(plan)
-            if budget is None
-            else rounds.until_conclusive(plan, env, budget, go, render.note)
-        )
+        with render.interrupted(partial(resume_line, plan, "stbench run")):
+            done = (
+                go(plan)
+                if budget is None
+                else rounds.until_conclusive(plan, env, budget, go, render.note)
+            )
         rows += done
         if done:  # a study with rows: read back, its table and its finding
             summary(plan.folder)
@@ -162,17 +167,12 @@ def run_studies(plans, env, timeout, stall, budget: float | None) -> list[dict]:
 def study_plans(o: dict, env) -> list:
     """What `stbench run`'s options (`o`: its parameters by name) ask for: the plan of the study
     --resume finishes, or a new study's per workload (--all: every registered one)."""
-    from ..errors import StbenchError
     from ..plan import planner, registry
 
     workload, all_ = o["workload"], o["all_"]
     # Click's raw values: typer converts Path options for the callback's own arguments only
     resume = Path(o["resume"]) if o["resume"] else None
-    if not (all_ or workload or resume) or (all_ and (workload or resume)):
-        raise StbenchError(
-            "stbench run needs one of: a WORKLOAD (see `stbench list`), --all (every workload), "
-            "or --resume DIR to finish a study"
-        )
+    check_target(o)
     if resume:
         return [planner.plan_resume(workload, resume, env)]
     common = dict(
@@ -198,6 +198,30 @@ def study_plans(o: dict, env) -> list:
     return [
         planner.plan_new(planner.Request(name, **common), env, tuple(sys.argv)) for name in names
     ]
+
+
+def resume_line(plan, command: str) -> str:
+    """What an interrupted study has and how to finish it: one line."""
+    from ..store.files import read_runs
+
+    folder = plan.folder
+    have = len(read_runs(folder)) if (folder / "runs.csv").exists() else 0
+    return (
+        f"{have} of {len(plan.cells)} cells have their row in {folder}; "
+        f"finish it: {command} --resume {folder}"
+    )
+
+
+def check_target(o: dict) -> None:
+    """One of a WORKLOAD, --all or --resume DIR, or a one-line error."""
+    from ..errors import StbenchError
+
+    workload, all_, resume = o["workload"], o["all_"], o["resume"]
+    if not (all_ or workload or resume) or (all_ and (workload or resume)):
+        raise StbenchError(
+            "stbench run needs one of: a WORKLOAD (see `stbench list`), --all (every workload), "
+            "or --resume DIR to finish a study"
+        )
 
 
 def summary(folder: Path) -> None:
@@ -273,6 +297,9 @@ def profile(
 ) -> None:
     """A short profiled run: what it found, its phase table, per-step memory, top operators,
     Chrome trace."""
+    from ..runner import warm
+
+    warm.start()  # the cells' server imports torch while this process plans
     from ..plan import planner
     from ..report.profile import report
     from ..report.read import read_folder
@@ -280,7 +307,7 @@ def profile(
 
     ok = accepted(expect)
     check_stall(stall_limit)
-    env = envinfo.collect()
+    env = envinfo.inventory()
     request = planner.Request(
         workload,
         devices=tuple(device or ()),
@@ -292,7 +319,8 @@ def profile(
         out=out,
     )
     plan = planner.plan_profile(request, env, offload, steps, tuple(sys.argv))
-    rows = run_with_progress(plan, env, timeout, stall_limit)
+    with render.interrupted(partial(resume_line, plan, "stbench run")):
+        rows = run_with_progress(plan, env, timeout, stall_limit)
     runs = read_folder(plan.folder, ()).runs if rows else ()
     text = report(plan.folder, list(runs))
     (plan.folder / "profile.md").write_text(text)

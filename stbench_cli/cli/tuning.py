@@ -49,6 +49,9 @@ def tune(
     """Search the levers a fair CPU baseline needs (threads, binding, precision, compile, the
     allocator, workers, batch size), one at a time from torch's defaults, each step a study
     in one folder; print the best configuration, its gain and the options that reproduce it."""
+    from ..runner import warm
+
+    warm.start()  # the cells' server imports torch while this process plans
     from ..plan.judge import finding
     from ..plan.tuning import TuneSpec
     from ..runner import envinfo
@@ -73,7 +76,7 @@ def tune(
         ),
         out,
     )
-    env = envinfo.collect()
+    env = envinfo.inventory()
     run = lambda plan: run_with_progress(plan, env, None)  # noqa: E731
     Tuner(spec, root, env, run, tuple(sys.argv)).search()
     render.out.print(finding(json.loads((root / "tune.json").read_text())), markup=False)

@@ -7,7 +7,7 @@ from .checkpoint import CHECKPOINT, run_blocks, segments
 from .memory import cublas_workspace_bytes, cuda_library_bytes
 from .params import COMMON_PARAMS, Param, TrainerParams
 from .task import Data, Metric, Model, Optim, ReadCost, Supervised, Task, tensor_mb
-from .workload import BuildContext, Workload
+from .workload import BATCH, BuildContext, SizeAxis, Workload
 
 __all__ = [
     "Accelerator",
@@ -30,5 +30,7 @@ __all__ = [
     "Task",
     "TrainerParams",
     "Workload",
+    "SizeAxis",
+    "BATCH",
     "tensor_mb",
 ]

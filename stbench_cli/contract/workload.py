@@ -32,6 +32,30 @@ class BuildContext:
     cache_dir: Path = field(default_factory=default_cache_dir)
 
 
+BATCH = "batch_size"  # the engine's own axis, a size axis a workload may declare
+
+
+@dataclass(frozen=True)
+class SizeAxis:
+    """The axis along which a workload's problem grows: what `stbench gpu-vs-cpu` sweeps to
+    find the size from which a GPU pays. `param` is one of the workload's parameters (or the
+    batch, BATCH); `values` run from small to large, `smoke` are two a CPU trains in seconds;
+    `fixed` are the parameters every cell of the sweep takes (the generated data a size needs,
+    stnn's sparse relations); `count(value)` says how many `unit`s a value is (a grid box as
+    its series), by default the value itself as a number."""
+
+    param: str
+    unit: str  # what a value counts: "series", "grid cells", "sensors", "curves a batch"
+    values: tuple[Any, ...]
+    smoke: tuple[Any, ...] = ()
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+    count: Callable[[Any], float] | None = None
+
+    def counted(self, value: Any) -> float:
+        """How many units a value of the axis is."""
+        return float(self.count(value) if self.count else value)
+
+
 @dataclass(frozen=True)
 class Workload:
     """A registered workload.
@@ -73,6 +97,8 @@ class Workload:
     # RNNs). torch runs cuDNN's fp32 at TF32 by default and cuBLAS's strictly, so it decides the
     # peak a precision=default cell's peak_fraction divides by (runner/peak_math.py).
     flops_in: str = "matmul"
+    # What `stbench gpu-vs-cpu` sweeps (None: a workload without one names --sizes itself)
+    size: SizeAxis | None = None
 
     @property
     def all_params(self) -> dict[str, Param]:

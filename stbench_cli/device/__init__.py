@@ -16,7 +16,14 @@ torch's device-generic API (`torch.accelerator`, `torch.Event`, `torch.Stream`) 
 covers the call; what stays CUDA-specific, and why, is in DESIGN.md ("The device layer").
 """
 
-from .accelerator import Accelerator, cuda_devices, cudnn_version, device_count, nccl_version
+from .accelerator import (
+    Accelerator,
+    cuda_devices,
+    cuda_initialized,
+    cudnn_version,
+    device_count,
+    nccl_version,
+)
 from .names import KINDS, VALID, Device, is_cuda, match_gpus, parse, resolve, visible_devices
 
 __all__ = [
@@ -25,6 +32,7 @@ __all__ = [
     "Accelerator",
     "Device",
     "cuda_devices",
+    "cuda_initialized",
     "cudnn_version",
     "device_count",
     "is_cuda",

@@ -191,6 +191,14 @@ def device_count() -> int:
     return torch.cuda.device_count()
 
 
+def cuda_initialized() -> bool:
+    """Whether torch has initialised CUDA in this process (the warm server must not have: a
+    process forked from it could not use CUDA)."""
+    import torch
+
+    return torch.cuda.is_initialized()
+
+
 def nccl_version() -> str | None:
     import torch
 

@@ -12,13 +12,13 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from .. import __version__
-from ..contract import Workload
+from ..contract import BATCH, Workload
 from ..errors import StbenchError
 from ..store.files import read_runs
 from ..store.machine import EnvInfo
 from ..store.manifest import read_manifest
 from ..store.rows import RETRIED, SCHEMA
-from . import registry
+from . import question, registry
 from .launcher_config import Launch, make_launch
 from .skips import cell_skip
 from .spec import (
@@ -186,6 +186,92 @@ def plan_new(req: Request, env: EnvInfo, command: tuple[str, ...] = ()) -> Plan:
         raise StbenchError(f"nothing to run: {skips[cells[0].run_id]}")
     check_data(w, cells)
     manifest = {
+        **_manifest(w, matrix, cells, env, launch, command),
+        **({"prices": dict(req.prices)} if req.prices else {}),
+    }
+    return Plan(w, tuple(cells), new_folder(req.out, w.name), manifest, skips, launch=launch)
+
+
+def plan_question(
+    q: question.Question, env: EnvInfo, physical: int, command: tuple[str, ...] = ()
+) -> Plan:
+    """The study of `stbench gpu-vs-cpu` (plan/question.py): at each size, the CPU at its
+    defaults, its quick levers and the GPU's, each trained for the window, `q.rounds` rounds of
+    them all. Its cells are listed, not a product of axes (a size's candidates depend on the
+    preset); the manifest's matrix names every value its cells take, and `question` what the
+    report needs to read the study as the answer. `physical`: this machine's physical cores."""
+    w = registry.get(q.workload)
+    base, _, engine = resolve_params(w, q.preset or w.default_preset, False, ())
+    sizes = question.axis_values(w, q)
+    # the sweep's parameters over the preset's, a smoke's over both (it shrinks what they set)
+    shrink = w.presets.get("smoke", {}) if q.smoke else {}
+    fixed = {
+        **question.window_sets(q, w),
+        **{k: v for k, v in shrink.items() if k not in ("batch_size", "epochs")},
+    }
+    engine = {**engine, **{k: v for k, v in shrink.items() if k in ("batch_size", "epochs")}}
+    _, given, _ = resolve_params(w, q.preset or w.default_preset, False, q.sets)
+    for key, values in given.items():  # the user's --set last: one value each
+        if len(values) != 1 or key == w.size.param:
+            raise StbenchError(
+                f"--set {key}: gpu-vs-cpu takes one value per parameter, and the sizes by "
+                f"--sizes (the axis is {w.size.param})"
+            )
+        fixed[key] = values[0]
+    batch = int(engine.get("batch_size", 64))
+    cells: list[RunSpec] = []
+    for repeat in range(q.rounds):
+        for size in sizes:
+            for c in question.configs(q, {**base, **fixed}, physical):
+                params = {**base, **fixed, **c.sets}
+                if w.size.param != BATCH:
+                    params[w.size.param] = size
+                cells.append(
+                    identify(
+                        RunSpec(
+                            workload=w.name,
+                            device=check_device(c.device),
+                            strategy="single",
+                            batch_size=int(size) if w.size.param == BATCH else batch,
+                            epochs=1,
+                            repeat=repeat,
+                            seed=q.seed + repeat,
+                            preset=q.preset or w.default_preset,
+                            params=tuple(sorted(params.items())),
+                        )
+                    )
+                )
+    launch = make_launch("local", [], None)
+    skips = {c.run_id: r for c in cells if (r := cell_skip(c, env, w, launch.kind))}
+    if len(skips) == len(cells):
+        raise StbenchError(f"nothing to run: {skips[cells[0].run_id]}")
+    check_data(w, cells)
+    varied = {
+        k: tuple(dict.fromkeys(dict(c.params)[k] for c in cells))
+        for k in dict(cells[0].params)
+        if len({str(dict(c.params)[k]) for c in cells}) > 1
+    }
+    matrix = MatrixSpec(
+        workload=w.name,
+        devices=tuple(dict.fromkeys(c.device for c in cells)),
+        batch_sizes=tuple(dict.fromkeys(c.batch_size for c in cells)),
+        epochs=(1,),
+        base_params=tuple(sorted((k, v) for k, v in cells[0].params if k not in varied)),
+        axes=tuple(varied.items()),
+        repeats=q.rounds,
+        seed=q.seed,
+        preset=q.preset or w.default_preset,
+    )
+    manifest = {
+        **_manifest(w, matrix, cells, env, launch, command),
+        "question": question.record(q, w, sizes, {**base, **fixed}),
+    }
+    folder = new_folder(q.out, f"{w.name}-gpu-vs-cpu")
+    return Plan(w, tuple(cells), folder, manifest, skips, launch=launch)
+
+
+def _manifest(w, matrix: MatrixSpec, cells, env: EnvInfo, launch: Launch, command) -> dict:
+    return {
         "schema": SCHEMA,
         "stbench_version": __version__,
         "git_sha": git_sha(),
@@ -196,9 +282,7 @@ def plan_new(req: Request, env: EnvInfo, command: tuple[str, ...] = ()) -> Plan:
         "cells": [asdict(c) for c in cells],
         "env": env.to_dict(),
         "launcher": launch.to_dict(),
-        **({"prices": dict(req.prices)} if req.prices else {}),
     }
-    return Plan(w, tuple(cells), new_folder(req.out, w.name), manifest, skips, launch=launch)
 
 
 def plan_profile(
@@ -250,16 +334,19 @@ def plan_resume(workload: str | None, folder: Path, env: EnvInfo) -> Plan:
     return Plan(w, cells, folder, manifest, skips, done, launch)
 
 
-def plan_round(plan: Plan, env: EnvInfo) -> Plan:
+def plan_round(plan: Plan, env: EnvInfo, only: frozenset[str] | None = None) -> Plan:
     """The study with one round more: its first round's cells again as the next repeat, with
     the seed expand() gives that repeat, added to the manifest's cells and matrix (the caller
     writes the manifest). What `stbench run --until-conclusive` runs while it cannot conclude.
-    plan: a resumed plan (plan_resume), whose manifest holds what the study wrote."""
+    plan: a resumed plan (plan_resume), whose manifest holds what the study wrote. `only`: the
+    first round's run ids to repeat (`stbench gpu-vs-cpu` leaves out what it no longer needs)."""
     matrix = plan.manifest["matrix"]
     n = 1 + max(c.repeat for c in plan.cells)
     seed = matrix["seed"] + n if matrix.get("seed_per_repeat", True) else matrix["seed"]
     new = tuple(
-        identify(replace(c, repeat=n, seed=seed, run_id="")) for c in plan.cells if c.repeat == 0
+        identify(replace(c, repeat=n, seed=seed, run_id=""))
+        for c in plan.cells
+        if c.repeat == 0 and (only is None or c.run_id in only)
     )
     skips = {c.run_id: r for c in new if (r := cell_skip(c, env, plan.workload, plan.launch.kind))}
     manifest = {

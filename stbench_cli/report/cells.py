@@ -21,9 +21,8 @@ from functools import cached_property
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
-from ..stats import ci95, paired, rounds_needed, significant
+from ..stats import ci95, paired, rounds_needed, significant, t_quantile
 from .labels import format_number, format_ratio, natural, show
 from .model import Key, columns, name_of
 
@@ -249,11 +248,13 @@ def fit_line(x, y) -> Fit | None:
     x, y = x[keep], y[keep]
     if len(x) < 2 or np.ptp(x) == 0:
         return None
-    f = sps.linregress(x, y)
+    from scipy.stats import linregress  # here only: importing scipy.stats takes 1.3 s
+
+    f = linregress(x, y)
     if len(x) < 3:
         nan = (math.nan, math.nan)
         return Fit(float(f.slope), float(f.intercept), nan, nan, len(x))
-    t = sps.t.ppf(0.975, len(x) - 2)
+    t = t_quantile(0.975, len(x) - 2)
     return Fit(
         float(f.slope),
         float(f.intercept),

@@ -61,7 +61,17 @@ class Report:
 
 
 # the kind of study whose figure heads the report, most telling first (KINDS' names)
-HEADLINE_KINDS = ("device", "target", "scaling", "batch", "precision", "size", "tradeoff", "epochs")
+HEADLINE_KINDS = (
+    "gpu-vs-cpu",
+    "device",
+    "target",
+    "scaling",
+    "batch",
+    "precision",
+    "size",
+    "tradeoff",
+    "epochs",
+)
 
 
 HEADLINE_FIGURE = {

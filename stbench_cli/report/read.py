@@ -193,6 +193,8 @@ def read_folder(path: Path, series: tuple[str, ...] = ()) -> Folder:
         raise StbenchError(f"{path / 'runs.csv'} holds no run yet (no cell has finished)")
     prices = manifest.get("prices") or {}
     runs = tuple(priced(r, prices) for r in runs) if prices else runs
+    if manifest.get("question"):
+        runs = tuple(asked(r, manifest["question"]) for r in runs)
     kept = {
         name: _series(path / name, SYSTEM_TYPES if name == "system.csv" else EPOCH_TYPES)
         for name in series
@@ -206,6 +208,23 @@ def read_folder(path: Path, series: tuple[str, ...] = ()) -> Folder:
         kept.get("epochs.csv", ()),
         kept.get("system.csv", ()),
     )
+
+
+def asked(run: Run, question: Mapping) -> Run:
+    """The run with what `stbench gpu-vs-cpu` asked of it (report/question.py): its size, the
+    size's count of the axis' unit, and whether its CPU levers are the workload's defaults."""
+    size = question["size"]
+    value = run.columns.get("batch_size") if size["param"] == "batch_size" else None
+    value = str(value if value is not None else run.params.get(size["param"]))
+    counts = dict(zip(size["values"], size["counts"]))
+    defaults = question.get("defaults") or {}
+    found = {
+        "q_size": value,
+        "q_count": counts.get(value),
+        "q_unit": size["unit"],
+        "q_default": float(all(run.params.get(k) == v for k, v in defaults.items())),
+    }
+    return replace(run, columns={**run.columns, **found})
 
 
 def priced(run: Run, prices: Mapping[str, float]) -> Run:

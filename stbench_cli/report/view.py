@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from ..stats import repeats_for_width
-from . import cost, scaling, speed, tables, ttt
+from . import cost, question, scaling, speed, tables, ttt
 from .cells import cells, interval
 from .cost import epoch_fits
 from .judge import device_flags, study_flags
@@ -57,6 +57,7 @@ class Kind:
 
 
 KINDS = (
+    Kind("gpu-vs-cpu", lambda s, v: question.asked(s), question.words, question.view),
     Kind("device", lambda s, v: "device" in v, speed.device, speed.device_view, device_flags),
     Kind("target", lambda s, v: ttt.asked(s), ttt.finding, ttt.view),
     Kind(
@@ -132,7 +133,9 @@ def declined(s: pd.DataFrame, kind: str = "") -> str | None:
         todo += ["run it alone on the machine", "more repeats (--repeat N)"]
     figure = {"epochs": "wall_s", "target": "time_to_target_s"}.get(kind, "samples_per_s")
     found = cells(s, figure, keys)  # the figure the kind answers with; of two values, median = mean
+    # (gpu-vs-cpu states each ratio with its paired interval, and says where one is too wide)
     wide = [c for c in found if len(c.values) == 2 and 2 * c.half > abs(c.median)]
+    wide = [] if kind == "gpu-vs-cpu" else wide
     if wide:
         n = max(repeats_for_width(list(c.values), abs(c.median)) for c in wide)
         why.append(
@@ -165,7 +168,7 @@ class Options:
         return asked != ("wall_s", "epochs", "device", None)
 
 
-FIGURES = ("metric", "target", "phases", "scaling", "memory", "system")  # the report's
+FIGURES = ("finding", "metric", "target", "phases", "scaling", "memory", "system")  # report's
 PLOTS = ("metric", "phases", "scaling", "memory")  # compare --plot's: time and memory
 REPORT = Options(every=True, figures=FIGURES, against_first=True)
 
@@ -255,6 +258,7 @@ def _with_figures(
 
     s, name = study.runs, study.workload
     drawn = {
+        "finding": lambda s, name: question.figure(s, name) if question.asked(s) else None,
         "metric": figures.time_vs_epochs,
         "phases": figures.phase_bars,
         "scaling": figures.scaling,

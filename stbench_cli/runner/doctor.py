@@ -30,7 +30,7 @@ from pathlib import Path
 
 from ..device import is_cuda, parse
 from ..store.machine import EnvInfo
-from . import envinfo
+from . import envinfo, warm
 from .nvml import GpuReader, handles
 from .sysmon import SystemSampler
 
@@ -145,9 +145,7 @@ def judge_peaks(device: str, peak: dict | None) -> Check:
 
 
 def child_check(name: str, device: str) -> dict:
-    proc = subprocess.run(
-        [sys.executable, "-m", "stbench.child.checks", name, device], capture_output=True, text=True
-    )
+    proc = warm.run_module([sys.executable, "-m", "stbench.child.checks", name, device])
     if proc.returncode != 0:
         lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
         raise RuntimeError(lines[-1] if lines else f"exit code {proc.returncode}")

@@ -13,7 +13,6 @@ import json
 import os
 import platform
 import socket
-import subprocess
 import sys
 from pathlib import Path
 
@@ -22,7 +21,7 @@ import psutil
 from ..contract.workload import default_cache_dir
 from ..device import cudnn_version, device_count, match_gpus, nccl_version
 from ..store.machine import EnvInfo, cpu_model
-from . import nvml
+from . import nvml, warm
 
 
 def dist_backends() -> tuple[str, ...]:
@@ -52,7 +51,7 @@ def collect() -> EnvInfo:
         cores_logical=psutil.cpu_count() or 0,
         threads=torch.get_num_threads(),
         ram_gb=round(psutil.virtual_memory().total / 2**30, 1),
-        torch=torch.__version__,
+        torch=str(torch.__version__),  # a TorchVersion would need torch to be unpickled
         cuda=torch.version.cuda,
         cudnn=cudnn_version() if gpu_count else None,
         nccl=nccl,
@@ -62,15 +61,36 @@ def collect() -> EnvInfo:
     )
 
 
+# What the inventory reads that a process's environment can change between commands run in one
+# process (the GPU acceptance runs many): an inventory is taken again when one of them differs.
+INVENTORY_ENV = ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "STBENCH_FAKE_CUDA")
+
+
+def inventory() -> EnvInfo:
+    """This machine's inventory for a study: taken in a process forked from the warm server
+    (runner/warm.py, which has imported torch), so that the parent imports no torch for it; one
+    answer a process and environment. With warm cells off, taken here, each time."""
+    from . import warm
+
+    if not warm.enabled():
+        return collect()
+    return _inventory(tuple(os.environ.get(k) for k in INVENTORY_ENV))
+
+
+@functools.cache
+def _inventory(_environment: tuple) -> EnvInfo:
+    from . import warm
+
+    return warm.call(collect)
+
+
 # The GPUs do not change within a process, and asking costs a child that initialises CUDA: one
 # answer a process (the GPU acceptance runs many commands in one).
 @functools.cache
 def gpus(gpu_count: int) -> tuple[dict, ...]:
     cuda = []
     if gpu_count:
-        proc = subprocess.run(
-            [sys.executable, "-m", "stbench.child.devices"], capture_output=True, text=True
-        )
+        proc = warm.run_module([sys.executable, "-m", "stbench.child.devices"])
         cuda = json.loads(proc.stdout) if proc.returncode == 0 else []
     return match_gpus(cuda, nvml.devices())
 
@@ -114,11 +134,7 @@ def peaks(
 
 
 def _measure(device: str, *extra: str) -> dict:
-    proc = subprocess.run(
-        [sys.executable, "-m", "stbench.child.peaks", device, *extra],
-        capture_output=True,
-        text=True,
-    )
+    proc = warm.run_module([sys.executable, "-m", "stbench.child.peaks", device, *extra])
     try:
         if proc.returncode == 0:
             return json.loads(proc.stdout)

@@ -16,7 +16,7 @@ from ..plan.spec import RunSpec
 from ..plan.threads import THREADS_ENV, WHY_ENV, choose
 from ..store import host
 
-CHECK_S = 0.5  # the window the load is measured over before each cell
+CHECK_S = 0.3  # the window the load is measured over before each cell (60 ticks of 2 cores)
 IDLE = ("idle", "iowait")  # every other field of cpu_times is a core busy (steal too: lost to us)
 
 

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,11 +22,11 @@ from ..device import is_cuda, parse
 from ..plan.launcher_config import Launch
 from ..plan.spec import RunSpec
 from ..store.cell_result import CellResult
-from ..store.progress import pg_timeout, read_beats
-from . import verdict
+from ..store.progress import LAUNCHED_ENV, pg_timeout, read_beats
+from . import verdict, warm
 from .nvml import GpuReader, handles
 from .sysmon import SystemSampler
-from .watch import Ending, Stalls, kill_group, kill_leftovers, sweep, watch
+from .watch import Ending, Stalls, kill_group, kill_leftovers, started, sweep, watch
 
 
 @dataclass(frozen=True)
@@ -161,16 +162,30 @@ def result_of(cell: CellJob, ending: Ending, role: str) -> CellResult:
 
 
 def run_processes(
-    cell: CellJob, commands: list[list[str]], envs: list[dict], role: str, grace: float = 0.0
+    cell: CellJob,
+    commands: list[list[str]],
+    envs: list[dict],
+    role: str,
+    grace: float = 0.0,
+    forked: Callable[[list[str], dict, Path], object] | None = None,
 ) -> Outcome:
     """Run a prepared cell's processes as one group beside the system sampler, watched together
-    (watch.py): the first to fail, a stall or the timeout ends them all."""
+    (watch.py): the first to fail, a stall or the timeout ends them all. `forked(command, env,
+    log)`: start the cell's one process from the warm server instead (warm.py)."""
     kill_leftovers(cell.work, cell.spec_path)
+    envs = [{**env, LAUNCHED_ENV: f"{time.time():.3f}"} for env in envs]  # the timeline's zero
     t0 = time.perf_counter()
     with open(cell.log, "w") as out:
-        procs = _start(commands, envs, out)
+        try:
+            procs = (
+                [forked(commands[0], envs[0], cell.log)] if forked else _start(commands, envs, out)
+            )
+        except warm.Unavailable:  # the server is gone: this cell, and later ones, start fresh
+            procs = _start(commands, envs, out)
     pids = [p.pid for p in procs]
-    (cell.work / "group.json").write_text(json.dumps({"host": socket.gethostname(), "pids": pids}))
+    (cell.work / "group.json").write_text(
+        json.dumps({"host": socket.gethostname(), "pids": pids, "started": started(pids)})
+    )
     sampler = SystemSampler(
         pids,
         GpuReader(handles(list(cell.gpu_uuids))),

@@ -15,6 +15,8 @@ import psutil
 from . import energy
 from .nvml import GpuReader
 
+FIRST_S = 0.25  # seconds to the first sample
+
 
 class SystemSampler:
     """Samples every `interval` s in a daemon thread until `stop()`; rows are plain dicts."""
@@ -81,7 +83,10 @@ class SystemSampler:
         return row
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
+        # the first sample early: a warm cell may end within its first second (runner/warm.py)
+        wait = min(self.interval, FIRST_S)
+        while not self._stop.wait(wait):
+            wait = self.interval
             try:
                 self.rows.append(self.sample())
             except Exception as exc:  # one bad sample must not end the sampling of the cell

@@ -19,9 +19,20 @@ from pathlib import Path
 
 from ..errors import StbenchError
 from ..plan import levers, registry
-from ..plan.judge import ALL_STEPS, SPS, TTT, by_round, judge, measure_of, paired, value_of
+from ..plan.judge import (
+    ALL_STEPS,
+    LOWER_IS_BETTER,
+    SPS,
+    TTT,
+    by_round,
+    judge,
+    measure_of,
+    paired,
+    value_of,
+)
 from ..plan.levers import BATCH, HostOffer
-from ..plan.planner import plan_resume, resolve_params
+from ..plan.planner import plan_resume, plan_round, resolve_params
+from ..plan.rounds import NEVER
 from ..plan.spec import RunSpec
 from ..plan.tuning import (
     CONFIRM,
@@ -33,12 +44,45 @@ from ..plan.tuning import (
     searched,
     step_folder,
 )
+from ..stats import rounds_needed
 from ..store import host
 from ..store.files import atomic_write, read_runs
 from ..store.machine import EnvInfo
+from ..store.manifest import write_manifest
+from .lock import FolderLock
 from .tune_files import result_csv, step_record
 
 CELL_OVERHEAD_S = 1.5  # a cell's cost beyond its rows' wall and set-up: load check, writes
+MORE_ROUNDS = 4  # rounds a step may add for a value that looks better (within the budget)
+
+
+def lever_value(spec: RunSpec, lever: str) -> object:
+    return spec.batch_size if lever == BATCH else spec.param_dict.get(lever)
+
+
+def looks_better(lever, rows: list[dict], reference, verdicts) -> object | None:
+    """The value that looks better than the reference without being judged so (its per-round
+    ratio above 1, its interval holding 1, a count of rounds able to tell): the one more rounds
+    are for; None where no value is (a step kept its value, or none can be told apart)."""
+    measure = measure_of(lever, rows)
+    lower = measure in LOWER_IS_BETTER
+    ref = by_round([r for r in rows if value_of(r, lever.name) == reference], measure)
+    found = [
+        v
+        for v in verdicts
+        if v.value != reference
+        and v.ratio is not None
+        and v.ratio > 1
+        and not v.significant
+        and not v.note
+        and rounds_needed(
+            ref, by_round([r for r in rows if value_of(r, lever.name) == v.value], measure), lower
+        )
+        < NEVER
+    ]
+    if any(v.significant and not v.note and v.value != reference for v in verdicts):
+        return None  # one is judged better already: the step keeps it
+    return max(found, key=lambda v: v.ratio).value if found else None
 
 
 def offer(env: EnvInfo) -> HostOffer:
@@ -88,7 +132,7 @@ def _same_step(folder: Path, make) -> None:
     except (OSError, ValueError, KeyError, TypeError):
         return  # no study there yet
     planned = {c.run_id for c in make().cells}
-    if stored != planned:
+    if not planned <= stored:  # rounds added for a value that looked better are the step's
         raise StbenchError(
             f"{folder} holds a step planned from another configuration than the "
             "search reaches now (its rows were judged differently before); move "
@@ -157,8 +201,40 @@ class Tuner:
         if rows is None:
             return {**base, "values": list(values), "note": "not searched: the budget was spent"}
         measure, verdicts, kept = judge(lever, rows, reference)
+        # A value that looks better gets rounds until it is judged, up to MORE_ROUNDS in all;
+        # never once a later step ran (a replay must reach the decisions the search took).
+        added = max(int(r["repeat"]) for r in rows) + 1 - self.spec.repeats
+        later = any(int(p.name[:2]) > index for p in self.root.glob("[0-9][0-9]-*"))
+        for _ in range(0 if later else MORE_ROUNDS - added):
+            hopeful = looks_better(lever, rows, reference, verdicts)
+            more = self._another_round(folder, name, reference, hopeful) if hopeful else None
+            if more is None:
+                break
+            rows = more
+            measure, verdicts, kept = judge(lever, rows, reference)
         self.best[name] = kept
         return step_record(base, folder, values, measure, verdicts, kept, rows)
+
+    def _another_round(self, folder: Path, lever: str, reference, value) -> list[dict] | None:
+        """One more round of the reference and the value that looks better (as
+        --until-conclusive adds rounds) where the budget, less the confirming step's reserve,
+        allows it: the step's rows, or None."""
+        spent, costs = spent_s(self.root)
+        need = estimate_s(self.spec, 2, costs)
+        reserve = estimate_s(self.spec, 2 * self.spec.repeats, costs)
+        if spent + need + reserve > self.spec.budget_s:
+            return None
+        plan = plan_resume(self.spec.workload, folder, self.env)
+        pair = frozenset(
+            c.run_id
+            for c in plan.cells
+            if c.repeat == 0 and lever_value(c, lever) in (reference, value)
+        )
+        with FolderLock(folder):
+            plan = plan_round(plan, self.env, pair)
+            write_manifest(folder, plan.manifest)
+        self.run(plan)
+        return read_runs(folder)
 
     def _study(self, folder: Path, make, configs: int, force: bool = False) -> list[dict] | None:
         """The step's rows: read back, resumed, or run anew while the budget allows, keeping

@@ -111,7 +111,8 @@ def kill_group(pids: list[int], grace: float = 0.0) -> None:
     procs = []
     for pid in pids:
         try:
-            procs += psutil.Process(pid).children(recursive=True)
+            root = psutil.Process(pid)  # itself too: a forked cell may not lead its group yet
+            procs += [root, *root.children(recursive=True)]
         except psutil.Error:
             pass
     if grace > 0:
@@ -140,12 +141,32 @@ def sweep(spec_path: Path) -> None:
         psutil.wait_procs(found, timeout=5)
 
 
+def started(pids: list[int]) -> list[float | None]:
+    """Each process's start time, which tells it from a later process given the same pid."""
+    out = []
+    for pid in pids:
+        try:
+            out.append(psutil.Process(pid).create_time())
+        except psutil.Error:
+            out.append(None)
+    return out
+
+
 def kill_leftovers(work: Path, spec_path: Path) -> None:
     """An earlier parent of this study died (SIGKILL) while this cell ran here: what it started
-    may still run, torchrun's ranks included. Swept before this attempt starts."""
+    may still run, torchrun's ranks included. Swept before this attempt starts; a forked cell
+    (warm.py), whose command line names no spec file, by its pid and start time."""
     try:
         old = json.loads((work / "group.json").read_text())
     except (OSError, ValueError):
         return
-    if old.get("host") == socket.gethostname():
-        sweep(spec_path)
+    if old.get("host") != socket.gethostname():
+        return
+    alive = [
+        pid
+        for pid, at in zip(old.get("pids", []), old.get("started", []))
+        if at is not None and started([pid]) == [at]
+    ]
+    if alive:
+        kill_group(alive)
+    sweep(spec_path)

@@ -29,7 +29,10 @@ STALL_RUN_S = 30.0  # a phase it was in before (a step, an evaluation batch): ha
 STALL_STEPS = 10  # a stalled world finished nothing for this many times its slowest step
 # the line a finished cell's rank 0 ends its log with (child/heartbeat.py), which a failure's
 # last words skip (runner/verdict.py): it says where the set-up time went, not what went wrong
-TIMELINE = "stbench: phases first entered, seconds after the process started:"
+TIMELINE = "stbench: phases first entered, seconds after the parent launched the cell:"
+# when the parent launched a cell's processes (time.time()), in their environment: the zero of
+# the cell's timeline, exact where a process's own start time has a second's resolution
+LAUNCHED_ENV = "STBENCH_LAUNCHED"
 PG_MARGIN_S = 60.0  # a process group's timeout: the limit's floor and this margin
 
 

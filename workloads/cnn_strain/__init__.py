@@ -3,7 +3,7 @@
 Seed: a Horovod data-parallel scaling thesis (1 M curves, 153,441-parameter CNN).
 """
 
-from stbench.contract import CHECKPOINT, BuildContext, Param, Workload
+from stbench.contract import BATCH, CHECKPOINT, BuildContext, Param, SizeAxis, Workload
 
 from . import data
 
@@ -65,6 +65,17 @@ WORKLOAD = Workload(
         },
     },
     build=build,
+    # The thesis' batch knee: a 153 k-parameter CNN fills a CPU's cores at a batch of a few
+    # hundred curves and an H100 only past 2,048 (its first run: samples/s still rose 1.6x from
+    # 1,024 to 2,048); 100,000 curves (75,000 to train on) keep 4 steps an epoch at the largest
+    # and take ~2 s to make, once a round (data.cached).
+    size=SizeAxis(
+        BATCH,
+        "curves a batch",
+        (75, 300, 1024, 4096, 16384),
+        smoke=(64, 256),
+        fixed={"n_samples": 100_000, "max_eval_samples": 4096},
+    ),
     # The default preset passes 1% of the mean predictor's MSE after ~1,250 of its 12,000 steps
     # (8 s on a 2-core EPYC) and ends near 0.1%: reachable, and still a 100x error reduction.
     target_ratio=0.01,

@@ -64,7 +64,7 @@ def make_task(params: dict, ctx: BuildContext) -> Task:
     seed = ctx.seed
     if params["data"] == "generated":
         # Every rank generates the same set from the same seed; DDP shards it by index.
-        x, y = data.generate(params["n_samples"], seed, params["noise"])
+        x, y = data.cached(ctx.cache_dir, params["n_samples"], seed, params["noise"])
         source = f"generated:n={params['n_samples']}"
     else:
         x, y = data.load(params["data"])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import socket
 from importlib import resources
+from importlib.util import find_spec
 from pathlib import Path
 
 import numpy as np
@@ -197,7 +198,9 @@ def selection(ds, points: str, grid: str, start: str, end: str):
         if da.sizes["latitude"] * da.sizes["longitude"] == 0:
             raise ValueError(f"grid {grid} holds no grid point of the data ({extent})")
         da = da.sel(time=slice(start, end))
-        if da.chunks is None:  # a lazily read store: stacking would read it; dask defers that
+        # a lazily read store: stacking would read it; dask defers that (where there is no dask,
+        # as on the GPU machine, the data is in memory: generated.dataset)
+        if da.chunks is None and find_spec("dask") is not None:
             da = da.chunk({"time": READ_HOURS})
         da = da.stack(series=("latitude", "longitude"))
         coords = [(float(a), float(b)) for a, b in da["series"].values]

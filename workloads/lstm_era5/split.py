@@ -14,11 +14,16 @@ from stbench.contract import BuildContext, ReadCost
 from . import data, generated, remote
 
 
+def _grid(params: dict) -> tuple[np.ndarray, np.ndarray]:
+    """The 0.25-degree latitudes (north first, as ERA5) and longitudes of data=generated."""
+    lat0, lat1, lon0, lon1 = data.parse_box(params["grid"] or "20:40:280:280.25")
+    return np.arange(lat1, lat0 - 1e-6, -0.25), np.arange(lon0, lon1 + 1e-6, 0.25)
+
+
 def _generated_store(params: dict, ctx: BuildContext) -> str:
     """A cached ERA5-schema zarr store for data=generated, read back through the zarr path."""
     lat0, lat1, lon0, lon1 = data.parse_box(params["grid"] or "20:40:280:280.25")
-    lats = np.arange(lat1, lat0 - 1e-6, -0.25)
-    lons = np.arange(lon0, lon1 + 1e-6, 0.25)
+    lats, lons = _grid(params)
     key = f"{lat0}:{lat1}:{lon0}:{lon1}:{params['train_start']}:{params['test_end']}:{ctx.seed}"
     path = (
         ctx.cache_dir
@@ -91,6 +96,10 @@ def resolve(params: dict, ds=None) -> tuple[dict, str]:
 def _open(params: dict, ctx: BuildContext | None = None, meter=None):
     """The dataset a cell reads and its concrete selection (see resolve)."""
     p, how = resolve(params) if is_study_source(params["data"]) else (params, "")
+    if p["data"] == "generated" and not generated.can_store():  # no zarr here: in memory
+        lats, lons = _grid(p)
+        seed = ctx.seed if ctx else 0
+        return generated.dataset(lats, lons, p["train_start"], p["test_end"], seed), p, how
     source = _generated_store(p, ctx) if p["data"] == "generated" else p["data"]
     ds = data.open_dataset(source, meter=meter)
     if not how:
@@ -141,7 +150,7 @@ def load_split(
             done - meter.opened,
             first - meter.opened,
         )
-        if is_zarr(p["data"])
+        if is_zarr(p["data"]) and (p["data"] != "generated" or generated.can_store())
         else None
     )
     return train, test, coords, note, cost

@@ -20,7 +20,7 @@ from ...device import is_cuda, visible_devices
 from ...plan.planner import Plan
 from ...plan.spec import RunSpec
 from ...store.cell_result import CellResult
-from .. import hostprep
+from .. import hostprep, warm
 from ..processes import CellJob, Outcome, label, run_processes
 from . import torchrun
 
@@ -78,12 +78,15 @@ def run_cell(cell: CellJob) -> Outcome:
     prep = hostprep.prepare(cell.spec)
     if prep.failure:
         return Outcome(CellResult("skipped", prep.failure), others_before=prep.others_cores)
-    outcome = run_processes(
-        cell,
-        [[*prep.prefix, *argv] for argv, _ in started],
-        [{**env, **prep.env} for _, env in started],
-        role,
-    )
+    argvs = [[*prep.prefix, *argv] for argv, _ in started]
+    envs = [{**env, **prep.env} for _, env in started]
+    fork = not cell.spec.distributed and not prep.prefix and warm.fits(envs[0])
+    forked = warm.start_cell if fork else None
+    outcome = run_processes(cell, argvs, envs, role, forked=forked)
+    if forked is not None and warm.cuda_broken(cell.spec.device, outcome.result):
+        # CUDA could not initialise in a forked cell here: every later cell starts fresh
+        warm.refuse(outcome.result.reason)
+        outcome = run_processes(cell, argvs, envs, role)
     return replace(outcome, others_before=prep.others_cores)
 
 

@@ -1,0 +1,396 @@
+"""The answer to `stbench gpu-vs-cpu` (issue 37): at each size, the GPU's fastest configuration
+against the CPU's fastest (the tuned CPU) and the CPU at its defaults, paired round by round;
+the size from which the GPU pays; energy per million samples on both; and its picture. Pure: a
+study's frame in, sentences, a table and a PNG out.
+
+A question study's rows carry the question (report/read.py, from its manifest): `q_size` (the
+size axis' value), `q_count` (how many of `q_unit` that is), `q_default` (1 where the row's CPU
+levers are the workload's defaults). Without a GPU (a CPU-only machine, or every GPU cell
+skipped), the CPU's fastest configuration is held against its defaults in the GPU's place:
+the same sentences, said of two CPU configurations.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from .cells import Cell, cells, paired_rounds, ratio
+from .labels import format_number
+from .model import HARDWARE, Key, axes
+
+SPS = "samples_per_s"
+QUESTION = ("q_size", "q_count", "q_unit", "q_default")
+
+
+def asked(s: pd.DataFrame) -> bool:
+    """Whether a study is the answer to a gpu-vs-cpu question."""
+    return "q_count" in s.columns and bool(s["q_count"].notna().any())
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """How many times `other` is `base` in samples/s, with its 95% interval where paired."""
+
+    value: float
+    low: float | None = None
+    high: float | None = None
+    rounds: int = 0
+
+    @property
+    def pays(self) -> bool:
+        """Significantly faster: the interval lies above 1."""
+        return self.low is not None and self.low > 1
+
+    @property
+    def loses(self) -> bool:
+        return self.high is not None and self.high < 1
+
+    def text(self) -> str:
+        if not math.isfinite(self.value):
+            return "-"
+        shown = f"{self.value:.2f}x"
+        if self.low is None:
+            return f"{shown} (one round: no interval)"
+        return f"{shown} ({self.low:.2f}-{self.high:.2f}x)"
+
+
+@dataclass(frozen=True)
+class Point:
+    """One size of the answer."""
+
+    size: str  # the size axis' value, as the study names it
+    count: float  # how many units it is
+    other: Cell  # the GPU's fastest cell (without a GPU: the CPU's fastest)
+    tuned: Cell  # the CPU's fastest cell
+    default: Cell | None  # the CPU at its defaults
+    vs_tuned: Ratio
+    vs_default: Ratio | None
+    energy: tuple[float, float]  # J per million samples: `other`'s, the tuned CPU's (NaN: none)
+
+
+def _config_keys(s: pd.DataFrame) -> list[Key]:
+    """The keys that set a configuration apart: what varies, less the hardware and the size."""
+    sizes = {"q_size", *QUESTION}
+    size_param = s["q_size"].dropna()
+    out = []
+    for k in axes(s):
+        if k.column in sizes or k == HARDWARE:
+            continue
+        if k.column.startswith("p.") and s[k.column].astype(str).equals(s["q_size"].astype(str)):
+            continue  # the size axis' own parameter
+        if (
+            k.name == "batch_size"
+            and len(size_param)
+            and s["batch_size"].astype(str).equals(s["q_size"].astype(str))
+        ):
+            continue
+        out.append(k)
+    return out
+
+
+def _ratio(base: Cell, other: Cell) -> Ratio:
+    found = paired_rounds(base, other)
+    if found is not None:
+        r, lo, hi, n = found
+        return Ratio(r, lo, hi, n)
+    return Ratio(ratio(base, other))
+
+
+def _per_million(rows: pd.DataFrame) -> float:
+    """Median joules per million samples trained (the cell's whole process: set-up included)."""
+    if rows.empty or "steps_done" not in rows:
+        return math.nan
+    joules = rows[["gpu_energy_j", "cpu_energy_j"]].sum(axis=1, min_count=1)
+    samples = rows["steps_done"].astype(float) * rows["global_batch_size"].astype(float)
+    per = (joules / samples * 1e6).dropna()
+    return float(per.median()) if len(per) else math.nan
+
+
+def has_gpu(s: pd.DataFrame) -> bool:
+    ok = s[s["status"] == "ok"]
+    return bool((~ok["device"].astype(str).str.startswith("cpu")).any())
+
+
+def points(s: pd.DataFrame) -> list[Point]:
+    """The answer at each size that has an ok CPU cell, in the order of the sizes."""
+    keys = [HARDWARE, *_config_keys(s)]
+    gpu = has_gpu(s)
+    out = []
+    sizes = sorted(dict.fromkeys(s["q_size"].dropna()), key=lambda v: _count(s, v))
+    for size in sizes:
+        here = s[(s["q_size"] == size) & (s["status"] == "ok")]
+        is_cpu = here["device"].astype(str).str.startswith("cpu")
+        cpu = cells(here[is_cpu], SPS, keys)
+        if not cpu:
+            continue
+        tuned = max(cpu, key=lambda c: c.median)
+        plain_rows = here[is_cpu & (here["q_default"] == 1)]
+        plain = cells(plain_rows, SPS, keys)
+        default = plain[0] if plain else None
+        if gpu:
+            theirs = cells(here[~is_cpu], SPS, keys)
+        else:  # the CPU's fastest configuration other than its defaults, in the GPU's place
+            theirs = [c for c in cpu if default is None or c.key != default.key]
+        if not theirs or (not gpu and default is None):
+            continue
+        other = max(theirs, key=lambda c: c.median)
+        base = tuned if gpu else default
+        base_ratio = _ratio(base, other)
+        vs_default = _ratio(default, other) if (gpu and default is not None) else None
+        energy = (
+            _per_million(_rows_of(here, keys, other)),
+            _per_million(_rows_of(here, keys, tuned)),
+        )
+        out.append(
+            Point(
+                str(size),
+                _count(s, size),
+                other,
+                tuned if gpu else default,
+                default,
+                base_ratio,
+                vs_default,
+                energy,
+            )
+        )
+    return out
+
+
+def _count(s: pd.DataFrame, size) -> float:
+    found = s.loc[s["q_size"] == size, "q_count"].dropna()
+    return float(found.iloc[0]) if len(found) else math.nan
+
+
+def _rows_of(df: pd.DataFrame, keys: list[Key], cell: Cell) -> pd.DataFrame:
+    from .cells import rows_of
+
+    return rows_of(df, keys, cell)
+
+
+def crossover(found: list[Point]) -> Point | None:
+    """The smallest size from which the GPU is significantly faster than the tuned CPU at it and
+    every larger size; None where it is not at the largest."""
+    start = None
+    for p in reversed(found):
+        if not p.vs_tuned.pays:
+            break
+        start = p
+    return start
+
+
+def _unit(s: pd.DataFrame) -> str:
+    found = s["q_unit"].dropna()
+    return str(found.iloc[0]) if len(found) else ""
+
+
+def _at(p: Point, unit: str) -> str:
+    return f"{_whole(p.count)} {unit}".strip()
+
+
+def words(s: pd.DataFrame) -> str:
+    """'The H100 is 1.10x (0.90-1.30x) the tuned 2-core CPU at 2 series and 38.00x (35-41x) at
+    1,089; it starts to pay at 121 series. Against the CPU at its defaults: ...; energy per
+    million samples: ...'."""
+    found, unit = points(s), _unit(s)
+    if not found:
+        return "No size has an ok CPU cell to hold anything against: nothing to answer."
+    gpu = has_gpu(s)
+    cpu = _cpu_name(s)
+    who = _gpu_name(s) if gpu else f"The {cpu}'s fastest configuration"
+    against = f"the tuned {cpu}" if gpu else f"the {cpu} at its defaults"
+    first, *rest = found
+    each = [f"{first.vs_tuned.text()} the samples/s of {against} at {_at(first, unit)}"]
+    each += [f"{p.vs_tuned.text()} at {_at(p, unit)}" for p in rest]
+    head = f"{who} trains {_list(each)}"
+    start = crossover(found)
+    pays = "pays" if gpu else "is faster"
+    if start is None:
+        said = f"it never {pays} significantly up to {_at(found[-1], unit)}"
+    elif start is found[0]:
+        said = f"it {pays} at every size, from {_at(start, unit)}"
+    else:
+        said = (
+            f"it starts to pay at {_at(start, unit)}"
+            if gpu
+            else (f"it is faster from {_at(start, unit)}")
+        )
+    text = f"{head}; {said}."
+    if gpu and any(p.vs_default is not None for p in found):
+        plain = [
+            f"{p.vs_default.text()} at {_at(p, unit)}" for p in found if p.vs_default is not None
+        ]
+        text += f" Against the {cpu} at its defaults: {_list(plain)}."
+    if not gpu:
+        text += " No GPU ran: on a GPU machine the same command holds the GPU against both."
+    energy = [
+        f"{format_number(p.energy[0])} vs {format_number(p.energy[1])} J at {_at(p, unit)}"
+        for p in found
+        if all(math.isfinite(e) for e in p.energy)
+    ]
+    if energy and gpu:
+        text += f" Energy per million samples, GPU vs tuned {cpu}: {_list(energy)}."
+    elif gpu:
+        text += f" Energy per million samples: not measured on both ({_energy_why(s)})."
+    return text
+
+
+def _list(parts: list[str]) -> str:
+    return parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
+
+
+def _energy_why(s: pd.DataFrame) -> str:
+    methods = [str(m) for m in s.get("cpu_energy_method", pd.Series(dtype=object)).dropna()]
+    none = [m for m in methods if m.startswith("none")]
+    return none[0] if none else "no energy figure in the rows"
+
+
+def _gpu_name(s: pd.DataFrame) -> str:
+    gpu = s[~s["device"].astype(str).str.startswith("cpu")]
+    names = gpu["device_name"].dropna().astype(str) if "device_name" in gpu else pd.Series()
+    return f"The {names.iloc[0]}" if len(names) else "The GPU"
+
+
+def _cpu_name(s: pd.DataFrame) -> str:
+    cpu = s[s["device"].astype(str).str.startswith("cpu")]
+    cores = cpu["cores"].dropna() if "cores" in cpu else pd.Series(dtype=float)
+    return f"{int(cores.iloc[0])}-core CPU" if len(cores) else "CPU"
+
+
+def view(s: pd.DataFrame) -> tuple[str, pd.DataFrame]:
+    """One line per size: each side's samples/s, the ratios, what the fastest cells ran with and
+    (with a GPU) the energy per million samples."""
+    found, unit = points(s), _unit(s)
+    gpu, keys = has_gpu(s), _config_keys(s)
+    rows = []
+    for p in found:
+        row = {unit or "size": _whole(p.count)}
+        if gpu:
+            row |= {
+                "GPU": p.other.amount(),
+                "tuned CPU": p.tuned.amount(),
+                "CPU defaults": p.default.amount() if p.default else "-",
+                "x tuned": p.vs_tuned.text(),
+                "x defaults": p.vs_default.text() if p.vs_default else "-",
+                "GPU ran": _settings(keys, p.other, p.default),
+                "CPU tuned": _settings(keys, p.tuned, p.default),
+                "J per M samples": f"{format_number(p.energy[0])} vs {format_number(p.energy[1])}",
+            }
+        else:
+            row |= {
+                "fastest CPU": p.other.amount(),
+                "CPU defaults": p.tuned.amount(),
+                "x defaults": p.vs_tuned.text(),
+                "fastest ran": _settings(keys, p.other, p.default),
+            }
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    table.attrs["keys"] = [unit or "size"]
+    return "samples/s at each size (median ± 95% CI; ratios paired by round, 95% CI)", table
+
+
+def _settings(keys: list[Key], cell: Cell, default: Cell | None) -> str:
+    """What a cell ran with that the CPU at its defaults did not: 'precision=bf16'."""
+    if default is None:
+        return cell.name
+    mine = dict(zip((k.name for k in keys), cell.key[1:]))
+    theirs = dict(zip((k.name for k in keys), default.key[1:]))
+    changed = [f"{k}={v}" for k, v in mine.items() if str(v) != str(theirs.get(k))]
+    return ", ".join(changed) or "its defaults"
+
+
+def _ticks(low: float, high: float) -> list[float]:
+    """Ratios to mark on a log axis from low to high: every 1-9 x 10^k where few fit, else
+    1, 2 and 5 x 10^k, else the powers of ten."""
+    every = [m * 10.0**e for e in range(-3, 5) for m in range(1, 10)]
+    for keep in ((1, 2, 3, 4, 5, 6, 7, 8, 9), (1, 2, 5), (1,)):
+        found = [
+            t
+            for t in every
+            if low <= t <= high and round(t / 10 ** math.floor(math.log10(t) + 1e-9)) in keep
+        ]
+        if len(found) <= 8:
+            return found or [1.0]
+    return found
+
+
+def _whole(count: float) -> str:
+    return f"{int(count):,}" if float(count).is_integer() else f"{count:,.3g}"
+
+
+def figure(s: pd.DataFrame, workload: str):
+    """The advantage (x) against the size: one line against the tuned CPU, one against the CPU at
+    its defaults, each with its 95% band; the crossover marked."""
+    from .plotting import Picture, caption, look, png
+
+    found = [p for p in points(s) if math.isfinite(p.count) and math.isfinite(p.vs_tuned.value)]
+    if len(found) < 2:
+        return None
+    import matplotlib.pyplot as plt
+
+    gpu, unit, cpu = has_gpu(s), _unit(s), _cpu_name(s)
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), layout="constrained")
+    ax.grid(True, alpha=0.3)
+    lines = [
+        (
+            "vs_tuned",
+            f"against the tuned {cpu}" if gpu else "against the CPU at its defaults",
+        )
+    ]
+    if gpu:
+        lines.append(("vs_default", f"against the {cpu} at its defaults"))
+    for i, (attr, label) in enumerate(lines):
+        pts = [(p.count, getattr(p, attr)) for p in found if getattr(p, attr) is not None]
+        x = [c for c, _ in pts]
+        y = [r.value for _, r in pts]
+        ax.plot(x, y, label=label, linewidth=1.8, **look(i))
+        banded = [(c, r) for c, r in pts if r.low is not None]
+        if banded:
+            ax.fill_between(
+                [c for c, _ in banded],
+                [r.low for _, r in banded],
+                [r.high for _, r in banded],
+                color=look(i)["color"],
+                alpha=0.18,
+                linewidth=0,
+            )
+    ax.axhline(1.0, color="#555555", linewidth=1, linestyle="--")
+    start = crossover(found)
+    if start is not None:
+        ax.axvline(start.count, color="#D55E00", linewidth=1.2, linestyle=":")
+        ax.annotate(
+            f"{'pays' if gpu else 'faster'} from {_at(start, unit)}",
+            (start.count, 1.0),
+            xytext=(6, 10),
+            textcoords="offset points",
+            fontsize=8,
+            color="#D55E00",
+        )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.minorticks_off()
+    ax.set_xticks([p.count for p in found])
+    ax.set_xticklabels([_whole(p.count) for p in found], fontsize=8)
+    ticks = _ticks(*ax.get_ylim())
+    ax.set_yticks(ticks)
+    ax.set_yticklabels([f"{t:g}x" for t in ticks], fontsize=8)
+    ax.set_xlabel(unit or "size")
+    ax.set_ylabel("GPU's samples/s over the CPU's" if gpu else "samples/s over the defaults'")
+    who = (
+        f"{_gpu_name(s).removeprefix('The ')} over the {cpu}"
+        if gpu
+        else f"the {cpu}'s fastest configuration over its defaults"
+    )
+    ax.set_title(f"{workload}: {who}, by size", fontsize=10)
+    ax.legend(loc="best", fontsize=8, frameon=False)
+    said = caption(
+        f"samples/s of the {'GPU' if gpu else 'fastest CPU configuration'}'s fastest cell over "
+        f"each CPU cell at every size",
+        "bands: 95% intervals of the per-round ratios",
+        f"dashed: parity; dotted: where it starts to pay ({_at(start, unit)})"
+        if start
+        else "dashed: parity",
+    )
+    return Picture(f"{workload}-gpu-vs-cpu", f"{workload}: advantage by size", said, png(fig))

@@ -1,0 +1,76 @@
+"""Warm cells (issue 37): a single-process cell forked from a server that imported torch, the
+cells' modules and the workloads once; a cell whose environment a fork cannot give starts fresh."""
+
+import subprocess
+import sys
+
+from stbench.runner import warm
+from stbench.runner.watch import kill_leftovers, started
+from tests.helpers import one_study
+
+# every way torch could ask CUDA something while the server imports: each one fails the import
+ASKS_CUDA = """
+import torch
+
+def asked(*args, **kwargs):
+    raise RuntimeError("the warm server asked CUDA something")
+
+for name in ("is_available", "device_count", "init", "_lazy_init", "current_device"):
+    setattr(torch.cuda, name, asked)
+if hasattr(torch._C, "_cuda_getDeviceCount"):  # a CUDA build: the driver's own count
+    torch._C._cuda_getDeviceCount = asked
+import stbench.child.preload
+print("imported")
+"""
+
+
+def test_the_server_imports_everything_without_asking_cuda_anything():
+    done = subprocess.run([sys.executable, "-c", ASKS_CUDA], capture_output=True, text=True)
+    assert done.returncode == 0 and "imported" in done.stdout, done.stderr[-2000:]
+
+
+def test_a_single_cell_is_forked_from_the_server_and_its_timeline_starts_at_its_launch(tmp_path):
+    folder = one_study(tmp_path / "out", "cnn-strain", "--smoke", "--epochs", "1")
+    (log,) = (folder / "logs").glob("*.log")
+    lines = log.read_text().splitlines()
+    assert lines[0].startswith(warm.FORKED)
+    timeline = next(ln for ln in lines if "phases first entered" in ln)
+    first = float(timeline.split("starting ")[1].split(",")[0])
+    assert 0 <= first < 1.0, timeline  # counted from the launch, not a whole-second start time
+
+
+def test_a_world_of_several_processes_keeps_torchrun(tmp_path):
+    folder = one_study(
+        tmp_path / "out", "cnn-strain", "--smoke", "--epochs", "1", "--strategy", "ddp",
+        "--nproc", "2",
+    )  # fmt: skip
+    for log in (folder / "logs").glob("*.log"):
+        assert warm.FORKED not in log.read_text()
+
+
+def test_only_what_is_read_after_the_fork_may_differ_from_the_servers_environment():
+    server = {"PATH": "/bin", "PYTHONPATH": "/a"}
+    assert warm.compatible({**server, "STBENCH_THREADS": "1", "STBENCH_LAUNCHED": "1.0"}, server)
+    assert warm.compatible({**server, "CUDA_VISIBLE_DEVICES": "1"}, server)
+    assert not warm.compatible({**server, "LD_PRELOAD": "libjemalloc.so.2"}, server)
+    assert not warm.compatible({**server, "PYTHONPATH": "/b"}, server)
+    assert not warm.compatible({"PATH": "/bin"}, server)  # one it lacks counts too
+
+
+def test_a_forked_cell_an_earlier_parent_left_running_is_killed_by_pid_and_start_time(tmp_path):
+    log = tmp_path / "sleeper.log"
+    cell = warm.start_cell(
+        [sys.executable, "-m", "tests.sleeper"], {**__import__("os").environ}, log
+    )
+    work = tmp_path / "work"
+    work.mkdir()
+    import json
+    import socket
+
+    (work / "group.json").write_text(
+        json.dumps(
+            {"host": socket.gethostname(), "pids": [cell.pid], "started": started([cell.pid])}
+        )
+    )
+    kill_leftovers(work, tmp_path / "spec.json")
+    assert cell.wait() is not None and cell.poll() < 0  # ended by a signal
