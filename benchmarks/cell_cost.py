@@ -123,9 +123,9 @@ def main() -> None:
         versions = {f"before ({args.before})": before_tree(args.before, scratch), "after": None}
         runs: dict[str, list[dict]] = {name: [] for name in versions}
         for r in range(args.rounds):
-            for name, env in versions.items():
+            for v, (name, env) in enumerate(versions.items()):
                 for cells in (1, args.cells):
-                    folder = scratch / f"{r}-{len(runs[name])}"
+                    folder = scratch / f"v{v}-{r}-{len(runs[name])}"
                     runs[name].append(study(env or dict(os.environ), folder, cells))
                     print(f"round {r + 1}, {name}, {cells} cells: {runs[name][-1]['total']:.1f} s")
         lines = [

@@ -134,7 +134,7 @@ def test_a_gpu_that_wins_everywhere_or_nowhere_says_so():
     everywhere = {k: {**v, "gpu": tuple(x * 10 for x in v["tuned"])} for k, v in SPEED.items()}
     assert "it pays at every size, from 2 series" in words(_study(everywhere))
     nowhere = {k: {**v, "gpu": tuple(x / 2 for x in v["tuned"])} for k, v in SPEED.items()}
-    assert "it never pays significantly up to 1,089 series" in words(_study(nowhere))
+    assert "it does not pay significantly at any size up to 1,089 series" in words(_study(nowhere))
 
 
 def test_without_a_gpu_the_cpus_fastest_configuration_stands_in_against_its_defaults():
@@ -143,7 +143,7 @@ def test_without_a_gpu_the_cpus_fastest_configuration_stands_in_against_its_defa
     text = words(s)
     r, lo, hi, _ = _paired("s2", "default", "tuned")
     assert text.startswith(
-        f"The 16-core CPU's fastest configuration trains {r:.2f}x ({lo:.2f}-{hi:.2f}x) the "
+        f"The 16-core CPU's best configuration besides its defaults trains {r:.2f}x ({lo:.2f}-{hi:.2f}x) the "
         "samples/s of the 16-core CPU at its defaults at 2 series"
     )
     assert "No GPU ran" in text
@@ -233,7 +233,7 @@ def test_a_second_round_of_every_cell_runs_first_where_the_budget_can_pay_for_it
     d = question.decide(cells, rows, "batch_size", {"threads": 0}, left_s=10, cell_s=2)
     assert len(d.cells) == 3 and d.why == "round 2 of every cell (3)"
     short = question.decide(cells, rows, "batch_size", {"threads": 0}, left_s=5, cell_s=2)
-    assert short.cells == () and short.why.endswith("one round, no intervals")
+    assert short.cells == () and short.why.endswith("stopping after 1 round(s)")
 
 
 def test_no_round_is_added_once_every_size_concluded_or_looks_equal():
@@ -244,3 +244,18 @@ def test_no_round_is_added_once_every_size_concluded_or_looks_equal():
     equal, rows = _cells_and_rows({(64, 0): (100, 110, 90), (64, 1): (110, 90, 100)})
     d = question.decide(equal, rows, "batch_size", {"threads": 0}, 100, 2)
     assert d.cells == () and "look equal" in d.why and math.isfinite(len(d.why))
+
+
+def test_a_size_where_a_side_has_no_steady_step_is_named_as_unanswered():
+    missing = {**SPEED, "s1089": {k: v for k, v in SPEED["s1089"].items() if k != "gpu"}}
+    text = words(_study(missing))
+    assert "at 1,089 series" not in text.split(" No answer")[0]
+    assert text.endswith(
+        "No answer at 1,089 series: a side had no steady step in its window (--window)."
+    )
+
+
+def test_a_gpu_that_wins_at_a_small_size_but_not_the_largest_has_no_crossover_and_says_so():
+    mixed = {**SPEED, "s1089": {**SPEED["s1089"], "gpu": (100, 99, 103)}}
+    text = words(_study(mixed))
+    assert "it pays significantly at 121 series but not at 1,089 series" in text

@@ -38,6 +38,12 @@ Gpu = Annotated[
         "(default: cuda where torch sees one, else none)",
     ),
 ]
+Rounds = Annotated[
+    int,
+    typer.Option(
+        "--rounds", help="rounds of every cell before only the open comparisons' cells run again"
+    ),
+]
 CudaGraphs = Annotated[
     bool,
     typer.Option(
@@ -54,6 +60,7 @@ def gpu_vs_cpu(
     budget: Budget = 600.0,
     sizes: Sizes = None,
     window: Window = 2.0,
+    rounds: Rounds = 2,
     gpu: Gpu = "",
     cuda_graphs: CudaGraphs = False,
     set_: Sets = None,
@@ -88,6 +95,8 @@ def gpu_vs_cpu(
 
     if not budget > 0 or not window > 0:
         raise StbenchError("--budget and --window are seconds: give positive numbers")
+    if rounds < 2:
+        raise StbenchError(f"--rounds {rounds}: a paired interval needs at least 2 rounds")
     if not (workload or resume):
         raise StbenchError("stbench gpu-vs-cpu needs a WORKLOAD (see `stbench list`) or --resume")
     env = envinfo.inventory()
@@ -109,12 +118,13 @@ def gpu_vs_cpu(
             seed,
             Path(out),
             sets=tuple(set_ or ()),
+            full_rounds=rounds,
         )
         plan = plan_question(q, env, host.physical_cores(), tuple(sys.argv))
         if not device:
             render.note(
-                "no GPU here: the answer holds the CPU's fastest configuration against its "
-                "defaults (run it on a GPU machine for the GPU's)"
+                "no GPU here: the answer holds the CPU's best configuration besides its defaults "
+                "against them (run it on a GPU machine for the GPU's)"
             )
     with render.interrupted(partial(resume_line, plan, "stbench gpu-vs-cpu")):
         rows = answer(plan, env, budget, lambda p: run_with_progress(p, env, timeout), render.note)

@@ -56,6 +56,7 @@ class Question:
     seed: int = 0
     out: Path = Path("results")
     rounds: int = 1  # rounds planned at first (each later one is decided, within the budget)
+    full_rounds: int = FULL_ROUNDS  # rounds of every cell before any is left out
     sets: tuple[str, ...] = ()  # --set key=value: one value each, in every cell
 
 
@@ -140,7 +141,9 @@ def window_sets(q: Question, w: Workload) -> dict[str, Any]:
     return {
         **dict(w.size.fixed),
         "time_budget": q.window_s,
-        "warmup_steps": 2,  # the untimed warm-up pass made the libraries' first calls already
+        # one step out of samples/s (the optimizer's state is made in it): the untimed warm-up
+        # pass made the libraries' first calls already, and a slow cell keeps steady steps
+        "warmup_steps": 1,
         "max_eval_batches": 2,
     }
 
@@ -160,6 +163,7 @@ def record(q: Question, w: Workload, sizes: Sequence, base: Mapping[str, Any]) -
         "defaults": {k: base.get(k) for k in CPU_LEVERS},
         "window_s": q.window_s,
         "budget_s": q.budget_s,
+        "rounds": q.full_rounds,
         "gpu": q.gpu,
     }
 
@@ -252,17 +256,19 @@ def decide(
     defaults: Mapping[str, Any],
     left_s: float,
     cell_s: float,
+    full: int = FULL_ROUNDS,
 ) -> Decision:
-    """One more round of the cells of every open comparison that more rounds can close, while
-    such a round (`cell_s` a cell, as measured) fits in the `left_s` seconds of the budget."""
+    """Rounds of every cell until there are `full` of them, then one more round of the cells of
+    every open comparison that more rounds can close, while such a round (`cell_s` a cell, as
+    measured) fits in the `left_s` seconds of the budget."""
     have = 1 + max(c.repeat for c in cells)
-    if have < FULL_ROUNDS:  # every cell a second time first: no interval without it
+    if have < full:  # every cell again first: no interval without two rounds
         every = tuple(c.run_id for c in cells if c.repeat == 0)
         if len(every) * cell_s > left_s:
             return Decision(
                 (),
                 f"a second round of {len(every)} cells takes ~{len(every) * cell_s:.0f} s and "
-                f"the budget has {max(left_s, 0):.0f} s left: one round, no intervals",
+                f"the budget has {max(left_s, 0):.0f} s left: stopping after {have} round(s)",
             )
         return Decision(every, f"round {have + 1} of every cell ({len(every)})")
     found = comparisons(cells, rows, param, defaults)

@@ -6,7 +6,8 @@ study's frame in, sentences, a table and a PNG out.
 A question study's rows carry the question (report/read.py, from its manifest): `q_size` (the
 size axis' value), `q_count` (how many of `q_unit` that is), `q_default` (1 where the row's CPU
 levers are the workload's defaults). Without a GPU (a CPU-only machine, or every GPU cell
-skipped), the CPU's fastest configuration is held against its defaults in the GPU's place:
+skipped), the CPU's best configuration besides its defaults is held against them in the GPU's
+place:
 the same sentences, said of two CPU configurations.
 """
 
@@ -199,24 +200,33 @@ def words(s: pd.DataFrame) -> str:
         return "No size has an ok CPU cell to hold anything against: nothing to answer."
     gpu = has_gpu(s)
     cpu = _cpu_name(s)
-    who = _gpu_name(s) if gpu else f"The {cpu}'s fastest configuration"
+    who = _gpu_name(s) if gpu else f"The {cpu}'s best configuration besides its defaults"
     against = f"the tuned {cpu}" if gpu else f"the {cpu} at its defaults"
     first, *rest = found
     each = [f"{first.vs_tuned.text()} the samples/s of {against} at {_at(first, unit)}"]
     each += [f"{p.vs_tuned.text()} at {_at(p, unit)}" for p in rest]
     head = f"{who} trains {_list(each)}"
     start = crossover(found)
-    pays = "pays" if gpu else "is faster"
-    if start is None:
-        said = f"it never {pays} significantly up to {_at(found[-1], unit)}"
-    elif start is found[0]:
-        said = f"it {pays} at every size, from {_at(start, unit)}"
-    else:
+    wins = [p for p in found if p.vs_tuned.pays]
+    if start is None and wins:
+        at = f"{_list([_at(p, unit) for p in wins])} but not at {_at(found[-1], unit)}"
         said = (
-            f"it starts to pay at {_at(start, unit)}"
+            f"it {'pays' if gpu else 'is faster'} significantly at {at}"
             if gpu
-            else (f"it is faster from {_at(start, unit)}")
+            else (f"it is significantly faster at {at}")
         )
+    elif start is None:
+        said = (
+            f"it does not pay significantly at any size up to {_at(found[-1], unit)}"
+            if gpu
+            else f"it is not significantly faster at any size up to {_at(found[-1], unit)}"
+        )
+    elif start is found[0]:
+        said = f"it {'pays' if gpu else 'is faster'} at every size, from {_at(start, unit)}"
+    elif gpu:
+        said = f"it starts to pay at {_at(start, unit)}"
+    else:
+        said = f"it is faster from {_at(start, unit)}"
     text = f"{head}; {said}."
     if gpu and any(p.vs_default is not None for p in found):
         plain = [
@@ -234,7 +244,17 @@ def words(s: pd.DataFrame) -> str:
         text += f" Energy per million samples, GPU vs tuned {cpu}: {_list(energy)}."
     elif gpu:
         text += f" Energy per million samples: not measured on both ({_energy_why(s)})."
+    missing = _unanswered(s, found)
+    if missing:
+        text += f" No answer at {missing}: a side had no steady step in its window (--window)."
     return text
+
+
+def _unanswered(s: pd.DataFrame, found: list[Point]) -> str:
+    """The sizes asked that have no answer, as the sentence names them."""
+    said, unit = {p.size for p in found}, _unit(s)
+    sizes = sorted(dict.fromkeys(s["q_size"].dropna()), key=lambda v: _count(s, v))
+    return ", ".join(f"{_whole(_count(s, v))} {unit}".strip() for v in sizes if v not in said)
 
 
 def _list(parts: list[str]) -> str:
@@ -302,15 +322,15 @@ def _settings(keys: list[Key], cell: Cell, default: Cell | None) -> str:
 
 
 def _ticks(low: float, high: float) -> list[float]:
-    """Ratios to mark on a log axis from low to high: every 1-9 x 10^k where few fit, else
-    1, 2 and 5 x 10^k, else the powers of ten."""
-    every = [m * 10.0**e for e in range(-3, 5) for m in range(1, 10)]
-    for keep in ((1, 2, 3, 4, 5, 6, 7, 8, 9), (1, 2, 5), (1,)):
-        found = [
-            t
-            for t in every
-            if low <= t <= high and round(t / 10 ** math.floor(math.log10(t) + 1e-9)) in keep
-        ]
+    """Ratios to mark on a log axis from low to high: the finest of these mantissas x 10^k that
+    puts at most 8 marks on it (at least the one at 1x)."""
+    for mantissas in (
+        (1, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.8, 2, 2.5, 3, 4, 5, 6, 7, 8, 9),
+        (1, 1.5, 2, 3, 4, 5, 6, 7, 8, 9),
+        (1, 2, 5),
+        (1,),
+    ):
+        found = [m * 10.0**e for e in range(-3, 5) for m in mantissas if low <= m * 10.0**e <= high]
         if len(found) <= 8:
             return found or [1.0]
     return found
@@ -381,7 +401,7 @@ def figure(s: pd.DataFrame, workload: str):
     who = (
         f"{_gpu_name(s).removeprefix('The ')} over the {cpu}"
         if gpu
-        else f"the {cpu}'s fastest configuration over its defaults"
+        else f"{cpu}, best configuration over its defaults"
     )
     ax.set_title(f"{workload}: {who}, by size", fontsize=10)
     ax.legend(loc="best", fontsize=8, frameon=False)

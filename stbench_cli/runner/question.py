@@ -36,7 +36,8 @@ def answer(
     cell_s = (time.monotonic() - started) / max(len(left), 1)
     while True:
         left_s = budget_s - (time.monotonic() - started)
-        decision = question.decide(plan.cells, rows, param, defaults, left_s, cell_s)
+        full = record.get("rounds", question.FULL_ROUNDS)
+        decision = question.decide(plan.cells, rows, param, defaults, left_s, cell_s, full)
         say(f"gpu-vs-cpu: {decision.why}")
         if not decision.cells:
             return rows

@@ -46,6 +46,11 @@ class SystemSampler:
     def start(self) -> SystemSampler:
         psutil.cpu_percent(None)  # prime the system-wide counters
         psutil.cpu_times_percent(None)
+        for p in self._tree():  # and the cell's own: its first sample then measures since now
+            try:
+                p.cpu_percent(None)
+            except psutil.Error:
+                pass
         self._thread.start()
         return self
 
