@@ -4,7 +4,7 @@ default threads (auto: physical cores less busy ones) and fixed thread counts.
 
     python benchmarks/contention.py [--rounds 2] [--budget 5] [--threads 0,2,1] [--out DIR]
 
-Every measurement is a fresh `stbench run` cell (`--time-budget` seconds of training); idle and
+Every measurement is a fresh `stbench run` cell (`--set time_budget=S` of training); idle and
 busy alternate round by round (idle first, then busy first), so a shared machine's drift falls
 on both. Before each cell the script records the load average and the other processes' CPU
 use over half a second (the cell's own check says the same in its row), so a reader can see a
@@ -48,8 +48,8 @@ def one_cell(threads: int, budget: float, out: Path) -> dict:
         str(exe),
         "run",
         *CELL,
-        "--time-budget",
-        f"{budget:g}",
+        "--set",
+        f"time_budget={budget:g}",
         "--set",
         f"threads={threads}",
         "--out",

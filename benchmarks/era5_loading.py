@@ -8,7 +8,7 @@ DataLoader with and without workers and prefetch.
 It starts the loopback GCS server of the tests (tests/gcs_server.py, gcp-storage-emulator) holding
 a store with ARCO ERA5's layout on a coarser grid (`--step` degrees: 2m_temperature, one chunk per
 hour x the whole globe, Blosc lz4, zarr format 2) for the smoke preset's hours, writes the same
-store to a local folder, makes a time-major copy of the two points with `stbench data --prepare`
+store to a local folder, makes a time-major copy of the two points with `stbench data prepare`
 (from the local store), and runs one stbench study over
 
     data   = the remote store (gs://, gcsfs over HTTP) | the local ARCO-layout store
@@ -69,8 +69,8 @@ def main() -> None:
         local, copy = "arco-layout.zarr", "time-major.zarr"
         stbench(
             "data",
+            "prepare",
             "lstm-era5",
-            "--prepare",
             "--source",
             local,
             "--points",
@@ -79,7 +79,7 @@ def main() -> None:
             SPAN[0],
             "--end",
             SPAN[1],
-            "--out",
+            "--store",
             copy,
             env=env,
             cwd=work,

@@ -222,6 +222,18 @@ def test_a_contended_study_declines_and_keeps_its_table():
     assert any(flag.startswith(f"{XEON}: contended") for flag in f.flags)
 
 
+def test_a_decline_never_advises_what_the_cell_already_did():
+    """Issue 38: a finding advised --set threads=1 for a cell that ran one thread."""
+    why = "contended: other processes used 1.80 of 2 cores on average while the cell ran"
+    rows = [
+        row("cpu", r, v, used=1, threads=1, contended=r < 2, contention=why if r < 2 else None)
+        for r, v in enumerate(DEFAULT_CPU)
+    ]
+    rows += [row("cuda", r, v) for r, v in enumerate(GPU)]
+    text = find(rows)[0].text
+    assert text.endswith("To conclude: run it alone on the machine.") and "--set threads" not in text
+
+
 def test_a_negative_epochs_fit_declines():
     points = [(e, w + d) for e, w in ((1, 60.0), (2, 50.0), (3, 40.0)) for d in (-0.5, 0.0, 0.5)]
     rows = [row("cpu", i % 3, 100.0, epochs=e, wall=w) for i, (e, w) in enumerate(points)]

@@ -67,7 +67,11 @@ def test_compare_reads_the_study(study, tmp_path):
     assert "--full" in hint and headline.startswith(
         f"## {study.name}\nstbench run cnn-strain --smoke"
     )
-    assert headline.split("\n\n")[1].startswith("Finding: Samples/s goes from ")
+    # a busy machine (a CI runner, another suite) may make the finding a contention decline
+    finding = headline.split("\n\n")[1]
+    assert finding.startswith("Finding: Samples/s goes from ") or (
+        finding.startswith("Finding: Cannot conclude: ") and "ran contended" in finding
+    )
     assert (
         "\n### samples/s per batch size (median ± 95% CI" in headline
         and "### wall time (s)" not in headline
@@ -152,7 +156,7 @@ def test_resume_of_a_finished_study_adds_nothing(study):
     assert (
         neither.returncode == 2
         and neither.stderr.count("\n") == 1
-        and "--resume DIR" in neither.stderr
+        and "--resume FOLDER" in neither.stderr
     )
     assert digest(study) == before
 

@@ -99,15 +99,15 @@ def test_a_store_uploaded_through_gcsfs_reads_back_as_the_csv(emulated, tmp_path
 def prepare_args(out, *extra, start="2020-01-01", end="2020-02-29T23"):
     return (
         "data",
+        "prepare",
         "lstm-era5",
-        "--prepare",
         "--source",
         STORE,
         "--start",
         start,
         "--end",
         end,
-        "--out",
+        "--store",
         out,
         *extra,
     )
@@ -276,15 +276,15 @@ def test_bad_remote_input_is_one_line_and_writes_nothing(
     else:
         proc = stbench(
             "data",
+            "prepare",
             "lstm-era5",
-            "--prepare",
             "--source",
             url,
             "--start",
             "2020-01-01",
             "--end",
             "2020-01-02T23",
-            "--out",
+            "--store",
             out / "era5.zarr",
         )
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr

@@ -190,7 +190,7 @@ def test_bad_input_is_one_clear_line(tmp_path, setting, message):
 
 def test_prepare_without_network_is_one_clear_line():
     proc = stbench(
-        "data", "lstm-era5", "--prepare", "--source", "gs://gcp-public-data-arco-era5/x.zarr"
+        "data", "prepare", "lstm-era5", "--source", "gs://gcp-public-data-arco-era5/x.zarr"
     )
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert "cannot reach storage.googleapis.com" in proc.stderr or "does not exist" in proc.stderr

@@ -1,4 +1,4 @@
-"""Prices per device-hour (issue 32): --price and --prices FILE, stored in the manifest, and
+"""Prices per device-hour (issue 32): --price DEVICE=USD or FILE, stored in the manifest, and
 the pure functions that turn a row and the prices into money."""
 
 import json
@@ -80,7 +80,7 @@ def test_run_stores_the_prices_and_rows_read_back_with_their_cost(tmp_path):
         "1",
         "--set",
         "max_steps=3",
-        "--prices",
+        "--price",
         tmp_path / "prices.json",
         "--price",
         "cpu=0.68",

@@ -143,7 +143,8 @@ def test_without_a_gpu_the_cpus_fastest_configuration_stands_in_against_its_defa
     text = words(s)
     r, lo, hi, _ = _paired("s2", "default", "tuned")
     assert text.startswith(
-        f"The 16-core CPU's best configuration besides its defaults trains {r:.2f}x ({lo:.2f}-{hi:.2f}x) the "
+        "The 16-core CPU's best configuration besides its defaults trains "
+        f"{r:.2f}x ({lo:.2f}-{hi:.2f}x) the "
         "samples/s of the 16-core CPU at its defaults at 2 series"
     )
     assert "No GPU ran" in text

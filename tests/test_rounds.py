@@ -1,4 +1,4 @@
-"""`stbench run --until-conclusive`: the decision after each round (plan.rounds, on hand-made
+"""`stbench run --budget`: the decision after each round (plan.rounds, on hand-made
 rows), the round it plans (plan.planner.plan_round) and a real study that adds rounds until its
 comparison concludes (issue 32: a study asking for more rounds on its own)."""
 
@@ -98,8 +98,8 @@ def test_a_study_adds_rounds_until_its_comparison_concludes_and_resumes_as_any(t
         "--batch-size",
         "16",
         "256",
-        "--until-conclusive",
-        "60",
+        "--budget",
+        "90",
     )
     runs = read_runs(folder)
     repeats = sorted({int(r["repeat"]) for r in runs})
@@ -107,18 +107,18 @@ def test_a_study_adds_rounds_until_its_comparison_concludes_and_resumes_as_any(t
     assert len(runs) == 2 * len(repeats)  # every round has both cells, one row each
     # each cell's log ends with where its seconds outside training went (heartbeat.timeline)
     for log in (folder / "logs").glob("*.log"):
-        assert f"{TIMELINE} starting 0." in log.read_text()
+        assert f"{TIMELINE} starting " in log.read_text()  # its seconds vary with the load
         assert "building the workload's task" in log.read_text()
     manifest = read_manifest(folder)
     assert manifest["matrix"]["repeats"] == len(repeats) and len(manifest["cells"]) == len(runs)
     # a resume finds nothing left to run: the rounds added are the study's own
     again = stbench("run", "--resume", folder, check=True)
-    assert len(read_runs(folder)) == len(runs) and "--until-conclusive" not in again.stderr
+    assert len(read_runs(folder)) == len(runs) and "--budget" not in again.stderr
 
 
 @pytest.mark.parametrize("budget", ["0", "-5"])
 def test_a_budget_that_is_not_positive_is_one_line_and_exit_2(tmp_path, budget):
     out = tmp_path / "out"
-    proc = stbench("run", "cnn-strain", "--smoke", "--until-conclusive", budget, "--out", out)
-    assert proc.returncode == 2 and f"--until-conclusive {budget}" in proc.stderr
-    assert "(> 0)" in proc.stderr and not out.exists()
+    proc = stbench("run", "cnn-strain", "--smoke", "--budget", budget, "--out", out)
+    assert proc.returncode == 2 and f"--budget {budget} must be a positive number" in proc.stderr
+    assert proc.stderr.count("\n") == 1 and not out.exists()

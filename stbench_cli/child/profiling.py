@@ -8,7 +8,7 @@ cell's profile folder:
                    events), and on CUDA the step's max_memory_allocated; RSS at the step's end.
                    (The allocator's peak is reset after every step for that column, so the
                    run's peak_gpu_mb is the most of the steps' and of what followed: `peak_mb`.)
-                   On CPU RSS climbs under the profiler (tens of MB a step for stnn --offload
+                   On CPU RSS climbs under the profiler (tens of MB a step for stnn's offload
                    at 60x168) while the allocator's total is flat: glibc keeps freed blocks
                    below its mmap threshold, and the profiler's records, allocated between
                    them, keep it from returning them. Unprofiled steps stay flat, and so do

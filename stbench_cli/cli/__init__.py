@@ -40,15 +40,25 @@ def _main(argv: list[str] | None) -> None:
     from .options import spread_lists
 
     command = typer.main.get_command(app)
+    errors = _click_errors()
     try:
-        command.main(
+        code = command.main(
             args=spread_lists(sys.argv[1:] if argv is None else argv),
             prog_name="stbench",
-            standalone_mode=True,
+            standalone_mode=False,
         )
     except StbenchError as exc:
         render.error(str(exc))
         sys.exit(2)
+    except errors.NoArgsIsHelpError as exc:  # `stbench` alone, or a command without its argument
+        exc.show()
+        sys.exit(2)
+    except errors.UsageError as exc:  # a bad option, value or command: one line, not a box
+        render.error(usage_line(exc))
+        sys.exit(2)
+    except errors.ClickException as exc:
+        render.error(" ".join(exc.format_message().split()))
+        sys.exit(exc.exit_code)
     except OSError as exc:
         if exc.errno not in _FULL:
             raise
@@ -58,3 +68,24 @@ def _main(argv: list[str] | None) -> None:
             "before are intact (free space, then `stbench run --resume FOLDER` finishes the study)"
         )
         sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _click_errors():
+    """The exceptions of the Click that Typer runs on: its own copy in newer Typers (0.17+),
+    Click itself before."""
+    try:
+        from typer._click import exceptions
+    except ImportError:
+        from click import exceptions
+    if not hasattr(exceptions, "NoArgsIsHelpError"):  # Click before 8.2: no such subclass
+        exceptions.NoArgsIsHelpError = type("NoArgsIsHelpError", (Exception,), {})
+    return exceptions
+
+
+def usage_line(exc) -> str:
+    """A usage error as one line: what was wrong, and where the valid ones are listed."""
+    said = " ".join(exc.format_message().split()).rstrip(".")
+    ctx = getattr(exc, "ctx", None)
+    where = f"`{ctx.command_path} --help`" if ctx is not None else "`stbench --help`"
+    return f"{said}; {where} lists what is valid"

@@ -16,45 +16,38 @@ from .options import Out, Preset, Resume, Seed, Sets, Smoke, StudyWorkload, Time
 Budget = Annotated[
     float,
     typer.Option(
-        "--budget", help="wall seconds for the whole study, every round included (default 600)"
+        "--budget", metavar="SECONDS", help="wall seconds for the study, every round included"
     ),
 ]
 Sizes = Annotated[
     list[str] | None,
     typer.Option(
-        "--sizes",
-        help="values of the workload's size axis (default: the ones it declares, `stbench list`)",
+        "--sizes", metavar="VALUE...", help="the size axis' values (default: the workload's own)"
     ),
 ]
 Window = Annotated[
-    float,
-    typer.Option("--window", help="seconds of timed training per cell, after its warm-up"),
+    float, typer.Option("--window", metavar="SECONDS", help="seconds of timed training a cell")
+]
+Rounds = Annotated[
+    int,
+    typer.Option("--rounds", metavar="N", help="rounds of every cell before the open ones only"),
 ]
 Gpu = Annotated[
     str,
     typer.Option(
         "--gpu",
-        help="the GPU to ask about: cuda, cuda:N; none: the CPU's configurations only "
-        "(default: cuda where torch sees one, else none)",
-    ),
-]
-Rounds = Annotated[
-    int,
-    typer.Option(
-        "--rounds", help="rounds of every cell before only the open comparisons' cells run again"
+        metavar="DEVICE",
+        help="cuda, cuda:N, or none (the CPU's configurations only); default: cuda if torch "
+        "sees one",
     ),
 ]
 CudaGraphs = Annotated[
     bool,
-    typer.Option(
-        "--cuda-graphs",
-        help="also try CUDA graphs on the GPU (torch.compile's reduce-overhead mode, "
-        "compile time excluded)",
-    ),
+    typer.Option("--cuda-graphs", help="also CUDA graphs (torch.compile reduce-overhead)"),
 ]
 
 
-@app.command("gpu-vs-cpu")
+@app.command("gpu-vs-cpu", short_help="Is the GPU worth it, and from what size?")
 def gpu_vs_cpu(
     workload: StudyWorkload = None,
     budget: Budget = 600.0,
@@ -71,16 +64,15 @@ def gpu_vs_cpu(
     resume: Resume = None,
     timeout: Timeout = None,
 ) -> None:
-    """Is the GPU worth it, and from what size? Sweeps the workload's size axis on the CPU (its
-    defaults and its quick levers) and the GPU (its precision levers), each cell trained for the
-    same window, in paired rounds until each size concludes or the budget ends; ends with the
-    answer, its table and its picture.
+    """Is the GPU worth it for WORKLOAD, and from what size? At each size of its size axis
+    (`stbench list WORKLOAD`), the CPU at its defaults and its quick levers and the GPU at its
+    precision levers, each cell trained for --window seconds, in paired rounds until each size
+    concludes or the budget ends; then the answer, its table and its picture.
 
-    Examples:
-
+    \b
       stbench gpu-vs-cpu lstm-era5 --budget 900
-
-      stbench gpu-vs-cpu stnn --sizes 30x84 60x168 180x360 --budget 600
+      stbench gpu-vs-cpu stnn --sizes 30x84 60x168 180x360
+      stbench gpu-vs-cpu cnn-strain --smoke --budget 120     # seconds, on a CPU
     """
     from ..runner import warm
 

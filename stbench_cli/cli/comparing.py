@@ -24,9 +24,10 @@ SKIPPED_HELP = (
 
 
 @app.command(
+    short_help="Each study's finding and the table behind it.",
     help=paragraph(f"""Per study, headed by its folder and command: its finding (the answer, with
 95% intervals) and the table behind it. With no PATH, the newest study in ./results/.
-{SKIPPED_HELP}""")
+{SKIPPED_HELP}"""),
 )
 def compare(
     paths: Annotated[
@@ -44,7 +45,8 @@ def compare(
         str | None, typer.Option(help="key=value of the column to compare against")
     ] = None,
     out: Annotated[
-        Path | None, typer.Option(help="also write compare.md and compare.csv here")
+        Path | None,
+        typer.Option(metavar="FOLDER", help="also write compare.md and compare.csv into it"),
     ] = None,
     plot: Annotated[
         bool,
@@ -61,6 +63,7 @@ def compare(
     from ..report.model import studies
     from ..report.view import Options
 
+    out = render.out_folder(out)
     series = ("epochs.csv",) if plot else ()
     folders, skipped = read.read(paths or [read.newest()], series)
     shown = text.compare(
@@ -76,11 +79,12 @@ def compare(
 
 
 @app.command(
+    short_help="Judge new results against a baseline (a CI gate).",
     help=paragraph(f"""Judge NEW's cells against BASELINE's (a CI gate). Exit 1 when a cell is
 significantly worse by more than --margin, or no longer ends ok; exit 4 when none is but a result
 folder was left out; exit 3 when a cell is worse by more than --margin without being significant:
 inconclusive, and the line names the repeats per side that could settle it; exit 0 otherwise.
-{SKIPPED_HELP.replace(", and the exit code is 4", "")}""")
+{SKIPPED_HELP.replace(", and the exit code is 4", "")}"""),
 )
 def gate(
     baseline: Annotated[Path, typer.Argument(help="baseline result folder (or a folder of them)")],

@@ -1,4 +1,4 @@
-"""`stbench data`: prepare a workload's real data as a local store."""
+"""`stbench data prepare`: cache a selection of a workload's real data as a local store."""
 
 from __future__ import annotations
 
@@ -11,41 +11,52 @@ from ..errors import StbenchError
 from . import render
 from .app import app
 
+data = typer.Typer(
+    help="A workload's real data: `stbench data prepare WORKLOAD` caches a selection locally.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+app.add_typer(data, name="data", short_help="Cache a selection of a workload's real data.")
 
-@app.command()
-def data(
+
+@data.command(short_help="Cache a selection as a local store that --set data=PATH reads.")
+def prepare(
     workload: Annotated[
-        str, typer.Argument(help="a workload with preparable data (see `stbench list`)")
+        str,
+        typer.Argument(metavar="WORKLOAD", help="a workload with data to prepare (`stbench list`)"),
     ],
-    prepare: Annotated[
-        bool, typer.Option(help="fetch/convert a selection into a local zarr store")
-    ] = False,
     source: Annotated[
-        str, typer.Option(help="arco, a gs:// URL, or a local .csv/.zarr/.nc")
+        str, typer.Option(metavar="SOURCE", help="arco, a gs:// URL, or a local .csv/.zarr/.nc")
     ] = "arco",
-    points: Annotated[str, typer.Option(help="lat:lon points joined by '+'")] = "40:280+20:280",
-    grid: Annotated[str, typer.Option(help="lat0:lat1:lon0:lon1 box instead of points")] = "",
-    start: str = "2020-01-01",
-    end: str = "2021-12-31T23",
-    out: Annotated[
-        Path | None, typer.Option(help="the zarr store to write (default: in the stbench cache)")
+    points: Annotated[
+        str, typer.Option(metavar="LAT:LON+...", help="points joined by '+'")
+    ] = "40:280+20:280",
+    grid: Annotated[
+        str, typer.Option(metavar="LAT0:LAT1:LON0:LON1", help="a box instead of points")
+    ] = "",
+    start: Annotated[str, typer.Option(metavar="TIME", help="first hour")] = "2020-01-01",
+    end: Annotated[str, typer.Option(metavar="TIME", help="last hour")] = "2021-12-31T23",
+    store: Annotated[
+        Path | None,
+        typer.Option(metavar="PATH", help="the zarr store to write (default: in the cache)"),
     ] = None,
     yes: Annotated[
         bool, typer.Option("--yes", help="read the selection even above --max-gb")
     ] = False,
-    max_gb: Annotated[float, typer.Option(help="GB a prepare may fetch without --yes")] = 1.0,
+    max_gb: Annotated[
+        float, typer.Option(metavar="GB", help="what it may fetch without --yes")
+    ] = 1.0,
 ) -> None:
-    """Prepare a workload's data: cache a selection as a local store that `--set data=PATH` reads.
-    It says first what the selection will read; interrupted, the same command resumes it."""
+    """Cache a selection of a workload's real data as a local store that `stbench run WORKLOAD
+    --set data=PATH` reads. It says first what the selection will read; interrupted, the same
+    command resumes it."""
     from ..plan import registry
     from ..runner.study import prepare_data
 
-    if not prepare:
-        raise StbenchError("nothing to do: add --prepare (and --source/--start/--end)")
     try:
         path = prepare_data(
             registry.get(workload),
-            out,
+            store,
             source=source,
             points=points,
             grid=grid,

@@ -16,7 +16,7 @@ from .app import app
 from .options import Devices
 
 
-@app.command()
+@app.command(short_help="Check the timing method on this machine.")
 def doctor(
     device: Devices = None,
     out: Annotated[

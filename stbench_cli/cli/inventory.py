@@ -10,7 +10,7 @@ from . import render
 from .app import app
 
 
-@app.command("list")
+@app.command("list", short_help="Workloads; one workload's parameters and presets.")
 def list_cmd(
     workload: Annotated[
         str | None, typer.Argument(help="show this workload's parameters and presets")
@@ -25,7 +25,7 @@ def list_cmd(
         render.workloads_table(registry.all_workloads())
 
 
-@app.command()
+@app.command(short_help="This machine: hardware, software, measured peaks.")
 def env(refresh: Annotated[bool, typer.Option(help="measure the peaks again")] = False) -> None:
     """Hardware and software inventory, with measured fp32 matmul and copy peaks (cached)."""
     from ..runner import envinfo

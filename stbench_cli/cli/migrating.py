@@ -11,7 +11,7 @@ from . import render
 from .app import app
 
 
-@app.command()
+@app.command(short_help="Rewrite result folders of an older schema.")
 def migrate(
     paths: Annotated[list[Path], typer.Argument(help="result folders, or folders holding them")],
 ) -> None:

@@ -16,135 +16,107 @@ LIST_OPTIONS = (
     "--epochs",
     "--nnodes",
     "--expect",
-    "--time-budget",
+    "--sizes",
 )
 
-Workload = Annotated[str, typer.Argument(help="a workload from `stbench list`")]
+Workload = Annotated[str, typer.Argument(metavar="WORKLOAD", help="a workload (`stbench list`)")]
 StudyWorkload = Annotated[
-    str | None, typer.Argument(help="a workload from `stbench list` (optional with --resume)")
+    str | None,
+    typer.Argument(metavar="WORKLOAD", help="a workload (`stbench list`); none with --resume"),
 ]
 Devices = Annotated[
-    list[str] | None, typer.Option("--device", help="cpu, cuda, cuda:N (several: an axis)")
+    list[str] | None,
+    typer.Option("--device", metavar="DEVICE...", help="cpu, cuda, cuda:N (several: an axis)"),
 ]
 Strategies = Annotated[
-    list[str] | None, typer.Option("--strategy", help="single, ddp, zero1, fsdp")
+    list[str] | None,
+    typer.Option("--strategy", metavar="NAME...", help="single, ddp, zero1, fsdp"),
 ]
 Nprocs = Annotated[
-    list[int] | None, typer.Option("--nproc", help="processes per ddp/zero1/fsdp cell")
+    list[int] | None,
+    typer.Option("--nproc", metavar="N...", help="processes per node of a ddp/zero1/fsdp cell"),
 ]
-Batches = Annotated[list[int] | None, typer.Option("--batch-size", help="per-process batch sizes")]
-Epochs = Annotated[list[int] | None, typer.Option("--epochs", help="epoch counts")]
-Budgets = Annotated[
-    list[float] | None,
+Batches = Annotated[
+    list[int] | None, typer.Option("--batch-size", metavar="N...", help="per-process batches")
+]
+Epochs = Annotated[list[int] | None, typer.Option("--epochs", metavar="N...", help="epochs")]
+Sets = Annotated[
+    list[str] | None,
     typer.Option(
-        "--time-budget",
-        help="seconds of training per cell instead of epochs (several: an axis); the same as "
-        "--set time_budget=...",
+        "--set", metavar="KEY=V1,V2", help="a parameter (`stbench list WORKLOAD`); several: an axis"
     ),
 ]
-StopAtTarget = Annotated[
-    bool,
-    typer.Option(
-        "--stop-at-target",
-        help="end each run at its first evaluation that reaches the target (--set target=...)",
-    ),
+Preset = Annotated[
+    str | None, typer.Option(metavar="NAME", help="a workload's preset (`stbench list WORKLOAD`)")
 ]
-Sets = Annotated[list[str] | None, typer.Option("--set", help="workload parameter axis: key=v1,v2")]
-Preset = Annotated[str | None, typer.Option(help="named parameter set (see `stbench list`)")]
-Repeats = Annotated[int, typer.Option("--repeat", help="repeats of every cell")]
-AllWorkloads = Annotated[
-    bool, typer.Option("--all", help="one study per registered workload (CI: --all --smoke)")
+Repeats = Annotated[int, typer.Option("--repeat", metavar="N", help="rounds of every cell")]
+AllWorkloads = Annotated[bool, typer.Option("--all", help="a study of every workload")]
+Smoke = Annotated[bool, typer.Option("--smoke", help="every cell a seconds-long run")]
+Out = Annotated[
+    Path,
+    typer.Option(metavar="FOLDER", help="where the new result folder goes", show_default=True),
 ]
-Smoke = Annotated[bool, typer.Option(help="shrink every cell to a seconds-long run")]
-Out = Annotated[Path, typer.Option(help="parent folder of the new result folder")]
-UntilConclusive = Annotated[
+# The time limits, one meaning each (docs/running.md "Time limits"): --budget the wall seconds a
+# whole study may take, --timeout and --stall-limit a cell's, --window a cell's seconds of timed
+# training (the parameter time_budget).
+Budget = Annotated[
     float | None,
     typer.Option(
-        "--until-conclusive",
+        "--budget",
         metavar="SECONDS",
-        help="after the --repeat rounds, one round more at a time while a cell cannot be told "
-        "from the first (paired by round), for at most SECONDS more",
+        help="wall seconds for the study: rounds are added while a cell cannot yet be told "
+        "from the first, until spent",
     ),
 ]
-Timeout = Annotated[float | None, typer.Option(help="seconds per cell before it is killed")]
+Timeout = Annotated[
+    float | None, typer.Option(metavar="SECONDS", help="a cell running longer is killed")
+]
 StallLimit = Annotated[
     float | None,
     typer.Option(
         "--stall-limit",
-        help="seconds a cell may make no progress (no step, no evaluation batch, "
-        "no phase of its set-up) before it is killed as hung (default: 10 x "
-        "its slowest step so far, at least 300 s)",
+        metavar="SECONDS",
+        help="a cell making no progress this long is killed as hung (default: 10 x its slowest "
+        "step, at least 300 s)",
     ),
 ]
 Nnodes = Annotated[
     list[int] | None,
-    typer.Option(
-        "--nnodes",
-        help="nodes (torchrun agents) per multi-process cell; world size = nproc x nnodes",
-    ),
+    typer.Option("--nnodes", metavar="N...", help="nodes of a multi-process cell"),
 ]
 Launcher = Annotated[
     str | None,
-    typer.Option(
-        help="local (this machine; N loopback agents for --nnodes N), "
-        "slurm (a job per cell via submitit), srun (inside an allocation)"
-    ),
+    typer.Option(metavar="NAME", help="local (default), slurm (submitit), srun (in an allocation)"),
 ]
 Slurm = Annotated[
     list[str] | None,
     typer.Option(
-        "--slurm",
-        help="sbatch option for --launcher slurm: key=value "
-        "(partition=gpu, account=..., cpus_per_task=8)",
+        "--slurm", metavar="KEY=VALUE", help="an sbatch option for --launcher slurm (partition=gpu)"
     ),
 ]
-DryRun = Annotated[
-    bool,
-    typer.Option(help="print what each cell would run (sbatch scripts for slurm); write nothing"),
-]
+DryRun = Annotated[bool, typer.Option("--dry-run", help="print each cell's command; run nothing")]
 Expect = Annotated[
     list[str] | None,
     typer.Option(
         "--expect",
-        help="statuses besides ok a study may end with and still exit 0 "
-        "(e.g. oom for a batch sweep looking for the memory edge): "
-        "skipped, oom, diverged, failed, timeout, hung",
+        metavar="STATUS...",
+        help="statuses besides ok that still exit 0 (oom for a batch sweep)",
     ),
 ]
-Seed = Annotated[
-    int,
-    typer.Option(help="the first repeat's seed; repeat r trains with seed + r (see --same-seed)"),
-]
-SameSeed = Annotated[
-    bool,
-    typer.Option(
-        "--same-seed",
-        help="every repeat with --seed: the repeats then differ by the machine's noise only, "
-        "not by the training's randomness (initial weights, data order, generated data)",
-    ),
-]
+Seed = Annotated[int, typer.Option(metavar="N", help="round r trains with seed + r")]
+SameSeed = Annotated[bool, typer.Option("--same-seed", help="every round with --seed")]
 # issue 32: what a device-hour costs, for cost per million samples and cost to target
 Price = Annotated[
     list[str] | None,
     typer.Option(
         "--price",
-        help="USD per device-hour: DEVICE=PRICE (repeat, or a comma list: "
-        "cpu=0.68,cuda=2.99; cuda prices every GPU, cuda:1 one); stored in the "
-        "manifest",
-    ),
-]
-PricesFile = Annotated[
-    Path | None,
-    typer.Option(
-        "--prices", help="a .toml, .json (device = USD per hour) or .csv (device,usd_per_hour) file"
+        metavar="DEVICE=USD|FILE",
+        help="USD per device-hour (cpu=0.68,cuda=2.99), or a .toml/.json/.csv file of them",
     ),
 ]
 Resume = Annotated[
     Path | None,
-    typer.Option(
-        help="finish the study in this folder "
-        "(its matrix is read from manifest.json; axes given here are ignored)"
-    ),
+    typer.Option(metavar="FOLDER", help="finish the study in this folder (its own options)"),
 ]
 
 
@@ -166,15 +138,16 @@ def spread_lists(argv: list[str]) -> list[str]:
     return out
 
 
-def prices_given(price: list[str] | None, prices_file: Path | None) -> dict[str, float]:
-    """--prices FILE, then each --price over it; a bad one is one StbenchError line (exit 2)."""
+def prices_given(given: list[str] | None) -> dict[str, float]:
+    """Each --price in order, a file's or a DEVICE=USD's, later over earlier; a bad one is one
+    StbenchError line (exit 2)."""
     from ..errors import StbenchError
     from ..store.prices import parse_price, read_prices
 
+    out: dict[str, float] = {}
     try:
-        out = read_prices(prices_file) if prices_file else {}
-        for text in price or ():
-            out.update(parse_price(text))
+        for text in given or ():
+            out.update(parse_price(text) if "=" in text else read_prices(Path(text)))
     except ValueError as exc:
         raise StbenchError(str(exc)) from None
     return out

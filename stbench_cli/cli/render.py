@@ -17,7 +17,9 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def error(message: str) -> None:
-    err.print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
+    from rich.markup import escape  # a message may hold brackets: --set key=[...]
+
+    err.print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False)
 
 
 def warn(message: str) -> None:
@@ -104,6 +106,9 @@ def workload_detail(w) -> None:
                 f"{w.target_note}"
             )
         )
+    if w.size:  # what `stbench gpu-vs-cpu` sweeps
+        sizes = ", ".join(f"{v} ({w.size.counted(v):,.0f})" for v in w.size.values)
+        say(escape(f"size axis ({w.size.param}, in {w.size.unit}): {sizes}"))
     table = Table(show_header=True, box=None, padding=(0, 2, 0, 0))
     table.add_column("parameter", no_wrap=True)
     table.add_column("default", no_wrap=True)
@@ -185,3 +190,13 @@ def checks_table(checks, path: Path) -> None:
     for c in checks:
         table.add_row(c.name, c.device, f"[{_STATUS[c.status]}]{c.status}[/]")
     out.print(table)
+
+
+def out_folder(path: Path | None, flag: str = "--out") -> Path | None:
+    """A folder a command writes into: one line and exit 2 where a file stands in its place,
+    before anything is read or written."""
+    from ..errors import StbenchError
+
+    if path is not None and path.exists() and not path.is_dir():
+        raise StbenchError(f"{flag} {path} is a file; give a folder (it is made if missing)")
+    return path

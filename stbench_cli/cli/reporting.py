@@ -13,13 +13,14 @@ from .comparing import SKIPPED_HELP, paragraph
 
 
 @app.command(
+    short_help="A report to publish: report.html, report.md and figures.",
     help=paragraph(f"""A report to publish: every study's finding and a headline figure first, then
-per study its tables and figures. {SKIPPED_HELP}""")
+per study its tables and figures. {SKIPPED_HELP}"""),
 )
 def report(
     paths: Annotated[list[Path], typer.Argument(help="result folders, or folders holding them")],
     out: Annotated[
-        Path, typer.Option(help="folder for report.html, report.md and the PNGs")
+        Path, typer.Option(metavar="FOLDER", help="where report.html, report.md and PNGs go")
     ] = Path("report"),
 ) -> None:
     from ..report import html, read
@@ -28,6 +29,7 @@ def report(
     def progress(line: str) -> None:  # drawing the figures takes a while: say where it is
         render.err.print(line, markup=False, highlight=False)
 
+    render.out_folder(out)
     found = find_folders(paths)
     progress(f"reading {len(found)} result folder{'s' if len(found) != 1 else ''}")
     folders, skipped = read.read(found, read.SERIES)

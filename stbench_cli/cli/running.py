@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from contextlib import ExitStack
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Annotated
@@ -15,7 +16,7 @@ from .app import app
 from .options import (
     AllWorkloads,
     Batches,
-    Budgets,
+    Budget,
     Devices,
     DryRun,
     Epochs,
@@ -26,7 +27,6 @@ from .options import (
     Out,
     Preset,
     Price,
-    PricesFile,
     Repeats,
     Resume,
     SameSeed,
@@ -35,11 +35,9 @@ from .options import (
     Slurm,
     Smoke,
     StallLimit,
-    StopAtTarget,
     Strategies,
     StudyWorkload,
     Timeout,
-    UntilConclusive,
     Workload,
     prices_given,
 )
@@ -97,66 +95,138 @@ def run_with_progress(plan, env, timeout: float | None, stall: float | None = No
         )
 
 
-@app.command()
+@dataclass(frozen=True)
+class RunRequest:
+    """What `stbench run` was asked, typed (issue 38: the raw option values Click passes through
+    ctx.params once broke every `stbench run` on the H100): the studies (a WORKLOAD, --all, or
+    the study --resume finishes) and how their cells run."""
+
+    matrix: object  # plan.planner.Request: the matrix of a new study (its workload "" with --all)
+    every: bool = False  # --all: a study of every registered workload
+    resume: Path | None = None
+    timeout: float | None = None
+    stall: float | None = None
+    budget: float | None = None  # wall seconds of the study, rounds added until conclusive
+    dry_run: bool = False
+    accept: tuple[str, ...] = ("ok",)
+
+    def check(self) -> RunRequest:
+        """One of a WORKLOAD, --all or --resume FOLDER; positive seconds; else one line."""
+        from ..errors import StbenchError
+        from ..plan import registry
+        from ..plan.launcher_config import make_launch
+
+        named = bool(self.matrix.workload)
+        if not (self.every or named or self.resume) or (self.every and (named or self.resume)):
+            raise StbenchError(
+                "stbench run needs one of: a WORKLOAD (see `stbench list`), --all (every "
+                "workload), or --resume FOLDER to finish a study"
+            )
+        if named:
+            registry.get(self.matrix.workload)  # an unknown name lists the valid ones
+        make_launch(self.matrix.launcher, list(self.matrix.slurm), self.matrix.timeout)
+        for flag, seconds in (
+            ("--stall-limit", self.stall),
+            ("--budget", self.budget),
+            ("--timeout", self.timeout),
+        ):
+            if seconds is not None and not seconds > 0:
+                raise StbenchError(f"{flag} {seconds:g} must be a positive number of seconds")
+        return self
+
+
+@app.command(short_help="Run a study: a matrix of cells, each a row.")
 def run(
-    ctx: typer.Context,
     workload: StudyWorkload = None,
     device: Devices = None,
     strategy: Strategies = None,
     nproc: Nprocs = None,
+    nnodes: Nnodes = None,
     batch_size: Batches = None,
     epochs: Epochs = None,
     set_: Sets = None,
-    repeat: Repeats = 1,
     preset: Preset = None,
+    repeat: Repeats = 1,
+    budget: Budget = None,
     smoke: Smoke = False,
     seed: Seed = 0,
     same_seed: SameSeed = False,
+    all_: AllWorkloads = False,
     out: Out = Path("results"),
     resume: Resume = None,
     timeout: Timeout = None,
-    nnodes: Nnodes = None,
+    stall_limit: StallLimit = None,
     launcher: Launcher = None,
     slurm: Slurm = None,
-    dry_run: DryRun = False,
-    expect: Expect = None,
-    time_budget: Budgets = None,
-    stop_at_target: StopAtTarget = False,
-    stall_limit: StallLimit = None,
-    all_: AllWorkloads = False,
     price: Price = None,
-    prices: PricesFile = None,
-    until_conclusive: UntilConclusive = None,
+    expect: Expect = None,
+    dry_run: DryRun = False,
 ) -> None:
-    """Run a matrix of devices x strategies x nproc x nnodes x batch sizes x epochs x --set axes."""
+    """Run a study: each cell of its matrix a process, its row in FOLDER/runs.csv.
+
+    \b
+      stbench run cnn-strain                                 # the default study
+      stbench run lstm-era5 --device cpu cuda --epochs 5 10 15 --repeat 3
+      stbench run stnn --set grid=30x84,60x168 --set relations=dense,sparse
+      stbench run cnn-strain --strategy ddp --nproc 1 2 4 --budget 600
+      stbench run --resume results/20261127-120000-host-stnn   # finish a study
+
+    Every list option, and every --set with several values, is an axis of the matrix; the
+    study ends with its finding and table (`stbench compare` shows it again)."""
     from ..runner import warm
 
     warm.start()  # the cells' server imports torch while this process plans
+    from ..plan import planner
+    from ..runner import envinfo
+
+    asked = RunRequest(
+        planner.Request(
+            workload or "",
+            devices=tuple(device or ()),
+            strategies=tuple(strategy or ()),
+            nprocs=tuple(nproc or ()),
+            batch_sizes=tuple(batch_size or ()),
+            epochs=tuple(epochs or ()),
+            sets=tuple(set_ or ()),
+            repeat=repeat,
+            preset=preset,
+            smoke=smoke,
+            seed=seed,
+            seed_per_repeat=not same_seed,
+            out=Path(out),
+            nnodes=tuple(nnodes or ()),
+            launcher=launcher or "local",
+            slurm=tuple(slurm or ()),
+            timeout=timeout,
+            prices=tuple(prices_given(price).items()),
+        ),
+        every=all_,
+        resume=Path(resume) if resume else None,
+        timeout=timeout,
+        stall=stall_limit,
+        budget=budget,
+        dry_run=dry_run,
+        accept=accepted(expect),
+    ).check()  # before the inventory, which waits for the cells' server
+    plans = study_plans(asked, envinfo.inventory())
+    if asked.dry_run:
+        return dry(plans, asked.timeout)
+    exit_for(run_studies(plans, asked), asked.accept)
+
+
+def run_studies(plans, asked: RunRequest) -> list[dict]:
+    """Each study under its progress bar (with --budget, round after round until it concludes or
+    the budget is spent), then its table and finding; every row."""
     from ..runner import envinfo, rounds
 
-    ok = accepted(expect)
-    check_stall(stall_limit)
-    rounds.check_budget(until_conclusive)
-    check_target(ctx.params)  # before the inventory, which waits for the cells' server
     env = envinfo.inventory()
-    plans = study_plans(ctx.params, env)
-    if dry_run:
-        return dry(plans, timeout)
-    exit_for(run_studies(plans, env, timeout, stall_limit, until_conclusive), ok)
-
-
-def run_studies(plans, env, timeout, stall, budget: float | None) -> list[dict]:
-    """Each study under its progress bar (with --until-conclusive, round after round), then its
-    table and finding; every row."""
-    from ..runner import rounds
-
-    rows, go = [], partial(run_with_progress, env=env, timeout=timeout, stall=stall)
+    rows, go = [], partial(run_with_progress, env=env, timeout=asked.timeout, stall=asked.stall)
     for plan in plans:
         with render.interrupted(partial(resume_line, plan, "stbench run")):
             done = (
                 go(plan)
-                if budget is None
-                else rounds.until_conclusive(plan, env, budget, go, render.note)
+                if asked.budget is None
+                else rounds.until_conclusive(plan, env, asked.budget, go, render.note)
             )
         rows += done
         if done:  # a study with rows: read back, its table and its finding
@@ -164,39 +234,19 @@ def run_studies(plans, env, timeout, stall, budget: float | None) -> list[dict]:
     return rows
 
 
-def study_plans(o: dict, env) -> list:
-    """What `stbench run`'s options (`o`: its parameters by name) ask for: the plan of the study
-    --resume finishes, or a new study's per workload (--all: every registered one)."""
+def study_plans(asked: RunRequest, env) -> list:
+    """The plan of the study --resume finishes, or a new study's per workload (--all: every
+    registered one)."""
+    from dataclasses import replace
+
     from ..plan import planner, registry
 
-    workload, all_ = o["workload"], o["all_"]
-    # Click's raw values: typer converts Path options for the callback's own arguments only
-    resume = Path(o["resume"]) if o["resume"] else None
-    check_target(o)
-    if resume:
-        return [planner.plan_resume(workload, resume, env)]
-    common = dict(
-        devices=tuple(o["device"] or ()),
-        strategies=tuple(o["strategy"] or ()),
-        nprocs=tuple(o["nproc"] or ()),
-        batch_sizes=tuple(o["batch_size"] or ()),
-        epochs=tuple(o["epochs"] or ()),
-        sets=tuple(quality_sets(list(o["set_"] or ()), o["time_budget"], o["stop_at_target"])),
-        repeat=o["repeat"],
-        preset=o["preset"],
-        smoke=o["smoke"],
-        seed=o["seed"],
-        seed_per_repeat=not o["same_seed"],
-        out=Path(o["out"]),
-        nnodes=tuple(o["nnodes"] or ()),
-        launcher=o["launcher"] or "local",
-        slurm=tuple(o["slurm"] or ()),
-        timeout=o["timeout"],
-        prices=tuple(prices_given(o["price"], Path(o["prices"]) if o["prices"] else None).items()),
-    )
-    names = [w.name for w in registry.all_workloads()] if all_ else [workload]
+    if asked.resume:
+        return [planner.plan_resume(asked.matrix.workload or None, asked.resume, env)]
+    names = [w.name for w in registry.all_workloads()] if asked.every else [asked.matrix.workload]
     return [
-        planner.plan_new(planner.Request(name, **common), env, tuple(sys.argv)) for name in names
+        planner.plan_new(replace(asked.matrix, workload=name), env, tuple(sys.argv))
+        for name in names
     ]
 
 
@@ -212,18 +262,6 @@ def resume_line(plan, command: str) -> str:
     )
 
 
-def check_target(o: dict) -> None:
-    """One of a WORKLOAD, --all or --resume DIR, or a one-line error."""
-    from ..errors import StbenchError
-
-    workload, all_, resume = o["workload"], o["all_"], o["resume"]
-    if not (all_ or workload or resume) or (all_ and (workload or resume)):
-        raise StbenchError(
-            "stbench run needs one of: a WORKLOAD (see `stbench list`), --all (every workload), "
-            "or --resume DIR to finish a study"
-        )
-
-
 def summary(folder: Path) -> None:
     """A study's rows read back as compare reads them: the table of its runs, then its finding
     and flags."""
@@ -233,36 +271,6 @@ def summary(folder: Path) -> None:
 
     (study,) = studies([read.read_folder(folder, ())])
     render_run.run_summary(study, view(study), folder)
-
-
-def check_stall(limit: float | None) -> None:
-    from ..errors import StbenchError
-
-    if limit is not None and not limit > 0:
-        raise StbenchError(f"--stall-limit {limit:g} must be a positive number of seconds")
-
-
-def quality_sets(sets: list[str], budgets: list[float] | None, stop_at_target: bool) -> list[str]:
-    """--time-budget and --stop-at-target as the --set axes they are."""
-    from ..errors import StbenchError
-
-    named = {s.partition("=")[0].strip() for s in sets}
-    for flag, key, given in (
-        ("--time-budget", "time_budget", budgets),
-        ("--stop-at-target", "stop_at_target", stop_at_target),
-    ):
-        if given and key in named:
-            raise StbenchError(
-                f"{flag} and --set {key}=... name the same parameter; give one of them"
-            )
-    for b in budgets or ():
-        if not b > 0:
-            raise StbenchError(f"--time-budget {b:g} must be a positive number of seconds")
-    if budgets:
-        sets.append("time_budget=" + ",".join(f"{b:g}" for b in budgets))
-    if stop_at_target:
-        sets.append("stop_at_target=true")
-    return sets
 
 
 def dry(plans, timeout: float | None) -> None:
@@ -279,24 +287,25 @@ def dry(plans, timeout: float | None) -> None:
         render.out.print(launchers.describe(left, timeout), markup=False, end="")
 
 
-@app.command()
+@app.command(short_help="Profile a few steps: phases, syncs, memory, a trace.")
 def profile(
     workload: Workload,
     device: Devices = None,
     batch_size: Batches = None,
     set_: Sets = None,
-    offload: Annotated[bool, typer.Option(help="the same as --set relations=offload")] = False,
-    steps: Annotated[int, typer.Option(help="steady steps recorded after the warm-up")] = 10,
+    steps: Annotated[
+        int, typer.Option(metavar="N", help="steady steps recorded after the warm-up")
+    ] = 10,
     preset: Preset = None,
     smoke: Smoke = False,
-    seed: int = 0,
+    seed: Seed = 0,
     out: Out = Path("results"),
     timeout: Timeout = None,
-    expect: Expect = None,
     stall_limit: StallLimit = None,
+    expect: Expect = None,
 ) -> None:
     """A short profiled run: what it found, its phase table, per-step memory, top operators,
-    Chrome trace."""
+    Chrome trace (stnn's offloaded relations: --set relations=offload)."""
     from ..runner import warm
 
     warm.start()  # the cells' server imports torch while this process plans
@@ -305,9 +314,6 @@ def profile(
     from ..report.read import read_folder
     from ..runner import envinfo
 
-    ok = accepted(expect)
-    check_stall(stall_limit)
-    env = envinfo.inventory()
     request = planner.Request(
         workload,
         devices=tuple(device or ()),
@@ -318,11 +324,14 @@ def profile(
         seed=seed,
         out=out,
     )
-    plan = planner.plan_profile(request, env, offload, steps, tuple(sys.argv))
+    asked = RunRequest(request, timeout=timeout, stall=stall_limit, accept=accepted(expect))
+    asked.check()
+    env = envinfo.inventory()
+    plan = planner.plan_profile(request, env, steps, tuple(sys.argv))
     with render.interrupted(partial(resume_line, plan, "stbench run")):
         rows = run_with_progress(plan, env, timeout, stall_limit)
     runs = read_folder(plan.folder, ()).runs if rows else ()
     text = report(plan.folder, list(runs))
     (plan.folder / "profile.md").write_text(text)
     render.out.print(text, markup=False)
-    exit_for(rows, ok)
+    exit_for(rows, asked.accept)

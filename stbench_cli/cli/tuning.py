@@ -17,21 +17,27 @@ ReferenceBatch = Annotated[
     int | None,
     typer.Option(
         "--batch-size",
-        help="the reference batch (default: the preset's); the search tries "
-        "half and twice it, judged by time to target or quality",
+        metavar="N",
+        help="the reference batch (default: the preset's); half and twice it are tried",
     ),
 ]
 Budget = Annotated[
     float | None,
     typer.Option(
         "--budget",
-        help="wall seconds for the whole search, the confirming step included (default 600; "
-        "with --resume: the stored one)",
+        metavar="SECONDS",
+        help="wall seconds for the search, its confirming step included (default 600)",
     ),
+]
+Rounds = Annotated[
+    int, typer.Option("--rounds", metavar="N", help="rounds of every value a step tries (>= 2)")
+]
+Window = Annotated[
+    float, typer.Option("--window", metavar="SECONDS", help="seconds of timed training a cell")
 ]
 
 
-@app.command()
+@app.command(short_help="Find the CPU's best configuration, lever by lever.")
 def tune(
     workload: StudyWorkload = None,
     set_: Sets = None,
@@ -39,9 +45,11 @@ def tune(
     smoke: Smoke = False,
     batch_size: ReferenceBatch = None,
     budget: Budget = None,
-    repeat: Annotated[int, typer.Option(help="rounds per step (a paired interval: >= 2)")] = 3,
-    cell_seconds: Annotated[float, typer.Option(help="seconds of training per cell")] = 8.0,
-    eval_samples: Annotated[int, typer.Option(help="validation samples per evaluation")] = 1024,
+    rounds: Rounds = 3,
+    window: Window = 8.0,
+    eval_samples: Annotated[
+        int, typer.Option(metavar="N", help="validation samples an evaluation judges")
+    ] = 1024,
     seed: Seed = 0,
     out: Out = Path("results"),
     resume: Resume = None,
@@ -67,8 +75,8 @@ def tune(
             preset,
             tuple(set_ or ()),
             batch_size,
-            repeat,
-            cell_seconds,
+            rounds,
+            window,
             budget or 600.0,
             eval_samples,
             seed,

@@ -136,11 +136,11 @@ class TrainerParams:
     time_budget: float = _knob(
         0.0,
         "seconds of training steps per cell (evaluation excluded): train until spent, "
-        "whatever the epochs (0: train the epochs); `--time-budget`",
+        "whatever the epochs (0: train the epochs)",
         minimum=0.0,
     )
     stop_at_target: bool = _knob(
-        False, "end the run at the first evaluation that reaches the target (`--stop-at-target`)"
+        False, "end the run at the first evaluation that reaches the target"
     )
     allocator: str = _knob(
         "keep",

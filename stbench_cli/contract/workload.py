@@ -72,7 +72,7 @@ class Workload:
                                                      GPU of `capability` (None in the parent)
       prepare(source, out, **selection, yes, max_gb, progress)
                                                      cache real data locally
-                                                     (`stbench data --prepare`)
+                                                     (`stbench data prepare`)
     """
 
     name: str

@@ -285,20 +285,12 @@ def _manifest(w, matrix: MatrixSpec, cells, env: EnvInfo, launch: Launch, comman
     }
 
 
-def plan_profile(
-    req: Request, env: EnvInfo, offload: bool, steps: int, command: tuple[str, ...] = ()
-) -> Plan:
+def plan_profile(req: Request, env: EnvInfo, steps: int, command: tuple[str, ...] = ()) -> Plan:
     """One epoch cut to the warm-up plus `steps` steady steps, one repeat."""
     if steps < 1:
         raise StbenchError(f"--steps {steps} must be a positive integer")
     w = registry.get(req.workload)
     sets = list(req.sets)
-    if offload:
-        if "relations" not in w.all_params:
-            raise StbenchError(
-                f"--offload needs a workload with a 'relations' parameter; {w.name} has none"
-            )
-        sets.append("relations=offload")
     base, axes, _ = resolve_params(w, req.preset or w.default_preset, req.smoke, sets)
     warmup = axes.get("warmup_steps", (base["warmup_steps"],))[0]
     sets += [f"max_steps={warmup + steps}", "max_eval_batches=2"]
@@ -337,7 +329,7 @@ def plan_resume(workload: str | None, folder: Path, env: EnvInfo) -> Plan:
 def plan_round(plan: Plan, env: EnvInfo, only: frozenset[str] | None = None) -> Plan:
     """The study with one round more: its first round's cells again as the next repeat, with
     the seed expand() gives that repeat, added to the manifest's cells and matrix (the caller
-    writes the manifest). What `stbench run --until-conclusive` runs while it cannot conclude.
+    writes the manifest). What `stbench run --budget` runs while it cannot conclude.
     plan: a resumed plan (plan_resume), whose manifest holds what the study wrote. `only`: the
     first round's run ids to repeat (`stbench gpu-vs-cpu` leaves out what it no longer needs)."""
     matrix = plan.manifest["matrix"]

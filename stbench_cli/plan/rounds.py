@@ -1,5 +1,5 @@
 """Whether a study's comparisons can conclude yet, and how many rounds they would need (issue
-32): what `stbench run --until-conclusive` asks after every round. Pure: a study's cells and
+32): what `stbench run --budget` asks after every round. Pure: a study's cells and
 rows in, its open comparisons and the decision out.
 
 The comparisons are every cell against the first as planned (the first of each axis as given:
@@ -112,6 +112,6 @@ def decide(cells: tuple[RunSpec, ...], rows: list[dict], left_s: float, round_s:
         return Decision(
             False,
             f"{needs}; the budget has {max(left_s, 0):.0f} s left and a round takes "
-            f"{round_s:.0f} s: stopping (resume with a larger --until-conclusive)",
+            f"{round_s:.0f} s: stopping (resume with a larger --budget)",
         )
     return Decision(True, f"{needs}: one round more (~{round_s:.0f} s, {left_s:.0f} s left)")

@@ -15,11 +15,11 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from ..errors import StbenchError
+from ..store.files import TUNE_FILE  # noqa: F401  (the tune's folder: runner.tune, cli.tuning)
 from .levers import BATCH, NAMES
 from .planner import Plan, Request, plan_new
 from .spec import parse_set
 
-TUNE_FILE = "tune.json"  # the request and the search's state, in the tune's folder
 CONFIRM = "confirm"
 
 
@@ -48,9 +48,9 @@ class TuneSpec:
     def check(self) -> TuneSpec:
         if self.repeats < 2:
             raise StbenchError(
-                f"--repeat {self.repeats}: a step's paired interval needs at least 2 rounds"
+                f"--rounds {self.repeats}: a step's paired interval needs at least 2 rounds"
             )
-        for name, value in (("--cell-seconds", self.cell_s), ("--budget", self.budget_s)):
+        for name, value in (("--window", self.cell_s), ("--budget", self.budget_s)):
             if not value > 0:
                 raise StbenchError(f"{name} {value:g} must be a positive number of seconds")
         return self

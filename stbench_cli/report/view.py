@@ -122,7 +122,9 @@ def declined(s: pd.DataFrame, kind: str = "") -> str | None:
             f"{len(hit)} of {len(ok)} runs ran contended ({where}: "
             f"{hit.iloc[0]['contention'] or 'contended'})"
         )
-        todo += ["run it alone on the machine", "or with fewer threads (--set threads=1)"]
+        todo.append("run it alone on the machine")
+        if (hit["threads"].fillna(1) > 1).any():  # never advise what the cell already did
+            todo.append("or with fewer threads (--set threads=1)")
     fits = epoch_fits(s) if "epochs" in {k.name for k in keys} else []
     bad = [(n, f) for n, f in fits if f.slope < 0 or f.slope_ci[0] <= 0 <= f.slope_ci[1]]
     if bad:

@@ -1,6 +1,7 @@
-"""`stbench run --until-conclusive SECONDS`: after a study's planned rounds, one round more at a
-time while a comparison cannot conclude, until every one can or the budget cannot pay for the
-next round (issue 32: a noisy machine needs more rounds, and nobody knows how many beforehand).
+"""`stbench run --budget SECONDS`: after a study's planned rounds, one round more at a time while
+a comparison cannot conclude, until every one can or what is left of the budget (wall seconds of
+the whole study, its planned rounds included) cannot pay for the next round (issue 32: a noisy
+machine needs more rounds, and nobody knows how many beforehand).
 
 A round is every cell once (repeats are the study's outer loop, so a round's cells saw the same
 machine and pair). Each added round is written to the manifest before it runs, so an
@@ -13,19 +14,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from ..errors import StbenchError
 from ..plan.planner import Plan, plan_resume, plan_round
 from ..plan.rounds import decide
 from ..store.manifest import write_manifest
 from .lock import FolderLock
-
-
-def check_budget(seconds: float | None) -> None:
-    """--until-conclusive's seconds, refused before anything runs unless positive."""
-    if seconds is not None and not seconds > 0:
-        raise StbenchError(
-            f"--until-conclusive {seconds:g}: give the seconds further rounds may take (> 0)"
-        )
 
 
 def until_conclusive(
@@ -43,10 +35,10 @@ def until_conclusive(
     if not rows:
         return rows
     round_s = (time.monotonic() - started) / (1 + max(c.repeat for c in plan.cells))
-    spent = 0.0
     while True:
-        decision = decide(plan.cells, rows, budget_s - spent, round_s)
-        say(f"--until-conclusive: {decision.why}")
+        left = budget_s - (time.monotonic() - started)
+        decision = decide(plan.cells, rows, left, round_s)
+        say(f"--budget: {decision.why}")
         if not decision.more:
             return rows
         with FolderLock(plan.folder):  # the manifest is the study's: no other parent writes it
@@ -55,4 +47,3 @@ def until_conclusive(
         began = time.monotonic()
         rows = run(plan)
         round_s = time.monotonic() - began
-        spent += round_s

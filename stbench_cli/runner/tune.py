@@ -217,7 +217,7 @@ class Tuner:
 
     def _another_round(self, folder: Path, lever: str, reference, value) -> list[dict] | None:
         """One more round of the reference and the value that looks better (as
-        --until-conclusive adds rounds) where the budget, less the confirming step's reserve,
+        `run --budget` adds rounds) where the budget, less the confirming step's reserve,
         allows it: the step's rows, or None."""
         spent, costs = spent_s(self.root)
         need = estimate_s(self.spec, 2, costs)

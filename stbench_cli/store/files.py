@@ -168,8 +168,12 @@ def prune_orphans(folder: Path, done: set[str]) -> None:
                 rewrite(path, kept, _header(path))
 
 
+TUNE_FILE = "tune.json"  # a tune's folder: its request and result, beside its step studies
+
+
 def find_folders(paths: list[Path]) -> list[Path]:
-    """Each path is a result folder (has runs.csv) or a folder of result folders."""
+    """The result folders under `paths`: each path a result folder (it has runs.csv), a tune's
+    folder (tune.json: its step studies), or a folder holding either."""
     found = []
     for p in paths:
         if not p.exists():
@@ -180,7 +184,19 @@ def find_folders(paths: list[Path]) -> list[Path]:
             found.append(p)
             continue
         inner = sorted(q.parent for q in p.glob("*/runs.csv"))
+        inner += sorted(q.parent for t in find_tunes([p]) for q in t.glob("*/runs.csv"))
         if not inner:
             raise StbenchError(f"{p} holds no result folder (no runs.csv in it or its sub-folders)")
-        found.extend(inner)
+        found.extend(dict.fromkeys(inner))
+    return found
+
+
+def find_tunes(paths: list[Path]) -> list[Path]:
+    """The tunes' folders under `paths` (each path one, or a folder holding them)."""
+    found = []
+    for p in paths:
+        if (p / TUNE_FILE).exists():
+            found.append(p)
+        elif p.is_dir():
+            found += sorted(q.parent for q in p.glob(f"*/{TUNE_FILE}"))
     return found

@@ -1,5 +1,5 @@
 """Prices per device-hour that the user gives (issue 32), and what a row's figures cost at them.
-Pure, torch-free: `--price cpu=0.68 --price cuda=2.99` or `--prices FILE` become a study's
+Pure, torch-free: `--price cpu=0.68 --price cuda=2.99` or `--price FILE` become a study's
 `prices` in its manifest; a report turns a row and those prices into money.
 
 A price is per device-hour, of the devices a cell held: each GPU of its world (`gpus_used`, or
@@ -54,21 +54,21 @@ def read_prices(path: Path) -> dict[str, float]:
     `prices`) or CSV (columns device,usd_per_hour); ValueError naming what is wrong."""
     kind = path.suffix.lower().lstrip(".")
     if kind not in FORMATS:
-        raise ValueError(f"--prices {path}: use a .toml, .json or .csv file")
+        raise ValueError(f"--price {path}: use a .toml, .json or .csv file")
     try:
         text = path.read_text()
     except OSError as exc:
-        raise ValueError(f"--prices {path}: {exc.strerror or exc}") from None
+        raise ValueError(f"--price {path}: {exc.strerror or exc}") from None
     try:
         table = (
             _toml(text) if kind == "toml" else json.loads(text) if kind == "json" else _csv(text)
         )
     except (ValueError, csv.Error) as exc:  # TOMLDecodeError and JSONDecodeError are ValueErrors
-        raise ValueError(f"--prices {path} is not valid {kind.upper()}: {exc}") from None
+        raise ValueError(f"--price {path} is not valid {kind.upper()}: {exc}") from None
     if isinstance(table, dict) and isinstance(table.get("prices"), dict):
         table = table["prices"]
     if not isinstance(table, dict) or not table:
-        raise ValueError(f"--prices {path} holds no prices; expected DEVICE = USD_PER_HOUR pairs")
+        raise ValueError(f"--price {path} holds no prices; expected DEVICE = USD_PER_HOUR pairs")
     return {str(device): _usd(str(device), value) for device, value in table.items()}
 
 

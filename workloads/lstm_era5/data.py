@@ -25,7 +25,7 @@ ARCO_URL = "gs://gcp-public-data-arco-era5/ar/full_37-1h-0p25deg-chunk-1.zarr-v3
 CSV_COLUMNS = ["time", "latitude", "longitude", VAR]
 REMOTE = ("gs://", "gcs://", "https://", "http://", "s3://")
 READ_HOURS = 24 * 7  # hours read at a time: a box's dask chunk, a prepare's block
-PREPARING = "prepare.json"  # in a store that `stbench data --prepare` has not finished
+PREPARING = "prepare.json"  # in a store that `stbench data prepare` has not finished
 
 
 def _embedded():
@@ -101,12 +101,12 @@ def open_dataset(source: str, time_chunk: int = 24 * 31, check_network: bool = T
     if source.startswith(REMOTE) and check_network and (why := reachable(source)):
         raise ValueError(
             f"{why}; with no network use the embedded default (data=embedded), a local copy "
-            f"(stbench data lstm-era5 --prepare on a networked machine), or data=generated"
+            f"(stbench data prepare lstm-era5 on a networked machine), or data=generated"
         )
     if (path / PREPARING).exists():
         raise ValueError(
             f"data source {source} is a prepare that has not finished; run the same "
-            f"`stbench data --prepare` again to resume it"
+            f"`stbench data prepare` again to resume it"
         )
     if source.startswith(REMOTE) or path.suffix == ".zarr" or path.is_dir():
         try:

@@ -1,4 +1,4 @@
-"""`stbench data lstm-era5 --prepare`: say what a selection will read, then copy it into a
+"""`stbench data prepare lstm-era5`: say what a selection will read, then copy it into a
 time-chunked local zarr store, in blocks that a resumed prepare never reads again.
 
 Before reading any value the store's metadata says how many chunks the selection touches and

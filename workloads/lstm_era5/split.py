@@ -1,5 +1,5 @@
 """Which part of the ERA5 data a cell uses: the selection, the train/test split, the
-parent-side check, and `stbench data --prepare` (numpy and xarray; no torch)."""
+parent-side check, and `stbench data prepare` (numpy and xarray; no torch)."""
 
 from __future__ import annotations
 

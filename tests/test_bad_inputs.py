@@ -1,0 +1,95 @@
+"""Issue 38: every command answers a bad option, value, name or path with one line on stderr and
+exit 2, before anything is written (no traceback, no box, nothing left behind)."""
+
+import pytest
+
+from tests.helpers import stbench
+
+MISSING = "/nonexistent/stbench-folder"
+FILE = "a-file"  # made in the test's folder: a file where a folder is wanted
+
+BAD = [
+    # (argv, what the one line names)
+    (["nope"], "No such command 'nope'"),
+    (["run"], "needs one of"),
+    (["run", "nope"], "unknown workload 'nope'"),
+    (["run", "cnn-strain", "--batch-size", "abc"], "--batch-size"),
+    (["run", "cnn-strain", "--bogus"], "No such option: --bogus"),
+    (["run", "cnn-strain", "--set", "nope=1"], "unknown parameter 'nope'"),
+    (["run", "cnn-strain", "--set", "threads=-1"], "threads"),
+    (["run", "cnn-strain", "--device", "tpu"], "tpu"),
+    (["run", "cnn-strain", "--budget", "0"], "--budget 0 must be a positive number"),
+    (["run", "cnn-strain", "--timeout", "-1"], "--timeout -1 must be a positive number"),
+    (["run", "cnn-strain", "--price", "cpu=abc"], "cpu"),
+    (["run", "cnn-strain", "--price", "prices.txt"], "use a .toml, .json or .csv file"),
+    (["run", "cnn-strain", "--launcher", "pbs"], "pbs"),
+    (["run", "cnn-strain", "--expect", "great"], "--expect 'great' is not a status"),
+    (["run", "--resume", MISSING], "no such result folder"),
+    (["gpu-vs-cpu", "nope"], "unknown workload 'nope'"),
+    (["gpu-vs-cpu", "cnn-strain", "--sizes", "abc"], "--sizes 'abc'"),
+    (["gpu-vs-cpu", "cnn-strain", "--budget", "0"], "--budget and --window are seconds"),
+    (["gpu-vs-cpu", "cnn-strain", "--rounds", "1"], "--rounds 1"),
+    (["gpu-vs-cpu", "cnn-strain", "--set", "noise=0.1,0.2"], "one value per parameter"),
+    (["tune", "nope"], "unknown workload 'nope'"),
+    (["tune", "cnn-strain", "--rounds", "1"], "--rounds 1"),
+    (["profile", "nope"], "unknown workload 'nope'"),
+    (["profile", "cnn-strain", "--steps", "0"], "--steps 0"),
+    (["compare", MISSING], MISSING),
+    (["compare", MISSING, "--out", FILE], f"--out {FILE} is a file"),
+    (["report", MISSING], MISSING),
+    (["report", MISSING, "--out", FILE], f"--out {FILE} is a file"),
+    (["gate", MISSING, MISSING], MISSING),
+    (["list", "nope"], "unknown workload 'nope'"),
+    (["doctor", "--device", "tpu"], "tpu"),
+    (["data", "prepare", "nope"], "unknown workload 'nope'"),
+    (["migrate", MISSING], MISSING),
+    (["env", "--bogus"], "No such option: --bogus"),
+]
+
+
+@pytest.mark.parametrize("argv,said", BAD, ids=lambda x: " ".join(x) if isinstance(x, list) else "")
+def test_a_bad_input_is_one_line_and_exit_2_and_nothing_written(argv, said, tmp_path):
+    (tmp_path / FILE).write_text("")
+    proc = stbench(*argv, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr[-2000:]
+    assert said in lines[0] and "Traceback" not in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == [FILE]  # nothing written
+
+
+def test_ctrl_c_during_run_prints_the_folder_and_the_resume_line(tmp_path):
+    """SIGINT once a row has landed: exit 130, one line naming what is done and how to finish,
+    and the resume finishes the study with one row per cell."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from stbench.store.files import read_runs
+
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "stbench", "run", "cnn-strain", "--smoke", "--epochs", "1"]
+    proc = subprocess.Popen(
+        [*argv, "--repeat", "6", "--out", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "COLUMNS": "300"},
+    )
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and not list(out.glob("*/runs.csv")):
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    (folder,) = out.iterdir()
+    assert proc.returncode == 130, err[-2000:]
+    line = next(ln for ln in err.splitlines() if ln.startswith("interrupted: "))
+    have = len(read_runs(folder))
+    assert line == (
+        f"interrupted: {have} of 6 cells have their row in {folder}; "
+        f"finish it: stbench run --resume {folder}"
+    )
+    again = stbench("run", "--resume", folder, timeout=300)
+    assert again.returncode == 0 and len(read_runs(folder)) == 6
