@@ -103,3 +103,44 @@ def test_full_keeps_every_table_after_the_finding():
         t.startswith("where the time went") for t in titles
     )
     assert "ms_per_sync" in full  # the scaling table whole
+
+
+def test_an_incomplete_study_says_so_first_with_its_resume_line(tmp_path):
+    """Issue 38: an interrupted study (1 of 2 cells) read as 'One cell, 1 run' with no word that
+    it was not finished."""
+    import json
+    import shutil
+
+    from stbench.report import read
+    from stbench.report.model import studies
+    from stbench.report.view import view
+    from tests.helpers import committed_folders
+
+    source = next(f for f in committed_folders() if f.name == "ref-cpu2-cnn-strain-epochs")
+    folder = tmp_path / source.name
+    shutil.copytree(source, folder)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    rows = (folder / "runs.csv").read_text().splitlines()
+    (folder / "runs.csv").write_text("\n".join(rows[:2]) + "\n")  # one row of many cells
+    (study,) = studies([read.read_folder(folder)])
+    text = view(study).finding.text
+    assert text.startswith(
+        f"Incomplete: {folder.name} has 1 of its {len(manifest['cells'])} cells' rows "
+        f"(finish it: stbench run --resume {folder}). "
+    )
+
+
+def test_compare_of_the_references_answers_every_tune_first_naming_its_best_configuration():
+    """Issue 38: compare results/reference/ left the four tunes out; a tune is shown by its
+    answer (the best configuration, its gain, the options that reproduce it), then its steps."""
+    from tests.helpers import ROOT, stbench
+
+    text = stbench("compare", ROOT / "results" / "reference", check=True, timeout=600).stdout
+    tunes = [f.parent.name for f in (ROOT / "results" / "reference").glob("*/tune.json")]
+    assert len(tunes) == 4
+    for name in tunes:
+        head = text.split(f"## {name} (a tune: its answer, then its steps)\n", 1)
+        assert len(head) == 2, name
+        answer = head[1].split("\n## ", 1)[0]
+        assert "best configuration" in answer and "Reproduce: stbench run " in answer
+    assert text.index("(a tune: its answer") < text.index("Each study: its finding")

@@ -231,7 +231,9 @@ def test_a_decline_never_advises_what_the_cell_already_did():
     ]
     rows += [row("cuda", r, v) for r, v in enumerate(GPU)]
     text = find(rows)[0].text
-    assert text.endswith("To conclude: run it alone on the machine.") and "--set threads" not in text
+    assert (
+        text.endswith("To conclude: run it alone on the machine.") and "--set threads" not in text
+    )
 
 
 def test_a_negative_epochs_fit_declines():

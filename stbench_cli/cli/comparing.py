@@ -65,7 +65,10 @@ def compare(
 
     out = render.out_folder(out)
     series = ("epochs.csv",) if plot else ()
-    folders, skipped = read.read(paths or [read.newest()], series)
+    asked = paths or [read.newest()]
+    folders, skipped = read.read(asked, series)
+    for answer in tune_answers(asked):  # a tune's answer first, then its steps as studies
+        render.out.print(answer, markup=False)
     shown = text.compare(
         studies(folders),
         Options(metric, rows, cols, baseline),
@@ -111,3 +114,31 @@ def gate(
     for line in lines(verdicts, margin):
         render.out.print(line, markup=False, soft_wrap=True)
     render.left_out(skipped + skipped_new, exit_code(verdicts, bool(skipped + skipped_new)))
+
+
+def tune_answers(paths: list[Path]) -> list[str]:
+    """Each tune's answer under `paths` (its best configuration, its gain, what reproduces it),
+    headed by its folder as a study is: what compare shows of a tune before its step studies."""
+    import json
+    import textwrap
+
+    from ..plan.judge import finding
+    from ..store.files import TUNE_FILE, find_tunes
+
+    out = []
+    for root in find_tunes(paths):
+        try:
+            state = json.loads((root / TUNE_FILE).read_text())
+            said = finding(state)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            render.warn(f"{root / TUNE_FILE} could not be read ({exc}): its answer is left out")
+            continue
+        spec = state.get("spec", {})
+        command = f"stbench tune {spec.get('workload', '')}".strip()
+        width = render.table_width() or 100
+        said = "\n".join(
+            textwrap.fill(line, width, subsequent_indent="    " if line.startswith("  ") else "")
+            for line in said.splitlines()
+        )
+        out.append(f"## {root.name} (a tune: its answer, then its steps)\n{command}\n\n{said}\n")
+    return out

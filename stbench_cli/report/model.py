@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import PurePath
 
 import pandas as pd
@@ -121,6 +121,8 @@ class Study:
     runs: pd.DataFrame  # one row per run (frame())
     epochs: pd.DataFrame = field(default_factory=pd.DataFrame)  # epochs.csv, with `study`
     system: pd.DataFrame = field(default_factory=pd.DataFrame)  # system.csv, with `study`
+    # each of its folders that has fewer rows than cells, and how to finish it (read.Folder)
+    incomplete: tuple[str, ...] = ()
 
     @property
     def workload(self) -> str:
@@ -226,7 +228,9 @@ def studies(folders: Sequence[Folder]) -> list[Study]:
         epochs = [{**e, "study": str(f.path)} for f in group for e in f.epochs]
         system = [{**s, "study": str(f.path)} for f in group for s in f.system]
         name = " + ".join(sorted(dict.fromkeys(f.path.name for f in group)))
-        out.append(_study(df[df["study"].isin(paths)], name, group[0].question, epochs, system))
+        found = _study(df[df["study"].isin(paths)], name, group[0].question, epochs, system)
+        unfinished = tuple(f.incomplete for f in group if f.incomplete)
+        out.append(replace(found, incomplete=unfinished) if unfinished else found)
     return sorted(out, key=lambda s: (s.workload, s.question))
 
 

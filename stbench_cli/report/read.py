@@ -165,6 +165,20 @@ class Folder:
     runs: tuple[Run, ...]
     epochs: tuple[dict, ...] = ()
     system: tuple[dict, ...] = ()
+    planned: int = 0  # its manifest's cells: fewer rows is a study not finished
+
+    @property
+    def incomplete(self) -> str:
+        """'' for a finished study; else what it has and the line that finishes it."""
+        have = len({r["run_id"] for r in self.runs})
+        if not self.planned or have >= self.planned:
+            return ""
+        words = self.question.split()
+        command = " ".join(words[:2]) if len(words) >= 2 else "stbench run"
+        return (
+            f"{self.path.name} has {have} of its {self.planned} cells' rows "
+            f"(finish it: {command} --resume {self.path})"
+        )
 
 
 @dataclass(frozen=True)
@@ -207,6 +221,7 @@ def read_folder(path: Path, series: tuple[str, ...] = ()) -> Folder:
         runs,
         kept.get("epochs.csv", ()),
         kept.get("system.csv", ()),
+        len(manifest.get("cells") or ()),
     )
 
 

@@ -218,6 +218,10 @@ def view(study: Study, options: Options = Options(), number: int = 1) -> View:
     table's figure and the system timelines, named by the study's number."""
     s, o = study.runs, options
     finding = finding_of(s)
+    if study.incomplete:  # said first: its answer is of the cells that ran, not of the study
+        pooled = " (its folders pooled, finished or not)" if "+" in study.name else ""
+        head = "; ".join(study.incomplete)
+        finding = replace(finding, text=f"Incomplete{pooled}: {head}. {finding.text}")
     blocks = (
         []
         if o.asked or finding.table is None
