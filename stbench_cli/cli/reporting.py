@@ -33,10 +33,27 @@ def report(
     found = find_folders(paths)
     progress(f"reading {len(found)} result folder{'s' if len(found) != 1 else ''}")
     folders, skipped = read.read(found, read.SERIES)
-    written = html.build(folders, skipped, progress)
+    written = html.build(folders, skipped, progress, tuple(tunes(paths)))
     progress(f"writing {out / 'report.html'}")
     path = html.write(written, out)
     render.out.print(
         f"wrote {path} and {path.with_suffix('.md')} (figures beside it)", soft_wrap=False
     )
     render.left_out(skipped)
+
+
+def tunes(paths: list[Path]) -> list[tuple[str, str, str]]:
+    """Each tune's (folder, command, answer) under `paths`, for the report's first screen."""
+    import json
+
+    from ..plan.judge import finding
+    from ..store.files import TUNE_FILE, find_tunes
+
+    out = []
+    for root in find_tunes(paths):
+        try:
+            state = json.loads((root / TUNE_FILE).read_text())
+            out.append((root.name, f"stbench tune {state['spec']['workload']}", finding(state)))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            render.warn(f"{root / TUNE_FILE} could not be read ({exc}): its answer is left out")
+    return out

@@ -58,6 +58,8 @@ class Report:
     folders: pd.DataFrame  # one line per result folder
     headline: tuple[View, Picture] | None = None  # the figure the report opens with, its study
     skipped: tuple[Skipped, ...] = ()  # result folders left out, and why
+    # each tune's (folder, command, answer): its step studies are among the views
+    tunes: tuple[tuple[str, str, str], ...] = ()
 
 
 # the kind of study whose figure heads the report, most telling first (KINDS' names)
@@ -108,6 +110,7 @@ def build(
     folders: list[Folder],
     skipped: list[Skipped] = (),
     progress: Callable[[str], None] | None = None,
+    tunes: tuple[tuple[str, str, str], ...] = (),
 ) -> Report:
     """The report of these result folders; `progress` hears of each study as its figures are
     drawn (the slow part)."""
@@ -128,7 +131,9 @@ def build(
             for f in folders
         ]
     )
-    return Report(tuple(views), machine_table(runs), listed, headline(views), tuple(skipped))
+    ran = runs[runs["status"] != "skipped"]  # measured hardware only: a skipped cell ran nowhere
+    machines = machine_table(ran if len(ran) else runs)
+    return Report(tuple(views), machines, listed, headline(views), tuple(skipped), tuple(tunes))
 
 
 def _table(df: pd.DataFrame, wrap: bool = False) -> str:
@@ -172,13 +177,29 @@ def _findings(report: Report) -> str:
     """Every study's finding, one line each, linking to its section."""
     items = "".join(
         f'<li><a href="#{v.anchor}">{html.escape(v.study.name)}</a>: {html.escape(v.finding.text)}'
-        + "".join(f' <span class="flag">{html.escape(f)}</span>' for f in v.finding.flags)
+        + (
+            '<ul class="flags">'
+            + "".join(f'<li class="flag">{html.escape(f)}</li>' for f in v.finding.flags)
+            + "</ul>"
+            if v.finding.flags
+            else ""
+        )
         + "</li>"
         for v in report.views
     )
+    tunes = "".join(
+        f"<li><b>{html.escape(name)}</b> (<code>{html.escape(command)}</code>): "
+        f"{html.escape(said.splitlines()[0])}</li>"
+        for name, command, said in report.tunes
+    )
     return (
         '<section class="findings"><h2 id="findings">Findings</h2>'
-        f'<ul class="findings">{items}</ul></section>'
+        + (
+            f'<p>Tunes (the CPU\'s best configuration):</p><ul class="findings">{tunes}</ul>'
+            if tunes
+            else ""
+        )
+        + f'<ul class="findings">{items}</ul></section>'
     )
 
 
@@ -242,8 +263,22 @@ def to_markdown(report: Report) -> str:
         "# stbench report",
         hardware_line(report),
         "## Findings",
-        "\n".join(f"- [{v.study.name}](#{v.anchor}): {v.finding.text}" for v in report.views),
     ]
+    if report.tunes:
+        parts.append(
+            "Tunes (the CPU's best configuration):\n\n"
+            + "\n".join(
+                f"- **{name}** (`{command}`): {said.splitlines()[0]}"
+                for name, command, said in report.tunes
+            )
+        )
+    parts.append(
+        "\n".join(
+            f"- [{v.study.name}](#{v.anchor}): {v.finding.text}"
+            + "".join(f"\n  - ! {f}" for f in v.finding.flags)
+            for v in report.views
+        )
+    )
     if report.headline:
         v, pic = report.headline
         parts.append(

@@ -227,7 +227,7 @@ def studies(folders: Sequence[Folder]) -> list[Study]:
         paths = {str(f.path) for f in group}
         epochs = [{**e, "study": str(f.path)} for f in group for e in f.epochs]
         system = [{**s, "study": str(f.path)} for f in group for s in f.system]
-        name = " + ".join(sorted(dict.fromkeys(f.path.name for f in group)))
+        name = " + ".join(sorted(dict.fromkeys(f.name for f in group)))
         found = _study(df[df["study"].isin(paths)], name, group[0].question, epochs, system)
         unfinished = tuple(f.incomplete for f in group if f.incomplete)
         out.append(replace(found, incomplete=unfinished) if unfinished else found)

@@ -22,7 +22,7 @@ from pathlib import Path
 from ..errors import StbenchError
 from ..store.cell_result import EpochRow, Figures
 from ..store.conditions import conditions as sum_samples
-from ..store.files import find_folders, read_csv, read_runs
+from ..store.files import TUNE_FILE, find_folders, read_csv, read_runs
 from ..store.manifest import read_manifest
 from ..store.prices import cost_per_million_samples, cost_to_target, usd_per_second
 from ..store.results import command_text, study_key
@@ -168,6 +168,12 @@ class Folder:
     planned: int = 0  # its manifest's cells: fewer rows is a study not finished
 
     @property
+    def name(self) -> str:
+        """How a study names it: its folder's name; a tune's step with its tune's."""
+        tuned = (self.path.parent / TUNE_FILE).exists()
+        return f"{self.path.parent.name}/{self.path.name}" if tuned else self.path.name
+
+    @property
     def incomplete(self) -> str:
         """'' for a finished study; else what it has and the line that finishes it."""
         have = len({r["run_id"] for r in self.runs})
@@ -176,7 +182,7 @@ class Folder:
         words = self.question.split()
         command = " ".join(words[:2]) if len(words) >= 2 else "stbench run"
         return (
-            f"{self.path.name} has {have} of its {self.planned} cells' rows "
+            f"{self.name} has {have} of its {self.planned} cells' rows "
             f"(finish it: {command} --resume {self.path})"
         )
 
