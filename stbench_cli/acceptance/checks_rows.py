@@ -284,7 +284,7 @@ def doctor_checks(folder: Path) -> list[Check]:
     path = folder / "doctor.json"
     if not path.is_file():
         raise NothingToJudge(f"no doctor.json in {folder.name}")
-    status = {"PASS": PASS, "FAIL": FAIL, "SKIP": UNTESTED}
+    status = {"PASS": PASS, "FAIL": FAIL, "SKIP": UNTESTED, "UNSURE": FAIL}
     found = [
         Check(c["name"], c["device"], status.get(c["status"], FAIL), c["detail"], {})
         for c in json.loads(path.read_text())["checks"]

@@ -172,7 +172,7 @@ def env_report(env, peaks: dict) -> None:
     out.print(table)
 
 
-_STATUS = {"PASS": "green", "FAIL": "bold red", "SKIP": "yellow"}
+_STATUS = {"PASS": "green", "FAIL": "bold red", "SKIP": "yellow", "UNSURE": "yellow"}
 
 
 def check_line(check) -> None:
