@@ -116,7 +116,7 @@ def test_a_worse_median_that_is_not_significant_is_inconclusive_never_ok():
     }  # medians moved < 10%
     slower = _runs([{**r, "wall_s": str(float(r["wall_s"]) * 1.3)} for r in base])
     base = _runs(base)
-    slow = {v.cell[-8:]: v for v in gate(base, slower)}
+    slow = {v.subject[-8:]: v for v in gate(base, slower)}
     assert (
         slow["epochs=1"].kind == "inconclusive" and slow["epochs=1"].needs == 9
     )  # noisy repeats: never ok
@@ -152,7 +152,10 @@ def test_repeats_needed_is_where_the_test_would_say_yes():
 
 def test_each_verdict_is_worded_as_pyperf_words_it():
     def v(kind, change, sig=False, **kw):
-        return Verdict("c", "wall_s", 10.0, 10.0 * (1 + change), change, sig, kind, **kw)
+        return Verdict(
+            "c", "wall_s", base=10.0, new=10.0 * (1 + change), change=change,
+            significant=sig, kind=kind, **kw,
+        )  # fmt: skip
 
     assert line(v("unchanged", 0.0), 0.1) == "unchanged    c: wall_s 10.00 -> 10.00"
     assert line(v("ok", 0.05), 0.1) == (

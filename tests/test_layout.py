@@ -17,7 +17,8 @@ ENGINE, WORKLOADS = ROOT / "stbench_cli", ROOT / "workloads"
 
 # Who may import whom, by layer (the second part of `stbench.<layer>.…`); "" is the package
 # root (its version), `errors` (the one exception type), `device` (the device layer) and
-# `stats` (intervals, significance, paired rounds) are leaves every layer may use.
+# `stats` (intervals, significance, paired rounds) and `comparison` (a study's runs reduced,
+# paired and judged one way) are leaves every layer may use.
 ALLOWED = {
     "contract": {"contract"},
     "store": {"store"},
@@ -32,9 +33,10 @@ ALLOWED = {
     "errors": set(),
     "device": set(),
     "stats": set(),
+    "comparison": {"stats"},
     "__main__": {"cli"},
 }
-ALWAYS = {"", "errors", "device", "stats"}
+ALWAYS = {"", "errors", "device", "stats", "comparison"}
 
 
 def module_name(path: Path) -> str:

@@ -9,10 +9,11 @@ import pytest
 
 from stbench.errors import StbenchError
 from stbench.plan import levers
-from stbench.plan.judge import QUALITY, SPS, TTT, finding, judge, paired
+from stbench.plan.judge import QUALITY, SPS, TTT, finding, judge
 from stbench.plan.levers import BATCH, HostOffer
 from stbench.plan.tuning import TuneSpec, reproduce, request
 from stbench.runner.tune import gain, looks_better
+from stbench.stats import paired
 from stbench.store.files import read_runs
 from tests.helpers import stbench
 
@@ -84,8 +85,8 @@ def test_a_value_is_kept_only_when_significantly_better_and_no_worse_at_learning
     rows += [_row(1, r, s) for r, s in enumerate((150, 170, 140))]
     measure, verdicts, kept = judge(lever, rows, 2)
     assert measure == SPS and kept == 1
-    one = next(v for v in verdicts if v.value == 1)
-    assert one.significant and one.rounds == 3 and one.samples_per_s == 150
+    one = next(v for v in verdicts if v.subject == 1)
+    assert one.better and one.rounds == 3 and one.samples_per_s == 150
     worse = [_row(2, r, s) for r, s in enumerate((100, 120, 90))]
     worse += [_row(1, r, s, val=0.6) for r, s in enumerate((150, 170, 140))]
     measure, verdicts, kept = judge(lever, worse, 2)
@@ -119,7 +120,7 @@ def test_a_cell_that_ended_inside_its_warm_up_is_judged_over_all_steps():
     measure, verdicts, kept = judge(lever, rows, 2)  # 4 steps of 64 in 5 s: no steady steps
     assert measure == "samples_per_s_all_steps" and kept == 1
     assert verdicts[1].ratio == pytest.approx(401 / 4, rel=1e-3)
-    assert verdicts[0].median == 4 * 64 / 5
+    assert verdicts[0].new == 4 * 64 / 5
 
 
 def test_the_batch_is_judged_by_time_to_target_or_else_quality_after_the_same_seconds():

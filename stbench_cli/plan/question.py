@@ -29,11 +29,11 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
+from ..comparison import SPS, by_round
+from ..comparison import judge as compare
 from ..contract import BATCH, Workload
 from ..device import is_cuda
 from ..errors import StbenchError
-from ..stats import paired, rounds_needed
-from .judge import SPS, by_round
 from .spec import RunSpec
 
 NEVER = 1000  # stats.rounds_needed's cap: the per-round ratios average 1
@@ -182,6 +182,7 @@ class Comparison:
     low: float | None
     high: float | None
     rounds: int  # common rounds so far
+    needs: int = 0  # rounds that could conclude it (comparison.judge; NEVER: they look equal)
 
     @property
     def concluded(self) -> bool:
@@ -244,8 +245,10 @@ def comparisons(
         else:  # the CPU's fastest other configuration stands in for the GPU
             pairs = [(plain[0], fastest(others))] if plain and others else []
         for a, b in pairs:
-            ratio, low, high, n = paired(values[a.run_id], values[b.run_id], False)
-            out.append(Comparison(size, a.run_id, b.run_id, ratio, low, high, n))
+            v = compare(size, SPS, values[a.run_id], values[b.run_id])
+            out.append(
+                Comparison(size, a.run_id, b.run_id, v.ratio, v.low, v.high, v.rounds, v.needs)
+            )
     return out
 
 
@@ -277,10 +280,7 @@ def decide(
     open_ = [c for c in found if not c.concluded]
     if not open_:
         return Decision((), f"every size concluded in {have} rounds")
-    values = _by_cell(cells, rows)
-    hopeful = [
-        c for c in open_ if rounds_needed(values[c.base], values[c.other], False, cap=NEVER) < NEVER
-    ]
+    hopeful = [c for c in open_ if c.needs < NEVER]
     if not hopeful:
         sizes = ", ".join(dict.fromkeys(c.size for c in open_))
         return Decision((), f"at {sizes} the cells compared look equal after {have} rounds")

@@ -5,7 +5,7 @@ rows in, its open comparisons and the decision out.
 The comparisons are every cell against the first as planned (the first of each axis as given:
 the CPU of `--device cpu cuda`, the smallest batch listed first, the defaults of `--set
 threads=0,1`), on samples/s, or on the time to target where the study asks one. One is open
-while the 95% interval of its per-round ratio (stats.paired: a round's cells saw the same
+while the 95% interval of its per-round ratio (comparison.judge: a round's cells saw the same
 machine) holds 1, or has fewer than two rounds to pair. It needs `stats.rounds_needed` rounds
 were the ratios' mean and spread to stay; NEVER where the cells look equal, which no count of
 rounds can tell apart.
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..stats import paired, rounds_needed
-from .judge import by_round
+from ..comparison import by_round, measure_of
+from ..comparison import judge as compare
 from .spec import RunSpec
 
 NEVER = 1000  # stats.rounds_needed's cap: the per-round ratios average 1
@@ -55,12 +55,6 @@ def names(cells: list[RunSpec]) -> dict[tuple, str]:
     }
 
 
-def measure(cells: list[RunSpec]) -> tuple[str, bool]:
-    """The column the comparisons judge and whether lower is better."""
-    ttt = any(c.param_dict.get("time_budget") or c.param_dict.get("stop_at_target") for c in cells)
-    return ("time_to_target_s", True) if ttt else ("samples_per_s", False)
-
-
 def grouped(cells: tuple[RunSpec, ...], rows: list[dict]) -> dict[tuple, list[dict]]:
     """The rows of each cell over its rounds."""
     spec = {c.run_id: c for c in cells}
@@ -75,7 +69,7 @@ def open_comparisons(cells: tuple[RunSpec, ...], rows: list[dict]) -> list[Open]
     """The comparisons of the cells with the first that cannot conclude yet (none with fewer
     than two cells that ran: nothing to compare)."""
     first = [c for c in cells if c.repeat == 0]
-    column, lower = measure(first)
+    column = measure_of(rows)  # comparison's one rule: time to target where asked, samples/s
     values = {k: v for k, group in grouped(cells, rows).items() if (v := by_round(group, column))}
     said = names(first)
     found = [key(c) for c in first if key(c) in values]
@@ -83,11 +77,10 @@ def open_comparisons(cells: tuple[RunSpec, ...], rows: list[dict]) -> list[Open]
         return []
     base, out = found[0], []
     for other in found[1:]:
-        ratio, low, high, n = paired(values[base], values[other], lower)
-        if n >= 2 and (low > 1 or high < 1):
+        v = compare(said[other], column, values[base], values[other])
+        if v.rounds >= 2 and v.significant:
             continue
-        needs = rounds_needed(values[base], values[other], lower, cap=NEVER)
-        out.append(Open(said[base], said[other], needs))
+        out.append(Open(said[base], said[other], v.needs or 2))
     return out
 
 

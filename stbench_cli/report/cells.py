@@ -22,17 +22,11 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from ..stats import ci95, paired, rounds_needed, significant, t_quantile
+from ..comparison import HIGHER_IS_BETTER  # noqa: F401  (tables, judge: one set)
+from ..comparison import judge as compare
+from ..stats import ci95, significant, t_quantile
 from .labels import format_number, format_ratio, natural, show
 from .model import Key, columns, name_of
-
-HIGHER_IS_BETTER = {
-    "samples_per_s",
-    "steps_per_s",
-    "achieved_gflops",
-    "peak_fraction",
-    "val_value_gain",
-}
 
 
 @dataclass(frozen=True)
@@ -48,6 +42,13 @@ class Cell:
     @cached_property
     def median(self) -> float:
         return float(np.median(self.values)) if self.values else math.nan
+
+    @cached_property
+    def per_round(self) -> dict[tuple[str, int], float]:
+        """Its values by round (result folder, repeat), where each round has one ({}
+        otherwise: nothing to pair)."""
+        found = dict(zip(self.rounds, self.values))
+        return found if len(found) == len(self.values) else {}
 
     @cached_property
     def interval(self) -> tuple[float, float]:
@@ -152,18 +153,14 @@ def ratio(base: Cell, other: Cell, higher_is_better: bool = True) -> float:
     return other.median / base.median if higher_is_better else base.median / other.median
 
 
-def by_round(cell: Cell) -> dict[tuple[str, int], float]:
-    """Its values by round, where each round has one ({} otherwise: nothing to pair)."""
-    found = dict(zip(cell.rounds, cell.values))
-    return found if len(found) == len(cell.values) else {}
-
-
 def paired_rounds(base: Cell, other: Cell, higher_is_better: bool = True):
     """(ratio, low, high, rounds) of `other` over `base` paired by round, where they share >= 2
-    rounds of one result folder (stats.paired); None otherwise."""
-    a, b = by_round(base), by_round(other)
-    found = paired(a, b, not higher_is_better) if len(a.keys() & b.keys()) >= 2 else None
-    return found if found and found[1] is not None else None
+    rounds of one result folder (comparison.judge); None otherwise."""
+    a, b = base.per_round, other.per_round
+    if len(a.keys() & b.keys()) < 2:
+        return None
+    v = compare("", "", a, b, higher=higher_is_better)
+    return (v.ratio, v.low, v.high, v.rounds) if v.low is not None else None
 
 
 def differs(base: Cell, other: Cell) -> bool:
@@ -214,7 +211,7 @@ def _paired(base: Cell, other: Cell, p, higher: bool, words: tuple[str, str], sh
     said = f"paired over {n} rounds, 95% CI {a:.2f}x to {b:.2f}x"
     if lo > 1 or hi < 1:
         return format_ratio(r, *words) + f" ({'; '.join(x for x in (said, shown) if x)})"
-    needs = rounds_needed(by_round(base), by_round(other), not higher)
+    needs = compare("", "", base.per_round, other.per_round, higher=higher).needs
     said = f"{format_ratio(r, *words)}, {said}: a conclusion needs ≥ {needs} rounds"
     return f"no significant difference ({'; '.join(x for x in (said, shown) if x)})"
 

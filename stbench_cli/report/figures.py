@@ -26,9 +26,9 @@ from .plotting import (
     grid,
     legend_below,
     look,
-    medians,
     names,
     panels,
+    per_x,
     png,
     spread,
 )
@@ -65,7 +65,7 @@ def time_vs_epochs(w: pd.DataFrame, workload: str) -> Picture | None:
     for ax, panel in zip(axes, shown):
         for ln in panel.lines:
             i = colours.setdefault(ln.name, len(colours))
-            handles[ln.name] = errorbar(ax, medians(ln.rows, "epochs", "wall_s"), ln.name, i)
+            handles[ln.name] = errorbar(ax, per_x(ln.rows, "epochs", "wall_s"), ln.name, i)
         ax.set(xlabel="epochs", ylabel="wall time (s)", title=panel.title)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         from_zero(ax)
@@ -153,12 +153,12 @@ def _scaling_panel(axes, panel, colours: dict[str, int], handles: dict) -> bool:
     smallest = int(rows["world_size"].min())
     for ln in panel.lines:
         i = colours.setdefault(ln.name, len(colours))
-        sps, base = medians(ln.rows, "world_size", "samples_per_s"), _baseline(ln, panel)
+        sps, base = per_x(ln.rows, "world_size", "samples_per_s"), _baseline(ln, panel)
         if base:
             speed = sps["median"] / base
             a_speed.plot(speed.index, speed.values, **look(i))
             a_eff.plot(speed.index, 100 * speed.values * smallest / speed.index, **look(i))
-        handles[ln.name] = errorbar(a_sync, medians(ln.rows, "world_size", "sync_ms"), ln.name, i)
+        handles[ln.name] = errorbar(a_sync, per_x(ln.rows, "world_size", "sync_ms"), ln.name, i)
     top = int(rows["world_size"].max())
     a_speed.plot([smallest, top], [1, top / smallest], "k--", linewidth=1)
     a_eff.axhline(100, color="black", linestyle="--", linewidth=1)

@@ -40,10 +40,12 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
+from ..comparison import SPS, TTT, WALL, Verdict, number
+from ..comparison import judge as compare
 from ..device import parse
 from ..errors import StbenchError
-from ..stats import repeats_needed, significant
-from .cells import HIGHER_IS_BETTER, Cell, cells, groups
+from ..stats import repeats_needed
+from .cells import Cell, cells, groups
 from .labels import format_number
 from .model import HARDWARE, Key, axes, few_threads, frame, keys_of, name_of
 from .read import SKIPPED_EXIT, Run, conditions
@@ -65,18 +67,14 @@ class Flag:
         return self.reason
 
 
-def _number(value) -> float | None:
-    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
-
-
 def main_measure(runs: Sequence[Mapping]) -> str:
-    """The measure a cell's repeats are judged on: samples/s in a gpu-vs-cpu study (every cell
-    trains the same window), the time to target where two or more reached it (a target none
-    reached has no spread to judge), else wall_s."""
-    if any(r.get("q_size") is not None for r in runs):  # gpu-vs-cpu: a fixed window, samples/s
-        return "samples_per_s"
-    hit = [r for r in runs if _number(r.get("time_to_target_s")) is not None]
-    return "time_to_target_s" if len(hit) >= 2 else "wall_s"
+    """The measure whose spread over a cell's repeats is flagged: samples/s in a gpu-vs-cpu
+    study (every cell trains the same window), the time to target where two or more reached
+    it (a target none reached has no spread to judge), else the wall time the report's tables
+    show first (a run's whole cost, start-up included: what its repeats should agree on)."""
+    if any(r.get("q_size") is not None for r in runs):
+        return SPS
+    return TTT if sum(number(r.get(TTT)) is not None for r in runs) >= 2 else WALL
 
 
 def noise_flags(
@@ -91,7 +89,7 @@ def noise_flags(
 
 def _spread(runs: Sequence[Mapping], metric: str) -> Flag | None:
     values = [
-        v for r in runs if r.get("status") == "ok" and (v := _number(r.get(metric))) is not None
+        v for r in runs if r.get("status") == "ok" and (v := number(r.get(metric))) is not None
     ]
     if len(values) < 2 or statistics.mean(values) <= 0:
         return None
@@ -125,7 +123,7 @@ def _busy(runs: Sequence[Mapping], seen: list) -> list[Flag]:
     if contended:
         many = "" if len(seen) == 1 else f" ({when(len(contended))})"
         flags.append(Flag("contended", contended[0] + many))
-    cores = [_number(r.get("cores")) for r in runs]
+    cores = [number(r.get("cores")) for r in runs]
     load = [(c.load_max, n) for c, n in zip(seen, cores) if _above(c.load_max, n)]
     if load:
         (most, on), k = max(load), len(load)
@@ -209,24 +207,6 @@ def device_flags(s: pd.DataFrame) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-@dataclass(frozen=True)
-class Verdict:
-    cell: str  # the cell in one line
-    metric: str
-    base: float
-    new: float
-    change: float  # relative change in the worse direction (+0.30: 30% worse)
-    significant: bool
-    kind: str  # regression, inconclusive, unchanged, ok, or "no value"
-    repeats: tuple[int, int] = (0, 0)  # ok repeats on the baseline's side and the new side
-    needs: int = 0  # inconclusive: the repeats per side that could make it significant
-    note: str = ""
-
-    @property
-    def regression(self) -> bool:
-        return self.kind == "regression"
-
-
 def gate(
     base: Sequence[Run],
     new: Sequence[Run],
@@ -265,25 +245,26 @@ def _cell_name(keys: list[Key], values: tuple) -> str:
 
 
 def _verdict(cell: str, metric: str, base: Cell, new: Cell, margin: float) -> Verdict:
+    """The gate's verdict of one cell (comparison.Verdict): regression where it is
+    significantly worse by more than the margin or no longer ok, inconclusive where worse by
+    more than the margin without being significant (with the repeats that could settle it)."""
     b, n, repeats = base.median, new.median, (len(base.values), len(new.values))
+    said = {"subject": cell, "measure": metric, "base": b, "new": n, "repeats": repeats}
     if base.status == "ok" and new.status != "ok":
         note = f"ended {new.status} (ok in the baseline)"
-        return Verdict(cell, metric, b, n, math.inf, True, "regression", repeats, note=note)
+        return Verdict(**said, change=math.inf, significant=True, kind="regression", note=note)
     if not (math.isfinite(b) and math.isfinite(n)) or b == 0:
-        return Verdict(
-            cell, metric, b, n, math.nan, False, "no value", repeats, note="no value on one side"
-        )
-    change = (b - n) / b if metric in HIGHER_IS_BETTER else (n - b) / b
-    values = list(base.values), list(new.values)
-    sig = significant(*values)
-    if abs(change) < UNCHANGED:
-        return Verdict(cell, metric, b, n, change, sig, "unchanged", repeats)
-    if change <= margin:
-        return Verdict(cell, metric, b, n, change, sig, "ok", repeats)
-    if sig:
-        return Verdict(cell, metric, b, n, change, sig, "regression", repeats)
-    needs = repeats_needed(*values)
-    return Verdict(cell, metric, b, n, change, sig, "inconclusive", repeats, needs)
+        return Verdict(**said, kind="no value", note="no value on one side")
+    v = compare(cell, metric, list(base.values), list(new.values))  # repeats: unpaired
+    said |= {"change": v.change, "significant": v.significant}
+    if abs(v.change) < UNCHANGED:
+        return Verdict(**said, kind="unchanged")
+    if v.change <= margin:
+        return Verdict(**said, kind="ok")
+    if v.significant:
+        return Verdict(**said, kind="regression")
+    needs = repeats_needed(list(base.values), list(new.values))
+    return Verdict(**said, kind="inconclusive", needs=needs)
 
 
 def exit_code(verdicts: list[Verdict], skipped: bool = False) -> int:

@@ -18,6 +18,7 @@ from pathlib import PurePath
 
 import pandas as pd
 
+from ..comparison import number
 from ..contract.params import TrainerParams
 from ..errors import StbenchError
 from ..store.rows import BOOL_COLUMNS
@@ -238,21 +239,17 @@ LOAD = re.compile(r"less \d+ busy")  # plan.threads' words where it chose a coun
 PHYSICAL = re.compile(r"(\d+) physical cores")
 
 
-def _value(v: object) -> float | None:
-    return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
-
-
 def few_threads(rows: pd.DataFrame, where: str) -> list[str]:
     """The flag of a CPU cell whose threads (all its ranks') were fewer than the machine's
     cores (its physical cores, where auto named them) and not chosen for the load."""
     for r in rows[rows["device"].astype(str) == "cpu"].to_dict("records"):
-        threads, cores = _value(r.get("threads")), _value(r.get("cores"))
+        threads, cores = number(r.get("threads")), number(r.get("cores"))
         why = str(r.get("threads_why") or "")
         if not (threads and cores) or LOAD.search(why):
             continue
         found = PHYSICAL.search(why)
         physical = int(found.group(1)) if found else int(cores)
-        used = int(threads) * int(_value(r.get("nproc_per_node")) or 1)
+        used = int(threads) * int(number(r.get("nproc_per_node")) or 1)
         if used < physical:
             return [
                 f"{where}: {used} thread{'s' * (used > 1)} on {physical} cores "

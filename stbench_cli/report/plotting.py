@@ -215,8 +215,18 @@ def spread(df: pd.DataFrame, x: str, least: int = 2) -> pd.DataFrame:
     return df[counts >= least] if keys else (df if counts >= least else df.iloc[:0])
 
 
-def medians(rows: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
-    """Per x value of one cell: the median of y over its repeats, with the lowest and highest
-    repeat (what an error bar of this cell shows)."""
-    g = rows.dropna(subset=[y]).groupby(x, sort=True)[y]
-    return pd.DataFrame({"median": g.median(), "low": g.min(), "high": g.max(), "n": g.count()})
+def per_x(rows: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
+    """Per x value of one cell: the median of y over its ok repeats (cells.Cell's aggregation),
+    with the lowest and highest repeat (what an error bar of this cell shows)."""
+    from .cells import cells
+
+    found = [c for c in cells(rows, y, [Key(x, x)]) if c.values]
+    return pd.DataFrame(
+        {
+            "median": [c.median for c in found],
+            "low": [min(c.values) for c in found],
+            "high": [max(c.values) for c in found],
+            "n": [len(c.values) for c in found],
+        },
+        index=pd.Index([c.key[0] for c in found], name=x),
+    ).sort_index()

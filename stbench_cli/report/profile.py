@@ -13,6 +13,7 @@ from statistics import median
 
 from tabulate import tabulate
 
+from ..comparison import number
 from ..device import is_cuda
 from ..store.rows import PHASE_COLUMNS
 from ..store.trace import syncs_per_step
@@ -21,13 +22,6 @@ from .read import Run
 TOP = 10
 MEMORY_COLUMNS = ("alloc_peak_above_start_mb", "cuda_max_allocated_mb", "rss_mb")
 LARGEST = 5
-
-
-def _float(row: dict, key: str) -> float | None:
-    try:
-        return float(row.get(key))
-    except (TypeError, ValueError):
-        return None
 
 
 def _read(path: Path) -> list[dict]:
@@ -60,12 +54,12 @@ def memory_summary(rows: list[dict]) -> str:
     each series over the profiled steps, then the five steps with the largest allocation
     peak. The full series stays in memory.csv."""
     shown = [r for r in rows if r.get("profiled") == "True"] or rows
-    cols = [c for c in MEMORY_COLUMNS if any(_float(r, c) is not None for r in shown)]
+    cols = [c for c in MEMORY_COLUMNS if any(number(r.get(c)) is not None for r in shown)]
     if not cols:
         return "no per-step memory was recorded"
     stats = []
     for c in cols:
-        values = sorted(v for r in shown if (v := _float(r, c)) is not None)
+        values = sorted(v for r in shown if (v := number(r.get(c))) is not None)
         stats.append(
             [
                 c,
@@ -83,10 +77,10 @@ def memory_summary(rows: list[dict]) -> str:
     )
     key = cols[0]
     largest = sorted(
-        (r for r in shown if _float(r, key) is not None), key=lambda r: -_float(r, key)
+        (r for r in shown if number(r.get(key)) is not None), key=lambda r: -number(r.get(key))
     )
     body = [
-        [r["step"], *(f"{v:,.4g}" if (v := _float(r, c)) is not None else "-" for c in cols)]
+        [r["step"], *(f"{v:,.4g}" if (v := number(r.get(c))) is not None else "-" for c in cols)]
         for r in largest[:LARGEST]
     ]
     return (

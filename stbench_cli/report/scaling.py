@@ -18,6 +18,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from ..comparison import median
 from .cells import Cell, differs, fit_line, interval, not_ok, ratio, significant
 from .cost import peak_memory
 from .labels import format_number, show, size_of
@@ -55,12 +56,6 @@ SHOWN = (
 )
 
 
-def _median(values: pd.Series) -> float:
-    """Median of the finite values (a figure a row lacks is NaN: shown as "-")."""
-    v = pd.to_numeric(values, errors="coerce").replace([np.inf, -np.inf], np.nan).dropna()
-    return float(v.median()) if len(v) else math.nan
-
-
 def _fmt(x: float, text: str) -> str:
     return text if math.isfinite(x) else "-"
 
@@ -70,21 +65,21 @@ def _line(gn: pd.DataFrame, base: pd.DataFrame, base_world: int, new_node: bool)
     world, nodes = int(gn["world_size"].iloc[0]), int(gn["nodes"].iloc[0])
     speed = float(np.median(sps) / np.median(one)) if one and sps else math.nan
     note = "" if gn is base or significant(one, sps) else " (not significant)"
-    share = _median(gn["sync_s"] / gn["train_s"])
+    share = median(gn["sync_s"] / gn["train_s"])
     per_sync = 1000 * gn["sync_s"] / gn["sync_count"].where(gn["sync_count"] > 0)
     return {
         "nodes": nodes,
         "nproc": int(gn["nproc_per_node"].iloc[0]),
         "world": world,
-        "epoch_s": format_number(_median(gn["epoch_s"])),
+        "epoch_s": format_number(median(gn["epoch_s"])),
         "samples_per_s": format_number(float(np.median(sps))),
         "speedup": _fmt(speed, f"{speed:.2f}x{note}"),
         # the thesis' point: a world's throughput speedup is not its convergence speedup
         "ttt_speedup": ttt_speedup(gn, base),
         "efficiency": _fmt(speed, f"{100 * speed * base_world / world:.0f}%"),
         "sync_share": _fmt(share, f"{100 * share:.1f}%"),
-        "ms_per_sync": format_number(_median(per_sync)),
-        "syncs_per_epoch": format_number(_median(gn["sync_count"] / gn["epochs"])),
+        "ms_per_sync": format_number(median(per_sync)),
+        "syncs_per_epoch": format_number(median(gn["sync_count"] / gn["epochs"])),
         "node_boundary": f"<- node {nodes} joins" if new_node else "",
     }
 

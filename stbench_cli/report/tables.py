@@ -165,8 +165,9 @@ def cells_table(s: pd.DataFrame, keys: list[Key], figures: list[tuple[str, str]]
 
 
 def medians(s: pd.DataFrame, keys: list[Key], figures: list[str]) -> pd.DataFrame:
-    """Per cell (natural order), the median of each figure over its repeats, its keys as they
+    """Per cell (natural order), the median of each figure over its ok repeats, its keys as they
     are (a figure's columns)."""
+    s = s[s["status"] == "ok"] if "status" in s else s
     groups = s.groupby(columns(keys), sort=False, dropna=False)[figures].median().reset_index()
     return sort_natural(groups, columns(keys))
 

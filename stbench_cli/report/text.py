@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..comparison import Verdict
 from .cells import cells
-from .judge import Verdict
 from .labels import format_number
 from .model import HARDWARE, Key, Study, keys_of, with_params
 from .tables import check_baseline, markdown
@@ -252,8 +252,9 @@ ORDER = {"regression": 0, "inconclusive": 1, "no value": 2, "ok": 3, "unchanged"
 
 def line(v: Verdict, margin: float) -> str:
     """One verdict as pyperf words it: the values, the change, and what it means."""
-    head = f"{v.kind.upper() if v.kind in ('regression', 'inconclusive') else v.kind:<12} {v.cell}"
-    values = f"{head}: {v.metric} {format_number(v.base)} -> {format_number(v.new)}"
+    kind = v.kind.upper() if v.kind in ("regression", "inconclusive") else v.kind
+    head = f"{kind:<12} {v.subject}"
+    values = f"{head}: {v.measure} {format_number(v.base)} -> {format_number(v.new)}"
     if v.note:
         return f"{values}: {v.note}"
     if v.kind == "unchanged":
@@ -269,7 +270,7 @@ def line(v: Verdict, margin: float) -> str:
 
 def lines(verdicts: list[Verdict], margin: float) -> list[str]:
     """One line per verdict, regressions first, then the inconclusive, then the rest."""
-    ordered = sorted(verdicts, key=lambda v: (ORDER[v.kind], v.cell, v.metric))
+    ordered = sorted(verdicts, key=lambda v: (ORDER[v.kind], str(v.subject), v.measure))
     out = [line(v, margin) for v in ordered]
     count = {kind: sum(v.kind == kind for v in verdicts) for kind in ORDER}
     out.append(

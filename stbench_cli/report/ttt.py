@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..comparison import median
 from .cells import Cell, contrast, differs
 from .labels import format_number, natural, show
 from .model import HARDWARE, Key, axes, columns, name_of
@@ -53,9 +54,9 @@ MONEY = (
 )
 
 
-def _median(rows: pd.DataFrame, column: str) -> float:
-    found = rows[column].dropna() if column in rows.columns else pd.Series(dtype=float)
-    return float(found.astype(float).median()) if len(found) else math.nan
+def column_of(rows: pd.DataFrame, column: str) -> float:
+    """The median of a column over these (ok) rows, comparison's (NaN where none has it)."""
+    return median(rows[column]) if column in rows.columns else math.nan
 
 
 def costs(gpu: pd.DataFrame, cpu: pd.DataFrame, who: str = "CPU") -> str:
@@ -63,7 +64,7 @@ def costs(gpu: pd.DataFrame, cpu: pd.DataFrame, who: str = "CPU") -> str:
     samples (...) at the prices given': the `gpu` rows' medians over the `cpu` rows'; where the
     CPU's energy was not measured, that and why (its method), rather than nothing."""
     joules = [
-        _median(r.assign(j=r[list(ENERGY)].sum(axis=1, min_count=1)), "j") for r in (gpu, cpu)
+        column_of(r.assign(j=r[list(ENERGY)].sum(axis=1, min_count=1)), "j") for r in (gpu, cpu)
     ]
     parts = []
     if all(math.isfinite(j) for j in joules):
@@ -73,9 +74,9 @@ def costs(gpu: pd.DataFrame, cpu: pd.DataFrame, who: str = "CPU") -> str:
         parts.append(
             f"{a / b:.2f}x the energy ({format_number(a)} vs {format_number(b)} J a run{its})"
         )
-    found = [(c, w) for c, w in MONEY if all(math.isfinite(_median(r, c)) for r in (gpu, cpu))]
+    found = [(c, w) for c, w in MONEY if all(math.isfinite(column_of(r, c)) for r in (gpu, cpu))]
     for column, words in found[:1]:
-        a, b = _median(gpu, column), _median(cpu, column)
+        a, b = column_of(gpu, column), column_of(cpu, column)
         parts.append(
             f"{a / b:.2f}x the money {words} ({format_number(a)} vs {format_number(b)} USD) at "
             "the prices given"

@@ -17,19 +17,11 @@ import statistics
 from collections.abc import Callable
 from pathlib import Path
 
+from ..comparison import ALL_STEPS, QUALITY, SPEED, SPS, TTT, by_round, column_median, measure_of
+from ..comparison import judge as compare
 from ..errors import StbenchError
 from ..plan import levers, registry
-from ..plan.judge import (
-    ALL_STEPS,
-    LOWER_IS_BETTER,
-    SPS,
-    TTT,
-    by_round,
-    judge,
-    measure_of,
-    paired,
-    value_of,
-)
+from ..plan.judge import judge, value_of
 from ..plan.levers import BATCH, HostOffer
 from ..plan.planner import plan_resume, plan_round, resolve_params
 from ..plan.rounds import NEVER
@@ -44,7 +36,6 @@ from ..plan.tuning import (
     searched,
     step_folder,
 )
-from ..stats import rounds_needed
 from ..store import host
 from ..store.files import atomic_write, read_runs
 from ..store.machine import EnvInfo
@@ -64,25 +55,19 @@ def looks_better(lever, rows: list[dict], reference, verdicts) -> object | None:
     """The value that looks better than the reference without being judged so (its per-round
     ratio above 1, its interval holding 1, a count of rounds able to tell): the one more rounds
     are for; None where no value is (a step kept its value, or none can be told apart)."""
-    measure = measure_of(lever, rows)
-    lower = measure in LOWER_IS_BETTER
-    ref = by_round([r for r in rows if value_of(r, lever.name) == reference], measure)
+    if any(v.better and not v.note and v.subject != reference for v in verdicts):
+        return None  # one is judged better already: the step keeps it
     found = [
         v
         for v in verdicts
-        if v.value != reference
+        if v.subject != reference
         and v.ratio is not None
         and v.ratio > 1
         and not v.significant
         and not v.note
-        and rounds_needed(
-            ref, by_round([r for r in rows if value_of(r, lever.name) == v.value], measure), lower
-        )
-        < NEVER
+        and v.needs < NEVER
     ]
-    if any(v.significant and not v.note and v.value != reference for v in verdicts):
-        return None  # one is judged better already: the step keeps it
-    return max(found, key=lambda v: v.ratio).value if found else None
+    return max(found, key=lambda v: v.ratio).subject if found else None
 
 
 def offer(env: EnvInfo) -> HostOffer:
@@ -314,24 +299,20 @@ def gain(rows: list[dict], start: dict, best: dict) -> dict | None:
 
     sides = {k: [r for r in rows if config(r) == c] for k, c in (("base", start), ("best", best))}
     out = {}
-    for measure, lower in ((measure_of(None, rows), False), (TTT, True)):
+    for measure in (measure_of(rows, SPEED), TTT):
         by = {k: by_round(v, measure) for k, v in sides.items()}
-        ratio, low, high, n = paired(by["base"], by["best"], lower)
-        if ratio is not None:
+        v = compare("best", measure, by["base"], by["best"])
+        if v.ratio is not None and v.rounds:
             out[SPS if measure == ALL_STEPS else measure] = {
-                "ratio": ratio,
-                "low": low,
-                "high": high,
-                "rounds": n,
+                "ratio": v.ratio,
+                "low": v.low,
+                "high": v.high,
+                "rounds": v.rounds,
                 "measure": measure,
-                "baseline": statistics.median(by["base"].values()),
-                "best": statistics.median(by["best"].values()),
+                "baseline": v.base,
+                "best": v.new,
             }
-    quality = {
-        k: [float(r["val_value"]) for r in v if r["status"] == "ok" and r.get("val_value")]
-        for k, v in sides.items()
-    }
-    out["quality"] = {k: statistics.median(v) if v else None for k, v in quality.items()}
+    out["quality"] = {k: column_median(v, QUALITY) for k, v in sides.items()}
     contended = [r for v in sides.values() for r in v if str(r.get("contended")) == "True"]
     out["contended"] = f"{len(contended)} of {sum(map(len, sides.values()))}"
     return out if SPS in out else None

@@ -6,10 +6,9 @@ from __future__ import annotations
 import csv
 import io
 import json
-from dataclasses import asdict
 from pathlib import Path
 
-from ..plan.judge import Verdict
+from ..comparison import Verdict
 
 CSV_COLUMNS = (
     "step",
@@ -49,11 +48,26 @@ def step_record(
         "folder": folder.name,
         "values": list(values),
         "measure": measure,
-        "verdicts": [asdict(v) for v in verdicts],
+        "verdicts": [verdict_record(v) for v in verdicts],
         "kept": kept,
         **load,
         "contended": f"{contended} of {len(rows)}",
         "note": next((v.note for v in verdicts if v.note), ""),
+    }
+
+
+def verdict_record(v: Verdict) -> dict:
+    """A value's verdict as tune.json keeps it (the keys every tune has written)."""
+    return {
+        "value": v.subject,
+        "ratio": v.ratio,
+        "low": v.low,
+        "high": v.high,
+        "rounds": v.rounds,
+        "median": v.new,
+        "samples_per_s": v.samples_per_s,
+        "quality": v.quality,
+        "note": v.note,
     }
 
 

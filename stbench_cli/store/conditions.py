@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from statistics import mean
 
+from ..comparison import number
 from .rows import Conditions
 
 # NVML's clock slowdown reasons (nvmlClocksThrottleReason*) that slow a run down; idle,
@@ -19,14 +20,6 @@ SLOWDOWNS = {
 }
 SLOWDOWN_MASK = sum(SLOWDOWNS)
 CONTENTION_SLACK = 0.25  # cores of others' use beyond the free ones that still count as quiet
-
-
-def number(value) -> float | None:
-    """A sample's value as a float (rows come back from the files as text); None where empty."""
-    try:
-        return None if value in (None, "") else float(value)
-    except (TypeError, ValueError):
-        return None
 
 
 def slowdown_names(mask: int) -> list[str]:

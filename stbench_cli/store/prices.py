@@ -17,6 +17,7 @@ import math
 from collections.abc import Mapping
 from pathlib import Path
 
+from ..comparison import number
 from ..device import is_cuda
 
 FORMATS = ("toml", "json", "csv")
@@ -96,19 +97,11 @@ def price_of(device: str, prices: Mapping[str, float]) -> float | None:
     return prices.get(str(device).split(":", 1)[0])
 
 
-def _number(value) -> float | None:
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        return None
-    return x if math.isfinite(x) else None
-
-
 def devices_held(row: Mapping) -> int:
     """How many priced devices a row's cell held: its GPUs, or its CPU nodes."""
     if is_cuda(str(row.get("device", ""))):
-        return int(_number(row.get("gpus_used")) or _number(row.get("world_size")) or 1)
-    return int(_number(row.get("nodes")) or 1)
+        return int(number(row.get("gpus_used")) or number(row.get("world_size")) or 1)
+    return int(number(row.get("nodes")) or 1)
 
 
 def usd_per_second(row: Mapping, prices: Mapping[str, float]) -> float | None:
@@ -119,12 +112,12 @@ def usd_per_second(row: Mapping, prices: Mapping[str, float]) -> float | None:
 def cost_per_million_samples(row: Mapping, prices: Mapping[str, float]) -> float | None:
     """USD to train on a million samples at the row's steady throughput (None: no price, or no
     throughput)."""
-    rate, sps = usd_per_second(row, prices), _number(row.get("samples_per_s"))
+    rate, sps = usd_per_second(row, prices), number(row.get("samples_per_s"))
     return rate * 1e6 / sps if rate is not None and sps else None
 
 
 def cost_to_target(row: Mapping, prices: Mapping[str, float]) -> float | None:
     """USD to reach the row's target, on MLPerf's clock (`time_to_target_s`); None where the
     row did not reach it or its device has no price."""
-    rate, seconds = usd_per_second(row, prices), _number(row.get("time_to_target_s"))
+    rate, seconds = usd_per_second(row, prices), number(row.get("time_to_target_s"))
     return rate * seconds if rate is not None and seconds is not None else None

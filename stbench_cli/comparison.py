@@ -1,0 +1,201 @@
+"""One comparison (issue 38): a study's runs reduced, paired and judged one way everywhere.
+
+`stbench tune` judging a lever's values, `run --budget` and `gpu-vs-cpu` deciding another round,
+the gate judging a new run against a baseline, the report's findings and the GPU acceptance's
+verdicts all hold one cell against another. They do it with what this module holds, pure and
+pandas-free (as stats.py, every layer may use it):
+
+- `number`: a value read back from a file or a frame as a float, None where there is none (an
+  empty field, NaN, text);
+- `measured`: a run's value of a measure (samples/s over every step computed from its steps);
+- `by_round`: a cell's values by round, its ok runs only (rounds pair: a round's cells saw the
+  same machine), and `median` of values;
+- `measure_of`: the one rule that picks what a study's comparisons judge;
+- `Verdict` and `judge`: one cell held against a reference, paired by round where they share
+  two rounds (stats.paired), else by their repeats (stats.significant), in one record.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from .stats import paired, rounds_needed, significant
+
+SPS, TTT, QUALITY, WALL = "samples_per_s", "time_to_target_s", "val_value", "wall_s"
+# samples/s over every step, warm-up included: the measure of a cell that ended inside its
+# warm-up (a contended cell may take seconds a step), so that no round loses its pair
+ALL_STEPS = "samples_per_s_all_steps"
+HIGHER_IS_BETTER = frozenset(
+    {SPS, ALL_STEPS, "steps_per_s", "achieved_gflops", "peak_fraction", "val_value_gain"}
+)
+
+
+def number(value) -> float | None:
+    """A value as a float: None where there is none (None, "", NaN, inf, text that is no
+    number). Rows come back from files as text and from frames with NaN for a gap."""
+    if isinstance(value, bool):
+        return float(value)
+    if value is None or value == "":
+        return None
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def measured(row: Mapping, measure: str) -> float | None:
+    """A run's value of a measure; ALL_STEPS computed from its steps and training seconds."""
+    if measure != ALL_STEPS:
+        return number(row.get(measure))
+    steps, seconds = number(row.get("steps_done")), number(row.get("train_s"))
+    world = number(row.get("world_size")) or 1
+    batch = number(row.get("batch_size"))
+    return steps * batch * world / seconds if steps and seconds and batch else None
+
+
+def ok(rows: Iterable[Mapping]) -> list[Mapping]:
+    """The runs that ended ok: the only ones any comparison reads a figure of."""
+    return [r for r in rows if r.get("status") == "ok"]
+
+
+def by_round(rows: Iterable[Mapping], measure: str) -> dict[int, float]:
+    """A cell's values by round (its `repeat`), of its ok runs that have one."""
+    return {int(r["repeat"]): v for r in ok(rows) if (v := measured(r, measure)) is not None}
+
+
+def median(values: Iterable) -> float:
+    """The median of the values that are numbers (NaN where none is)."""
+    found = [x for x in (number(v) for v in values) if x is not None]
+    return float(statistics.median(found)) if found else math.nan
+
+
+def column_median(rows: Iterable[Mapping], measure: str) -> float | None:
+    """The median of a measure over the ok runs that have it, None where none has."""
+    found = [v for r in ok(rows) if (v := measured(r, measure)) is not None]
+    return float(statistics.median(found)) if found else None
+
+
+def asks_target(rows: Sequence[Mapping]) -> bool:
+    """Whether the runs train to a target: under a time budget or stopping at it (their params
+    as a dict, or a row's `params` read back)."""
+    return any(_param(r, "time_budget") or _param(r, "stop_at_target") for r in rows)
+
+
+def _param(row: Mapping, name: str) -> object:
+    params = row.get("params") or {}
+    if isinstance(params, str):
+        import json
+
+        try:
+            params = json.loads(params)
+        except ValueError:
+            params = {}
+    value = params.get(name)
+    return value not in (None, "", 0, 0.0, False, "0", "false", "False")
+
+
+SPEED, LEARNING = "speed", "learning"  # what a tune's lever changes (plan.levers)
+
+
+def measure_of(rows: Sequence[Mapping], judged: str = "") -> str:
+    """What the comparisons of these runs judge, one rule for every layer:
+
+    - a lever that changes only speed (`judged=SPEED`: a tune's threads, precision...), or a
+      gpu-vs-cpu study (its rows carry `q_size`: every cell trains one window): samples/s;
+    - a lever that changes what is learned (`judged=LEARNING`: a tune's batch): the time to
+      target where every ok run reached it, else the validation metric after the same seconds;
+    - a study's own comparisons: the time to target where its runs train to one (a time
+      budget, stop_at_target) and two or more reached it (MLPerf's clock), else samples/s;
+    - samples/s over every step (ALL_STEPS) where an ok run had no steady step to time.
+    """
+    done = ok(rows)
+    reached = [r for r in done if number(r.get(TTT)) is not None]
+    if judged == LEARNING:
+        return TTT if done and len(reached) == len(done) else QUALITY
+    question = any(r.get("q_size") is not None for r in rows)
+    if not judged and not question and asks_target(rows) and len(reached) >= 2:
+        return TTT
+    return SPS if all(number(r.get(SPS)) is not None for r in done) else ALL_STEPS
+
+
+def higher_is_better(measure: str) -> bool:
+    return measure in HIGHER_IS_BETTER
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One cell (or a tune's value) held against a reference on one measure. `ratio` is how many
+    times better it is (> 1: better, whichever way the measure runs), paired by round with its
+    95% interval where they share two rounds; `change` the relative change in the worse
+    direction (+0.30: 30% worse); `kind` what a caller concluded (the gate's regression,
+    inconclusive, unchanged, ok; a tune's kept); `note` why, in a few words."""
+
+    subject: object  # a tune's value tried, the gate's cell in one line
+    measure: str
+    base: float = math.nan  # the reference's median
+    new: float = math.nan  # this one's median
+    ratio: float | None = None
+    low: float | None = None
+    high: float | None = None
+    rounds: int = 0  # rounds paired
+    change: float = math.nan
+    significant: bool = False
+    kind: str = ""
+    repeats: tuple[int, int] = (0, 0)  # ok runs on the reference's side and this one's
+    needs: int = 0  # where not significant: the rounds (or repeats a side) that could settle it
+    note: str = ""
+    samples_per_s: float | None = None  # a tune's value: its median samples/s beside its measure
+    quality: float | None = None  # and its median validation metric (lower is better)
+
+    @property
+    def regression(self) -> bool:
+        return self.kind == "regression"
+
+    @property
+    def better(self) -> bool:
+        """Significantly better than the reference."""
+        return self.significant and self.ratio is not None and self.ratio > 1
+
+
+def judge(
+    subject: object,
+    measure: str,
+    base: Mapping[object, float] | Sequence[float],
+    new: Mapping[object, float] | Sequence[float],
+    higher: bool | None = None,
+) -> Verdict:
+    """`new` held against `base` on `measure`: each side its values by round (a mapping, which
+    pairs them where two rounds are shared) or its repeats (a sequence: unpaired). `higher`:
+    whether more is better, where the measure's name does not say (a report's figure)."""
+    a = list(base.values()) if isinstance(base, Mapping) else list(base)
+    b = list(new.values()) if isinstance(new, Mapping) else list(new)
+    higher = higher_is_better(measure) if higher is None else higher
+    m_base, m_new = median(a), median(b)
+    change = (
+        math.nan
+        if not (math.isfinite(m_base) and math.isfinite(m_new)) or m_base == 0
+        else (m_base - m_new) / m_base
+        if higher
+        else (m_new - m_base) / m_base
+    )
+    common = set(base) & set(new) if isinstance(base, Mapping) and isinstance(new, Mapping) else ()
+    if common:  # paired by round (one round: its ratio, no interval)
+        ratio, low, high, n = paired(base, new, not higher)
+        sig = low is not None and (low > 1 or high < 1)
+        needs = 0 if sig else rounds_needed(base, new, not higher)
+        return Verdict(
+            subject, measure, m_base, m_new, ratio, low, high, n, change, sig,
+            repeats=(len(a), len(b)), needs=needs,
+        )  # fmt: skip
+    ratio = None
+    if m_base > 0 and m_new > 0:
+        ratio = m_new / m_base if higher else m_base / m_new
+    sig = significant(a, b)
+    return Verdict(
+        subject, measure, m_base, m_new, ratio, None, None, len(common), change, sig,
+        repeats=(len(a), len(b)),
+    )  # fmt: skip
