@@ -1,5 +1,5 @@
 """stbench's GPU acceptance on a lent GPU machine: install stbench, then run the acceptance
-(`python -m stbench.acceptance`, stbench_cli/acceptance/) in one command. docs/gpu-acceptance.md
+(`python -m benchmarks.acceptance`, benchmarks/acceptance/) in one command. docs/gpu-acceptance.md
 has the commands; `--list` prints the steps and their caps.
 
     python3 benchmarks/gpu_acceptance.py --list
@@ -222,7 +222,7 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     p = argparse.ArgumentParser(
         prog="gpu_acceptance.py",
         description=__doc__.split("\n\n")[0],
-        epilog="Other arguments go to `python -m stbench.acceptance`.",
+        epilog="Other arguments go to `python -m benchmarks.acceptance`.",
     )
     p.add_argument("--list", action="store_true", help="the steps, their caps and the total")
     p.add_argument("--out", type=Path, help="gets summary.md, state.json, run.log, results.tar.gz")
@@ -234,7 +234,11 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
 
 def main(argv: list[str]) -> int:
     args, rest = parse(argv)
-    inner = [sys.executable, "-m", "stbench.acceptance"]
+    inner = [sys.executable, "-m", "benchmarks.acceptance"]
+    # the harness is this tree's, not the wheel's (it is no part of the product): its processes
+    # (the probe too) import it from here, wherever they start
+    paths = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+    os.environ["PYTHONPATH"] = os.pathsep.join(paths)
     if args.list:
         os.execv(sys.executable, [*inner, "--list"])
     if args.out is None:

@@ -140,7 +140,7 @@ def acceptance_folder(step: Path, rows_: list[dict], study: str = "study") -> Pa
 
 def acceptance_check(name, judge, folder, **kw):
     """The one Check a judge gives on a folder, as the acceptance runs it."""
-    from stbench.acceptance.verdicts import run_check
+    from benchmarks.acceptance.verdicts import run_check
 
     (check,) = run_check(name, judge, folder, **kw)
     return check

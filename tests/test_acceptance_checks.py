@@ -1,15 +1,15 @@
-"""The GPU acceptance's checks (stbench.acceptance) on small hand-made result folders: every judge
-fails on numbers that must fail it (a check that cannot fail proves nothing), a folder with
+"""The GPU acceptance's checks (benchmarks.acceptance) on small hand-made result folders: every
+judge fails on numbers that must fail it (a check that cannot fail proves nothing), a folder with
 nothing to judge fails. The rehearsal's verdicts: test_acceptance_rehearsal.py."""
 
 import json
 
 import pytest
 
-from stbench.acceptance import checks_rows as rows
-from stbench.acceptance import checks_traces as traces
-from stbench.acceptance import reference
-from stbench.acceptance.verdicts import FAIL, PASS, UNTESTED, run_check
+from benchmarks.acceptance import checks_rows as rows
+from benchmarks.acceptance import checks_traces as traces
+from benchmarks.acceptance import reference
+from benchmarks.acceptance.verdicts import FAIL, PASS, UNTESTED, run_check
 from tests.helpers import NOT_COMPILED
 from tests.helpers import acceptance_check as one
 from tests.helpers import acceptance_folder as write_runs
@@ -82,10 +82,10 @@ def test_the_carried_cpu_reference_has_a_twin_for_every_cuda_smoke_cell_planned_
     tmp_path, monkeypatch
 ):
     """A smoke preset that changed makes the GPU run's cells differ from the carried CPU rows:
-    rewrite them (`python -m stbench.acceptance --cpu-reference`). Planned as on one GPU."""
+    rewrite them (`python -m benchmarks.acceptance --cpu-reference`). Planned as on one GPU."""
     import torch
 
-    from stbench.acceptance.steps import SMOKE_SETS
+    from benchmarks.acceptance.steps import SMOKE_SETS
     from stbench.plan.planner import Request, plan_new
     from stbench.runner import envinfo
     from stbench.runner.study import identity

@@ -1,11 +1,11 @@
-"""The GPU acceptance's rehearsal verdicts (stbench.acceptance.rehearsal): a step or check that
+"""The GPU acceptance's rehearsal verdicts (benchmarks.acceptance.rehearsal): a step or check that
 reaches torch's own "not compiled with CUDA" error and nothing else passes; any other failure,
 or none, fails."""
 
 import json
 
-from stbench.acceptance import rehearsal
-from stbench.acceptance.verdicts import FAIL, PASS
+from benchmarks.acceptance import rehearsal
+from benchmarks.acceptance.verdicts import FAIL, PASS
 from stbench.runner.doctor import Check
 from tests.helpers import NOT_COMPILED
 from tests.helpers import acceptance_folder as write_runs
@@ -66,6 +66,9 @@ def test_torchruns_echo_and_interleaved_ranks_are_not_another_failure():
     record = "E1126 11:04:53.766000 28918 api.py:1002] failed (exitcode: 1) local_rank: 0 (pid: 2)"
     two_nodes = TRACEBACK.format(NOT_COMPILED).replace("    g()\n", f"    g()\n{record}\n")
     assert rehearsal.judge(1, two_nodes) == (True, "reached CUDA")
+    # two ranks writing at once: one's caret line cut from its indent is not its exception
+    carets = TRACEBACK.format(NOT_COMPILED).replace("    g()\n", "    g()\n^^^^\n")
+    assert rehearsal.judge(1, carets) == (True, "reached CUDA")
 
 
 def test_a_doctor_check_failing_another_way_fails_the_rehearsal(tmp_path):

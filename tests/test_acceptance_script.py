@@ -1,8 +1,9 @@
-"""The GPU acceptance as a program (stbench.acceptance, benchmarks/gpu_acceptance.py) on a machine
-without a GPU: its steps fit the GPU machine's command within their caps, every study it runs
-plans as written, it refuses bad input in one line, and its loop keeps a global deadline, writes
-every verdict as soon as its step ends and, run again, keeps what passed. The rehearsal (the
-whole run with CUDA faked) runs in .ci/run; test_a_killed_rehearsal_... runs two of its steps."""
+"""The GPU acceptance as a program (benchmarks.acceptance, benchmarks/gpu_acceptance.py) on a
+machine without a GPU: its steps fit the GPU machine's command within their caps, every study it
+runs plans as written, it refuses bad input in one line, and its loop keeps a global deadline,
+writes every verdict as soon as its step ends and, run again, keeps what passed. The rehearsal
+(the whole run with CUDA faked) runs in .ci/run; test_a_killed_rehearsal_... runs two of its
+steps."""
 
 import json
 import os
@@ -15,10 +16,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from stbench.acceptance import engine, execute
-from stbench.acceptance.__main__ import DEFAULT, gpu_tag, listing
-from stbench.acceptance.state import State
-from stbench.acceptance.steps import CORRECTNESS, EXTRAS, REFERENCE, Step
+from benchmarks.acceptance import engine, execute
+from benchmarks.acceptance.__main__ import DEFAULT, gpu_tag, listing
+from benchmarks.acceptance.state import State
+from benchmarks.acceptance.steps import CORRECTNESS, EXTRAS, REFERENCE, Step
 
 ROOT = Path(__file__).parent.parent
 FAKE = {
@@ -31,7 +32,7 @@ FAKE = {
 
 def acceptance(*args, env=None, timeout=60):
     return subprocess.run(
-        [sys.executable, "-m", "stbench.acceptance", *map(str, args)],
+        [sys.executable, "-m", "benchmarks.acceptance", *map(str, args)],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -200,7 +201,7 @@ def test_a_killed_rehearsal_leaves_the_verdicts_it_reached_and_a_second_command_
     args = [
         sys.executable,
         "-m",
-        "stbench.acceptance",
+        "benchmarks.acceptance",
         "--rehearsal",
         "--out",
         str(out),

@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..runner.doctor import Check
-from ..store.trace import step_windows, syncs_per_step
+from stbench.runner.doctor import Check
+from stbench.store.trace import step_windows, syncs_per_step
+
 from .verdicts import NothingToJudge, combine, cuda_rows, param, rows_ok, studies, verdict
 
 

@@ -1,7 +1,7 @@
 """The one CUDA measurement a check makes itself, in a child process so that the acceptance's
 own process never holds a CUDA context beside the cells it runs (h2d-plausible):
 
-    python -m stbench.acceptance.probe NBYTES     -> the fastest pinned copy of NBYTES, seconds
+    python -m benchmarks.acceptance.probe NBYTES     -> the fastest pinned copy of NBYTES, seconds
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import sys
 
 import torch
 
-from ..device import Accelerator
+from stbench.device import Accelerator
 
 
 def pinned_copy_s(nbytes: int, repeats: int = 20) -> float:

@@ -10,7 +10,8 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..runner.doctor import Check
+from stbench.runner.doctor import Check
+
 from .verdicts import FAIL, PASS, UNTESTED
 
 NOT_REACHED, RUNNING = "NOT REACHED", "RUNNING"

@@ -21,7 +21,8 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..store.files import read_runs
+from stbench.store.files import read_runs
+
 from . import execute, rehearsal
 from .state import NOT_REACHED, State, StepRecord, write_summary
 from .steps import Step

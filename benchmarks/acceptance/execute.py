@@ -78,7 +78,7 @@ def environment(env: dict[str, str], argv0: str = "stbench", argv: tuple[str, ..
 
 def stbench(argv: tuple[str, ...], limit_s: float, env: dict[str, str] | None = None) -> int:
     """`stbench ARGV` in this process; its exit code (TIMED_OUT past the limit)."""
-    from ..cli import main
+    from stbench.cli import main
 
     before = {c.pid for c in psutil.Process().children(recursive=True)}
     try:
@@ -116,7 +116,7 @@ def kill_children(before: set[int]) -> None:
     """Kill what this process started during a step and still has running below it (a cell
     left by an interrupted launcher): nothing of a step may run on into the next one. The warm
     server (runner/warm.py) and its resource tracker serve every step: they stay."""
-    from ..runner import warm
+    from stbench.runner import warm
 
     kept = before | warm.helpers()
     left = [c for c in psutil.Process().children(recursive=True) if c.pid not in kept]

@@ -10,8 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..runner.doctor import Check
-from ..store.results import read_series
+from stbench.runner.doctor import Check
+from stbench.store.results import read_series
+
 from .verdicts import (
     FAIL,
     PASS,
@@ -127,7 +128,7 @@ def pinned_copy_s(nbytes: int) -> float:
     """The fastest pinned copy of nbytes to the GPU, measured in a child process (`probe.py`) so
     that this process never holds a CUDA context beside the cells it runs."""
     proc = subprocess.run(
-        [sys.executable, "-m", "stbench.acceptance.probe", str(nbytes)],
+        [sys.executable, "-m", "benchmarks.acceptance.probe", str(nbytes)],
         capture_output=True,
         text=True,
         timeout=120,

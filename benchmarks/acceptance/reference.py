@@ -1,7 +1,7 @@
 """The CPU side of cpu-gpu-agree, computed beforehand on a CPU machine and carried in the wheel
 (`cpu_reference.json`), so that the GPU run trains only the cuda cells of its smoke steps.
 
-    python -m stbench.acceptance --cpu-reference      rewrites it from this machine
+    python -m benchmarks.acceptance --cpu-reference      rewrites it from this machine
 
 The smoke cells are small and seeded: the same cell trains to the same loss on any CPU within a
 fraction of a percent (thread counts change float summation order), far inside the 5% that cpu
@@ -15,8 +15,9 @@ import platform
 import tempfile
 from pathlib import Path
 
-from ..runner.doctor import Check
-from ..store.files import read_runs
+from stbench.runner.doctor import Check
+from stbench.store.files import read_runs
+
 from .checks_rows import judge_agree
 from .verdicts import NothingToJudge, cuda_rows, rows_ok
 
@@ -50,7 +51,7 @@ def cpu_gpu_agree(
         if twin is None:
             raise NothingToJudge(
                 f"{r['workload']} cell {r['run_id']} has no CPU twin in {reference.name}: "
-                "rewrite it with `python -m stbench.acceptance --cpu-reference`"
+                "rewrite it with `python -m benchmarks.acceptance --cpu-reference`"
             )
         pairs.update(
             {
@@ -104,7 +105,7 @@ def make(steps, run_stbench, path: Path = REFERENCE) -> Path:
         write(
             path,
             reference_rows(folders),
-            "python -m stbench.acceptance --cpu-reference",
+            "python -m benchmarks.acceptance --cpu-reference",
             torch.__version__,
         )
     return path

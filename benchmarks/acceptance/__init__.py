@@ -8,6 +8,6 @@ still brings back every verdict it reached; a second command with the same OUT r
 failed or was not reached. The checks are the doctor's kind of check (`runner.doctor.Check`),
 each a reader of a result folder feeding a pure judge (`checks_rows.py`, `checks_traces.py`).
 
-`python -m stbench.acceptance --list` prints the steps; `benchmarks/gpu_acceptance.py` installs
+`python -m benchmarks.acceptance --list` prints the steps; `benchmarks/gpu_acceptance.py` installs
 stbench on the GPU machine and starts it (docs/gpu-acceptance.md).
 """

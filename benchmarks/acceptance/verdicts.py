@@ -10,9 +10,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from ..device import is_cuda
-from ..runner.doctor import Check
-from ..store.files import read_runs
+from stbench.device import is_cuda
+from stbench.runner.doctor import Check
+from stbench.store.files import read_runs
 
 PASS, FAIL, UNTESTED = "PASS", "FAIL", "UNTESTED"
 

@@ -1,9 +1,9 @@
-"""`python -m stbench.acceptance`: the GPU acceptance's command line (docs/gpu-acceptance.md).
+"""`python -m benchmarks.acceptance`: the GPU acceptance's command line (docs/gpu-acceptance.md).
 
-    python -m stbench.acceptance --list
-    python -m stbench.acceptance --out OUT [--deadline S] [--extra NAME] [STEP ...]
-    python -m stbench.acceptance --rehearsal --out OUT [STEP ...]     (CUDA faked: tests/fakecuda)
-    python -m stbench.acceptance --cpu-reference                       (rewrite cpu_reference.json)
+    python -m benchmarks.acceptance --list
+    python -m benchmarks.acceptance --out OUT [--deadline S] [--extra NAME] [STEP ...]
+    python -m benchmarks.acceptance --rehearsal --out OUT [STEP ...]   (CUDA faked: tests/fakecuda)
+    python -m benchmarks.acceptance --cpu-reference                     (rewrite cpu_reference.json)
 
 On the GPU machine `benchmarks/gpu_acceptance.py` installs stbench from a wheel and runs this.
 Exit 0 when every step and check passed (or is UNTESTED), 1 otherwise, 2 for a usage error.
@@ -71,8 +71,8 @@ def gpu_tag(names: str) -> str:
 
 
 def header(env, rehearsal: bool, deadline_s: float) -> dict:
-    from ..plan.planner import git_sha
-    from ..store.machine import gpu_names
+    from stbench.plan.planner import git_sha
+    from stbench.store.machine import gpu_names
 
     gpus = gpu_names(env.gpus) or "no GPU named"
     return {
@@ -90,7 +90,7 @@ def header(env, rehearsal: bool, deadline_s: float) -> dict:
 
 def parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(
-        prog="python -m stbench.acceptance", description=__doc__.split("\n\n")[0]
+        prog="python -m benchmarks.acceptance", description=__doc__.split("\n\n")[0]
     )
     p.add_argument("steps", nargs="*", help="only these steps (default: all of --list)")
     p.add_argument("--list", action="store_true", help="the steps, their caps and the total")
@@ -133,8 +133,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(steps: list, args: argparse.Namespace) -> int:
-    from ..device import device_count
-    from ..runner import envinfo, warm
+    from stbench.device import device_count
+    from stbench.runner import envinfo, warm
 
     warm.start()  # every step's single-process cells are forked from it (runner/warm.py)
     if not device_count():

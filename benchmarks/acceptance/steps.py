@@ -19,7 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..device import is_cuda
+from stbench.device import is_cuda
+
 from . import checks_rows as rows
 from . import checks_traces as traces
 from .reference import cpu_gpu_agree

@@ -14,8 +14,9 @@ import json
 import re
 from pathlib import Path
 
-from ..device import is_cuda
-from ..runner.doctor import Check
+from stbench.device import is_cuda
+from stbench.runner.doctor import Check
+
 from .verdicts import FAIL, PASS
 
 NOT_COMPILED = "Torch not compiled with CUDA enabled"
@@ -25,6 +26,9 @@ TIMED_OUT = (124, 137)  # the step ran past its limit
 # a record of torch's C++ logging ("E1126 11:04:53.766000 28918 api.py:1002] failed ..."): two
 # nodes' agents write into one cell log, and one's record can fall inside the other's traceback
 LOG_RECORD = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ ")
+# a traceback's last line names its exception (`torch.AcceleratorError: ...`); two ranks writing
+# one log at once can leave a frame's caret line (`^^^^`) unindented, which is not an end
+EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(:|$)")
 
 
 def exceptions(text: str) -> list[str]:
@@ -32,7 +36,7 @@ def exceptions(text: str) -> list[str]:
     out = []
     for block in text.split("Traceback (most recent call last):")[1:]:
         lines = [ln for ln in block.splitlines() if not LOG_RECORD.match(ln)]
-        end = next((ln for ln in lines[1:] if ln and not ln.startswith((" ", "\t"))), "")
+        end = next((ln for ln in lines[1:] if EXCEPTION_LINE.match(ln)), "")
         if end.strip():  # two ranks' headers interleaved in one log leave one block empty
             out.append(end.strip())
     return out
