@@ -11,7 +11,7 @@ import pytest
 
 from stbench.child import cpu
 from stbench.contract import TrainerParams
-from stbench.plan.threads import THREADS_ENV, WHY_ENV, ThreadChoice, busy_cores, choose
+from stbench.plan.threads import ThreadChoice, busy_cores, choose
 from stbench.report.judge import noise_flags
 from stbench.report.read import run_of
 from stbench.runner.hostprep import others_cores
@@ -107,11 +107,20 @@ def test_a_contended_row_is_flagged_with_its_reason():
 
 def test_the_child_takes_the_parents_choice_or_makes_its_own():
     knobs = TrainerParams()
-    parent = {THREADS_ENV: "1", WHY_ENV: "auto: 2 physical cores less 1 busy"}
-    assert cpu.thread_choice(knobs, 1, parent) == (1, "auto: 2 physical cores less 1 busy")
-    assert cpu.thread_choice(TrainerParams(threads=3), 1, parent) == (3, "threads=3 given")
-    n, why = cpu.thread_choice(knobs, 1, {})  # a Slurm node: no parent checked the load
-    assert n == host.physical_cores() and "not checked" in why
+    chosen = ThreadChoice(1, "auto: 2 physical cores less 1 busy", 2, for_load=True)
+    parent = chosen.env()
+    assert cpu.thread_choice(knobs, 1, parent) == chosen
+    assert chosen.row() == {
+        "threads_why": chosen.why,
+        "threads_physical": 2,
+        "threads_for_load": True,
+    }  # the facts as columns: no reader parses the words
+    assert cpu.thread_choice(TrainerParams(threads=3), 1, parent) == ThreadChoice(
+        3, "threads=3 given"
+    )
+    mine = cpu.thread_choice(knobs, 1, {})  # a Slurm node: no parent checked the load
+    assert mine.threads == mine.physical == host.physical_cores() and not mine.for_load
+    assert "not checked" in mine.why
 
 
 def test_the_row_says_which_allocator_ran():
@@ -150,6 +159,7 @@ def test_a_cell_beside_a_busy_core_gets_fewer_threads_and_says_why(tmp_path):
     physical = host.physical_cores()
     assert int(row["threads"]) <= physical - 1  # other load can only take more cores away
     assert row["threads_why"].startswith(f"auto: {physical} physical cores less ")
+    assert row["threads_physical"] == str(physical) and row["threads_for_load"] == "True"
     assert float(row["others_cpu_before_pct"]) >= 100 / int(row["cores"]) * 0.5
     assert row["contended"] in ("True", "False") and row["interop_threads"]
     assert json.loads(row["params"])["threads"] == 0  # the knob stays auto; the row says what ran
@@ -166,7 +176,7 @@ def test_the_parent_preloads_an_installed_allocator_and_skips_one_that_is_not(mo
     monkeypatch.delenv("LD_PRELOAD", raising=False)
     prep = hostprep.prepare(spec(allocator="jemalloc", threads=3), window_s=0.01)
     assert prep.env["LD_PRELOAD"] == "/opt/libjemalloc.so" and prep.failure is None
-    assert prep.env[THREADS_ENV] == "3" and prep.env[WHY_ENV] == "threads=3 given"
+    assert ThreadChoice.from_env(prep.env) == ThreadChoice(3, "threads=3 given")
     assert prep.others_cores is not None and prep.prefix == ()
     monkeypatch.setattr(host, "allocator_library", lambda name: None)
     assert hostprep.prepare(spec(allocator="tcmalloc"), window_s=0.01).failure.startswith(

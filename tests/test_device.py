@@ -131,6 +131,16 @@ def test_device_specific_calls_live_in_the_device_layer_only():
                 raise AssertionError(
                     f"device string compared at {path.relative_to(ROOT)}:{node.lineno}"
                 )
+            # what the profiler records and the backend a world defaults to are the device
+            # layer's (Accelerator.profiler_activities, Device.backend), decided there once
+            where = f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}"
+            assert not (isinstance(node, ast.Name) and node.id == "ProfilerActivity"), where
+            assert not (isinstance(node, ast.alias) and node.name == "ProfilerActivity"), where
+            if isinstance(node, ast.IfExp):
+                chosen = [node.body, node.orelse]
+                assert not any(isinstance(c, ast.Constant) and c.value == "nccl" for c in chosen), (
+                    f"a backend chosen by device at {where}"
+                )
 
 
 def test_a_worlds_peak_counts_the_distinct_devices_it_runs_on():

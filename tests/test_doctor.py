@@ -7,8 +7,7 @@ import os
 import time
 
 from stbench.child import checks
-from stbench.child.timing import Clock
-from stbench.device import Accelerator
+from stbench.device import Accelerator, Clock
 from stbench.runner import doctor
 from stbench.runner.nvml import GpuReader
 from stbench.runner.sysmon import SystemSampler

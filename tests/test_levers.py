@@ -8,6 +8,7 @@ import torch
 
 from stbench.child.strategies import apply_compile
 from stbench.device import Accelerator
+from stbench.device.accelerator import MathRan
 from stbench.store.files import read_runs
 from stbench.store.manifest import read_manifest
 from tests.helpers import one_study
@@ -17,10 +18,11 @@ def test_precision_modes_say_what_runs_and_bf16_autocasts():
     accel = Accelerator("cpu")
     allowed = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
     try:
-        assert accel.use_precision("default") == "fp32" and accel.use_precision("fp32") == "fp32"
+        fp32 = MathRan("fp32", "fp32", "fp32")
+        assert accel.use_precision("default") == fp32 and accel.use_precision("fp32") == fp32
         assert not torch.backends.cudnn.allow_tf32  # strict fp32 switches cuDNN's TF32 off too
-        assert accel.use_precision("tf32") == "fp32"  # TF32 is an NVIDIA GPU's; a CPU runs fp32
-        assert accel.use_precision("bf16") == "bf16 autocast"
+        assert accel.use_precision("tf32") == fp32  # TF32 is an NVIDIA GPU's; a CPU runs fp32
+        assert accel.use_precision("bf16") == MathRan("bf16", "bf16", "bf16 autocast")
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = allowed
     layer = torch.nn.Linear(4, 2)

@@ -19,6 +19,10 @@ from stbench.store.rows import RUN_COLUMNS, SCHEMA
 from tests.helpers import stbench
 
 OLD = Path(__file__).parent / "schema1"
+# two schema-3 folders as they were committed: a CPU study from before the load columns and
+# epochs.csv's elapsed time, and the H100 lease's study whose rows said their facts in words
+SCHEMA3 = Path(__file__).parent / "schema3"
+EPOCHS, H100 = "ref-cpu2-cnn-strain-epochs", "ref-h100-lstm-era5-paper"
 DDP, STNN = "ref-cpu2-cnn-strain-ddp", "ref-cpu2-stnn-pacific"
 
 
@@ -160,7 +164,7 @@ def test_a_schema_2_folder_gets_the_cpu_levers_at_the_values_it_ran_with(old):
         writer.writerows(rows)
     with pytest.raises(StbenchError, match="stbench migrate"):
         read_runs(folder)
-    assert "schema 2 -> 3" in migrate(folder)
+    assert f"schema 2 -> {SCHEMA}" in migrate(folder)
     after = read_runs(folder)
     assert [r["run_id"] for r in after] == [r["run_id"] for r in rows]
     params = [json.loads(r["params"]) for r in after]
@@ -169,3 +173,35 @@ def test_a_schema_2_folder_gets_the_cpu_levers_at_the_values_it_ran_with(old):
     )
     cells = _manifest(folder)["cells"]
     assert all({"interop_threads", "bind"} <= {k for k, _ in c["params"]} for c in cells)
+
+
+def test_a_schema_3_folder_gets_its_words_as_columns_its_load_and_its_elapsed_times(tmp_path):
+    shutil.copytree(SCHEMA3, tmp_path / "results")
+    h100, epochs = tmp_path / "results" / H100, tmp_path / "results" / EPOCHS
+    rows = _rows(h100)
+    loaded = rows[0]["threads_why"].replace("physical cores,", "physical cores less 1 busy,")
+    rows[0]["threads_why"] = loaded  # as a cell beside a busy core wrote it
+    with open(h100 / "runs.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    for folder in (h100, epochs):
+        assert f"-> {SCHEMA}" in migrate(folder)
+    after = read_runs(h100)
+    math = {(r["device"], r["precision"]): (r["matmul_math"], r["conv_math"]) for r in after}
+    assert math == {
+        ("cuda", "matmul fp32, cudnn tf32"): ("fp32", "tf32"),  # cuDNN's TF32 by default
+        ("cpu", "fp32"): ("fp32", "fp32"),
+    }
+    assert {r["threads_physical"] for r in after} == {"16"}
+    assert [r["threads_for_load"] for r in after] == ["True"] + ["False"] * (len(after) - 1)
+    # the load columns summed from system.csv, as a new row's are; elapsed time per evaluation
+    cells = read_runs(epochs)
+    assert all(r["others_cpu_pct"] != "" for r in cells)  # no load average sampled then
+    with open(epochs / "epochs.csv", newline="") as f:
+        series = list(csv.DictReader(f))
+    first = [r for r in series if r["run_id"] == series[0]["run_id"]]
+    sums = [sum(float(r["epoch_s"]) for r in first[: i + 1]) for i in range(len(first))]
+    assert [float(r["elapsed_s"]) for r in first] == pytest.approx(sums)
+    assert [r["epochs_done"] for r in first] == [r["epoch"] for r in first]
+    assert migrate(epochs).endswith("left as it is")

@@ -6,7 +6,7 @@ import os
 import time
 
 from stbench.report.judge import Flag, main_measure, noise_flags, study_flags
-from stbench.report.read import SYSTEM_TYPES, read_folder, run_of, series_of
+from stbench.report.read import read_folder, run_of
 from stbench.runner.nvml import GpuReader
 from stbench.runner.sysmon import SystemSampler
 from stbench.store.conditions import conditions
@@ -86,16 +86,13 @@ def test_a_load_average_above_the_cores_is_flagged():
     )  # the cell's own threads fill the cores: not busy
 
 
-def test_other_processes_using_the_cpus_are_flagged_from_the_row_or_an_older_studys_samples():
+def test_other_processes_using_the_cpus_are_flagged():
+    # an older row without the column gets it from its samples once, when it is migrated
+    # (test_migrate.py): no reader sums samples
     assert [f.reason for f in noise_flags(rows(10.0, others_cpu_pct="40"))] == [
         "busy: other processes used 40% of the CPUs while it ran (limit 25%)"
     ]
-    # an older row has no such column: its system.csv samples say it (one core of two ours, 90%
-    # in use)
-    sample = {"run_id": "r0", "proc_cpu_pct": "100", "sys_cpu_pct": "90"}
-    samples = series_of([sample] * 3, SYSTEM_TYPES)
-    assert [f.kind for f in noise_flags(rows(10.0), system=samples)] == ["busy"]
-    assert noise_flags(rows(10.0), system=[{**s, "sys_cpu_pct": "55"} for s in samples]) == []
+    assert noise_flags(rows(10.0, others_cpu_pct="20")) == []
 
 
 def test_cpu_steal_is_flagged():
@@ -149,11 +146,8 @@ def test_the_sampler_records_load_steal_and_the_gpus_slowdowns_ored():
 
 def test_every_committed_cell_is_judged_and_the_noisy_ones_say_why():
     ref = ROOT / "results" / "reference" / "ref-cpu2-cnn-strain-epochs"
-    folder = read_folder(ref, ("system.csv",))
-    flags = {
-        e: noise_flags([r for r in folder.runs if r["epochs"] == e], system=folder.system)
-        for e in (1, 2, 3)
-    }
+    folder = read_folder(ref)
+    flags = {e: noise_flags([r for r in folder.runs if r["epochs"] == e]) for e in (1, 2, 3)}
     assert [f.reason for f in flags[1]] == [
         "unstable: the standard deviation of wall_s (2.15) is 16% of the mean (13.29) "
         "over 3 repeats (limit 10%)"

@@ -10,39 +10,28 @@ from stbench.runner.processes import Outcome
 from stbench.runner.study import derived
 from stbench.store.cell_result import CellResult, Figures
 
-CUDA_DEFAULT = (
-    "matmul fp32, cudnn tf32"  # what Accelerator.use_precision records under torch's defaults
-)
+# (matmul_math, conv_math): what Accelerator.use_precision records under torch's defaults
+CUDA_DEFAULT = ("fp32", "tf32")
 H100 = {"matmul_gflops": 50_000.0, "tf32_matmul_gflops": 400_000.0, "matmul_precision": "fp32"}
 
 
 @pytest.mark.parametrize(
     "precision, ran, flops_in, expected",
     [
-        (
-            "default",
-            CUDA_DEFAULT,
-            "cudnn",
-            "tf32",
-        ),  # convolutions, RNNs: cuDNN allows TF32 by default
+        ("default", CUDA_DEFAULT, "cudnn", "tf32"),  # convolutions, RNNs: cuDNN allows TF32
         ("default", CUDA_DEFAULT, "matmul", "fp32"),  # cuBLAS does not
-        (
-            "default",
-            "matmul tf32, cudnn tf32",
-            "matmul",
-            "tf32",
-        ),  # matmul precision 'high' or 'medium'
-        ("default", "matmul fp32, cudnn fp32", "cudnn", "fp32"),  # cudnn.allow_tf32 switched off
-        ("default", "fp32", "cudnn", "fp32"),  # a CPU: no TF32
-        ("tf32", "matmul tf32, cudnn tf32", "matmul", "tf32"),
-        ("fp32", "matmul fp32, cudnn fp32", "cudnn", "fp32"),
-        ("bf16", "bf16 autocast", "cudnn", "bf16"),
-        ("tf32", None, "matmul", "tf32"),  # no record of what ran: the parameter's own math
-        ("default", None, "cudnn", "fp32"),
+        ("default", ("tf32", "tf32"), "matmul", "tf32"),  # matmul precision 'high' or 'medium'
+        ("default", ("fp32", "fp32"), "cudnn", "fp32"),  # cudnn.allow_tf32 switched off
+        ("default", ("fp32", "fp32"), "cudnn", "fp32"),  # a CPU: no TF32
+        ("tf32", ("tf32", "tf32"), "matmul", "tf32"),
+        ("fp32", ("fp32", "fp32"), "cudnn", "fp32"),
+        ("bf16", ("bf16", "bf16"), "cudnn", "bf16"),
+        ("tf32", (None, None), "matmul", "tf32"),  # no record of what ran: the parameter's math
+        ("default", (None, None), "cudnn", "fp32"),
     ],
 )
 def test_the_math_a_cell_ran_at(precision, ran, flops_in, expected):
-    assert math_ran(precision, ran, flops_in) == expected
+    assert math_ran(precision, *ran, flops_in) == expected
 
 
 def test_the_peak_of_that_math_and_its_label():
@@ -54,9 +43,11 @@ def test_the_peak_of_that_math_and_its_label():
     assert peak_key("fp32", {**H100, "matmul_precision": "tf32"}) == ("matmul_gflops", "tf32")
 
 
-def _fraction(workload: str, device: str, ran: str, peak: dict, precision: str = "default"):
+def _fraction(workload: str, device: str, ran: tuple, peak: dict, precision: str = "default"):
     spec = RunSpec(workload, device, "single", 64, 1, params=(("precision", precision),))
-    outcome = Outcome(CellResult("ok", figures=Figures(achieved_gflops=100_000.0, precision=ran)))
+    matmul, conv = ran
+    figures = Figures(achieved_gflops=100_000.0, matmul_math=matmul, conv_math=conv)
+    outcome = Outcome(CellResult("ok", figures=figures))
     d = derived(spec, outcome, {device: peak})
     return d.peak_fraction, d.peak_math
 
@@ -69,13 +60,13 @@ def test_conv_and_rnn_workloads_on_cuda_divide_by_the_tf32_peak_under_precision_
     assert _fraction("cnn-strain", "cuda", CUDA_DEFAULT, H100) == (pytest.approx(0.25), "tf32")
     assert _fraction("lstm-era5", "cuda", CUDA_DEFAULT, H100) == (pytest.approx(0.25), "tf32")
     assert _fraction("stnn", "cuda", CUDA_DEFAULT, H100) == (pytest.approx(2.0), "fp32")
-    assert _fraction("cnn-strain", "cuda", "matmul fp32, cudnn fp32", H100, "fp32") == (
+    assert _fraction("cnn-strain", "cuda", ("fp32", "fp32"), H100, "fp32") == (
         pytest.approx(2.0),
         "fp32",
     )
     cpu = {"matmul_gflops": 200_000.0, "matmul_precision": "fp32"}
-    assert _fraction("cnn-strain", "cpu", "fp32", cpu) == (pytest.approx(0.5), "fp32")
-    assert _fraction("cnn-strain", "cuda", "bf16 autocast", H100, "bf16") == (
+    assert _fraction("cnn-strain", "cpu", ("fp32", "fp32"), cpu) == (pytest.approx(0.5), "fp32")
+    assert _fraction("cnn-strain", "cuda", ("bf16", "bf16"), H100, "bf16") == (
         None,
         None,
     )  # no bf16 peak measured

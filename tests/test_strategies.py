@@ -149,8 +149,7 @@ def test_zero1_marks_where_its_local_step_ends_so_the_broadcast_counts_as_sync()
 
     from stbench.child.ddp import SyncProbe
     from stbench.child.strategies import make_optimizer
-    from stbench.child.timing import Clock
-    from stbench.device import Accelerator
+    from stbench.device import Accelerator, Clock
 
     dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
     try:

@@ -21,11 +21,11 @@ import time
 import torch
 
 from ..contract import BuildContext
-from ..device import Accelerator
+from ..device import Accelerator, Clock
 from ..plan.planner import preset_params
 from ..plan.registry import get
 from ..plan.spec import RunSpec
-from .timing import Clock, resolve
+from .timing import resolve
 from .trainer import LoopConfig, Trainer
 
 

@@ -8,16 +8,16 @@ import os
 from pathlib import Path
 
 from ..contract import TrainerParams
-from ..plan.threads import THREADS_ENV, WHY_ENV, choose
+from ..plan.threads import THREADS_ENV, ThreadChoice, choose
 from ..store import host
 
 
-def thread_choice(knobs: TrainerParams, local_ranks: int, environ=os.environ) -> tuple[int, str]:
-    """(threads, why): the parent's choice when it made one, else physical cores per rank."""
-    if not knobs.threads and environ.get(THREADS_ENV, "").isdigit():
-        return int(environ[THREADS_ENV]), environ.get(WHY_ENV, "auto: chosen by the parent")
-    choice = choose(knobs.threads, host.physical_cores(), None, local_ranks)
-    return choice.threads, choice.why
+def thread_choice(knobs: TrainerParams, local_ranks: int, environ=os.environ) -> ThreadChoice:
+    """The parent's choice when it made one, else physical cores per rank."""
+    parent = ThreadChoice.from_env(environ)
+    if not knobs.threads and parent is not None:
+        return parent
+    return choose(knobs.threads, host.physical_cores(), None, local_ranks)
 
 
 def bind_cores(threads: int, local_rank: int) -> str:
@@ -33,7 +33,8 @@ def apply(knobs: TrainerParams, environ=os.environ) -> dict:
     """Set threads, inter-op threads and binding; the row's figures of what was set."""
     import torch
 
-    threads, why = thread_choice(knobs, int(environ.get("LOCAL_WORLD_SIZE", 1)), environ)
+    choice = thread_choice(knobs, int(environ.get("LOCAL_WORLD_SIZE", 1)), environ)
+    threads = choice.threads
     # the parent prepared every rank of a local cell on this machine (emulated nodes too): its
     # global rank numbers the cores; elsewhere the node's own ranks share the node
     slot = int(environ.get("RANK" if THREADS_ENV in environ else "LOCAL_RANK", 0))
@@ -44,7 +45,7 @@ def apply(knobs: TrainerParams, environ=os.environ) -> dict:
     if knobs.interop_threads:
         torch.set_num_interop_threads(knobs.interop_threads)  # before any inter-op work
     return {
-        "threads_why": why,
+        **choice.row(),
         "bound_cpus": bound,
         "interop_threads": torch.get_num_interop_threads(),
     }

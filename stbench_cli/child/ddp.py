@@ -37,8 +37,7 @@ import torch.distributed as dist
 from torch.autograd.variable import Variable
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
-from ..device import Accelerator
-from .timing import Clock
+from ..device import Accelerator, Clock
 
 
 class SyncProbe:
@@ -96,7 +95,7 @@ def join(
     if world > 1:
         os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")
         timeout = timedelta(seconds=timeout_s) if timeout_s else None
-        backend = backend or ("nccl" if accel.is_cuda else "gloo")
+        backend = backend or accel.device.backend
         dist.init_process_group(backend=backend, timeout=timeout)
 
 

@@ -61,9 +61,9 @@ def activation_peak(step, model: torch.nn.Module, accel: Accelerator) -> tuple[f
         accel.synchronize()
         peak, source = accel.peak_bytes() - base, "cuda allocator"
     else:
-        from torch.profiler import ProfilerActivity, profile
+        from torch.profiler import profile
 
-        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        with profile(activities=accel.profiler_activities(), profile_memory=True) as prof:
             step()
         with tempfile.TemporaryDirectory() as tmp:
             prof.export_chrome_trace(str(Path(tmp) / "trace.json"))

@@ -22,7 +22,7 @@ import json
 from pathlib import Path
 
 import psutil
-from torch.profiler import ProfilerActivity, profile, schedule
+from torch.profiler import profile, schedule
 
 from ..device import Accelerator
 from ..store.trace import step_windows
@@ -37,9 +37,8 @@ class StepProfiler:
         self.steps: list[dict] = []
         self.done = False
         self.step_peak = 0  # bytes: the most any step's max_memory_allocated reached
-        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
         self.prof = profile(
-            activities=activities,
+            activities=accel.profiler_activities(),
             profile_memory=True,
             record_shapes=True,
             schedule=schedule(

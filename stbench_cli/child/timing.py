@@ -1,9 +1,6 @@
-"""Phase timing on the device's own clock.
-
-On CPU a mark is `time.perf_counter()`. On CUDA a mark is a CUDA event recorded on the
-current stream; events are only read when `resolve()` is called (once per epoch), so timing
-adds no host-device synchronisation to the step, and read events go back to a pool (creating
-and destroying events every step costs host time on launch-bound workloads).
+"""Phase timing on the device's own clock (device.Clock: a perf_counter on CPU, a pooled CUDA
+event on the GPU, read only when `resolve()` is called, once per epoch, so timing adds no
+host-device synchronisation to the step).
 
 Marks are contiguous: a step starts at the previous step's end mark, so every second between
 an epoch's first and last mark belongs to exactly one phase. On the GPU timeline the gap
@@ -14,45 +11,10 @@ around the loader, on every device) is how long the host itself waited for the b
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
-from ..device import Accelerator
+from ..device import Clock
 from ..store.cell_result import STEP_PHASES as PHASES
-
-
-class Clock:
-    """Marks on the device's clock; a mark is a float (CPU) or a pooled device event."""
-
-    def __init__(self, accel: Accelerator):
-        self.accel, self.cuda = accel, accel.is_cuda
-        self.pool: list = []
-        self.created = 0  # events made so far (the pool bounds it by the marks in flight)
-
-    def mark(self):
-        if self.cuda:
-            event = self.pool.pop() if self.pool else self._new()
-            event.record()
-            return event
-        return time.perf_counter()
-
-    def _new(self):
-        self.created += 1
-        return self.accel.event()
-
-    def seconds(self, start, end) -> float:
-        """Elapsed seconds between two marks; for CUDA only valid after `synchronize()`."""
-        if self.cuda:
-            return self.accel.elapsed_s(start, end)
-        return end - start
-
-    def synchronize(self) -> None:
-        self.accel.synchronize()
-
-    def release(self, marks) -> None:
-        """Give read marks back to the pool (after synchronize and seconds)."""
-        if self.cuda:
-            self.pool.extend({id(m): m for m in marks if m is not None}.values())
 
 
 @dataclass

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from ..contract import Task, TrainerParams
-from ..device import Accelerator
+from ..device import Accelerator, Clock
 from ..store.cell_result import STEP_PHASES, CellResult, EpochRow
 from . import ddp, world
 from .evaluation import Evaluator
@@ -29,7 +29,7 @@ from .loader import build_loaders
 from .step import STEP_VOTE, Stepper, to_device
 from .summary import Summary, Tally
 from .target import reached, resolve_target, target_figures
-from .timing import Clock, resolve
+from .timing import resolve
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ class Trainer(Stepper, Evaluator, Summary):
                 f"{len(train)} training samples"
             )
         self.transfer = task.data.transfer or to_device
-        self.precision = self.accel.use_precision(cfg.knobs.precision)
+        self.math = self.accel.use_precision(cfg.knobs.precision)
         self.unavailable: dict[str, str] = {}  # measurements or levers not had, and why
         self._build_model(task, cfg, world_size)
         warm = max(cfg.knobs.lr_warmup_steps, 1)

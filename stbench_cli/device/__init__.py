@@ -6,8 +6,10 @@ Two halves, one package:
   ask `parse(text).is_cuda` instead of comparing strings; an unknown device is one clear error.
 - accelerator.py: `Accelerator` is the torch side, made once per process for the device that
   process really uses (`cuda` resolved to `cuda:N`): selecting, synchronising, events, side
-  streams, memory statistics, pinned staging, the device's name and properties. Everything else
-  calls it and never `torch.cuda`, so CPU and CUDA differ only here.
+  streams, memory statistics, pinned staging, the device's name and properties, the profiler's
+  activities. Everything else calls it and never `torch.cuda`, so CPU and CUDA differ only here.
+- clock.py: `Clock`, a training step's timing marks on the device's own clock.
+- `Device.backend`: the distributed backend where none is chosen (NCCL between GPUs).
 
 Every layer imports the device layer from here (`from ..device import parse`), never a module
 inside it.
@@ -24,12 +26,14 @@ from .accelerator import (
     device_count,
     nccl_version,
 )
+from .clock import Clock
 from .names import KINDS, VALID, Device, is_cuda, match_gpus, parse, resolve, visible_devices
 
 __all__ = [
     "KINDS",
     "VALID",
     "Accelerator",
+    "Clock",
     "Device",
     "cuda_devices",
     "cuda_initialized",

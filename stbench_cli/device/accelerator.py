@@ -8,8 +8,20 @@ imported inside each call, so that importing the layer costs a torch-free reader
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 
 from .names import Device, parse
+
+
+@dataclass(frozen=True)
+class MathRan:
+    """What a cell's fp32 math ran at, per library (fp32, tf32 or bf16): the row's
+    `matmul_math` (cuBLAS's products, and a CPU's) and `conv_math` (cuDNN's convolutions and
+    RNNs), and `text`, the row's `precision` in words for a person."""
+
+    matmul: str
+    conv: str
+    text: str
 
 
 class Accelerator:
@@ -46,6 +58,12 @@ class Accelerator:
             torch.accelerator.synchronize(self.device.index)
 
     # -- events and streams ------------------------------------------------------------------
+    def profiler_activities(self) -> list:
+        """What torch.profiler records here: the host's operators, and the GPU's kernels."""
+        from torch.profiler import ProfilerActivity
+
+        return [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.is_cuda else [])
+
     def event(self):
         """A timing event on this device (CUDA only: a CPU mark is a perf_counter)."""
         import torch
@@ -155,7 +173,7 @@ class Accelerator:
         finally:
             torch.backends.cuda.matmul.allow_tf32 = allowed
 
-    def use_precision(self, mode: str) -> str:
+    def use_precision(self, mode: str) -> MathRan:
         """Set how fp32 math runs in this process (`default` leaves torch's own switches) and
         say what will run, for the row; `bf16` is autocast in `autocast()`, master weights fp32."""
         import torch
@@ -163,10 +181,11 @@ class Accelerator:
         if mode in ("fp32", "tf32"):
             torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = mode == "tf32"
         if mode == "bf16":
-            return "bf16 autocast"
+            return MathRan("bf16", "bf16", "bf16 autocast")
         if not self.is_cuda:
-            return "fp32"  # TF32 exists on NVIDIA GPUs only
-        return f"matmul {self.matmul_precision()}, cudnn {self.conv_precision()}"
+            return MathRan("fp32", "fp32", "fp32")  # TF32 exists on NVIDIA GPUs only
+        matmul, conv = self.matmul_precision(), self.conv_precision()
+        return MathRan(matmul, conv, f"matmul {matmul}, cudnn {conv}")
 
     def autocast(self, mode: str):
         """The context a forward pass runs in: bf16 autocast, or nothing."""

@@ -24,6 +24,12 @@ class Device:
     def is_cuda(self) -> bool:
         return self.kind == "cuda"
 
+    @property
+    def backend(self) -> str:
+        """The torch.distributed backend of a world on this device where none is chosen: NCCL
+        between GPUs, gloo between CPUs (the one place this default is decided)."""
+        return "nccl" if self.is_cuda else "gloo"
+
     def __str__(self) -> str:
         return self.kind if self.index is None else f"{self.kind}:{self.index}"
 

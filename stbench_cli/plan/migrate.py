@@ -24,6 +24,15 @@ the energy methods, the load check, contention), empty: nothing was measured. `t
 means the physical cores not busy at the cell's start; a schema-2 cell ran torch's default
 (every logical CPU), which its row's `threads` column states where it was recorded.
 
+Schema 3 -> 4 (issue 38: facts as columns, not words to parse back): rows get what their
+words said as columns of their own, `threads_physical` and `threads_for_load` from
+`threads_why` ("auto: 2 physical cores less 1 busy ..."), `matmul_math` and `conv_math` from
+`precision` ("matmul fp32, cudnn tf32", "bf16 autocast", a CPU's "fp32"); a row without load
+columns gets them from its system.csv samples (store.conditions, as a new row's are summed);
+epochs.csv rows without `elapsed_s` and `epochs_done` (an older stbench wrote one per epoch)
+get the running sum of their epoch times and their epoch. These words are parsed here and
+nowhere else.
+
 A migration is the same steps whatever the older schema: each only fills what a row or cell
 lacks, so a schema-2 folder takes the schema-1 steps as no change.
 
@@ -35,14 +44,16 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from dataclasses import asdict, replace
 from pathlib import Path
 
 from ..errors import StbenchError
+from ..store.conditions import conditions
 from ..store.files import REQUIRED, check_schema, read_csv, rewrite
 from ..store.machine import fingerprint, gpu_names
 from ..store.manifest import load_manifest, write_manifest
-from ..store.rows import RUN_COLUMNS, SCHEMA
+from ..store.rows import EPOCH_COLUMNS, RUN_COLUMNS, SCHEMA, Conditions
 from . import registry
 from .launcher_config import Launch
 from .spec import MatrixSpec, RunSpec, identify
@@ -100,8 +111,13 @@ def migrate(folder: Path) -> str:
             check_schema(folder, schema)  # newer, or not a schema: its one line
     launcher = (manifest or {}).get("launcher") or Launch().to_dict()
     env = (manifest or {}).get("env") or {}
-    new = [_row(r, env, launcher["kind"]) for r in rows]
+    system = _by_run(folder / "system.csv")
+    new = [_row(r, env, launcher["kind"], system.get(r["run_id"], [])) for r in rows]
     cells = _cells(folder, manifest, new) if manifest else None
+    epochs = folder / "epochs.csv"
+    if epochs.exists():
+        found_epochs = _epochs(read_csv(epochs, ["run_id"]))
+        rewrite(epochs, found_epochs, _columns(epochs, found_epochs, EPOCH_COLUMNS))
     if path.exists():
         rewrite(path, new, _columns(path, new))
     if manifest:
@@ -122,7 +138,7 @@ def written_out(workload: str, params: dict) -> dict:
     return dict(sorted({**defaults, **params}.items()))
 
 
-def _row(row: dict, env: dict, launcher: str) -> dict:
+def _row(row: dict, env: dict, launcher: str, samples: list[dict]) -> dict:
     if row["schema"] == str(SCHEMA):
         return row
     out = {RENAMED.get(k, k): v for k, v in row.items()}
@@ -148,7 +164,63 @@ def _row(row: dict, env: dict, launcher: str) -> dict:
     }
     out.update({k: v for k, v in implied.items() if out.get(k) in (None, "")})
     out.update(schema=SCHEMA, params=json.dumps(params, sort_keys=True))
-    return _machine(out, env)
+    return _facts(_load(_machine(out, env), samples))
+
+
+PHYSICAL = re.compile(r"(\d+) physical cores")  # plan.threads' words, as schema 3 wrote them
+FOR_LOAD = re.compile(r"less \d+ busy")
+
+
+def _facts(row: dict) -> dict:
+    """Schema 4: what a row's words said, as columns (threads' choice, each library's math)."""
+    why = row.get("threads_why") or ""
+    if _empty(row.get("threads_physical")) and (found := PHYSICAL.search(why)):
+        row["threads_physical"] = found.group(1)
+    if _empty(row.get("threads_for_load")) and why:
+        row["threads_for_load"] = bool(FOR_LOAD.search(why))
+    precision = row.get("precision") or ""
+    if _empty(row.get("matmul_math")) and precision:
+        if precision.startswith("bf16"):
+            matmul = conv = "bf16"
+        else:  # CUDA: one entry per library; a CPU: one math for both
+            libraries = dict(part.split(" ", 1) for part in precision.split(", ") if " " in part)
+            matmul = libraries.get("matmul", precision)
+            conv = libraries.get("cudnn", matmul)
+        row.update(matmul_math=matmul, conv_math=conv)
+    return row
+
+
+def _load(row: dict, samples: list[dict]) -> dict:
+    """Load columns summed from the run's system.csv samples, where its row has none."""
+    names = list(asdict(Conditions()))
+    if samples and all(_empty(row.get(k)) for k in names):
+        seen = asdict(conditions(samples, row.get("cores") or None))
+        row.update({k: v for k, v in seen.items() if v is not None})
+    return row
+
+
+def _epochs(rows: list[dict]) -> list[dict]:
+    """An older stbench's epochs.csv rows (one per epoch) with the running sum of their epoch
+    times as `elapsed_s` and their epoch as `epochs_done`."""
+    elapsed: dict[str, float] = {}
+    for r in rows:
+        elapsed[r["run_id"]] = elapsed.get(r["run_id"], 0.0) + float(r.get("epoch_s") or 0.0)
+        if _empty(r.get("elapsed_s")):
+            r["elapsed_s"] = elapsed[r["run_id"]]
+        if _empty(r.get("epochs_done")):
+            r["epochs_done"] = r.get("epoch")
+    return rows
+
+
+def _by_run(path: Path) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for r in read_csv(path, ["run_id"]) if path.exists() else []:
+        out.setdefault(r["run_id"], []).append(r)
+    return out
+
+
+def _empty(value) -> bool:
+    return value is None or value == ""
 
 
 def _machine(row: dict, env: dict) -> dict:
@@ -163,11 +235,11 @@ def _machine(row: dict, env: dict) -> dict:
     return row
 
 
-def _columns(path: Path, rows: list[dict]) -> list[str]:
+def _columns(path: Path, rows: list[dict], current: list[str] = RUN_COLUMNS) -> list[str]:
     """Every column of a current row, then the file's own others (a workload's `x.` figures)."""
     with open(path, newline="") as f:
         header = [RENAMED.get(c, c) for c in next(csv.reader(f), [])]
-    return list(dict.fromkeys([*RUN_COLUMNS, *header, *(k for r in rows for k in r)]))
+    return list(dict.fromkeys([*current, *header, *(k for r in rows for k in r)]))
 
 
 def _key(values: dict, params: dict) -> str:

@@ -11,7 +11,7 @@ import itertools
 import json
 from dataclasses import asdict, dataclass, replace
 
-from ..device import is_cuda, parse
+from ..device import parse
 from ..errors import StbenchError
 
 STRATEGIES = ("single", "ddp", "zero1", "fsdp")
@@ -54,7 +54,7 @@ class RunSpec:
             return None
         chosen = self.param_dict["backend"]
         if chosen == "auto":
-            return "nccl" if is_cuda(self.device) else "gloo"
+            return parse(self.device).backend
         return str(chosen)
 
     @property

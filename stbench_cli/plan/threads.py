@@ -10,23 +10,48 @@ when the cell starts, shared by the cell's ranks on this machine, at least one e
   On the 2-core VM, sparse STNN at 60x168 fell from 573 to 22.5 steps/s with torch's 2 threads
   beside one busy core, and kept 468 with 1 thread (benchmarks/contention.py measures it).
 
-The row records the count (`threads`) and this choice's reason (`threads_why`).
+The row records the count (`threads`), this choice's reason in words (`threads_why`) and its
+facts as columns a reader needs no words for: the physical cores auto counted
+(`threads_physical`) and whether it left busy cores out (`threads_for_load`).
 """
 
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 
 BUSY_ROUND = 0.5  # other processes' use of at least half a core counts as a busy core
-# the parent's choice, as the environment of the cell's processes carries it to them
-THREADS_ENV, WHY_ENV = "STBENCH_THREADS", "STBENCH_THREADS_WHY"
+# the parent's choice, as the environment of the cell's processes carries it to them (JSON)
+THREADS_ENV = "STBENCH_THREADS"
 
 
 @dataclass(frozen=True)
 class ThreadChoice:
     threads: int
-    why: str
+    why: str  # in words, for a person
+    physical: int | None = None  # auto: the physical cores it counted (None: threads given)
+    for_load: bool = False  # auto left cores out that other processes kept busy
+
+    def env(self) -> dict[str, str]:
+        return {THREADS_ENV: json.dumps(asdict(self))}
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> ThreadChoice | None:
+        """The parent's choice, None where it made none (a Slurm node's ranks choose their own)."""
+        try:
+            return cls(**json.loads(environ[THREADS_ENV]))
+        except (KeyError, TypeError, ValueError):
+            return None
+
+    def row(self) -> dict[str, object]:
+        """The row's columns of this choice (store.cell_result.Figures)."""
+        return {
+            "threads_why": self.why,
+            "threads_physical": self.physical,
+            "threads_for_load": self.for_load,
+        }
 
 
 def busy_cores(others_cores: float, physical: int) -> int:
@@ -50,12 +75,18 @@ def choose(
             n,
             f"auto: {physical} physical cores{each}; the machine's load was "
             "not checked before the cell",
+            physical,
         )
     busy = busy_cores(others_cores, physical)
     n = max((physical - busy) // ranks, 1)
     seen = f"other processes used {others_cores:.2f} cores over {window_s:g} s before the cell"
     if not busy:
-        return ThreadChoice(n, f"auto: {physical} physical cores{each}, none busy ({seen})")
+        return ThreadChoice(
+            n, f"auto: {physical} physical cores{each}, none busy ({seen})", physical
+        )
     return ThreadChoice(
-        n, f"auto: {physical} physical cores less {busy} busy{each}, at least 1 ({seen})"
+        n,
+        f"auto: {physical} physical cores less {busy} busy{each}, at least 1 ({seen})",
+        physical,
+        for_load=True,
     )

@@ -15,8 +15,7 @@ Flags, each with its reason, for one cell's repeats (or one run):
 A device study adds its own (`device_flags`): a CPU cell held against a GPU with fewer threads
 than cores not chosen for the load, or another batch size; runs too short for energy meters.
 
-The machine's figures are the row's `Conditions` columns (report.read.conditions: for an older
-row, what its system.csv samples give).
+The machine's figures are the row's `Conditions` columns (report.read.conditions).
 
 The gate gives each cell and metric one verdict, judged as `compare` judges a ratio:
 - `regression`: worse than its baseline by more than the margin *and* the difference is
@@ -77,13 +76,11 @@ def main_measure(runs: Sequence[Mapping]) -> str:
     return TTT if sum(number(r.get(TTT)) is not None for r in runs) >= 2 else WALL
 
 
-def noise_flags(
-    runs: Sequence[Mapping], metric: str | None = None, system: Sequence[Mapping] = ()
-) -> list[Flag]:
+def noise_flags(runs: Sequence[Mapping], metric: str | None = None) -> list[Flag]:
     """Flags of one cell's runs (Runs, or a study frame's rows); `metric` the measure whose
-    spread counts (main_measure by default); `system` system.csv rows, for older rows."""
+    spread counts (main_measure by default)."""
     metric = metric or main_measure(runs)
-    seen = [conditions(r, system) for r in runs]
+    seen = [conditions(r) for r in runs]
     return [f for f in (_spread(runs, metric), *_busy(runs, seen)) if f is not None]
 
 

@@ -11,7 +11,6 @@ column with the name a user types and reads (`device`, `grid`), so nothing else 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import PurePath
@@ -235,20 +234,15 @@ def studies(folders: Sequence[Folder]) -> list[Study]:
     return sorted(out, key=lambda s: (s.workload, s.question))
 
 
-LOAD = re.compile(r"less \d+ busy")  # plan.threads' words where it chose a count for the load
-PHYSICAL = re.compile(r"(\d+) physical cores")
-
-
 def few_threads(rows: pd.DataFrame, where: str) -> list[str]:
     """The flag of a CPU cell whose threads (all its ranks') were fewer than the machine's
     cores (its physical cores, where auto named them) and not chosen for the load."""
     for r in rows[rows["device"].astype(str) == "cpu"].to_dict("records"):
         threads, cores = number(r.get("threads")), number(r.get("cores"))
         why = str(r.get("threads_why") or "")
-        if not (threads and cores) or LOAD.search(why):
+        if not (threads and cores) or number(r.get("threads_for_load")):
             continue
-        found = PHYSICAL.search(why)
-        physical = int(found.group(1)) if found else int(cores)
+        physical = int(number(r.get("threads_physical")) or cores)
         used = int(threads) * int(number(r.get("nproc_per_node")) or 1)
         if used < physical:
             return [

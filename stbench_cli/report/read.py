@@ -5,9 +5,8 @@ and column, and what was expected there) and left out, and the others are read.
 A runs.csv row becomes a `Run`: each column typed as store.rows declares it (a number, true or
 false, text; a workload's `x.` figures are numbers), its parameters a dict. Nothing is ever
 written back. A folder of an older schema is refused by store.files.read_runs (one line naming
-`stbench migrate`); what migration leaves as it was is made current here and only here: an
-older epochs.csv without `elapsed_s` (`_older_epochs`) and a row without load columns
-(`conditions`, from its system.csv samples). No other module of the report knows older rows exist.
+`stbench migrate`, which makes every older file current: plan/migrate.py); no reader knows
+older rows exist.
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ from pathlib import Path
 
 from ..errors import StbenchError
 from ..store.cell_result import EpochRow, Figures
-from ..store.conditions import conditions as sum_samples
 from ..store.files import TUNE_FILE, find_folders, read_csv, read_runs
 from ..store.manifest import read_manifest
 from ..store.prices import cost_per_million_samples, cost_to_target, usd_per_second
@@ -127,27 +125,10 @@ def series_of(records: Iterable[Mapping], types: Mapping[str, type]) -> list[dic
     ]
 
 
-def _older_epochs(rows: list[dict]) -> list[dict]:
-    """An older stbench wrote one epochs.csv row per epoch without `elapsed_s` and
-    `epochs_done`: the running sum of its epoch times, and the epoch."""
-    elapsed: dict[str, float] = {}
-    for r in rows:
-        elapsed[r["run_id"]] = elapsed.get(r["run_id"], 0.0) + (r.get("epoch_s") or 0.0)
-        if r.get("elapsed_s") is None:
-            r["elapsed_s"] = elapsed[r["run_id"]]
-        if r.get("epochs_done") is None:
-            r["epochs_done"] = r.get("epoch")
-    return rows
-
-
-def conditions(run: Mapping, system: Iterable[Mapping] = ()) -> Conditions:
+def conditions(run: Mapping) -> Conditions:
     """How busy the machine was while a run ran (a Run, or a study frame's row): its row's
-    Conditions columns, or, for an older row that has none, what its system.csv samples say."""
-    own = {k: _value(run.get(k)) for k in asdict(Conditions())}
-    if any(v is not None for v in own.values()):
-        return Conditions(**own)
-    mine = [s for s in system if s.get("run_id") == run.get("run_id")]
-    return sum_samples(mine, _value(run.get("cores")))
+    Conditions columns."""
+    return Conditions(**{k: _value(run.get(k)) for k in asdict(Conditions())})
 
 
 def _value(v: object) -> object:
@@ -275,7 +256,7 @@ def _series(path: Path, types: Mapping[str, type]) -> tuple[dict, ...]:
     if not path.exists():
         return ()
     rows = _rows(path, read_csv(path, ["run_id"]), lambda r: series_of([r], types)[0])
-    return tuple(_older_epochs(rows) if types is EPOCH_TYPES else rows)
+    return tuple(rows)
 
 
 def read(paths: list[Path], series: tuple[str, ...] = ()) -> tuple[list[Folder], list[Skipped]]:

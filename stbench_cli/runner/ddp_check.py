@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..device import is_cuda, parse
+from ..device import parse
 from ..plan.planner import preset_params
 from ..plan.spec import RunSpec, identify
 from ..store.machine import EnvInfo
@@ -16,7 +16,7 @@ from .processes import CellJob
 
 def ddp_figures(device: str, env: EnvInfo, folder: Path):
     """Figures of a 2-rank world: gloo on CPU; on CUDA NCCL across two GPUs, or gloo on one."""
-    backend = "nccl" if is_cuda(device) and env.gpu_count >= 2 else "gloo"
+    backend = parse(device).backend if env.gpu_count >= 2 else "gloo"
     # DDP's logger sampling every step: its figure then covers the same steps as sync_s
     params, _ = preset_params(
         "cnn-strain", "smoke", n_samples=4096, warmup_steps=2, backend=backend, ddp_log_every=1

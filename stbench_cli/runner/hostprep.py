@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import psutil
 
 from ..plan.spec import RunSpec
-from ..plan.threads import THREADS_ENV, WHY_ENV, choose
+from ..plan.threads import choose
 from ..store import host
 
 CHECK_S = 0.3  # the window the load is measured over before each cell (60 ticks of 2 cores)
@@ -59,7 +59,7 @@ def prepare(spec: RunSpec, window_s: float = CHECK_S) -> Prepared:
     choice = choose(
         int(params.get("threads", 0)), host.physical_cores(), others, spec.world_size, window_s
     )
-    env = {THREADS_ENV: str(choice.threads), WHY_ENV: choice.why}
+    env = choice.env()
     allocator = params.get("allocator", "keep")
     if allocator in host.LIBRARIES:
         library = host.allocator_library(allocator)

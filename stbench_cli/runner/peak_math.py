@@ -6,8 +6,8 @@ whatever fp32 precision torch's switches give in a fresh process: `matmul_precis
 for it). precision=default leaves torch's switches as they are, and on CUDA they differ by
 library: cuDNN runs fp32 convolutions and RNNs at TF32 (`cudnn.allow_tf32` is True by default),
 cuBLAS runs fp32 products strictly unless the matmul precision is 'high' or 'medium'. The cell
-records what each ran at (the row's `precision`, "matmul fp32, cudnn tf32"); the workload says
-which library runs most of its FLOPs (`Workload.flops_in`). Pure.
+records what each ran at (the row's `matmul_math` and `conv_math`); the workload says which
+library runs most of its FLOPs (`Workload.flops_in`). Pure.
 """
 
 from __future__ import annotations
@@ -15,18 +15,14 @@ from __future__ import annotations
 PEAK_AT = {"bf16": "bf16_matmul_gflops", "tf32": "tf32_matmul_gflops", "fp32": "matmul_gflops"}
 
 
-def math_ran(precision: str, ran: str | None, flops_in: str = "matmul") -> str:
+def math_ran(precision: str, matmul: str | None, conv: str | None, flops_in: str = "matmul") -> str:
     """ "bf16", "tf32" or "fp32": what a cell's FLOPs ran at, from its `precision` parameter and
-    the row's record of what ran (`ran`: "bf16 autocast"; on CPU "fp32"; on CUDA one entry per
-    library, "matmul fp32, cudnn tf32"). Without a record, the parameter's own math."""
-    if precision == "bf16" or (ran or "").startswith("bf16"):
+    the row's record of what each library ran at (`matmul_math`, `conv_math`), the library its
+    workload's FLOPs run in chosen. Without a record, the parameter's own math."""
+    if precision == "bf16" or matmul == "bf16":
         return "bf16"
-    libraries = dict(part.split(" ", 1) for part in (ran or "").split(", ") if " " in part)
-    if libraries:
-        return libraries.get(flops_in, libraries.get("matmul", "fp32"))
-    if ran:  # CPU: "fp32", TF32 exists on NVIDIA GPUs only
-        return ran
-    return precision if precision in PEAK_AT else "fp32"
+    ran = conv if flops_in == "cudnn" else matmul
+    return ran or matmul or (precision if precision in PEAK_AT else "fp32")
 
 
 def peak_key(math: str, peak: dict) -> tuple[str, str]:

@@ -85,7 +85,12 @@ def derived(spec: RunSpec, outcome: Outcome, peaks: dict[str, dict], gpu_count: 
     peak_gflops = fraction = None
     peak = peaks.get(spec.device) or {}
     # the peak of the math the cell's FLOPs ran at (peak_math.py)
-    math = math_ran(spec.param_dict["precision"], figures.precision, _flops_in(spec.workload))
+    math = math_ran(
+        spec.param_dict["precision"],
+        figures.matmul_math,
+        figures.conv_math,
+        _flops_in(spec.workload),
+    )
     at, math = peak_key(math, peak)
     if peak.get(at) and figures.achieved_gflops is not None:
         # A world has the peak of the distinct devices it runs on: the GPUs its ranks reported

@@ -53,7 +53,6 @@ LATE = frozenset(
         "TORCH_NCCL_ASYNC_ERROR_HANDLING",
         "PYTORCH_NVML_BASED_CUDA_CHECK",
         "STBENCH_THREADS",
-        "STBENCH_THREADS_WHY",
         "STBENCH_LAUNCHED",
     }
 )

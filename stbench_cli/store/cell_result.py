@@ -55,7 +55,9 @@ class Figures:
     # host of each node (torchrun agent), in node-rank order, comma-separated
     node_hosts: str | None = None
     # what fp32 math ran as: "fp32", or on CUDA "matmul fp32, cudnn tf32" etc.
-    precision: str | None = None
+    precision: str | None = None  # what fp32 math ran at, in words ("matmul fp32, cudnn tf32")
+    matmul_math: str | None = None  # fp32 | tf32 | bf16: cuBLAS's products (a CPU's math)
+    conv_math: str | None = None  # fp32 | tf32 | bf16: cuDNN's convolutions and RNNs
     compile_s: float | None = None  # torch.compile's first pass (not in wall_s' steps, throughput)
     # Time to quality (child/target.py): the target, whether and when an evaluation first reached it
     target: float | None = None
@@ -78,6 +80,8 @@ class Figures:
     first_batch_s: float | None = None  # opening the source to the first training batch's values
     # the CPU levers the process ran with (issue 32; child/cpu.py)
     threads_why: str | None = None  # why `threads`: given, or auto and what the load check saw
+    threads_physical: int | None = None  # auto: the physical cores counted (None: given)
+    threads_for_load: bool | None = None  # auto left out cores other processes kept busy
     interop_threads: int | None = None  # torch's inter-op threads
     bound_cpus: str | None = None  # the logical CPUs the process was pinned to (bind), or empty
     host_allocator: str | None = None  # glibc | glibc, thresholds fixed | jemalloc | tcmalloc

@@ -15,7 +15,7 @@ from .cell_result import EpochRow, Figures, RankRow
 
 # The result folder's layout: runs.csv's `schema` column and the manifest's `schema`. A folder of
 # an older one is rewritten once by `stbench migrate` (plan/migrate.py); readers take only this.
-SCHEMA = 3  # 3: the CPU levers' parameters and columns (interop_threads, bind, ...)
+SCHEMA = 4  # 4: facts as columns (threads_physical, matmul_math, ...), plan/migrate.py
 PHASE_COLUMNS = ("data_s", "h2d_s", "compute_s", "sync_s", "eval_s")  # where a run's time went
 EXTRA_PREFIX = "x."
 STATUSES = ("ok", "diverged", "oom", "failed", "timeout", "skipped", "hung")  # how a cell can end
