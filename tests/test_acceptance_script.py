@@ -194,6 +194,7 @@ def begun(summary: Path, step: str) -> bool:
     return any(f"| {v} | **{step}** |" in text for v in ("RUNNING", "PASS", "FAIL"))
 
 
+@pytest.mark.slow
 def test_a_killed_rehearsal_leaves_the_verdicts_it_reached_and_a_second_command_finishes(tmp_path):
     """Two steps of the rehearsal (CUDA faked, this venv): killed once the first step's verdict is
     saved, summary.md holds it and its checks; the same command again keeps it, runs the other."""

@@ -94,6 +94,7 @@ def test_index_windows_are_bit_identical_to_materialized_ones():
     assert task_base.data.mb > 10 * task_index.data.mb  # ~24x the series, and one copy
 
 
+@pytest.mark.slow
 def test_base_and_index_train_the_same_loss_curve():
     curves = {}
     for mode in ("base", "index"):
@@ -126,7 +127,7 @@ def horizon_mae(task, h: int) -> float:
     "source,steps,epochs,horizons",
     [
         pytest.param(
-            "bay", 2_000, 2, (3, 6), id="bay-short"
+            "bay", 2_000, 2, (3, 6), id="bay-short", marks=pytest.mark.slow
         ),  # generated speeds on the real PeMS-BAY graph
         pytest.param("bay", 6_000, 6, (3, 6, 12), id="bay-long", marks=pytest.mark.slow),
         pytest.param("chickenpox", 0, 8, (3, 6, 12), id="chickenpox"),
@@ -146,6 +147,7 @@ def test_beats_persistence(source, steps, epochs, horizons):
         assert horizon_mae(task, h) < persistence_mae(task, h), h
 
 
+@pytest.mark.slow
 def test_two_process_ddp_with_sharded_index(tmp_path):
     request = Request(
         "dcrnn-pems",
@@ -167,6 +169,7 @@ def test_two_process_ddp_with_sharded_index(tmp_path):
     )  # a rank holds its half of the training range, not all of it
 
 
+@pytest.mark.slow
 def test_gpu_index_batches_cut_on_the_device_train_as_index_does():
     """The device-resident path (index batches as tensors on the data's device, one copy of an
     epoch's order) runs on the CPU too and gives the host path's loss curve."""

@@ -6,6 +6,8 @@ import math
 import os
 import time
 
+import pytest
+
 from stbench.child import checks
 from stbench.device import Accelerator, Clock
 from stbench.runner import doctor
@@ -14,6 +16,7 @@ from stbench.runner.sysmon import SystemSampler
 from tests.helpers import stbench
 
 
+@pytest.mark.slow
 def test_doctor_runs_on_the_cpu_and_writes_doctor_json(tmp_path):
     proc = stbench("doctor", "--device", "cpu", "--out", tmp_path, timeout=600)
     report = json.loads((tmp_path / "doctor.json").read_text())

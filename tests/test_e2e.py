@@ -92,6 +92,7 @@ def test_compare_reads_the_study(study, tmp_path):
     ]
 
 
+@pytest.mark.slow
 def test_bad_data_files_leave_results_intact(study, tmp_path):
     before = digest(study)
     corrupt = tmp_path / "curves.npz"
@@ -121,6 +122,7 @@ def test_cuda_without_gpu_is_refused(study):
     )
 
 
+@pytest.mark.slow
 def test_corrupt_results_are_named_and_untouched(study, tmp_path):
     broken = tmp_path / "broken"
     broken.mkdir()
@@ -142,6 +144,7 @@ def test_corrupt_results_are_named_and_untouched(study, tmp_path):
     assert proc.returncode == 2 and "does not exist" in proc.stderr
 
 
+@pytest.mark.slow
 def test_resume_of_a_finished_study_adds_nothing(study):
     before = digest(study)
     stbench("run", "cnn-strain", "--resume", study, check=True)
@@ -161,6 +164,7 @@ def test_resume_of_a_finished_study_adds_nothing(study):
     assert digest(study) == before
 
 
+@pytest.mark.slow
 def test_list_and_env():
     listing = stbench("list", check=True).stdout
     assert (

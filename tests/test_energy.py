@@ -88,6 +88,7 @@ def test_gpu_methods_and_the_short_window_rule():
     assert nothing["energy_short"] is None and nothing["energy_window_s"] is None
 
 
+@pytest.mark.slow
 def test_this_machines_rows_name_each_energy_method(tmp_path):
     folder = one_study(
         tmp_path / "out",

@@ -162,6 +162,7 @@ def test_a_run_over_its_read_limit_is_refused_before_any_chunk_is_read(emulated,
     assert chunk_gets(emulated, before) == 0 and not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_prepare_killed_midway_resumes_to_the_same_store(emulated, tmp_path):
     import signal
     import subprocess
@@ -292,6 +293,7 @@ def test_bad_remote_input_is_one_line_and_writes_nothing(
     assert not out.exists() or not list(out.rglob("*"))
 
 
+@pytest.mark.slow
 def test_streamed_windows_are_read_by_the_loaders_workers_and_counted(emulated, tmp_path):
     """read=stream: the training windows come from the store while training, through two
     DataLoader workers that each open their own gcsfs session; their reads reach the row."""

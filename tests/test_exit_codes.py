@@ -19,6 +19,7 @@ def test_unexpected_counts_the_statuses_not_accepted():
     assert set(STATUSES) >= {r["status"] for r in rows}
 
 
+@pytest.mark.slow
 def test_a_study_whose_every_cell_diverges_exits_non_zero(tmp_path):
     args = [
         "run",
@@ -48,6 +49,7 @@ def test_an_unknown_expected_status_is_one_line(capsys):
     assert len(err.splitlines()) == 1 and "'crashed' is not a status; valid: diverged, oom" in err
 
 
+@pytest.mark.slow
 def test_a_full_disk_is_one_line_and_what_was_written_stays_readable(tmp_path, monkeypatch, capsys):
     real, calls = study.write_cell, []
 

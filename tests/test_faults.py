@@ -71,6 +71,7 @@ def _resume_completes(plan) -> None:
     assert sorted(ranks) == sorted(c.run_id for c in plan.cells for _ in range(2))
 
 
+@pytest.mark.slow
 def test_a_lost_node_and_an_abort_at_exit_end_their_worlds_and_a_resume_completes(tmp_path):
     plan, (rows, took) = _faults(tmp_path, "lost", "abort", "none")
     assert max(took.values()) < BOUND_S, took
@@ -90,6 +91,7 @@ def test_a_lost_node_and_an_abort_at_exit_end_their_worlds_and_a_resume_complete
     _resume_completes(plan)
 
 
+@pytest.mark.slow
 def test_a_world_whose_rank_never_joins_is_a_hung_row_by_the_watchdog(tmp_path, monkeypatch):
     """No --timeout, no --stall-limit: node 1's agent never joins, so no rank starts. The default
     watchdog's floor (minutes) is shortened here only; a slow test below waits for the real one."""

@@ -255,6 +255,7 @@ def test_bad_launcher_options_are_one_line(tmp_path, capsys, args, message):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_missing_slurm_is_one_line_before_anything_is_written(tmp_path):
     """No Slurm on the PATH (only the venv's own tools), no allocation in the environment."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}

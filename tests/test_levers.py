@@ -48,6 +48,7 @@ def test_a_model_that_cannot_compile_runs_eager_with_the_reason():
     assert apply_compile(model, "none", broken, Accelerator("cpu")) == (model, None, "")
 
 
+@pytest.mark.slow
 def test_bf16_and_compile_as_axes_give_ok_rows_with_compile_time_apart(tmp_path):
     folder = one_study(
         tmp_path / "out",

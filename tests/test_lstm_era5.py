@@ -215,6 +215,7 @@ def one_point_year(path, year=2017):
     return path
 
 
+@pytest.mark.slow
 def test_a_users_one_point_year_runs_with_no_other_option(tmp_path):
     """The study's points and 2020/2021 split are not on a user's file: its own series and its
     last 20% of hours are used, and the row says so. The path is recorded as typed."""
@@ -283,6 +284,7 @@ def test_the_embedded_default_keeps_the_studys_selection():
     )
 
 
+@pytest.mark.slow
 def test_the_default_preset_beats_persistence_on_its_embedded_data():
     """The default (the study's: 2020 to train, 2021 to test, 5 epochs) learns past the naive
     baseline its target is set from; workers=0 only to keep the test's process count down."""

@@ -43,6 +43,7 @@ def _rows(folder: Path, name: str) -> list[dict]:
         return list(csv.DictReader(f))
 
 
+@pytest.mark.slow
 def test_two_loopback_nodes_train_like_one_node_of_two(tmp_path):
     two_nodes = _study(tmp_path / "a", "--nproc", "1", "--nnodes", "2")
     one_node = _study(tmp_path / "b", "--nproc", "2", "--nnodes", "1")
@@ -74,6 +75,7 @@ def test_two_loopback_nodes_train_like_one_node_of_two(tmp_path):
     ] == [2]
 
 
+@pytest.mark.slow
 def test_backend_this_torch_lacks_is_a_skipped_row(tmp_path):
     env = envinfo.collect()
     if "mpi" in env.dist_backends:
@@ -111,6 +113,7 @@ def _cmdlines_naming(folder: Path) -> list[str]:
     return out
 
 
+@pytest.mark.slow
 def test_sigkilled_parent_of_a_multinode_study_resumes_cleanly(tmp_path):
     env = envinfo.collect()
     p = plan_new(

@@ -149,6 +149,7 @@ def _epochs(folder):
         return list(csv.DictReader(f))
 
 
+@pytest.mark.slow
 def test_a_time_budget_trains_that_long_and_says_how_far_it_got(tmp_path):
     p = _plan(
         tmp_path,
@@ -180,6 +181,7 @@ def test_a_time_budget_trains_that_long_and_says_how_far_it_got(tmp_path):
     )  # evaluation is on MLPerf's clock only
 
 
+@pytest.mark.slow
 def test_an_evaluation_cadence_in_seconds_evaluates_by_the_training_clock_not_the_epoch(tmp_path):
     p = _plan(
         tmp_path,
@@ -243,6 +245,7 @@ def test_the_thesis_question_is_one_command(tmp_path):
     assert any("/3" in ln for ln in lines)
 
 
+@pytest.mark.slow
 def test_a_budgeted_study_killed_mid_way_resumes_without_a_duplicate_row(tmp_path):
     argv = [
         sys.executable,

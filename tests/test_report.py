@@ -245,7 +245,10 @@ def values(text: str) -> set[str]:
     return {c.strip() for line in body for c in line.strip("|").split("|")}
 
 
-@pytest.mark.parametrize("width", [60, 80, 100])
+@pytest.mark.parametrize(
+    "width",
+    [pytest.param(60, marks=pytest.mark.slow), 80, pytest.param(100, marks=pytest.mark.slow)],
+)
 def test_narrow_tables_keep_every_value_whole(width):
     views = views_of(committed_studies(), Options(every=True))
     full, narrow = to_markdown(views), to_markdown(views, width=width)

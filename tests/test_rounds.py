@@ -85,6 +85,7 @@ def test_a_round_repeats_the_first_rounds_cells_with_the_next_seed_and_new_ids(e
     assert [c["run_id"] for c in more.manifest["cells"]] == [c.run_id for c in more.cells]
 
 
+@pytest.mark.slow
 def test_a_study_adds_rounds_until_its_comparison_concludes_and_resumes_as_any(tmp_path):
     """cnn-strain's smoke at batch 16 and 256: samples/s differ several times over, so the
     paired rounds conclude within the budget, which a first round alone cannot (one round has

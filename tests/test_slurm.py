@@ -150,6 +150,7 @@ def test_srun_launcher_inside_an_allocation(out):
     assert len(set(rows[1]["node_hosts"].split(","))) == 2
 
 
+@pytest.mark.slow
 def test_srun_refuses_more_nodes_than_the_allocation(out):
     proc = subprocess.run(
         [
@@ -178,6 +179,7 @@ def test_srun_refuses_more_nodes_than_the_allocation(out):
     assert proc.stderr.count("\n") == 1 and list(out.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_killed_parent_reattaches_to_its_jobs(out):
     since = dt.datetime.now().strftime("%Y-%m-%dT%H:%M:%S")
     argv = [EXE, "run", "faulty", *STUDY, "--launcher", "slurm", "--out", str(out)]
@@ -201,6 +203,7 @@ def test_killed_parent_reattaches_to_its_jobs(out):
     )
 
 
+@pytest.mark.slow
 def test_a_job_slurm_cancels_is_a_row_and_the_matrix_goes_on(out):
     argv = [
         EXE,
@@ -301,6 +304,7 @@ def test_a_killed_task_ends_its_job_and_the_row_names_the_node(out):
     assert len({r["job_id"] for r in rows}) == 2
 
 
+@pytest.mark.slow
 def test_a_killed_task_ends_its_srun_step_and_the_row_names_the_node(out):
     _, took = _lose_node_1(out, "srun", ("salloc", "-Q", "-N", "2", "--ntasks-per-node=1"))
     assert took < 400

@@ -239,6 +239,7 @@ def test_netcdf_reader_on_the_real_pacific_file():
         data.open_sst(str(PACIFIC), variable="sst")
 
 
+@pytest.mark.slow
 @needs_pacific
 def test_stnn_beats_persistence_on_held_out_pacific_months():
     p = params(data=str(PACIFIC), relations="sparse", warmup_steps=5)
@@ -316,6 +317,7 @@ def test_profile_writes_phase_table_and_a_valid_trace(tmp_path):
     assert "aten::" in (cell / "operators.csv").read_text()
 
 
+@pytest.mark.slow
 def test_impossible_combinations_are_refused_in_one_line(tmp_path):
     proc = stbench(
         "run",
@@ -361,6 +363,7 @@ def test_stnn_d_learns_dense_relations_and_only_dense():
             relations.make(backend, edges, "stnn-d")
 
 
+@pytest.mark.slow
 def test_profile_works_for_any_workload(tmp_path):
     proc = stbench(
         "profile", "cnn-strain", "--smoke", "--steps", "3", "--out", tmp_path / "out", check=True

@@ -36,6 +36,7 @@ def run_study(tmp_path, workload: str, sets: tuple[str, ...], epochs: int = 2) -
     return rows, {s: losses[r["run_id"]] for s, r in rows.items()}
 
 
+@pytest.mark.slow
 def test_ddp_zero1_and_fsdp_train_the_same_curve_and_shard_what_they_promise(tmp_path):
     rows, curves = run_study(
         tmp_path, "dcrnn-pems", ("steps=1200", "max_steps=5", "max_eval_batches=2")
@@ -62,6 +63,7 @@ def test_ddp_zero1_and_fsdp_train_the_same_curve_and_shard_what_they_promise(tmp
     )
 
 
+@pytest.mark.slow
 def test_zero1_shards_by_whole_tensors(tmp_path):
     """cnn-strain's first fully connected weight is 98% of its parameters: ZeroRedundancyOptimizer
     cannot split a tensor, so the rank that holds it holds nearly all the optimizer state."""
@@ -106,6 +108,7 @@ def test_checkpointing_gives_the_same_gradients(workload, overrides, exact):
                 torch.testing.assert_close(g, ref, rtol=1e-4, atol=1e-6, msg=f"{mode} {name}")
 
 
+@pytest.mark.slow
 def test_checkpointing_lowers_the_measured_activation_peak(tmp_path):
     env = envinfo.collect()
     request = Request(
@@ -126,6 +129,7 @@ def test_checkpointing_lowers_the_measured_activation_peak(tmp_path):
     assert rows["full"]["activation_peak_mb"] < 0.8 * rows["none"]["activation_peak_mb"]
 
 
+@pytest.mark.slow
 def test_fsdp_evaluates_uneven_validation_shards_without_hanging(tmp_path):
     """257 validation samples over 2 ranks at batch 128: rank 0 has 2 batches, rank 1 has 1.
     Every fsdp forward all-gathers, so rank 1 must run a matching (uncounted) forward."""

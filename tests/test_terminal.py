@@ -40,6 +40,7 @@ def test_run_summary_fits_80_columns(tmp_path):
     assert re.search(r"\d+\.\d\d", row)  # the wall time, whole
 
 
+@pytest.mark.slow
 def test_a_narrower_terminal_drops_whole_columns(tmp_path):
     text = narrow(
         "run",

@@ -224,6 +224,7 @@ def test_the_gain_over_torchs_defaults_and_the_finding_sentences():
     assert "Reproduce: stbench run cnn-strain ..." in text
 
 
+@pytest.mark.slow
 def test_a_tune_stops_at_its_budget_and_resume_continues_it(tmp_path):
     fixed = [
         "--set",

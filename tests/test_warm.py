@@ -4,6 +4,8 @@ cells' modules and the workloads once; a cell whose environment a fork cannot gi
 import subprocess
 import sys
 
+import pytest
+
 from stbench.runner import warm
 from stbench.runner.watch import kill_leftovers, started
 from tests.helpers import one_study
@@ -39,6 +41,7 @@ def test_a_single_cell_is_forked_from_the_server_and_its_timeline_starts_at_its_
     assert 0 <= first < 1.0, timeline  # counted from the launch, not a whole-second start time
 
 
+@pytest.mark.slow
 def test_a_world_of_several_processes_keeps_torchrun(tmp_path):
     folder = one_study(
         tmp_path / "out", "cnn-strain", "--smoke", "--epochs", "1", "--strategy", "ddp",
