@@ -16,6 +16,7 @@ from .options import (
     AllWorkloads,
     Batches,
     Budgets,
+    Dask,
     Devices,
     DryRun,
     Epochs,
@@ -118,6 +119,7 @@ def run(
     nnodes: Nnodes = None,
     launcher: Launcher = None,
     slurm: Slurm = None,
+    dask: Dask = None,
     dry_run: DryRun = False,
     expect: Expect = None,
     time_budget: Budgets = None,
@@ -191,6 +193,7 @@ def study_plans(o: dict, env) -> list:
         nnodes=tuple(o["nnodes"] or ()),
         launcher=o["launcher"] or "local",
         slurm=tuple(o["slurm"] or ()),
+        dask=tuple(o.get("dask") or ()),
         timeout=o["timeout"],
         prices=tuple(prices_given(o["price"], Path(o["prices"]) if o["prices"] else None).items()),
     )
