@@ -189,3 +189,37 @@ def test_dry_run_prints_pbs_job_script_and_each_ranks_command(tmp_path):
     assert 'MASTER_ADDR="$WORKER0_HOST" MASTER_PORT=29500' in out
     assert "python -m stbench.child.cell" in out
     assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_dask_index_trains_as_sharded_index_from_the_series_on_the_workers(cluster, tmp_path):
+    """dcrnn-pems' dask-index: the series persisted on the workers, each rank's part on its
+    own; its windows are sharded-index's, so the training is the same, and the data per rank
+    is its worker's share of the series (Dask's count), the whole series on the cluster."""
+    folder = one_study(
+        tmp_path / "out",
+        "dcrnn-pems",
+        "--smoke",
+        *("--strategy", "ddp", "--nproc", "2", "--epochs", "1"),
+        *("--set", "batching=dask-index,sharded-index"),
+        *("--launcher", "dask", "--dask", f"scheduler_file={cluster.file}"),
+        timeout=600,
+    )
+    rows = {json.loads(r["params"])["batching"]: r for r in _rows(folder)}
+    on_dask, sharded = rows["dask-index"], rows["sharded-index"]
+    assert (on_dask["status"], sharded["status"]) == ("ok", "ok"), on_dask["reason"]
+    loss = float(on_dask["final_train_loss"])
+    assert loss == pytest.approx(float(sharded["final_train_loss"]), rel=1e-6)
+    whole, part = float(on_dask["x.dask_cluster_mb"]), float(on_dask["data_mb"])
+    steps, sensors = 600, 325  # the smoke preset's series: float32 (time, sensors)
+    assert whole == pytest.approx(steps * sensors * 4 / 2**20)
+    assert 0.3 * whole < part < 0.7 * whole  # rank 0's worker holds about half of it
+
+
+def test_dask_index_without_a_cluster_says_how_to_give_one():
+    import dask
+
+    from stbench.workloads.dcrnn_pems import dask_series
+
+    with dask.config.set({"scheduler-address": None}):
+        with pytest.raises(RuntimeError, match="batching=dask-index reads its series from a Dask"):
+            dask_series.client()
