@@ -109,6 +109,8 @@ def start(options: dict, workers: int, logs: Path | None = None):
             return LocalCluster(n_workers=workers, processes=True, **kwargs)
         import dask_jobqueue
 
+        # its dashboard on a free port: 8787 may be another study's, or another user's
+        kwargs.setdefault("scheduler_options", {"dashboard_address": ":0"})
         cluster = getattr(dask_jobqueue, _CLASSES[name])(processes=1, **kwargs)
     except (TypeError, ValueError) as exc:  # the class's own word on a missing or bad option
         raise StbenchError(f"--dask cluster={name}: {' '.join(str(exc).split())}") from None
