@@ -223,3 +223,17 @@ def test_dask_index_without_a_cluster_says_how_to_give_one():
     with dask.config.set({"scheduler-address": None}):
         with pytest.raises(RuntimeError, match="batching=dask-index reads its series from a Dask"):
             dask_series.client()
+
+
+def test_a_local_cluster_only_when_asked_for_by_name(tmp_path):
+    """--dask cluster=local: Dask's LocalCluster, a worker per rank of the largest world, its
+    processes closed with the study's connection."""
+    from stbench.runner.launchers import dask_cluster
+
+    launch = make_launch("dask", [], None, ["cluster=local"])
+    cluster = dask_cluster.connect(launch, 2, tmp_path)
+    try:
+        assert len(cluster.workers()) == 2 and cluster.where.startswith("a local cluster")
+    finally:
+        cluster.close()
+    assert cluster.owned.status.name == "closed"
