@@ -233,3 +233,31 @@ def test_a_local_cluster_only_when_asked_for_by_name(tmp_path):
     finally:
         cluster.close()
     assert cluster.owned.status.name == "closed"
+
+
+def test_a_cell_the_cluster_has_too_few_workers_for_is_a_failed_row(tmp_path, monkeypatch):
+    """Workers lost since the study began and not replaced: the cell's row says so, and the
+    study's connection stays open for the next cell."""
+    from stbench.runner.launchers import dask_cluster, dask_world
+    from stbench.runner.processes import CellJob
+
+    class OneWorker:
+        where = "the scheduler at tcp://10.0.0.9:8786"
+        closed = False
+
+        def workers(self):
+            return ["tcp://10.0.0.1:4001"]
+
+        def close(self):
+            self.closed = True
+
+    monkeypatch.setattr(dask_cluster, "CONNECT_S", 0.2)
+    spec = RunSpec("cnn-strain", "cpu", "ddp", 8, 1, world_size=2, run_id="abc")
+    session = OneWorker()
+    outcome = dask_world.run_cell(CellJob(spec, tmp_path, session=session))
+    assert outcome.result.status == "failed"
+    assert outcome.result.reason == (
+        "--launcher dask: the scheduler at tcp://10.0.0.9:8786 has 1 worker(s) after 0.2 s; "
+        "this cell needs 2 (one rank per worker)"
+    )
+    assert not session.closed

@@ -147,19 +147,24 @@ def connect(launch: Launch, workers: int, folder: Path) -> Cluster:
             owned.close()
         raise StbenchError(f"--launcher dask: cannot reach {said}: {exc}") from None
     cluster = Cluster(client, said, owned)
-    wait_for(cluster, workers, WORKERS_S if owned is not None else CONNECT_S)
+    try:
+        wait_for(cluster, workers, WORKERS_S if owned is not None else CONNECT_S)
+    except StbenchError:
+        cluster.close()
+        raise
     return cluster
 
 
-def wait_for(cluster: Cluster, workers: int, wait_s: float) -> None:
-    """Until the cluster has `workers` workers; else one line (and the connection closed)."""
+def wait_for(
+    cluster: Cluster, workers: int, wait_s: float, world: str = "the study's largest world"
+) -> None:
+    """Until the cluster has `workers` workers (`world` needs them); else one line."""
     deadline = time.monotonic() + wait_s
     while len(cluster.workers()) < workers:
         if time.monotonic() > deadline:
             have = len(cluster.workers())
-            cluster.close()
             raise StbenchError(
-                f"--launcher dask: {cluster.where} has {have} worker(s) after {wait_s:g} s; the "
-                f"study's largest world needs {workers} (one rank per worker)"
+                f"--launcher dask: {cluster.where} has {have} worker(s) after {wait_s:g} s; "
+                f"{world} needs {workers} (one rank per worker)"
             )
         time.sleep(0.5)

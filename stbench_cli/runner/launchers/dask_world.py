@@ -219,13 +219,14 @@ def _submit(cluster, cell: CellJob, workers: list[str]) -> list:
 def run_cell(cell: CellJob) -> Outcome:
     cluster, spec = cell.session, cell.spec
     cell.prepare()
-    try:
-        dask_cluster.wait_for(cluster, spec.world_size, dask_cluster.CONNECT_S)
-    except StbenchError as exc:  # workers lost since an earlier cell: this cell cannot run
-        return Outcome(CellResult("failed", str(exc)))
-    workers = cluster.workers()[: spec.world_size]
-    t0 = time.perf_counter()
-    futures = _submit(cluster, cell, workers)
+    try:  # workers lost since an earlier cell (and not replaced): this cell cannot run
+        dask_cluster.wait_for(cluster, spec.world_size, dask_cluster.CONNECT_S, "this cell")
+        workers = cluster.workers()[: spec.world_size]
+        t0 = time.perf_counter()
+        futures = _submit(cluster, cell, workers)
+    except Exception as exc:  # a worker gone while its port or task was asked for, too
+        said = str(exc) if isinstance(exc, StbenchError) else f"{type(exc).__name__}: {exc}"
+        return Outcome(CellResult("failed", said[:400]))
     try:
         seen = _watch(
             cluster, futures, workers, cell.timeout, Stalls(cell.work, cell.stall, spec.world_size)
