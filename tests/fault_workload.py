@@ -12,7 +12,8 @@ does not come back with the cell's next run (a resume then completes the study):
             process ends by os._exit, child/cell.py: here that call aborts, as a native thread
             crashing the interpreter's exit did)
     lost    the rank's node loses its torchrun agent (SIGKILL) mid-training; the rank, orphaned,
-            trains on (2 s a step, so that its world is still training when it is ended)
+            trains on (2 s a step, so that its world is still training when it is ended); under
+            --launcher dask the rank's Dask worker is killed (its nanny starts another)
 """
 
 import os
@@ -43,7 +44,8 @@ def _stuck() -> None:
 
 
 def _lose_node() -> None:
-    if "TORCHELASTIC_RUN_ID" in os.environ:  # the parent is this node's torchrun agent
+    # the parent is this node's torchrun agent, or the Dask worker whose task started the rank
+    if "TORCHELASTIC_RUN_ID" in os.environ or "DASK_SCHEDULER_ADDRESS" in os.environ:
         os.kill(os.getppid(), signal.SIGKILL)
 
 

@@ -130,7 +130,7 @@ def horizon_mae(task, h: int) -> float:
             "bay", 2_000, 2, (3, 6), id="bay-short", marks=pytest.mark.slow
         ),  # generated speeds on the real PeMS-BAY graph
         pytest.param("bay", 6_000, 6, (3, 6, 12), id="bay-long", marks=pytest.mark.slow),
-        pytest.param("chickenpox", 0, 8, (3, 6, 12), id="chickenpox"),
+        pytest.param("chickenpox", 0, 8, (3, 6, 12), id="chickenpox", marks=pytest.mark.slow),
     ],
 )
 def test_beats_persistence(source, steps, epochs, horizons):

@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from stbench.plan.planner import Request, plan_new
 from stbench.runner import envinfo, study
 from stbench.store.files import read_runs
@@ -53,6 +55,7 @@ def test_nan_loss_is_diverged(tmp_path):
     assert row["reason"].startswith("non-finite loss")
 
 
+@pytest.mark.slow
 def test_cuda_without_gpu_is_a_skipped_row(tmp_path):
     p = plan(tmp_path, "faulty", devices=["cpu", "cuda"])
     rows = execute(p)
@@ -60,6 +63,7 @@ def test_cuda_without_gpu_is_a_skipped_row(tmp_path):
     assert rows[1]["reason"].startswith("cuda requested, but no GPU is visible")
 
 
+@pytest.mark.slow
 def test_ddp_two_process_gloo_cell(tmp_path):
     p = plan(
         tmp_path,

@@ -5,6 +5,7 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from stbench.report.judge import Verdict, exit_code, gate
 from stbench.report.read import run_of
@@ -188,6 +189,7 @@ def test_a_cell_that_no_longer_ends_ok_is_a_regression():
     assert len(bad) == 1 and "ended failed" in bad[0].note
 
 
+@pytest.mark.slow
 def test_run_all_plans_one_study_per_registered_workload():
     proc = stbench("run", "--all", "--smoke", "--dry-run")
     assert proc.returncode == 0, proc.stderr

@@ -151,6 +151,7 @@ def test_beats_the_climatological_mean_on_the_real_csv():
     assert result.figures.val_value < 0.5 * climatology
 
 
+@pytest.mark.slow
 @needs_csv
 @pytest.mark.parametrize(
     "setting,message",

@@ -70,6 +70,7 @@ def test_compare_shows_the_good_study_and_names_the_bad_one_in_a_line(results):
     assert digest(folder / "bad") == before  # nothing is ever rewritten
 
 
+@pytest.mark.slow
 def test_report_and_gate_leave_the_bad_study_out_too(results, tmp_path):
     folder, said = results
     proc = stbench("report", folder, "--out", tmp_path / "report")

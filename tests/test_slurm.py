@@ -308,3 +308,41 @@ def test_a_killed_task_ends_its_job_and_the_row_names_the_node(out):
 def test_a_killed_task_ends_its_srun_step_and_the_row_names_the_node(out):
     _, took = _lose_node_1(out, "srun", ("salloc", "-Q", "-N", "2", "--ntasks-per-node=1"))
     assert took < 400
+
+
+def test_dask_jobqueue_slurm_cluster_runs_a_two_rank_cell(out):
+    """--launcher dask with dask-jobqueue's SLURMCluster: the study asks Slurm for its workers
+    (a job per worker), runs a world of one rank per worker, and closes the cluster after."""
+    pytest.importorskip("dask_jobqueue")
+    since = dt.datetime.now().strftime("%Y-%m-%dT%H:%M:%S")
+    stbench(
+        "run",
+        "cnn-strain",
+        "--smoke",
+        "--strategy",
+        "ddp",
+        "--nproc",
+        "2",
+        "--epochs",
+        "1",
+        "--set",
+        "threads=1",
+        "--launcher",
+        "dask",
+        *("--dask", "cluster=slurm", "--dask", "cores=1", "--dask", "memory=2GB"),
+        *("--dask", "walltime=00:10:00"),
+        "--out",
+        out,
+        check=True,
+        timeout=600,
+    )
+    (row,) = _rows(_only_folder(out))
+    assert (row["status"], row["launcher"], row["world_size"]) == ("ok", "dask", "2"), row["reason"]
+    assert float(row["sync_s"]) > 0
+
+    def workers() -> list[str]:
+        return [state.split()[0] for _, name, state in _accounted(since) if name == "dask-worker"]
+
+    # one job per worker, cancelled when the study closed its cluster (sacct may lag a little)
+    _wait_for(lambda: len(workers()) == 2 and "RUNNING" not in workers(), timeout=60)
+    assert set(workers()) <= {"CANCELLED", "COMPLETED"}, workers()

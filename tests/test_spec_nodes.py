@@ -87,7 +87,8 @@ TWO_NODES = RunSpec("w", "cuda", "ddp", 1, 1, world_size=4, nodes=2, params=(("b
             ("gloo",),
             "local",
             "backend mpi is not available in this torch build "
-            "(torch.distributed.is_mpi_available() is False; available: gloo)",
+            "(torch.distributed.is_mpi_available() is False; available: gloo; with --launcher "
+            "mpirun, backend=mpi4py all-reduces DDP's gradients through MPI)",
         ),
         (
             RunSpec("w", "cpu", "ddp", 1, 1, world_size=2, params=(("backend", "nccl"),)),

@@ -108,6 +108,7 @@ def test_compare_shows_time_to_target_where_a_run_reached_it():
     assert "### time to target" not in missed and "0/2" in full
 
 
+@pytest.mark.slow
 def test_progress_into_a_log_is_one_line_per_finished_cell(tmp_path):
     """A Slurm or nohup log gets no live bar: each finished cell is a line as it ends."""
     text = narrow(

@@ -233,10 +233,13 @@ def _leave_world(progress: Heartbeat) -> None:
     down."""
     import torch.distributed as dist
 
+    from . import ddp
+
     progress.phase("leaving the world (destroy_process_group)")
     gc.collect()
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+    ddp.finalize_mpi()  # backend=mpi4py: mpirun fails a job whose process skipped it
     gc.collect()
 
 

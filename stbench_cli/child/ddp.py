@@ -30,6 +30,8 @@ ends, and the time from there to the end of `step()` counts as sync, not compute
 
 import os
 import socket
+import sys
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import torch
@@ -76,6 +78,56 @@ def _timed_allreduce(
     return allreduce_hook(None, bucket)
 
 
+class MpiAllreduce:
+    """backend=mpi4py: DDP's gradient all-reduce through MPI (mpi4py's Allreduce on the
+    bucket's host buffer, in place), the world's other collectives on gloo.
+
+    What this measures is MPI on host memory, as Open MPI moves it between processes (shared
+    memory on one machine, its TCP or fabric transport between machines): not CUDA-aware MPI,
+    whose device buffers never reach this code (the planner keeps backend=mpi4py on cpu). One
+    thread of its own makes every MPI call, bucket after bucket in DDP's order (the same on
+    every rank, as MPI's collectives require); each bucket's future completes when its
+    Allreduce has, so DDP overlaps it with backward exactly as it does gloo's, and sync_s is
+    measured by the same probe."""
+
+    def __init__(self, probe: SyncProbe):
+        from mpi4py import MPI
+
+        self.mpi, self.comm, self.probe = MPI, MPI.COMM_WORLD, probe
+        if (self.comm.size, self.comm.rank) != (dist.get_world_size(), dist.get_rank()):
+            raise RuntimeError(
+                f"backend mpi4py: MPI's world (rank {self.comm.rank} of {self.comm.size}) is not "
+                f"torch's (rank {dist.get_rank()} of {dist.get_world_size()}): start the cell "
+                "with mpirun (--launcher mpirun)"
+            )
+        self.thread = ThreadPoolExecutor(1, thread_name_prefix="mpi4py-allreduce")
+
+    def allreduce(self, tensor: torch.Tensor, future: torch.futures.Future) -> None:
+        try:
+            self.comm.Allreduce(self.mpi.IN_PLACE, tensor.numpy(), op=self.mpi.SUM)
+            future.set_result(tensor.div_(self.comm.size))
+        except Exception as exc:  # the rank's training fails with MPI's own message
+            future.set_exception(exc)
+
+
+def _mpi_allreduce(
+    state: MpiAllreduce, bucket: dist.GradBucket
+) -> torch.futures.Future[torch.Tensor]:
+    if bucket.is_last():  # the same mark as gloo's hook: sync_s means the same for both
+        Variable._execution_engine.queue_callback(state.probe.compute_end)
+    future: torch.futures.Future[torch.Tensor] = torch.futures.Future()
+    state.thread.submit(state.allreduce, bucket.buffer(), future)
+    return future
+
+
+def finalize_mpi() -> None:
+    """MPI_Finalize where this rank initialised MPI (backend=mpi4py): Open MPI's mpirun fails a
+    job one of whose processes ends without it, exit code 0 or not."""
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
+        mpi.Finalize()
+
+
 def world_from_env() -> tuple[int, int, int]:
     """(rank, local_rank, world_size) as torchrun set them; a lone process is (0, 0, 1)."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -96,6 +148,8 @@ def join(
         os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")
         timeout = timedelta(seconds=timeout_s) if timeout_s else None
         backend = backend or accel.device.backend
+        # mpi4py: gloo holds the world; only DDP's gradient all-reduce goes through MPI (wrap)
+        backend = "gloo" if backend == "mpi4py" else backend
         dist.init_process_group(backend=backend, timeout=timeout)
 
 
@@ -120,12 +174,18 @@ def wrap(
     probe: SyncProbe,
     bucket_cap_mb: float = 25.0,
     log_every: int = 100,
+    backend: str = "auto",
 ) -> torch.nn.Module:
+    """DDP with the sync probe's comm hook: the process group's all-reduce, or MPI's where the
+    cell's backend is mpi4py."""
     ids = [accel.device.index] if accel.is_cuda else None
     ddp = torch.nn.parallel.DistributedDataParallel(
         model, device_ids=ids, bucket_cap_mb=bucket_cap_mb
     )
-    ddp.register_comm_hook(probe, _timed_allreduce)
+    if backend == "mpi4py":
+        ddp.register_comm_hook(MpiAllreduce(probe), _mpi_allreduce)
+    else:
+        ddp.register_comm_hook(probe, _timed_allreduce)
     if log_every != 100:  # torch's own default otherwise (see the module's docstring)
         ddp._set_ddp_runtime_logging_sample_rate(log_every)
     return ddp

@@ -67,6 +67,7 @@ class Stepper:
             self.probe,
             cfg.knobs.bucket_cap_mb,
             cfg.knobs.ddp_log_every,
+            cfg.knobs.backend,
         )
         self.progress.phase("compiling the model (its first forward and backward)")
         self.model, self.compile_s, why = strategies.apply_compile(

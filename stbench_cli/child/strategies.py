@@ -69,14 +69,16 @@ def parallelize(
     probe: ddp.SyncProbe,
     bucket_cap_mb: float = 25.0,
     log_every: int = 100,
+    backend: str = "auto",
 ) -> torch.nn.Module:
-    """Step 3: the model as this strategy trains it (placed on the device already)."""
+    """Step 3: the model as this strategy trains it (placed on the device already); `backend`:
+    the cell's, whose gradient all-reduce DDP's comm hook runs (mpi4py: MPI's)."""
     # a world of one (torchrun starts no process group): nothing to sync or shard
     if world_size == 1:
         return model
     if strategy == "fsdp":
         return apply_fsdp(model, accel, world_size)
-    return ddp.wrap(model, accel, probe, bucket_cap_mb, log_every)
+    return ddp.wrap(model, accel, probe, bucket_cap_mb, log_every, backend)
 
 
 def apply_compile(model: torch.nn.Module, mode: str, one_pass, accel: Accelerator) -> tuple:

@@ -17,6 +17,7 @@ from .options import (
     AllWorkloads,
     Batches,
     Budget,
+    Dask,
     Devices,
     DryRun,
     Epochs,
@@ -124,7 +125,12 @@ class RunRequest:
             )
         if named:
             registry.get(self.matrix.workload)  # an unknown name lists the valid ones
-        make_launch(self.matrix.launcher, list(self.matrix.slurm), self.matrix.timeout)
+        make_launch(
+            self.matrix.launcher,
+            list(self.matrix.slurm),
+            self.matrix.timeout,
+            list(self.matrix.dask),
+        )
         for flag, seconds in (
             ("--stall-limit", self.stall),
             ("--budget", self.budget),
@@ -158,6 +164,7 @@ def run(
     stall_limit: StallLimit = None,
     launcher: Launcher = None,
     slurm: Slurm = None,
+    dask: Dask = None,
     price: Price = None,
     expect: Expect = None,
     dry_run: DryRun = False,
@@ -197,6 +204,7 @@ def run(
             nnodes=tuple(nnodes or ()),
             launcher=launcher or "local",
             slurm=tuple(slurm or ()),
+            dask=tuple(dask or ()),
             timeout=timeout,
             prices=tuple(prices_given(price).items()),
         ),

@@ -94,8 +94,9 @@ class TrainerParams:
     )
     backend: str = _knob(
         "auto",
-        "torch.distributed backend of a multi-process cell (auto: nccl on CUDA, gloo on CPU)",
-        ("auto", "nccl", "gloo", "mpi"),
+        "torch.distributed backend of a multi-process cell (auto: nccl on CUDA, gloo on CPU); "
+        "mpi4py: gloo, with DDP's gradient all-reduce through MPI (--launcher mpirun, cpu)",
+        ("auto", "nccl", "gloo", "mpi", "mpi4py"),
     )
     bucket_cap_mb: float = _knob(
         25.0, "DDP gradient bucket size in MiB (torch's default: 25)", minimum=0.0

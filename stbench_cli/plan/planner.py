@@ -53,6 +53,7 @@ class Request:
     nnodes: tuple[int, ...] = ()
     launcher: str = "local"
     slurm: tuple[str, ...] = ()  # --slurm key=value
+    dask: tuple[str, ...] = ()  # --dask key=value
     timeout: float | None = None  # seconds per cell (a Slurm job's time limit)
     prices: tuple[tuple[str, float], ...] = ()  # USD per device-hour (--price; issue 32)
 
@@ -178,7 +179,7 @@ def matrix_of(w: Workload, req: Request) -> MatrixSpec:
 
 def plan_new(req: Request, env: EnvInfo, command: tuple[str, ...] = ()) -> Plan:
     w = registry.get(req.workload)
-    launch = make_launch(req.launcher, list(req.slurm), req.timeout)
+    launch = make_launch(req.launcher, list(req.slurm), req.timeout, list(req.dask))
     matrix = matrix_of(w, req)
     cells = expand(matrix)
     skips = {c.run_id: r for c in cells if (r := cell_skip(c, env, w, launch.kind))}

@@ -7,6 +7,7 @@ from __future__ import annotations
 from ..contract import Workload
 from ..device import is_cuda, parse
 from ..store.machine import EnvInfo
+from .launcher_config import ELSEWHERE
 from .spec import RunSpec
 
 
@@ -25,25 +26,50 @@ def skip_reason(
             f"(supported: {', '.join(strategies)})"
         )
     if run.distributed:
-        reason = _backend_reason(run, backends)
+        reason = _backend_reason(run, backends, launcher)
         if reason:
             return reason
-    # A Slurm job's GPUs are those of the nodes it gets, not of the machine that submits it.
-    if is_cuda(run.device) and launcher != "slurm":
+    # A Slurm job's or Dask worker's GPUs are those of its node, not of the machine that
+    # submits it.
+    if is_cuda(run.device) and launcher not in ELSEWHERE:
         return _cuda_reason(run, gpu_count, launcher)
     return None
 
 
-def _backend_reason(run: RunSpec, backends: tuple[str, ...]) -> str | None:
+MPI4PY = "with --launcher mpirun, backend=mpi4py all-reduces DDP's gradients through MPI"
+
+
+def _backend_reason(run: RunSpec, backends: tuple[str, ...], launcher: str) -> str | None:
     backend = run.backend
+    if backend == "mpi4py":
+        return _mpi4py_reason(run, launcher)
     if backends and backend not in backends:
+        hint = f"; {MPI4PY}" if backend == "mpi" else ""
         return (
             f"backend {backend} is not available in this torch build "
             f"(torch.distributed.is_{backend}_available() is False; "
-            f"available: {', '.join(backends)})"
+            f"available: {', '.join(backends)}{hint})"
         )
     if backend == "nccl" and not is_cuda(run.device):
         return "backend nccl needs CUDA devices; on cpu use backend gloo (or auto)"
+    return None
+
+
+def _mpi4py_reason(run: RunSpec, launcher: str) -> str | None:
+    """backend=mpi4py is a DDP comm hook over MPI_COMM_WORLD on host buffers (child/ddp.py):
+    a ddp cell, on cpu, in a world mpirun started (MPI's ranks are then torch's)."""
+    if launcher != "mpirun":
+        return "backend mpi4py needs the world started by mpirun (--launcher mpirun)"
+    if run.strategy != "ddp":
+        return (
+            f"backend mpi4py is DDP's gradient all-reduce (a comm hook); {run.strategy}'s "
+            "collectives would all run on gloo"
+        )
+    if is_cuda(run.device):
+        return (
+            "backend mpi4py reduces host buffers (MPI on host memory, not CUDA-aware MPI); "
+            "run it on cpu"
+        )
     return None
 
 

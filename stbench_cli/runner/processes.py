@@ -52,6 +52,8 @@ class CellJob:
     launch: Launch = Launch()
     gpu_uuids: tuple[str, ...] = ()  # the GPUs of this machine the cell uses, for the sampler
     stall: float | None = None  # --stall-limit: None derives it from the cell's progress
+    # what the launcher opened for the study (launchers.opened: a Dask cluster), else None
+    session: object = field(default=None, compare=False, repr=False)
 
     @property
     def child_args(self) -> tuple[str, ...]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from ..device import parse
 from ..errors import StbenchError
 from ..plan import registry
+from ..plan.launcher_config import ELSEWHERE
 from ..plan.planner import Plan
 from ..plan.spec import RunSpec
 from ..store.conditions import conditions
@@ -202,7 +203,8 @@ def run_study(
         timeout = plan.manifest.get("timeout_s")
     if stall is None:
         stall = plan.manifest.get("stall_limit_s")
-    with FolderLock(plan.folder):
+    # a Dask cluster is reached (or started) before the lock: one that is not there is a line
+    with launchers.opened(plan) as session, FolderLock(plan.folder):
         on_begin()
         job = partial(
             CellJob,
@@ -212,6 +214,7 @@ def run_study(
             profile=plan.profile,
             launch=plan.launch,
             stall=stall,
+            session=session,
         )
         return _run_cells(plan, env, job, on_start, on_done)
 
@@ -259,10 +262,10 @@ def _peaks_and_manifest(plan: Plan, env: EnvInfo, job: partial) -> tuple[dict, d
     folder (a resumed study), or the plan's with the peaks and limits, written now."""
     folder = plan.folder
     devices = sorted({c.device for c in plan.cells if c.run_id not in plan.skips})
-    # Slurm jobs run on other machines than this one (a login node, maybe without a GPU): this
-    # machine's peaks would say nothing about them.
+    # Slurm jobs and Dask workers run on other machines than this one (a login node, maybe
+    # without a GPU): this machine's peaks would say nothing about them.
     bf16 = tuple(sorted({c.device for c in plan.cells if c.param_dict["precision"] == "bf16"}))
-    peaks = envinfo.peaks(env, devices, bf16=bf16) if plan.launch.kind != "slurm" else {}
+    peaks = envinfo.peaks(env, devices, bf16=bf16) if plan.launch.kind not in ELSEWHERE else {}
     if (folder / "manifest.json").exists():
         return peaks, read_manifest(folder)
     lost = {f"peak {d}": p["unavailable"] for d, p in peaks.items() if "unavailable" in p}

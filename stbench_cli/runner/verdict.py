@@ -29,13 +29,20 @@ from ..store.progress import Beat
 _SUMMARY = re.compile(
     r"rank\s*: (\d+) \(local_rank: \d+\)\s*\n\s*exitcode\s*: (-?\d+) \(pid: \d+\)"
 )
+# Open MPI's mpirun on the rank that ended its job: a non-zero exit, or a signal
+_MPI_EXIT = re.compile(r"Process name: \[\[\d+,\d+\],(\d+)\]\s*\n\s*Exit code:\s*(-?\d+)")
+_MPI_SIGNAL = re.compile(r"process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)")
 _SRUN = re.compile(r"^srun: error: (\S+): tasks? (\d+): (.+)$", re.MULTILINE)
 _TORCHRUN_EXIT = re.compile(r"torchrun on node (\d+) exited with code (-?\d+)")  # slurm.run_node
 # a line of torchrun's agent (its logger, its summary, its own traceback), not of a rank
 _AGENT = re.compile(
     r"^([IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ .*torch/distributed/|USDT:|\[[IWE]\d{4} )"
 )
-_AGENT_FAILED = re.compile(r"failed \(exitcode: |ChildFailedError|^srun: error: ", re.MULTILINE)
+_AGENT_FAILED = re.compile(
+    r"failed \(exitcode: |ChildFailedError|^srun: error: "
+    r"|^Primary job +terminated|^mpirun (noticed|detected)",
+    re.MULTILINE,
+)
 # what a process that dies of a signal prints last (the C++ runtime, glibc, Python's faulthandler)
 _FATAL = re.compile(
     r"^(terminate called.*|Fatal Python error: .*|Segmentation fault.*|\*\*\* .*"
@@ -69,10 +76,13 @@ def how(code: int, rank: bool = True) -> str:
 
 
 def rank_exits(log: str) -> dict[int, int]:
-    """Rank -> exit code of every failed rank torchrun's agents reported, first report first."""
+    """Rank -> exit code of every failed rank torchrun's agents (or mpirun) reported, first
+    report first (a signal as a negative code)."""
     out: dict[int, int] = {}
-    for rank, code in _SUMMARY.findall(log):
+    for rank, code in _SUMMARY.findall(log) + _MPI_EXIT.findall(log):
         out.setdefault(int(rank), int(code))
+    for rank, number in _MPI_SIGNAL.findall(log):
+        out.setdefault(int(rank), -int(number))
     return out
 
 
@@ -108,8 +118,12 @@ def node_of(spec: RunSpec, rank: int, beats: dict[int, Beat]) -> int:
     return beats[rank].node if rank in beats else rank // max(spec.nproc_per_node, 1)
 
 
-def rank_words(spec: RunSpec, rank: int, beats: dict[int, Beat]) -> str:
-    return f"rank {rank} (node {node_of(spec, rank, beats)})" if spec.world_size > 1 else "the cell"
+def rank_words(spec: RunSpec, rank: int, beats: dict[int, Beat], places=None) -> str:
+    """A rank with where it ran: its node, or `places[rank]` where the launcher knows better
+    (a Dask rank's worker)."""
+    if spec.world_size == 1:
+        return "the cell"
+    return f"rank {rank} ({(places or {}).get(rank) or f'node {node_of(spec, rank, beats)}'})"
 
 
 def when(rank: int, beats: dict[int, Beat]) -> str:
@@ -150,7 +164,7 @@ def _abrupt(exits: dict[int, int], results: dict[int, CellResult]) -> list[int]:
 
 
 def _own_failure(
-    spec: RunSpec, results: dict[int, CellResult], beats, peers: bool = True
+    spec: RunSpec, results: dict[int, CellResult], beats, peers: bool = True, places=None
 ) -> tuple[str, str] | None:
     """The status and reason of the rank that failed first of its own accord: one whose error
     is not a lost peer, rank 0 first (`peers`: else one that lost its peer); a reason not rank
@@ -161,7 +175,7 @@ def _own_failure(
         return None
     reason = results[first].reason
     if first != 0:
-        reason = f"{rank_words(spec, first, beats)}: {reason}"
+        reason = f"{rank_words(spec, first, beats, places)}: {reason}"
     return results[first].status, reason
 
 
@@ -187,14 +201,19 @@ def cause(
     log: str,
     results: dict[int, CellResult],
     beats: dict[int, Beat],
+    exits: dict[int, int] | None = None,
+    places: dict[int, str] | None = None,
 ) -> tuple[str, str]:
     """(status, reason) of a cell whose process `first` = (index, code, role) ended non-zero
-    first. role: "agent" (torchrun's agent of node `index`), "cell" (the rank itself), "step"
-    (an srun step of every node), "job" (a Slurm job)."""
+    first. role: "agent" (torchrun's agent of node `index`), "cell" (the rank itself), "rank"
+    (rank `index` itself, a Dask task's process), "step" (an srun step of every node),
+    "mpirun" (Open MPI's mpirun of every rank), "job" (a Slurm job). `exits`: each rank's exit
+    code where the launcher saw every rank's (Dask), else torchrun's or mpirun's report;
+    `places`: where each rank ran, in words, where the launcher knows (a Dask worker)."""
     index, code, role = first
     if role == "agent" and code < 0:
         return "failed", _node_lost(spec, index, code, beats)
-    exits = rank_exits(log) or ({0: code} if role == "cell" else {})
+    exits = exits or rank_exits(log) or ({index: code} if role in ("cell", "rank") else {})
     task = slurm_task(log)
     abrupt = _abrupt(exits, results)
     if any(r.status != "ok" for r in results.values()):
@@ -205,17 +224,21 @@ def cause(
         said = f"{how(exits[rank])} {when(rank, beats)}"
         words = fatal_line(log) if world else last_words(log)
         last = f"{'its last words' if world else 'last log line'}: {words}" if words else ""
-        who = f"{rank_words(spec, rank, beats)} " if world else ""
+        who = f"{rank_words(spec, rank, beats, places)} " if world else ""
         return "failed", _join(task, f"{who}{said}", last)
-    own = _own_failure(spec, results, beats, peers=not task)  # a task's end cut them off
+    own = _own_failure(spec, results, beats, not task, places)  # a task's end cut them off
     if own is not None:
         return own[0], _join(task, own[1])
     if task:
         node = srun_tasks(log)[0][1]
         return "failed", task + _on_node(spec, node, beats)
-    by = {"agent": f"node {index}'s torchrun agent ", "step": "the srun step "}.get(role, "")
+    by = {
+        "agent": f"node {index}'s torchrun agent ",
+        "step": "the srun step ",
+        "mpirun": "mpirun ",
+    }.get(role, "")
     return "failed", _join(
-        task, f"{by}{how(code, rank=role == 'cell')}" if code else "", last_words(log)
+        task, f"{by}{how(code, rank=role in ('cell', 'rank'))}" if code else "", last_words(log)
     )
 
 
@@ -225,22 +248,30 @@ def judge(
     log: str,
     results: dict[int, CellResult],
     beats: dict[int, Beat],
+    exits: dict[int, int] | None = None,
+    places: dict[int, str] | None = None,
 ) -> CellResult:
     """The cell's result: rank 0's when every process ended well; else what went wrong first,
-    with rank 0's figures kept when it had written them (the row is not ok all the same)."""
+    with rank 0's figures kept when it had written them (the row is not ok all the same).
+    `exits`, `places`: as `cause` takes them."""
     written = results.get(0)
     if first is None:
         return written or CellResult(
             "failed", _join("every process exited 0, but rank 0 wrote no result", last_words(log))
         )
-    status, reason = cause(spec, first, log, results, beats)
+    status, reason = cause(spec, first, log, results, beats, exits, places)
     if written is not None and written.status == "ok":
         return replace(written, status=status, reason=f"{reason} (rank 0's figures kept)")
     return CellResult(status, reason)
 
 
 def hung(
-    spec: RunSpec, idle_s: float, limit_s: float, user: float | None, beats: dict[int, Beat]
+    spec: RunSpec,
+    idle_s: float,
+    limit_s: float,
+    user: float | None,
+    beats: dict[int, Beat],
+    places: dict[int, str] | None = None,
 ) -> CellResult:
     """The row of a cell the stall watchdog killed: how long nothing moved, the limit and why,
     and where every rank stopped (a rank with no beat never started, or never reached its
@@ -260,7 +291,7 @@ def hung(
     where = []
     for rank in range(spec.world_size):
         said = when(rank, beats) if rank in beats else "never reported: it never started or joined"
-        where.append(f"{rank_words(spec, rank, beats)} {said}")
+        where.append(f"{rank_words(spec, rank, beats, places)} {said}")
     if not beats and spec.nodes > 1:  # torchrun's agents wait in their rendezvous for every node
         where = ["no rank started: a node's torchrun agent never joined the rendezvous"]
     return CellResult(

@@ -14,12 +14,21 @@ def build(params: dict, ctx: BuildContext):
     return make_task(params, ctx)
 
 
+def skip(params: dict, batch_size: int, device: str, memory: dict) -> str | None:
+    if params["batching"] == "dask-index" and params["workers"]:
+        return (
+            "batching=dask-index fetches each batch through the rank's Dask client, which a "
+            "DataLoader worker process does not have: workers=0"
+        )
+    return None
+
+
 _PAPER = {"batch_size": 64, "epochs": 1, "lr": 0.01}
 
 WORKLOAD = Workload(
     name="dcrnn-pems",
     summary="DCRNN traffic forecasting; data memory of base vs index vs gpu-index batching, "
-    "DDP with sharded data",
+    "DDP with sharded data, the series on a Dask cluster",
     params=(
         Param(
             "data",
@@ -46,8 +55,9 @@ WORKLOAD = Workload(
             "batching",
             str,
             "index",
-            "how windows are made",
-            ("base", "index", "gpu-index", "sharded-index"),
+            "how windows are made (dask-index: from a Dask array of the series persisted on "
+            "the cluster's workers, --launcher dask)",
+            ("base", "index", "gpu-index", "sharded-index", "dask-index"),
         ),
         Param(
             "model",
@@ -115,6 +125,7 @@ WORKLOAD = Workload(
     target_ratio=0.7,
     target_note="val MAE at 70% of the historical average's (per sensor and time of week)",
     check=source.check,
+    skip=skip,
     strategies=("single", "ddp", "zero1", "fsdp"),
     data_sources=(
         "generated speeds on the real PeMS-BAY / METR-LA graphs or on generated graphs",

@@ -231,6 +231,13 @@ def load_series(params: dict, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return speeds, adj
 
 
+def load_adj(params: dict, seed: int) -> np.ndarray:
+    """The adjacency alone, for a rank whose series lives elsewhere (batching=dask-index)."""
+    if params["data"].endswith(".json"):
+        return load_chickenpox(params["data"])[1]
+    return load_graph(params, seed)[1]
+
+
 def check(params: dict) -> None:
     """Parent-side check of the graph and speed files a cell would read."""
     if params["data"].endswith(".json"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -12,10 +13,16 @@ from stbench.contract import BuildContext, Data, Metric, Model, Optim, Task, ten
 
 from . import graph
 from .model import DCRNN, TinyDCRNN
-from .source import STEP_MINUTES, historical_average_mae, load_series
+from .source import STEP_MINUTES, historical_average_mae, load_adj, load_series
 from .windows import IndexWindows, materialize
 
-PLACEMENT = {"base": "host", "index": "host", "gpu-index": "device", "sharded-index": "sharded"}
+PLACEMENT = {
+    "base": "host",
+    "index": "host",
+    "gpu-index": "device",
+    "sharded-index": "sharded",
+    "dask-index": "sharded",  # each rank's own part of the windows, fetched from its worker
+}
 
 
 def masked_mae(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -76,7 +83,24 @@ def _windows(
     return train, val
 
 
-def make_task(params: dict, ctx: BuildContext) -> Task:
+@dataclass(frozen=True)
+class Windows:
+    """A cell's data, however its batching mode made it: the windows, the graph, the training
+    statistics and baseline, and what the data occupies per rank."""
+
+    train: object
+    val: object
+    adj: np.ndarray
+    mean: float
+    std: float
+    naive: float
+    source: str
+    mb: float
+    extras: dict
+
+
+def _in_this_process(params: dict, ctx: BuildContext) -> Windows:
+    """base, index, gpu-index, sharded-index: the series loaded by the rank itself."""
     speeds, adj = load_series(params, ctx.seed)
     t = speeds.shape[0]
     n_windows = t - params["in_steps"] - params["horizon"] + 1
@@ -85,7 +109,37 @@ def make_task(params: dict, ctx: BuildContext) -> Task:
     observed = train_rows[train_rows != 0]
     mean, std = float(observed.mean()), float(observed.std())  # training statistics
     train, val = _windows(speeds, params, ctx, n_train, n_val, mean, std)
-    supports = graph.random_walk_supports(adj)
+    naive = historical_average_mae(speeds, n_train, n_val, params)
+    source = f"{Path(params['data']).name}:{speeds.shape[1]} sensors x {t} steps"
+    return Windows(train, val, adj, mean, std, naive, source, _data_mb(train, val), {})
+
+
+def _on_dask(params: dict, ctx: BuildContext) -> Windows:
+    """dask-index: the series persisted across a Dask cluster's workers (dask_series.py); the
+    rank's training windows are its contiguous part, as sharded-index cuts them."""
+    from .dask_series import DaskWindows, Series
+
+    series = Series(params, ctx.seed, ctx.world_size, ctx.rank)
+    st = series.stats
+    per_rank = st["n_train"] // ctx.world_size
+    windows = partial(DaskWindows, series, st["mean"], st["std"], params)
+    source = f"{Path(params['data']).name}:{st['sensors']} sensors x {st['steps']} steps"
+    return Windows(
+        windows(ctx.rank * per_rank, per_rank),
+        windows(st["n_train"], st["n_val"]),
+        load_adj(params, ctx.seed),
+        st["mean"],
+        st["std"],
+        st["naive"],
+        source,
+        series.mb(series.worker),  # this rank's part, as its worker holds it
+        {"dask_cluster_mb": series.mb()},
+    )
+
+
+def make_task(params: dict, ctx: BuildContext) -> Task:
+    w = (_on_dask if params["batching"] == "dask-index" else _in_this_process)(params, ctx)
+    supports = graph.random_walk_supports(w.adj)
     torch.manual_seed(ctx.seed)
     if params["model"] == "tiny":
         model = TinyDCRNN(
@@ -102,13 +156,10 @@ def make_task(params: dict, ctx: BuildContext) -> Task:
             params["cl_decay_steps"],
             params["checkpoint"],
         )
+    mean, std = w.mean, w.std
     return Task(
         data=Data(
-            train,
-            val,
-            source=f"{Path(params['data']).name}:{speeds.shape[1]} sensors x {t} steps",
-            mb=_data_mb(train, val),
-            placement=PLACEMENT[params["batching"]],
+            w.train, w.val, source=w.source, mb=w.mb, placement=PLACEMENT[params["batching"]]
         ),
         model=Model(
             model, partial(_loss, mean=mean, std=std), partial(_predict, mean=mean, std=std)
@@ -116,13 +167,16 @@ def make_task(params: dict, ctx: BuildContext) -> Task:
         metric=Metric(
             "val_masked_mae",
             sum=lambda p, y: ((p - y).abs() * (y != 0)).sum(),
-            naive=historical_average_mae(speeds, n_train, n_val, params),
+            naive=w.naive,
             count=lambda y: (y != 0).sum(),
         ),  # a device tensor: no sync per batch
         optim=Optim(
             partial(torch.optim.Adam, eps=params["adam_eps"]), clip_grad_norm=params["clip"] or None
         ),
-        extras=lambda: {"checkpoint_segments": model.checkpoint_segments(params["in_steps"])},
+        extras=lambda: {
+            "checkpoint_segments": model.checkpoint_segments(params["in_steps"]),
+            **w.extras,
+        },
     )
 
 
