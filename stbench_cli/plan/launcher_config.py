@@ -80,18 +80,23 @@ class Launch:
         return cls(d["kind"], tuple(sorted(d["slurm"].items())), tuple(sorted(dask.items())))
 
 
-def parse_slurm(texts: list[str]) -> tuple[tuple[str, object], ...]:
-    """`--slurm partition=gpu --slurm cpus_per_task=8` -> sorted (key, value) pairs, checked."""
-    out: dict[str, object] = {}
+def _pairs(flag: str, texts: list[str], example: str, reserved: dict[str, str]):
+    """Each `KEY=VALUE` of a repeated option as (key, value), a key's dashes as underscores;
+    a malformed one, or a key stbench sets itself, is one line."""
     for text in texts:
         key, sep, value = (part.strip() for part in text.partition("="))
         key = key.replace("-", "_")
         if not sep or not value or not _KEY.match(key):
-            raise StbenchError(
-                f"--slurm {text!r} is malformed; expected key=value, e.g. partition=gpu"
-            )
-        if key in RESERVED:
-            raise StbenchError(f"--slurm {key} is set by stbench ({RESERVED[key]}); leave it out")
+            raise StbenchError(f"{flag} {text!r} is malformed; expected key=value, e.g. {example}")
+        if key in reserved:
+            raise StbenchError(f"{flag} {key} is set by stbench ({reserved[key]}); leave it out")
+        yield key, value
+
+
+def parse_slurm(texts: list[str]) -> tuple[tuple[str, object], ...]:
+    """`--slurm partition=gpu --slurm cpus_per_task=8` -> sorted (key, value) pairs, checked."""
+    out: dict[str, object] = {}
+    for key, value in _pairs("--slurm", texts, "partition=gpu", RESERVED):
         if key in TYPED:
             try:
                 out[key] = TYPED[key](value)
@@ -113,15 +118,7 @@ def parse_dask(texts: list[str]) -> tuple[tuple[str, object], ...]:
     """`--dask scheduler=tcp://host:8786`, `--dask cluster=slurm --dask cores=4 …` -> sorted
     (key, value) pairs, checked: at most one of WHERE, a cluster's options only with a cluster."""
     out: dict[str, object] = {}
-    for text in texts:
-        key, sep, value = (part.strip() for part in text.partition("="))
-        key = key.replace("-", "_")
-        if not sep or not value or not _KEY.match(key):
-            raise StbenchError(
-                f"--dask {text!r} is malformed; expected key=value, e.g. scheduler=tcp://host:8786"
-            )
-        if key in DASK_RESERVED:
-            raise StbenchError(f"--dask {key} is set by stbench ({DASK_RESERVED[key]})")
+    for key, value in _pairs("--dask", texts, "scheduler=tcp://host:8786", DASK_RESERVED):
         if key in LISTS:
             out[key] = (*out.get(key, ()), value)
         else:

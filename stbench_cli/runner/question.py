@@ -9,13 +9,11 @@ wall seconds the study has taken, cannot pay for the next round.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 from ..plan import question
-from ..plan.planner import Plan, plan_resume, plan_round
-from ..store.manifest import write_manifest
-from .lock import FolderLock
+from ..plan.planner import Plan
+from .rounds import add_rounds
 
 
 def answer(
@@ -29,21 +27,10 @@ def answer(
     and they fit in `budget_s` (wall seconds, the planned rounds included). Every row."""
     record = plan.manifest["question"]
     param, defaults = record["size"]["param"], record["defaults"]
-    started = time.monotonic()
-    left = plan.remaining.cells
-    rows = run(plan)
-    # a cell's cost as measured here: what a round of the kept cells will take
-    cell_s = (time.monotonic() - started) / max(len(left), 1)
-    while True:
-        left_s = budget_s - (time.monotonic() - started)
-        full = record.get("rounds", question.FULL_ROUNDS)
+    full = record.get("rounds", question.FULL_ROUNDS)
+
+    def open_sizes(plan: Plan, rows: list[dict], left_s: float, cell_s: float):
         decision = question.decide(plan.cells, rows, param, defaults, left_s, cell_s, full)
-        say(f"gpu-vs-cpu: {decision.why}")
-        if not decision.cells:
-            return rows
-        with FolderLock(plan.folder):  # the manifest is the study's: no other parent writes it
-            plan = plan_round(plan_resume(None, plan.folder, env), env, frozenset(decision.cells))
-            write_manifest(plan.folder, plan.manifest)
-        began = time.monotonic()
-        rows = run(plan)
-        cell_s = (time.monotonic() - began) / len(decision.cells)
+        return f"gpu-vs-cpu: {decision.why}", frozenset(decision.cells)
+
+    return add_rounds(plan, env, budget_s, run, say, open_sizes)
