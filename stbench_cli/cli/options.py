@@ -88,19 +88,17 @@ Launcher = Annotated[
     str | None,
     typer.Option(
         metavar="NAME",
-        help="local (this machine; N loopback agents for --nnodes N), "
-        "slurm (a job per cell via submitit), srun (inside an allocation), "
-        "dask (a rank per worker of a Dask cluster, see --dask), "
-        "mpirun (this machine's ranks under Open MPI, for --set backend=mpi4py)",
+        help="local (default), slurm (submitit), srun (in an allocation), dask (see --dask), "
+        "mpirun (Open MPI)",
     ),
 ]
 Dask = Annotated[
     list[str] | None,
     typer.Option(
         "--dask",
-        help="for --launcher dask: scheduler=ADDRESS, scheduler_file=PATH, or cluster="
-        "local|slurm|pbs|lsf|sge|htcondor with that class's options (cores=4, memory=16GB, "
-        "queue=...); none: Dask's own configuration (DASK_SCHEDULER_ADDRESS)",
+        metavar="KEY=VALUE",
+        help="scheduler=ADDRESS, scheduler_file=PATH or cluster=local|slurm|pbs|... with its "
+        "options (docs/cluster.md); none: Dask's configuration",
     ),
 ]
 Slurm = Annotated[

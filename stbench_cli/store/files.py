@@ -186,7 +186,9 @@ def find_folders(paths: list[Path]) -> list[Path]:
         inner = sorted(q.parent for q in p.glob("*/runs.csv"))
         inner += sorted(q.parent for t in find_tunes([p]) for q in t.glob("*/runs.csv"))
         if not inner:
-            raise StbenchError(f"{p} holds no result folder (no runs.csv in it or its sub-folders)")
+            raise StbenchError(
+                f"{p} holds no result folder (no runs.csv in it or in a folder directly in it)"
+            )
         found.extend(dict.fromkeys(inner))
     return found
 
