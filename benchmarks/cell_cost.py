@@ -56,6 +56,8 @@ def before_tree(rev: str, scratch: Path) -> dict[str, str]:
 
 
 def rows(folder: Path) -> list[dict]:
+    # read as text, not by store.files.read_runs: REV's stbench may write a schema this one
+    # refuses, and only the row count and wall_s are needed
     found = list(folder.glob("*/runs.csv"))
     if not found:
         return []

@@ -17,7 +17,6 @@ it prints numbers and asserts nothing.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import statistics
@@ -28,6 +27,7 @@ import time
 from pathlib import Path
 
 from stbench.runner.hostprep import measure_others
+from stbench.store.files import read_runs
 
 CELL = ("stnn", "--set", "grid=60x168", "--set", "relations=sparse", "--epochs", "1")
 
@@ -57,11 +57,11 @@ def one_cell(threads: int, budget: float, out: Path) -> dict:
     ]
     subprocess.run(cmd, capture_output=True, text=True, check=False)
     (folder,) = set(out.iterdir()) - before
-    row = next(csv.DictReader(open(folder / "runs.csv")))
+    (row,) = read_runs(folder)
     return {
         "threads_asked": threads,
-        "threads": int(row["threads"] or 0),
-        "steps_per_s": float(row["steps_per_s"] or "nan"),
+        "threads": row.get("threads", 0),
+        "steps_per_s": row.get("steps_per_s", float("nan")),
         "status": row["status"],
         "threads_why": row["threads_why"],
         "contended": row["contended"],

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import os
 import shutil
 import statistics
@@ -103,7 +102,7 @@ def _run(plan) -> list[tuple[dict, float]]:
 def _print(rows: list[tuple[dict, float]]) -> None:
     print("| fault | s (start to row) | status | reason |\n|---|---|---|---|")
     for row, took in rows:
-        fault = json.loads(row["params"])["fault"]
+        fault = row.params["fault"]
         print(f"| {fault} | {took:.1f} | {row['status']} | {row['reason']} |", flush=True)
 
 

@@ -15,7 +15,6 @@ A benchmark, not a test: it prints numbers and asserts nothing.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import statistics
 import subprocess
@@ -23,6 +22,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from stbench.store.files import read_runs
 
 COLUMNS = ("train_s", "data_s", "compute_s")
 
@@ -108,8 +109,8 @@ def stbench_cell(
             out,
         ]
         subprocess.run(cmd, check=True, capture_output=True, text=True)
-        (row,) = csv.DictReader(next(Path(out).glob("*/runs.csv")).open())
-    return {**{c: float(row[c]) for c in COLUMNS}, "loss": float(row["final_train_loss"])}
+        (row,) = read_runs(next(Path(out).glob("*/runs.csv")).parent)
+    return {**{c: row[c] for c in COLUMNS}, "loss": row["final_train_loss"]}
 
 
 def run_notebook(epochs: int, threads: int, keep: bool) -> dict:

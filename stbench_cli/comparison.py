@@ -5,8 +5,7 @@ the gate judging a new run against a baseline, the report's findings and the GPU
 verdicts all hold one cell against another. They do it with what this module holds, pure and
 pandas-free (as stats.py, every layer may use it):
 
-- `number`: a value read back from a file or a frame as a float, None where there is none (an
-  empty field, NaN, text);
+- `number`: a Run's or a frame's value as a float, None where there is none (None, NaN);
 - `measured`: a run's value of a measure (samples/s over every step computed from its steps);
 - `by_round`: a cell's values by round, its ok runs only (rounds pair: a round's cells saw the
   same machine), and `median` of values;
@@ -35,7 +34,7 @@ HIGHER_IS_BETTER = frozenset(
 
 def number(value) -> float | None:
     """A value as a float: None where there is none (None, "", NaN, inf, text that is no
-    number). Rows come back from files as text and from frames with NaN for a gap."""
+    number). A Run has None for a gap, a frame NaN; a test's row may still be text."""
     if isinstance(value, bool):
         return float(value)
     if value is None or value == "":
@@ -80,22 +79,14 @@ def column_median(rows: Iterable[Mapping], measure: str) -> float | None:
 
 
 def asks_target(rows: Sequence[Mapping]) -> bool:
-    """Whether the runs train to a target: under a time budget or stopping at it (their params
-    as a dict, or a row's `params` read back)."""
+    """Whether the runs train to a target: under a time budget or stopping at it (a Run's or
+    a frame row's `params`, a dict)."""
     return any(_param(r, "time_budget") or _param(r, "stop_at_target") for r in rows)
 
 
-def _param(row: Mapping, name: str) -> object:
-    params = row.get("params") or {}
-    if isinstance(params, str):
-        import json
-
-        try:
-            params = json.loads(params)
-        except ValueError:
-            params = {}
-    value = params.get(name)
-    return value not in (None, "", 0, 0.0, False, "0", "false", "False")
+def _param(row: Mapping, name: str) -> bool:
+    value = (row.get("params") or {}).get(name)
+    return value not in (None, "", 0, 0.0, False)
 
 
 SPEED, LEARNING = "speed", "learning"  # what a tune's lever changes (plan.levers)

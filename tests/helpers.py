@@ -71,7 +71,7 @@ def committed_copy(dest: Path, root: Path = ROOT) -> Path:
 def study_of(rows: list[dict], name: str = "", question: str = ""):
     """Hand-made runs.csv rows (text, as read; or values, as written) as the report's Study."""
     from stbench.report.model import study
-    from stbench.report.read import run_of
+    from stbench.store.rows import run_of
 
     return study([run_of(r, str(r.get("study", ""))) for r in rows], name, question)
 

@@ -2,7 +2,6 @@
 with its reason, the load is checked before each cell, and a cell whose cores other processes
 took is marked in its row."""
 
-import json
 import subprocess
 import sys
 from collections import namedtuple
@@ -13,12 +12,12 @@ from stbench.child import cpu
 from stbench.contract import TrainerParams
 from stbench.plan.threads import ThreadChoice, busy_cores, choose
 from stbench.report.judge import noise_flags
-from stbench.report.read import run_of
 from stbench.runner.hostprep import others_cores
 from stbench.runner.study import busy_threads
 from stbench.store import host
 from stbench.store.conditions import conditions, contention
 from stbench.store.files import read_runs
+from stbench.store.rows import run_of
 from tests.helpers import stbench
 
 
@@ -157,12 +156,12 @@ def test_a_cell_beside_a_busy_core_gets_fewer_threads_and_says_why(tmp_path):
     (folder,) = (tmp_path / "out").iterdir()
     (row,) = read_runs(folder)
     physical = host.physical_cores()
-    assert int(row["threads"]) <= physical - 1  # other load can only take more cores away
+    assert row["threads"] <= physical - 1  # other load can only take more cores away
     assert row["threads_why"].startswith(f"auto: {physical} physical cores less ")
-    assert row["threads_physical"] == str(physical) and row["threads_for_load"] == "True"
-    assert float(row["others_cpu_before_pct"]) >= 100 / int(row["cores"]) * 0.5
-    assert row["contended"] in ("True", "False") and row["interop_threads"]
-    assert json.loads(row["params"])["threads"] == 0  # the knob stays auto; the row says what ran
+    assert row["threads_physical"] == physical and row["threads_for_load"] is True
+    assert row["others_cpu_before_pct"] >= 100 / row["cores"] * 0.5
+    assert row["contended"] in (True, False) and row["interop_threads"]
+    assert row.params["threads"] == 0  # the knob stays auto; the row says what ran
 
 
 def test_the_parent_preloads_an_installed_allocator_and_skips_one_that_is_not(monkeypatch):

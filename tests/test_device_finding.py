@@ -13,9 +13,10 @@ from stbench.plan.levers import BATCH, NAMES
 from stbench.report.cells import Cell, contrast, differs
 from stbench.report.labels import format_number
 from stbench.report.model import CPU_LEVERS, study
-from stbench.report.read import priced, run_of
+from stbench.report.read import priced
 from stbench.report.view import finding_of
 from stbench.stats import rounds_needed, significant
+from stbench.store.rows import run_of
 
 XEON, H100 = "Xeon 8480+ (2 cores)", "H100 80GB HBM3"
 PRICES = {"cpu": 0.68, "cuda": 2.99}  # USD per device-hour

@@ -1,7 +1,6 @@
 """The engine on real child processes: status rows, DDP, resume after SIGKILL."""
 
 import csv
-import json
 import signal
 import subprocess
 import sys
@@ -34,7 +33,7 @@ def execute(p, timeout=None):
 def test_failure_rows_and_the_matrix_goes_on(tmp_path):
     p = plan(tmp_path, "faulty", sets=["fault=raise,oom,hang,none"])
     rows = execute(p, timeout=10)
-    by_fault = {json.loads(r["params"])["fault"]: r for r in rows}
+    by_fault = {r.params["fault"]: r for r in rows}
     assert by_fault["raise"]["status"] == "failed"
     assert by_fault["raise"]["reason"] == "RuntimeError: injected failure in build"
     assert by_fault["oom"]["status"] == "oom"

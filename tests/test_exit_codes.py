@@ -80,12 +80,12 @@ def test_a_full_disk_is_one_line_and_what_was_written_stays_readable(tmp_path, m
     err = " ".join(capsys.readouterr().err.split())
     assert "cannot write" in err and "No space left on device" in err and "Traceback" not in err
     (folder,) = (tmp_path / "out").iterdir()
-    assert [r["batch_size"] for r in read_runs(folder)] == ["64"]  # the first cell's row, intact
+    assert [r["batch_size"] for r in read_runs(folder)] == [64]  # the first cell's row, intact
     monkeypatch.setattr(study, "write_cell", real)
     with pytest.raises(SystemExit) as info:
         main(["run", "--resume", str(folder)])
     assert info.value.code == 0
-    assert sorted(r["batch_size"] for r in read_runs(folder)) == ["128", "64"]
+    assert sorted(r["batch_size"] for r in read_runs(folder)) == [64, 128]
 
 
 def test_a_write_the_disk_refuses_leaves_the_old_file_and_no_temporary_one(tmp_path, monkeypatch):

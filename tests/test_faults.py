@@ -21,6 +21,7 @@ from stbench.plan.planner import Request, plan_new, plan_resume
 from stbench.runner import envinfo, study
 from stbench.runner.launchers import local
 from stbench.store import progress
+from stbench.store.files import read_runs
 from tests.helpers import stbench
 
 BOUND_S = 120.0  # a cell that ends at all ends far sooner; a hang would not end
@@ -56,8 +57,8 @@ def _faults(tmp_path, *faults) -> tuple:
     return plan, _run(plan)
 
 
-def _by_fault(rows: list[dict]) -> dict[str, dict]:
-    return {json.loads(r["params"])["fault"]: r for r in rows}
+def _by_fault(rows: list) -> dict:
+    return {r.params["fault"]: r for r in rows}
 
 
 def _resume_completes(plan) -> None:
@@ -82,7 +83,7 @@ def test_a_lost_node_and_an_abort_at_exit_end_their_worlds_and_a_resume_complete
     assert lost["reason"].startswith(agent), lost["reason"]
     assert "rank 1 in a step's" in lost["reason"]  # the orphan was still training when it was ended
     # the abort came after the measurements: the row keeps them, and says what happened
-    assert abort["status"] == "failed" and abort["wall_s"] != ""
+    assert abort["status"] == "failed" and abort["wall_s"] is not None
     assert abort["reason"].startswith(
         "rank 1 (node 1) killed by signal 6 (SIGABRT) after it left the world"
     ), abort["reason"]
@@ -154,7 +155,7 @@ def test_no_study_hangs_without_a_row_the_default_watchdog_through_the_cli(tmp_p
     )
     assert proc.returncode == 1, proc.stderr[-2000:]
     (folder,) = out.iterdir()
-    hang, ok = _by_fault(list(csv.DictReader(open(folder / "runs.csv")))).values()
+    hang, ok = _by_fault(read_runs(folder)).values()
     assert (hang["status"], ok["status"]) == ("hung", "ok")
     floor = f"at least {progress.STALL_FLOOR_S:g} s while a rank is in a phase new to it"
     assert floor in hang["reason"], hang["reason"]

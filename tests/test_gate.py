@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from stbench.report.judge import Verdict, exit_code, gate
-from stbench.report.read import run_of
 from stbench.report.text import line
 from stbench.stats import repeats_needed, significant
-from stbench.store.files import read_runs
+from stbench.store.files import read_csv  # text rows, doctored, then typed by run_of
+from stbench.store.rows import run_of
 from tests.helpers import stbench
 
 REF = (
@@ -105,7 +105,7 @@ def _runs(records: list[dict]):
 
 
 def test_a_worse_median_that_is_not_significant_is_inconclusive_never_ok():
-    base = read_runs(REF)
+    base = read_csv(REF / "runs.csv", ["run_id"])
     new = [dict(r) for r in base]
     for r in new:  # one repeat per cell 30% slower: the median moves, the intervals overlap
         if r["repeat"] == "0":
@@ -123,7 +123,13 @@ def test_a_worse_median_that_is_not_significant_is_inconclusive_never_ok():
     )  # noisy repeats: never ok
     assert slow["epochs=3"].kind == "regression"
     faster = gate(
-        base, _runs([{**r, "wall_s": str(float(r["wall_s"]) / 1.3)} for r in read_runs(REF)])
+        base,
+        _runs(
+            [
+                {**r, "wall_s": str(float(r["wall_s"]) / 1.3)}
+                for r in read_csv(REF / "runs.csv", ["run_id"])
+            ]
+        ),
     )
     assert {v.kind for v in faster} == {"ok"} and all(v.change < 0 for v in faster)
     assert all(", 23.1% better (" in line(v, 0.10) for v in faster)
@@ -183,7 +189,7 @@ def test_each_verdict_is_worded_as_pyperf_words_it():
 
 
 def test_a_cell_that_no_longer_ends_ok_is_a_regression():
-    base = read_runs(REF)
+    base = read_csv(REF / "runs.csv", ["run_id"])
     new = [{**r, "status": "failed", "wall_s": ""} if r["epochs"] == "1" else r for r in base]
     bad = [v for v in gate(_runs(base), _runs(new)) if v.regression]
     assert len(bad) == 1 and "ended failed" in bad[0].note

@@ -98,7 +98,7 @@ def test_backend_this_torch_lacks_is_a_skipped_row(tmp_path):
         "backend mpi is not available in this torch build "
         "(torch.distributed.is_mpi_available() is False"
     )
-    assert json.loads(rows[0]["params"])["bucket_cap_mb"] == 1.0
+    assert rows[0].params["bucket_cap_mb"] == 1.0
 
 
 def _cmdlines_naming(folder: Path) -> list[str]:
@@ -146,7 +146,7 @@ def test_sigkilled_parent_of_a_multinode_study_resumes_cleanly(tmp_path):
     assert [r["run_id"] for r in rows] == [
         c.run_id for c in p.cells
     ]  # one row per cell, none twice
-    assert all(r["status"] == "ok" and r["nodes"] == "2" for r in rows), [r["reason"] for r in rows]
+    assert all(r["status"] == "ok" and r["nodes"] == 2 for r in rows), [r["reason"] for r in rows]
     assert _cmdlines_naming(p.folder) == []  # the killed parent's agents did not outlive the resume
 
 

@@ -6,10 +6,11 @@ import os
 import time
 
 from stbench.report.judge import Flag, main_measure, noise_flags, study_flags
-from stbench.report.read import read_folder, run_of
+from stbench.report.read import read_folder
 from stbench.runner.nvml import GpuReader
 from stbench.runner.sysmon import SystemSampler
 from stbench.store.conditions import conditions
+from stbench.store.rows import run_of
 from tests.helpers import ROOT, frame
 
 CELL = {

@@ -238,7 +238,7 @@ def test_the_thesis_question_is_one_command(tmp_path):
     (folder,) = (tmp_path / "out").iterdir()
     rows = read_runs(folder)
     assert len(rows) == 12 and {r["stopped_by"] for r in rows} == {"time budget"}
-    assert {json.loads(r["params"])["time_budget"] for r in rows} == {1.5}
+    assert {r.params["time_budget"] for r in rows} == {1.5}
     text = stbench("compare", folder, check=True).stdout
     assert TTT_TITLE in text and "reached" in text
     lines = [ln for ln in text.splitlines() if ln.startswith("|") and ("75" in ln or "700" in ln)]

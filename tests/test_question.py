@@ -17,10 +17,11 @@ from stbench.plan.spec import RunSpec, identify
 from stbench.report.labels import format_number
 from stbench.report.model import study
 from stbench.report.question import crossover, figure, points, words
-from stbench.report.read import asked, run_of
+from stbench.report.read import asked
 from stbench.report.view import finding_of
 from stbench.runner.envinfo import collect
 from stbench.stats import paired
+from stbench.store.rows import run_of
 
 UNIT = "series"
 SIZES = {"s2": 2.0, "s121": 121.0, "s1089": 1089.0}

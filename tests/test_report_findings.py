@@ -9,7 +9,8 @@ import pandas as pd
 from stbench.report import html
 from stbench.report.plotting import differ
 from stbench.report.quality import y_scale
-from stbench.report.read import Folder, run_of
+from stbench.report.read import Folder
+from stbench.store.rows import run_of
 from tests.helpers import frame
 
 

@@ -8,10 +8,11 @@ from dataclasses import replace
 
 import pytest
 
+from stbench.errors import StbenchError
 from stbench.plan.spec import RunSpec
 from stbench.store.cell_result import Figures
 from stbench.store.files import append, read_csv, read_runs, write_cell
-from stbench.store.rows import RUN_COLUMNS, SCHEMA, Identity, Machine, RunRow
+from stbench.store.rows import RUN_COLUMNS, SCHEMA, Identity, Machine, RunRow, run_of
 from tests.helpers import ROOT, committed_copy, committed_folders
 
 
@@ -37,7 +38,7 @@ def test_append_follows_the_files_own_header(tmp_path):
         "steps_per_s",
         "predicted_mb",
     ]
-    assert rows[0]["steps_per_s"] == "" and rows[1]["steps_per_s"] == "3.0"
+    assert rows[0]["steps_per_s"] is None and rows[1]["steps_per_s"] == 3.0
 
 
 def test_workload_figures_are_prefixed_columns(tmp_path):
@@ -53,6 +54,26 @@ def test_workload_figures_are_prefixed_columns(tmp_path):
         rows[0]["x.stream_s"] == "0.25" and rows[0]["wall_s"] == "1.5" and rows[0]["x.other"] == ""
     )
     assert rows[1]["x.other"] == "2.0" and rows[1]["x.stream_s"] == ""
+
+
+def test_the_row_a_study_returns_is_the_row_every_reader_reads_back(tmp_path):
+    """One typed row (issue 38): run_study hands on run_of(RunRow.record()) for a cell it ran,
+    and read_runs reads the same Run back from runs.csv; a value that is not its column's type
+    is one line naming the file, the line and the column."""
+    identity = Identity("r1", "w", "cpu", "single", 1, 1, 8, 8, 1, 0, 0, "default", '{"n": 4}')
+    machine = Machine("h", "cpu model", 0, "2.13", None, None, cores=2)
+    row = RunRow(identity, "ok", "", machine, Figures(wall_s=1.5), extras={"stream_s": 0.25})
+    write_cell(tmp_path, row, [], [])
+    (back,) = read_runs(tmp_path)
+    assert back == run_of(row.record(), str(tmp_path))
+    assert (back["wall_s"], back["world_size"], back["cores"], back.params) == (1.5, 1, 2, {"n": 4})
+    assert back["x.stream_s"] == 0.25 and back["reason"] is None and "x.other" not in back
+    text = (tmp_path / "runs.csv").read_text().replace(",1.5,", ",fast,")
+    (tmp_path / "runs.csv").write_text(text)
+    with pytest.raises(
+        StbenchError, match=r"runs.csv is corrupt: line 2, column wall_s: expected a number"
+    ):
+        read_runs(tmp_path)
 
 
 def test_every_ranks_row_travels_through_json_and_a_cell_without_a_run_row_loses_them(tmp_path):
@@ -87,10 +108,8 @@ def test_committed_results_resume_and_travel(folder):
     rows = read_runs(folder)
     assert {r["run_id"] for r in rows} <= set(cells)
     for r in rows:
-        assert json.loads(r["params"]) == dict(cells[r["run_id"]]["params"])
-        assert not [
-            v for v in json.loads(r["params"]).values() if isinstance(v, str) and v.startswith("/")
-        ]
+        assert r.params == dict(cells[r["run_id"]]["params"])
+        assert not [v for v in r.params.values() if isinstance(v, str) and v.startswith("/")]
     for name in ("epochs.csv", "system.csv"):
         assert {r["run_id"] for r in read_csv(folder / name, ["run_id"])} <= {
             r["run_id"] for r in rows

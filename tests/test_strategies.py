@@ -2,7 +2,6 @@
 seed, shard what they promise, and activation checkpointing changes memory, not gradients."""
 
 import csv
-import json
 
 import pytest
 import torch
@@ -119,10 +118,7 @@ def test_checkpointing_lowers_the_measured_activation_peak(tmp_path):
         out=tmp_path,
         sets=("checkpoint=none,full", "steps=1500", "max_steps=2", "max_eval_batches=1"),
     )
-    rows = {
-        json.loads(r["params"])["checkpoint"]: r
-        for r in study.run_study(plan_new(request, env), env)
-    }
+    rows = {r.params["checkpoint"]: r for r in study.run_study(plan_new(request, env), env)}
     assert (
         rows["none"]["x.checkpoint_segments"] == 0 and rows["full"]["x.checkpoint_segments"] == 12
     )

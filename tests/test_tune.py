@@ -15,6 +15,7 @@ from stbench.plan.tuning import TuneSpec, reproduce, request
 from stbench.runner.tune import gain, looks_better
 from stbench.stats import paired
 from stbench.store.files import read_runs
+from stbench.store.rows import run_of
 from tests.helpers import stbench
 
 HOST = HostOffer(
@@ -58,18 +59,21 @@ def test_levers_in_their_order_with_what_this_machine_offers():
     )
 
 
-def _row(value, repeat, sps, val=0.5, ttt="", lever="threads", status="ok"):
+def _row(value, repeat, sps, val=0.5, ttt="", lever="threads", status="ok", **more):
     params = {"threads": 2, lever: value} if lever != BATCH else {"threads": 2}
-    return {
-        "params": json.dumps(params),
-        "batch_size": str(value if lever == BATCH else 64),
-        "repeat": str(repeat),
-        "status": status,
-        "reason": "" if status == "ok" else "boom",
-        SPS: str(sps),
-        QUALITY: str(val),
-        TTT: str(ttt),
-    }
+    return run_of(
+        {
+            "params": json.dumps(params),
+            "batch_size": str(value if lever == BATCH else 64),
+            "repeat": str(repeat),
+            "status": status,
+            "reason": "" if status == "ok" else "boom",
+            SPS: str(sps),
+            QUALITY: str(val),
+            TTT: str(ttt),
+            **more,
+        }
+    )
 
 
 def test_paired_ratios_round_by_round():
@@ -115,8 +119,8 @@ def test_a_value_that_looks_better_without_being_judged_so_is_the_one_more_round
 
 def test_a_cell_that_ended_inside_its_warm_up_is_judged_over_all_steps():
     lever = levers.get("threads")
-    rows = [{**_row(2, r, "nan"), "steps_done": "4", "train_s": "5.0"} for r in range(3)]
-    rows += [{**_row(1, r, 9000), "steps_done": str(400 + r), "train_s": "5.0"} for r in range(3)]
+    rows = [_row(2, r, "nan", steps_done=4, train_s=5.0) for r in range(3)]
+    rows += [_row(1, r, 9000, steps_done=400 + r, train_s=5.0) for r in range(3)]
     measure, verdicts, kept = judge(lever, rows, 2)  # 4 steps of 64 in 5 s: no steady steps
     assert measure == "samples_per_s_all_steps" and kept == 1
     assert verdicts[1].ratio == pytest.approx(401 / 4, rel=1e-3)
@@ -167,16 +171,18 @@ def test_the_gain_over_torchs_defaults_and_the_finding_sentences():
 
     def row(config, r, sps, val):
         params = {k: v for k, v in config.items() if k != BATCH}
-        return {
-            "params": json.dumps(params),
-            "batch_size": "64",
-            "repeat": str(r),
-            "status": "ok",
-            SPS: str(sps),
-            QUALITY: str(val),
-            TTT: "",
-            "contended": "False",
-        }
+        return run_of(
+            {
+                "params": json.dumps(params),
+                "batch_size": "64",
+                "repeat": str(r),
+                "status": "ok",
+                SPS: str(sps),
+                QUALITY: str(val),
+                TTT: "",
+                "contended": "False",
+            }
+        )
 
     rows = [
         row(c, r, s, v) for r in range(3) for c, s, v in ((start, 100 + r, 0.5), (best, 200, 0.45))
@@ -268,7 +274,7 @@ def test_a_tune_stops_at_its_budget_and_resume_continues_it(tmp_path):
     assert steps["threads"]["folder"] == "01-threads" and steps[BATCH]["folder"] == "08-batch_size"
     threads = read_runs(root / "01-threads")
     assert len(threads) >= 2 * len(steps["threads"]["values"])
-    later = {json.loads(r["params"])["threads"] for r in threads if int(r["repeat"]) >= 2}
+    later = {r.params["threads"] for r in threads if r["repeat"] >= 2}
     # rounds added for a value that looked better hold it and the reference, nothing else
     assert len(later) in (0, 2) and (not later or steps["threads"]["reference"] in later)
     assert state["result"]["command"].startswith("stbench run cnn-strain --device cpu --batch-size")

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from stbench.runner.doctor import Check
-from stbench.store.results import read_series
+from stbench.store.files import read_series
 
 from .verdicts import (
     FAIL,

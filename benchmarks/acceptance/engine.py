@@ -132,7 +132,7 @@ def retryable(record: StepRecord, folder: Path, rehearsed: bool) -> str:
     rows = [r for p in sorted(folder.glob("*/runs.csv")) for r in read_runs(p.parent)]
     bad = [r for r in rows if r["status"] in RETRIED]
     if bad:
-        return f"{len(bad)} cell(s) ended {bad[0]['status']}: {bad[0]['reason'][:120]}"
+        return f"{len(bad)} cell(s) ended {bad[0]['status']}: {bad[0].get('reason', '')[:120]}"
     return ""
 
 

@@ -19,15 +19,24 @@ from stbench.runner.doctor import Check
 from stbench.store.files import read_runs
 
 from .checks_rows import judge_agree
-from .verdicts import NothingToJudge, cuda_rows, rows_ok
+from .verdicts import NothingToJudge, cuda_rows, number, rows_ok
 
 REFERENCE = Path(__file__).with_name("cpu_reference.json")
 KEY = ("workload", "strategy", "world_size", "batch_size", "epochs", "seed", "params")
 FIGURES = ("final_train_loss", "val_value")
 
 
+def carried(row) -> dict[str, str]:
+    """A run's identity without its device and its figures as the file carries them: text as
+    runs.csv holds it (its params JSON with sorted keys)."""
+    return {
+        k: json.dumps(dict(row.params), sort_keys=True) if k == "params" else str(row[k])
+        for k in (*KEY, *FIGURES)
+    }
+
+
 def key(row: dict) -> str:
-    """A cell's identity without its device (the params are JSON with sorted keys in every row)."""
+    """A carried row's identity (or an Identity's fields: params as runs.csv writes them)."""
     return "|".join(str(row[k]) for k in KEY)
 
 
@@ -47,17 +56,14 @@ def cpu_gpu_agree(
     ref = load(reference)
     pairs = {}
     for r in cells:
-        twin = ref.get(key(r))
+        twin = ref.get(key(carried(r)))
         if twin is None:
             raise NothingToJudge(
                 f"{r['workload']} cell {r['run_id']} has no CPU twin in {reference.name}: "
                 "rewrite it with `python -m benchmarks.acceptance --cpu-reference`"
             )
         pairs.update(
-            {
-                f"{r['workload']} {r['run_id']} {k}": (float(twin[k]), float(r[k] or "nan"))
-                for k in FIGURES
-            }
+            {f"{r['workload']} {r['run_id']} {k}": (float(twin[k]), number(r, k)) for k in FIGURES}
         )
     check = judge_agree("cpu-gpu-agree", pairs, rel, absolute)
     return Check(
@@ -75,7 +81,7 @@ def reference_rows(folders: list[Path]) -> list[dict]:
     bad = [f"{r['workload']}: {r['status']} {r['reason']}" for r in rows if r["status"] != "ok"]
     if bad or not rows:
         raise SystemExit(f"the CPU reference needs every smoke cell ok: {bad or 'no rows'}")
-    return [{k: r[k] for k in (*KEY, *FIGURES)} for r in rows]
+    return [carried(r) for r in rows]
 
 
 def write(path: Path, rows: list[dict], made_by: str, torch_version: str) -> None:

@@ -9,13 +9,15 @@ passes when it failed for that reason alone, or judged a CPU figure (the doctor'
 
 from __future__ import annotations
 
-import csv
 import json
 import re
 from pathlib import Path
 
 from stbench.device import is_cuda
+from stbench.errors import StbenchError
 from stbench.runner.doctor import Check
+from stbench.store.files import read_runs
+from stbench.store.rows import Run
 
 from .verdicts import FAIL, PASS
 
@@ -52,13 +54,8 @@ def _studies(folder: Path) -> list[Path]:
     return [folder, *sorted(p for p in folder.iterdir() if p.is_dir())] if folder.is_dir() else []
 
 
-def _rows(folder: Path) -> list[dict]:
-    out = []
-    for study in _studies(folder):
-        if (study / "runs.csv").is_file():
-            with open(study / "runs.csv", newline="") as f:
-                out += list(csv.DictReader(f))
-    return out
+def _rows(folder: Path) -> list[Run]:
+    return [r for s in _studies(folder) if (s / "runs.csv").is_file() for r in read_runs(s)]
 
 
 def _logs(folder: Path) -> list[str]:
@@ -94,7 +91,10 @@ def judge(rc: int, text: str, folder: Path | None = None) -> tuple[bool, str]:
     if rc == 2 and NOT_COMPILED not in text:
         return False, "usage error: " + (text.strip().splitlines() or ["(no output)"])[-1][:200]
     texts = [text, *(_logs(folder) if folder else [])]
-    rows = _rows(folder) if folder else []
+    try:
+        rows = _rows(folder) if folder else []
+    except StbenchError as exc:  # a runs.csv stbench would not read
+        return False, str(exc)[:300]
     failures = [e for t in texts for e in _causes(exceptions(t))] + pytest_failures(text)
     failures += [
         f"{r['run_id']} {r['status']}: {r['reason']}"
@@ -107,7 +107,7 @@ def judge(rc: int, text: str, folder: Path | None = None) -> tuple[bool, str]:
         return False, "failed before CUDA: " + other[0][:300]
     if not any(NOT_COMPILED in t for t in texts + failures):
         return False, "never reached CUDA (the step proves nothing about a GPU run)"
-    cells = sum(NOT_COMPILED in r["reason"] for r in rows)
+    cells = sum(NOT_COMPILED in r.get("reason", "") for r in rows)
     return True, "reached CUDA" + (f" in {cells} cell(s)" if cells else "")
 
 

@@ -4,15 +4,16 @@ look at (no study, no row, a cell that did not end ok) fails: it never passes by
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from stbench import comparison
 from stbench.device import is_cuda
 from stbench.runner.doctor import Check
 from stbench.store.files import read_runs
+from stbench.store.rows import Run
 
 PASS, FAIL, UNTESTED = "PASS", "FAIL", "UNTESTED"
 
@@ -52,7 +53,7 @@ def studies(folder: Path) -> list[Path]:
     return found
 
 
-def rows_ok(folder: Path, may_skip_backend: str = "") -> list[dict]:
+def rows_ok(folder: Path, may_skip_backend: str = "") -> list[Run]:
     """The rows of every study under a step's folder, all ended ok (or skipped, for cells of the
     backend `may_skip_backend`); otherwise NothingToJudge naming each cell and its reason (in a
     rehearsal, the build's own CUDA error). The backend is the row's column, not words of its
@@ -72,23 +73,21 @@ def rows_ok(folder: Path, may_skip_backend: str = "") -> list[dict]:
     return [r for r in rows if r["status"] == "ok"]
 
 
-def number(row: dict, key: str) -> float:
-    """A row's value as a float; NaN when empty or absent (NaN fails every judge)."""
-    try:
-        return float(row.get(key) or "nan")
-    except ValueError:
-        return math.nan
+def number(row: Run, key: str) -> float:
+    """A run's value as a float; NaN when it has none (NaN fails every judge)."""
+    value = comparison.number(row[key])
+    return math.nan if value is None else value
 
 
-def cuda_rows(rows: list[dict], workload: str = "") -> list[dict]:
+def cuda_rows(rows: list[Run], workload: str = "") -> list[Run]:
     out = [r for r in rows if is_cuda(r["device"]) and workload in r["workload"]]
     if not out:
         raise NothingToJudge(f"no {workload + ' ' if workload else ''}cuda row")
     return out
 
 
-def param(row: dict, name: str):
-    return json.loads(row["params"] or "{}").get(name)
+def param(row: Run, name: str):
+    return row.params.get(name)
 
 
 def run_check(

@@ -121,7 +121,7 @@ def gpu_vs_cpu(
     with render.interrupted(partial(resume_line, plan, "stbench gpu-vs-cpu")):
         rows = answer(plan, env, budget, lambda p: run_with_progress(p, env, timeout), render.note)
     if rows:
-        summary(plan.folder)
+        summary(plan.folder, rows)
         drawn = picture(plan.folder)
         if drawn:
             render.note(f"the picture: {drawn}")

@@ -21,7 +21,9 @@ def doctor(
     device: Devices = None,
     out: Annotated[
         Path | None,
-        typer.Option(help="folder for doctor.json (default: results/<stamp>-<host>-doctor)"),
+        typer.Option(
+            metavar="FOLDER", help="where doctor.json goes (default: results/<stamp>-<host>-doctor)"
+        ),
     ] = None,
     quick: Annotated[
         bool,

@@ -55,7 +55,7 @@ def accepted(expect: list[str] | None) -> tuple[str, ...]:
     return ("ok", *(expect or ()))
 
 
-def exit_for(rows: list[dict], ok: tuple[str, ...]) -> None:
+def exit_for(rows: list, ok: tuple[str, ...]) -> None:
     """Exit 1 when a cell ended with a status the study did not accept (a script sees the break)."""
     from ..store.rows import unexpected
 
@@ -69,7 +69,7 @@ def exit_for(rows: list[dict], ok: tuple[str, ...]) -> None:
         raise typer.Exit(1)
 
 
-def run_with_progress(plan, env, timeout: float | None, stall: float | None = None) -> list[dict]:
+def run_with_progress(plan, env, timeout: float | None, stall: float | None = None) -> list:
     """Run a plan under a progress bar, naming the cells that cannot run here. Both start once
     the study's folder is ours, so a refused folder (another parent runs it) is one line."""
     from ..runner import study
@@ -222,7 +222,7 @@ def run(
     exit_for(run_studies(plans, asked), asked.accept)
 
 
-def run_studies(plans, asked: RunRequest) -> list[dict]:
+def run_studies(plans, asked: RunRequest) -> list:
     """Each study under its progress bar (with --budget, round after round until it concludes or
     the budget is spent), then its table and finding; every row."""
     from ..runner import envinfo, rounds
@@ -237,8 +237,8 @@ def run_studies(plans, asked: RunRequest) -> list[dict]:
                 else rounds.until_conclusive(plan, env, asked.budget, go, render.note)
             )
         rows += done
-        if done:  # a study with rows: read back, its table and its finding
-            summary(plan.folder)
+        if done:  # a study with rows: its table and its finding
+            summary(plan.folder, done)
     return rows
 
 
@@ -270,14 +270,14 @@ def resume_line(plan, command: str) -> str:
     )
 
 
-def summary(folder: Path) -> None:
-    """A study's rows read back as compare reads them: the table of its runs, then its finding
-    and flags."""
+def summary(folder: Path, runs: list) -> None:
+    """A study's rows as compare reads them (its manifest's prices and question added): the
+    table of its runs, then its finding and flags."""
     from ..report import read
     from ..report.model import studies
     from ..report.view import view
 
-    (study,) = studies([read.read_folder(folder, ())])
+    (study,) = studies([read.folder_of(folder, runs)])
     render_run.run_summary(study, view(study), folder)
 
 

@@ -11,7 +11,6 @@ Pure.
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 
 from ..comparison import (
@@ -29,30 +28,29 @@ from ..comparison import (
 from ..comparison import (
     judge as compare,
 )
+from ..store.rows import Run
 from .levers import BATCH, Lever
 
 QUALITY_TOLERANCE = 0.05  # a faster value that learns more than 5% worse is not kept
 __all__ = ["ALL_STEPS", "SPS", "TTT", "QUALITY", "Verdict", "judge", "value_of", "finding"]
 
 
-def value_of(row: dict, lever: str) -> object:
-    """The lever's value in a row (runs.csv text, or a row as written)."""
-    if lever == BATCH:
-        return int(row["batch_size"])
-    return json.loads(row["params"])[lever]
+def value_of(row: Run, lever: str) -> object:
+    """The lever's value in a run."""
+    return row["batch_size"] if lever == BATCH else row.params[lever]
 
 
-def lever_measure(lever: Lever | None, rows: list[dict]) -> str:
+def lever_measure(lever: Lever | None, rows: list[Run]) -> str:
     """What a step's values are judged on (comparison.measure_of's rule for the lever)."""
     return measure_of(rows, LEARNING if lever is not None and lever.quality_judged else SPEED)
 
 
-def judge(lever: Lever, rows: list[dict], reference: object) -> tuple[str, list[Verdict], object]:
+def judge(lever: Lever, rows: list[Run], reference: object) -> tuple[str, list[Verdict], object]:
     """(measure, a verdict per value tried, the value kept) of one step's rows: a value is kept
     where it is significantly better, round by round, and learns no worse than the reference
     by more than QUALITY_TOLERANCE."""
     measure = lever_measure(lever, rows)
-    groups: dict[object, list[dict]] = {}
+    groups: dict[object, list[Run]] = {}
     for r in rows:
         groups.setdefault(value_of(r, lever.name), []).append(r)
     ref_rows = groups.get(reference, [])

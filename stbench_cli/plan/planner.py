@@ -17,7 +17,7 @@ from ..errors import StbenchError
 from ..store.files import read_runs
 from ..store.machine import EnvInfo
 from ..store.manifest import read_manifest
-from ..store.rows import RETRIED, SCHEMA
+from ..store.rows import RETRIED, SCHEMA, Run
 from . import question, registry
 from .launcher_config import Launch, make_launch
 from .skips import cell_skip
@@ -65,7 +65,7 @@ class Plan:
     folder: Path
     manifest: dict
     skips: Mapping[str, str]  # run_id -> why that cell cannot run on this machine
-    done: tuple[dict, ...] = ()  # runs.csv rows already in the folder (a resumed study)
+    done: tuple[Run, ...] = ()  # runs.csv rows already in the folder (a resumed study)
     launch: Launch = Launch()  # how the cells' processes are started
     profile: Path | None = None  # `stbench profile`: where each cell's traces go
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from ..comparison import by_round, measure_of
 from ..comparison import judge as compare
+from ..store.rows import Run
 from .spec import RunSpec
 
 NEVER = 1000  # stats.rounds_needed's cap: the per-round ratios average 1
@@ -55,17 +56,17 @@ def names(cells: list[RunSpec]) -> dict[tuple, str]:
     }
 
 
-def grouped(cells: tuple[RunSpec, ...], rows: list[dict]) -> dict[tuple, list[dict]]:
+def grouped(cells: tuple[RunSpec, ...], rows: list[Run]) -> dict[tuple, list[Run]]:
     """The rows of each cell over its rounds."""
     spec = {c.run_id: c for c in cells}
-    out: dict[tuple, list[dict]] = {}
+    out: dict[tuple, list[Run]] = {}
     for r in rows:
         if r["run_id"] in spec:
             out.setdefault(key(spec[r["run_id"]]), []).append(r)
     return out
 
 
-def open_comparisons(cells: tuple[RunSpec, ...], rows: list[dict]) -> list[Open]:
+def open_comparisons(cells: tuple[RunSpec, ...], rows: list[Run]) -> list[Open]:
     """The comparisons of the cells with the first that cannot conclude yet (none with fewer
     than two cells that ran: nothing to compare)."""
     first = [c for c in cells if c.repeat == 0]
@@ -84,7 +85,7 @@ def open_comparisons(cells: tuple[RunSpec, ...], rows: list[dict]) -> list[Open]
     return out
 
 
-def decide(cells: tuple[RunSpec, ...], rows: list[dict], left_s: float, round_s: float):
+def decide(cells: tuple[RunSpec, ...], rows: list[Run], left_s: float, round_s: float):
     """Another round while a comparison that rounds can conclude is open and a round (as long
     as the last) fits in the seconds left of the budget."""
     have = 1 + max(c.repeat for c in cells)

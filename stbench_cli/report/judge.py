@@ -44,10 +44,11 @@ from ..comparison import judge as compare
 from ..device import parse
 from ..errors import StbenchError
 from ..stats import repeats_needed
+from ..store.rows import Run
 from .cells import Cell, cells, groups
 from .labels import format_number
 from .model import HARDWARE, Key, axes, few_threads, frame, keys_of, name_of
-from .read import SKIPPED_EXIT, Run, conditions
+from .read import SKIPPED_EXIT, conditions
 from .speed import held, matches
 
 CV_LIMIT = 0.10  # pyperf's: a standard deviation above 10% of the mean

@@ -20,9 +20,9 @@ import pandas as pd
 from ..comparison import number
 from ..contract.params import TrainerParams
 from ..errors import StbenchError
-from ..store.rows import BOOL_COLUMNS
+from ..store.rows import BOOL_COLUMNS, Run
 from .labels import labels, show, size_of
-from .read import Folder, Run
+from .read import Folder
 
 CELL_KEYS = ("strategy", "world_size", "nodes", "batch_size", "epochs")
 PARAM = "p."  # a parameter's column: p.<name>

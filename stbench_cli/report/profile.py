@@ -15,9 +15,8 @@ from tabulate import tabulate
 
 from ..comparison import number
 from ..device import is_cuda
-from ..store.rows import PHASE_COLUMNS
+from ..store.rows import PHASE_COLUMNS, Run
 from ..store.trace import syncs_per_step
-from .read import Run
 
 TOP = 10
 MEMORY_COLUMNS = ("alloc_peak_above_start_mb", "cuda_max_allocated_mb", "rss_mb")

@@ -1,128 +1,30 @@
 """Result folders read for compare, report, gate, run and profile: each folder whole and
-strictly, into typed records; a folder that cannot be read is named in one line (its file, line
+strictly, its rows as store.files reads them (each a typed `store.rows.Run`), with its study,
+its question and its prices; a folder that cannot be read is named in one line (its file, line
 and column, and what was expected there) and left out, and the others are read.
 
-A runs.csv row becomes a `Run`: each column typed as store.rows declares it (a number, true or
-false, text; a workload's `x.` figures are numbers), its parameters a dict. Nothing is ever
-written back. A folder of an older schema is refused by store.files.read_runs (one line naming
-`stbench migrate`, which makes every older file current: plan/migrate.py); no reader knows
-older rows exist.
+Nothing is ever written back. A folder of an older schema is refused by store.files.read_runs
+(one line naming `stbench migrate`, which makes every older file current: plan/migrate.py); no
+reader knows older rows exist.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
-from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field, fields, replace
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from ..errors import StbenchError
-from ..store.cell_result import EpochRow, Figures
-from ..store.files import TUNE_FILE, find_folders, read_csv, read_runs
+from ..store.files import TUNE_FILE, find_folders, read_runs, read_series
 from ..store.manifest import read_manifest
 from ..store.prices import cost_per_million_samples, cost_to_target, usd_per_second
 from ..store.results import command_text, study_key
-from ..store.rows import EXTRA_PREFIX, STATUSES, Conditions, Derived, Identity, Machine, SystemRow
+from ..store.rows import Conditions, Run
 
 SERIES = ("epochs.csv", "system.csv")
 SKIPPED_EXIT = 4  # compare, report, gate: what could be read is shown, and a folder was left out
-
-
-def _kind(annotation: str) -> type:
-    """A dataclass field's type as written ("float | None", "int", "str"): what to parse."""
-    return {"float": float, "int": int, "bool": bool}.get(annotation.split(" ")[0], str)
-
-
-def _types(*classes) -> dict[str, type]:
-    return {f.name: _kind(str(f.type)) for cls in classes for f in fields(cls)}
-
-
-RUN_TYPES = {
-    "schema": int,
-    "status": str,
-    "reason": str,
-    **_types(Identity, Figures, Derived, Machine, Conditions),
-}
-EPOCH_TYPES, SYSTEM_TYPES = _types(EpochRow), _types(SystemRow)
-EXPECTED = {float: "a number", int: "a whole number", bool: "True or False"}
-
-
-class BadValue(ValueError):
-    """A value that is not what its column holds."""
-
-    def __init__(self, column: str, expected: str, found: object):
-        super().__init__(f"column {column}: expected {expected}, found {found!r}")
-
-
-def typed(column: str, value: object, kind: type) -> object:
-    """One value as its column's type (None where empty); BadValue where it is not one."""
-    if value is None or value == "":
-        return None
-    if kind is str:
-        return str(value)
-    text = str(value).strip()
-    if kind is bool:
-        if text in ("True", "False", "true", "false", "1", "0", "1.0", "0.0"):
-            return text in ("True", "true", "1", "1.0")
-        raise BadValue(column, EXPECTED[bool], value)
-    try:
-        number = float(text)
-    except ValueError:
-        raise BadValue(column, EXPECTED[kind], value) from None
-    if kind is int:
-        if not number.is_integer():
-            raise BadValue(column, EXPECTED[int], value)
-        return int(number)
-    return number
-
-
-@dataclass(frozen=True)
-class Run:
-    """One runs.csv row, typed: every column store.rows declares (None where the row has no
-    value), the workload's `x.` figures, and its parameters as a dict."""
-
-    columns: Mapping[str, object]
-    params: Mapping[str, object] = field(default_factory=dict)
-    folder: str = ""  # the result folder it was read from
-
-    def __getitem__(self, name: str) -> object:
-        return self.columns.get(name)
-
-    def get(self, name: str, default: object = None) -> object:
-        value = self.columns.get(name)
-        return default if value is None else value
-
-
-def run_of(record: Mapping[str, object], folder: str = "") -> Run:
-    """A runs.csv row (as read: text; or as written: values) as a Run; BadValue names the
-    column that is not what it must be."""
-    out = {name: typed(name, record.get(name), kind) for name, kind in RUN_TYPES.items()}
-    if out["status"] not in STATUSES:
-        raise BadValue("status", f"one of {', '.join(STATUSES)}", out["status"])
-    for name, value in record.items():
-        if name not in RUN_TYPES:
-            out[name] = typed(name, value, float if name.startswith(EXTRA_PREFIX) else str)
-    try:
-        params = json.loads(out["params"] or "{}")
-    except ValueError:
-        raise BadValue("params", "the parameters as JSON", out["params"]) from None
-    if not isinstance(params, dict):
-        raise BadValue("params", "the parameters as a JSON object", out["params"])
-    return Run(out, params, folder)
-
-
-def series_of(records: Iterable[Mapping], types: Mapping[str, type]) -> list[dict]:
-    """epochs.csv or system.csv rows typed (`run_id` text, any other column a number), with
-    every column the current stbench writes (None where a row has none)."""
-    return [
-        {
-            **{k: typed(k, r.get(k), t) for k, t in types.items()},
-            **{k: typed(k, v, float) for k, v in r.items() if k not in types},
-        }
-        for r in records
-    ]
 
 
 def conditions(run: Mapping) -> Conditions:
@@ -182,6 +84,13 @@ class Skipped:
 def read_folder(path: Path, series: tuple[str, ...] = ()) -> Folder:
     """One result folder, strictly: StbenchError names the first thing that is not as stbench
     wrote it (a file, a line and a column)."""
+    kept = {name: tuple(read_series(path, name)) for name in series}
+    return folder_of(path, read_runs(path), kept.get("epochs.csv", ()), kept.get("system.csv", ()))
+
+
+def folder_of(path: Path, runs: list[Run], epochs: tuple = (), system: tuple = ()) -> Folder:
+    """A result folder's rows (read_runs', or run_study's as it wrote them) as its study: its
+    key, its question and its prices from the manifest."""
     manifest = read_manifest(path)
     try:
         key = study_key(manifest)
@@ -189,27 +98,15 @@ def read_folder(path: Path, series: tuple[str, ...] = ()) -> Folder:
         raise StbenchError(
             f"{path / 'manifest.json'} is corrupt: it lacks the study's matrix"
         ) from None
-    runs = tuple(_rows(path / "runs.csv", read_runs(path), lambda r: run_of(r, str(path))))
     if not runs:
         raise StbenchError(f"{path / 'runs.csv'} holds no run yet (no cell has finished)")
     prices = manifest.get("prices") or {}
-    runs = tuple(priced(r, prices) for r in runs) if prices else runs
+    runs = [priced(r, prices) for r in runs] if prices else list(runs)
     if manifest.get("question"):
-        runs = tuple(asked(r, manifest["question"]) for r in runs)
-    kept = {
-        name: _series(path / name, SYSTEM_TYPES if name == "system.csv" else EPOCH_TYPES)
-        for name in series
-    }
+        runs = [asked(r, manifest["question"]) for r in runs]
     question = command_text(manifest.get("command") or []) if manifest.get("command") else ""
-    return Folder(
-        path,
-        key,
-        question or path.name,
-        runs,
-        kept.get("epochs.csv", ()),
-        kept.get("system.csv", ()),
-        len(manifest.get("cells") or ()),
-    )
+    planned = len(manifest.get("cells") or ())
+    return Folder(path, key, question or path.name, tuple(runs), epochs, system, planned)
 
 
 def asked(run: Run, question: Mapping) -> Run:
@@ -240,23 +137,6 @@ def priced(run: Run, prices: Mapping[str, float]) -> Run:
         "usd_to_target": cost_to_target(run, prices),
     }
     return replace(run, columns={**run.columns, **found})
-
-
-def _rows(path: Path, records: list[dict], make) -> list:
-    out = []
-    for line, record in enumerate(records, start=2):
-        try:
-            out.append(make(record))
-        except BadValue as exc:
-            raise StbenchError(f"results file {path} is corrupt: line {line}, {exc}") from None
-    return out
-
-
-def _series(path: Path, types: Mapping[str, type]) -> tuple[dict, ...]:
-    if not path.exists():
-        return ()
-    rows = _rows(path, read_csv(path, ["run_id"]), lambda r: series_of([r], types)[0])
-    return tuple(rows)
 
 
 def read(paths: list[Path], series: tuple[str, ...] = ()) -> tuple[list[Folder], list[Skipped]]:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from ..plan import question
 from ..plan.planner import Plan
+from ..store.rows import Run
 from .rounds import add_rounds
 
 
@@ -20,16 +21,16 @@ def answer(
     plan: Plan,
     env,
     budget_s: float,
-    run: Callable[[Plan], list[dict]],
+    run: Callable[[Plan], list[Run]],
     say: Callable[[str], None],
-) -> list[dict]:
+) -> list[Run]:
     """Run the question's planned rounds, then more while plan.question.decide asks for them
     and they fit in `budget_s` (wall seconds, the planned rounds included). Every row."""
     record = plan.manifest["question"]
     param, defaults = record["size"]["param"], record["defaults"]
     full = record.get("rounds", question.FULL_ROUNDS)
 
-    def open_sizes(plan: Plan, rows: list[dict], left_s: float, cell_s: float):
+    def open_sizes(plan: Plan, rows: list[Run], left_s: float, cell_s: float):
         decision = question.decide(plan.cells, rows, param, defaults, left_s, cell_s, full)
         return f"gpu-vs-cpu: {decision.why}", frozenset(decision.cells)
 

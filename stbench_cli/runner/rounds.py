@@ -18,21 +18,22 @@ from collections.abc import Callable
 from ..plan.planner import Plan, plan_resume, plan_round
 from ..plan.rounds import decide
 from ..store.manifest import write_manifest
+from ..store.rows import Run
 from .lock import FolderLock
 
 # (the study now, every row, seconds left, seconds a cell takes) -> (why, the first round's run
 # ids to run again: None for every one, empty to stop)
-Next = Callable[[Plan, list[dict], float, float], tuple[str, frozenset[str] | None]]
+Next = Callable[[Plan, list[Run], float, float], tuple[str, frozenset[str] | None]]
 
 
 def add_rounds(
     plan: Plan,
     env,
     budget_s: float,
-    run: Callable[[Plan], list[dict]],
+    run: Callable[[Plan], list[Run]],
     say: Callable[[str], None],
     next_round: Next,
-) -> list[dict]:
+) -> list[Run]:
     """Run the plan, then the rounds next_round asks for while it asks; returns every row.
     run(plan) -> every row of the study, earlier rounds' too (the CLI's progress bar around
     runner.study.run_study): what the decision reads, without reading runs.csv again."""
@@ -60,12 +61,12 @@ def until_conclusive(
     plan: Plan,
     env,
     budget_s: float,
-    run: Callable[[Plan], list[dict]],
+    run: Callable[[Plan], list[Run]],
     say: Callable[[str], None],
-) -> list[dict]:
+) -> list[Run]:
     """`stbench run --budget`: a round of every cell more while plan.rounds.decide says so."""
 
-    def every_cell(plan: Plan, rows: list[dict], left_s: float, cell_s: float):
+    def every_cell(plan: Plan, rows: list[Run], left_s: float, cell_s: float):
         per_round = len(plan.cells) / (1 + max(c.repeat for c in plan.cells))
         decision = decide(plan.cells, rows, left_s, cell_s * per_round)
         return f"--budget: {decision.why}", None if decision.more else frozenset()

@@ -26,7 +26,7 @@ from ..store.files import prune_orphans, write_cell, write_ranks
 from ..store.jobs import forget_job
 from ..store.machine import EnvInfo, fingerprint, gpu_names
 from ..store.manifest import read_manifest, write_manifest
-from ..store.rows import Derived, Identity, Machine, RunRow, SystemRow
+from ..store.rows import Derived, Identity, Machine, Run, RunRow, SystemRow, run_of
 from . import envinfo, launchers
 from .lock import FolderLock
 from .peak_math import math_ran, peak_key
@@ -190,8 +190,8 @@ def run_study(
     stall: float | None = None,
     on_begin: Callable[[], None] = lambda: None,
     on_start: Callable[[RunSpec], None] = lambda spec: None,
-    on_done: Callable[[RunSpec, dict], None] = lambda spec, row: None,
-) -> list[dict]:
+    on_done: Callable[[RunSpec, Run], None] = lambda spec, row: None,
+) -> list[Run]:
     """Take the folder's lock, write the manifest (a new study), run every cell not yet done;
     returns every row of the study (done before and now) in cell order. stall: --stall-limit
     (None: each cell's own, derived from its progress). A resumed study keeps the --timeout and
@@ -219,7 +219,7 @@ def run_study(
         return _run_cells(plan, env, job, on_start, on_done)
 
 
-def _run_cells(plan: Plan, env: EnvInfo, job: partial, on_start, on_done) -> list[dict]:
+def _run_cells(plan: Plan, env: EnvInfo, job: partial, on_start, on_done) -> list[Run]:
     """Every cell without its row, or whose row says it failed or hung (RETRIED): the new row
     replaces the old one. job(spec, gpu_uuids=…): a cell's CellJob, with the study's options."""
     folder = plan.folder
@@ -251,7 +251,7 @@ def _run_cells(plan: Plan, env: EnvInfo, job: partial, on_start, on_done) -> lis
         write_cell(folder, row, epochs, system)
         # the scratch folder goes only once the row is written: a Slurm cell's result lives there
         shutil.rmtree(folder / ".cells" / spec.run_id, ignore_errors=True)
-        rows[spec.run_id] = row.record()
+        rows[spec.run_id] = run_of(row.record(), str(folder))  # as read_runs reads it back
         on_done(spec, rows[spec.run_id])
     shutil.rmtree(folder / ".cells", ignore_errors=True)
     return [rows[c.run_id] for c in plan.cells if c.run_id in rows]

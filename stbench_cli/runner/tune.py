@@ -40,6 +40,7 @@ from ..store import host
 from ..store.files import atomic_write, read_runs
 from ..store.machine import EnvInfo
 from ..store.manifest import write_manifest
+from ..store.rows import Run
 from .lock import FolderLock
 from .tune_files import result_csv, step_record
 
@@ -51,7 +52,7 @@ def lever_value(spec: RunSpec, lever: str) -> object:
     return spec.batch_size if lever == BATCH else spec.param_dict.get(lever)
 
 
-def looks_better(lever, rows: list[dict], reference, verdicts) -> object | None:
+def looks_better(lever, rows: list[Run], reference, verdicts) -> object | None:
     """The value that looks better than the reference without being judged so (its per-round
     ratio above 1, its interval holding 1, a count of rounds able to tell): the one more rounds
     are for; None where no value is (a step kept its value, or none can be told apart)."""
@@ -96,7 +97,7 @@ def starting_point(spec: TuneSpec, hosted: HostOffer) -> dict[str, object]:
     return start
 
 
-def _rows(folder: Path) -> list[dict] | None:
+def _rows(folder: Path) -> list[Run] | None:
     """The step's rows when every cell of its manifest has one, else None."""
     try:
         rows, cells = read_runs(folder), json.loads((folder / "manifest.json").read_text())["cells"]
@@ -130,7 +131,7 @@ def spent_s(root: Path) -> tuple[float, list[float]]:
     costs = []
     for runs in sorted(root.glob("*/runs.csv")):
         for r in read_runs(runs.parent):
-            costs.append(sum(float(r.get(k) or 0) for k in ("wall_s", "setup_s")) + CELL_OVERHEAD_S)
+            costs.append(sum(r.get(k, 0.0) for k in ("wall_s", "setup_s")) + CELL_OVERHEAD_S)
     return sum(costs), costs
 
 
@@ -188,7 +189,7 @@ class Tuner:
         measure, verdicts, kept = judge(lever, rows, reference)
         # A value that looks better gets rounds until it is judged, up to MORE_ROUNDS in all;
         # never once a later step ran (a replay must reach the decisions the search took).
-        added = max(int(r["repeat"]) for r in rows) + 1 - self.spec.repeats
+        added = max(r["repeat"] for r in rows) + 1 - self.spec.repeats
         later = any(int(p.name[:2]) > index for p in self.root.glob("[0-9][0-9]-*"))
         for _ in range(0 if later else MORE_ROUNDS - added):
             hopeful = looks_better(lever, rows, reference, verdicts)
@@ -200,7 +201,7 @@ class Tuner:
         self.best[name] = kept
         return step_record(base, folder, values, measure, verdicts, kept, rows)
 
-    def _another_round(self, folder: Path, lever: str, reference, value) -> list[dict] | None:
+    def _another_round(self, folder: Path, lever: str, reference, value) -> list[Run] | None:
         """One more round of the reference and the value that looks better (as
         `run --budget` adds rounds) where the budget, less the confirming step's reserve,
         allows it: the step's rows, or None."""
@@ -221,7 +222,7 @@ class Tuner:
         self.run(plan)
         return read_runs(folder)
 
-    def _study(self, folder: Path, make, configs: int, force: bool = False) -> list[dict] | None:
+    def _study(self, folder: Path, make, configs: int, force: bool = False) -> list[Run] | None:
         """The step's rows: read back, resumed, or run anew while the budget allows, keeping
         enough for the confirming step (which runs whatever is left: `force`)."""
         _same_step(folder, make)
@@ -290,7 +291,7 @@ class Tuner:
             atomic_write(self.root / "tune.csv", result_csv(self.steps))
 
 
-def gain(rows: list[dict], start: dict, best: dict) -> dict | None:
+def gain(rows: list[Run], start: dict, best: dict) -> dict | None:
     """The best configuration over torch's defaults, round by round: samples/s, and the time to
     target where every row reached it; the validation metric of each beside them."""
 
@@ -313,6 +314,6 @@ def gain(rows: list[dict], start: dict, best: dict) -> dict | None:
                 "best": v.new,
             }
     out["quality"] = {k: column_median(v, QUALITY) for k, v in sides.items()}
-    contended = [r for v in sides.values() for r in v if str(r.get("contended")) == "True"]
+    contended = [r for v in sides.values() for r in v if r["contended"]]
     out["contended"] = f"{len(contended)} of {sum(map(len, sides.values()))}"
     return out if SPS in out else None

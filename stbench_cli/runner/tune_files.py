@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 from ..comparison import Verdict
+from ..store.rows import Run
 
 CSV_COLUMNS = (
     "step",
@@ -35,14 +36,14 @@ def step_record(
     measure: str,
     verdicts: list[Verdict],
     kept: object,
-    rows: list[dict],
+    rows: list[Run],
 ) -> dict:
     """One judged step: its values, each verdict, the value kept, the load while it ran."""
     try:
         load = json.loads((folder / "load.json").read_text())
     except (OSError, ValueError):
         load = {}  # a step run by an older tune, or copied without it
-    contended = sum(str(r.get("contended")) == "True" for r in rows)
+    contended = sum(bool(r["contended"]) for r in rows)
     return {
         **base,
         "folder": folder.name,

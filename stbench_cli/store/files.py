@@ -23,12 +23,18 @@ from ..errors import StbenchError
 from .cell_result import EpochRow, RankRow
 from .rows import (
     EPOCH_COLUMNS,
+    EPOCH_TYPES,
     RANK_COLUMNS,
     RUN_COLUMNS,
     SCHEMA,
     SYSTEM_COLUMNS,
+    SYSTEM_TYPES,
+    BadValue,
+    Run,
     RunRow,
     SystemRow,
+    run_of,
+    series_of,
 )
 
 REQUIRED = ["schema", "run_id", "workload", "device", "status"]
@@ -130,15 +136,35 @@ def _check_fields(path: Path, line: int, row: dict, header: list[str]) -> None:
     )
 
 
-def read_runs(folder: Path) -> list[dict]:
-    """The rows of folder/runs.csv (text values); StbenchError if it is not a result folder."""
+def read_runs(folder: Path) -> list[Run]:
+    """The rows of folder/runs.csv, typed; StbenchError if it is not a result folder, is of
+    another schema, or a value is not what its column holds (its line and column named)."""
     path = folder / "runs.csv"
     if not path.exists():
         raise StbenchError(f"{folder} is not a result folder: it has no runs.csv")
     rows = read_csv(path, REQUIRED)
     for row in rows:
         check_schema(folder, row["schema"])
-    return rows
+    return _typed(path, rows, lambda r: run_of(r, str(folder)))
+
+
+def read_series(folder: Path, name: str) -> list[dict]:
+    """The rows of folder/epochs.csv or system.csv, typed ([] where the file is absent)."""
+    path = folder / name
+    if not path.exists():
+        return []
+    types = SYSTEM_TYPES if name == "system.csv" else EPOCH_TYPES
+    return _typed(path, read_csv(path, ["run_id"]), lambda r: series_of(r, types))
+
+
+def _typed(path: Path, records: list[dict], make) -> list:
+    out = []
+    for line, record in enumerate(records, start=2):
+        try:
+            out.append(make(record))
+        except BadValue as exc:
+            raise StbenchError(f"results file {path} is corrupt: line {line}, {exc}") from None
+    return out
 
 
 def check_schema(folder: Path, schema: object) -> None:

@@ -1,21 +1,11 @@
-"""What reports read of a result folder besides its runs (report.read types them): its
-epochs.csv and system.csv rows, the command that made it as a user types it, and the key of
-the study it belongs to."""
+"""What reports read of a result folder besides its rows (store.files reads those): the
+command that made it as a user types it, and the key of the study it belongs to."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path, PurePath
-
-from .files import read_csv
-
-
-def read_series(folder: Path, name: str) -> list[dict]:
-    """The rows of folder/epochs.csv or system.csv ([] where the file is absent)."""
-    path = folder / name
-    return read_csv(path, ["run_id"]) if path.exists() else []
-
+from pathlib import PurePath
 
 # The matrix fields that make two folders one study; the devices are left out: folders of one
 # study from different machines merge, and the machines become columns.

@@ -8,6 +8,7 @@ columns without any change here. Torch-free.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 
@@ -164,22 +165,114 @@ RUN_COLUMNS = [
 EPOCH_COLUMNS = _names(EpochRow)
 SYSTEM_COLUMNS = _names(SystemRow)
 RANK_COLUMNS = _names(RankRow)
-# true/false columns, written as True/False: read back as 1.0/0.0 (store.rows is their one list)
-BOOL_COLUMNS = frozenset(
-    f.name
-    for cls in (Figures, Derived, Conditions)
-    for f in fields(cls)
-    if str(f.type).startswith("bool")
-)
-TEXT_COLUMNS = frozenset(
-    ["status", "reason"]
-    + [
-        f.name
-        for cls in (Identity, Figures, Derived, Machine, Conditions)
-        for f in fields(cls)
-        if str(f.type).startswith("str")
-    ]
-)
+
+
+# A row read back (`Run`): each column as its dataclass declares it ("float | None", "int", ...);
+# the workload's `x.` figures are numbers, any other column text.
+def _kind(annotation: str) -> type:
+    return {"float": float, "int": int, "bool": bool}.get(annotation.split(" ")[0], str)
+
+
+def _types(*classes) -> dict[str, type]:
+    return {f.name: _kind(str(f.type)) for cls in classes for f in fields(cls)}
+
+
+RUN_TYPES = {
+    "schema": int,
+    "status": str,
+    "reason": str,
+    **_types(Identity, Figures, Derived, Machine, Conditions),
+}
+EPOCH_TYPES, SYSTEM_TYPES = _types(EpochRow), _types(SystemRow)
+BOOL_COLUMNS = frozenset(k for k, t in RUN_TYPES.items() if t is bool)
+EXPECTED = {float: "a number", int: "a whole number", bool: "True or False"}
+
+
+class BadValue(ValueError):
+    """A value that is not what its column holds."""
+
+    def __init__(self, column: str, expected: str, found: object):
+        super().__init__(f"column {column}: expected {expected}, found {found!r}")
+
+
+def typed(column: str, value: object, kind: type) -> object:
+    """One value as its column's type (None where empty); BadValue where it is not one."""
+    if value is None or value == "":
+        return None
+    if kind is str:
+        return str(value)
+    text = str(value).strip()
+    if kind is bool:
+        if text in ("True", "False", "true", "false", "1", "0", "1.0", "0.0"):
+            return text in ("True", "true", "1", "1.0")
+        raise BadValue(column, EXPECTED[bool], value)
+    try:
+        number = float(text)
+    except ValueError:
+        raise BadValue(column, EXPECTED[kind], value) from None
+    if kind is int:
+        if not number.is_integer():
+            raise BadValue(column, EXPECTED[int], value)
+        return int(number)
+    return number
+
+
+@dataclass(frozen=True)
+class Run(Mapping):
+    """One runs.csv row as every reader takes it (run_study's rows, read_runs, a report's
+    folders): every column RUN_TYPES declares, typed (None where the row has none), the
+    workload's `x.` figures, and `params` as a dict. A read-only mapping of its columns, in
+    which a column the row lacks reads as None."""
+
+    columns: Mapping[str, object]
+    folder: str = ""  # the result folder it was read from
+
+    def __getitem__(self, name: str) -> object:
+        return self.columns.get(name)
+
+    def __contains__(self, name: object) -> bool:  # Mapping's would ask r[name], never absent
+        return name in self.columns
+
+    def __iter__(self):
+        return iter(self.columns)
+
+    def __len__(self) -> int:
+        return len(self.columns)
+
+    def get(self, name: str, default: object = None) -> object:
+        value = self.columns.get(name)
+        return default if value is None else value
+
+    @property
+    def params(self) -> Mapping[str, object]:
+        return self.columns.get("params") or {}
+
+
+def run_of(record: Mapping[str, object], folder: str = "") -> Run:
+    """A runs.csv row (as read: text; or as written: RunRow.record()) as a Run; BadValue names
+    the column that is not what it must be."""
+    out = {name: typed(name, record.get(name), kind) for name, kind in RUN_TYPES.items()}
+    if out["status"] not in STATUSES:
+        raise BadValue("status", f"one of {', '.join(STATUSES)}", out["status"])
+    for name, value in record.items():
+        if name not in RUN_TYPES:
+            out[name] = typed(name, value, float if name.startswith(EXTRA_PREFIX) else str)
+    try:
+        params = json.loads(out["params"] or "{}")
+    except ValueError:
+        raise BadValue("params", "the parameters as JSON", out["params"]) from None
+    if not isinstance(params, dict):
+        raise BadValue("params", "the parameters as a JSON object", out["params"])
+    return Run({**out, "params": params}, folder)
+
+
+def series_of(record: Mapping[str, object], types: Mapping[str, type]) -> dict:
+    """An epochs.csv or system.csv row typed (`run_id` text, any other column a number), with
+    every column the current stbench writes (None where a row has none)."""
+    return {
+        **{k: typed(k, record.get(k), t) for k, t in types.items()},
+        **{k: typed(k, v, float) for k, v in record.items() if k not in types},
+    }
 
 
 def unexpected(rows: list[dict], accepted: tuple[str, ...] = ("ok",)) -> dict[str, int]:
