@@ -319,7 +319,6 @@ def profile(
     warm.start()  # the cells' server imports torch while this process plans
     from ..plan import planner
     from ..report.profile import report
-    from ..report.read import read_folder
     from ..runner import envinfo
 
     request = planner.Request(
@@ -338,8 +337,7 @@ def profile(
     plan = planner.plan_profile(request, env, steps, tuple(sys.argv))
     with render.interrupted(partial(resume_line, plan, "stbench run")):
         rows = run_with_progress(plan, env, timeout, stall_limit)
-    runs = read_folder(plan.folder, ()).runs if rows else ()
-    text = report(plan.folder, list(runs))
+    text = report(plan.folder, list(rows))
     (plan.folder / "profile.md").write_text(text)
     render.out.print(text, markup=False)
     exit_for(rows, asked.accept)

@@ -84,8 +84,9 @@ class Skipped:
 def read_folder(path: Path, series: tuple[str, ...] = ()) -> Folder:
     """One result folder, strictly: StbenchError names the first thing that is not as stbench
     wrote it (a file, a line and a column)."""
+    runs = read_runs(path)  # first: an older schema is named before its series' columns are
     kept = {name: tuple(read_series(path, name)) for name in series}
-    return folder_of(path, read_runs(path), kept.get("epochs.csv", ()), kept.get("system.csv", ()))
+    return folder_of(path, runs, kept.get("epochs.csv", ()), kept.get("system.csv", ()))
 
 
 def folder_of(path: Path, runs: list[Run], epochs: tuple = (), system: tuple = ()) -> Folder:
@@ -113,7 +114,7 @@ def asked(run: Run, question: Mapping) -> Run:
     """The run with what `stbench gpu-vs-cpu` asked of it (report/question.py): its size, the
     size's count of the axis' unit, and whether its CPU levers are the workload's defaults."""
     size = question["size"]
-    value = run.columns.get("batch_size") if size["param"] == "batch_size" else None
+    value = run["batch_size"] if size["param"] == "batch_size" else None
     value = str(value if value is not None else run.params.get(size["param"]))
     counts = dict(zip(size["values"], size["counts"]))
     defaults = question.get("defaults") or {}

@@ -23,7 +23,7 @@ from ..errors import StbenchError
 from ..plan import levers, registry
 from ..plan.judge import judge, value_of
 from ..plan.levers import BATCH, HostOffer
-from ..plan.planner import plan_resume, plan_round, resolve_params
+from ..plan.planner import Plan, plan_resume, plan_round, resolve_params
 from ..plan.rounds import NEVER
 from ..plan.spec import RunSpec
 from ..plan.tuning import (
@@ -141,10 +141,16 @@ def estimate_s(spec: TuneSpec, cells: int, costs: list[float]) -> float:
 
 
 class Tuner:
-    """One tune's search over its folder; `run` runs a plan (the CLI's progress bar)."""
+    """One tune's search over its folder; `run` runs a plan and returns every row of its study
+    (the CLI's progress bar around runner.study.run_study)."""
 
     def __init__(
-        self, spec: TuneSpec, root: Path, env: EnvInfo, run: Callable, command: tuple[str, ...] = ()
+        self,
+        spec: TuneSpec,
+        root: Path,
+        env: EnvInfo,
+        run: Callable[[Plan], list[Run]],
+        command: tuple[str, ...] = (),
     ):
         self.spec, self.root, self.env, self.run, self.command = spec, root, env, run, command
         self.host = offer(env)
@@ -219,8 +225,7 @@ class Tuner:
         with FolderLock(folder):
             plan = plan_round(plan, self.env, pair)
             write_manifest(folder, plan.manifest)
-        self.run(plan)
-        return read_runs(folder)
+        return self.run(plan)  # every row of the step, this round's too
 
     def _study(self, folder: Path, make, configs: int, force: bool = False) -> list[Run] | None:
         """The step's rows: read back, resumed, or run anew while the budget allows, keeping
