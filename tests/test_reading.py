@@ -90,6 +90,22 @@ def test_a_bad_study_alone_is_one_line_and_exit_2(results):
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and said in proc.stderr
 
 
+def test_a_long_bad_value_is_shortened_so_that_its_line_stays_readable(tmp_path):
+    shutil.copytree(GOOD, tmp_path / "study")
+    path = tmp_path / "study" / "runs.csv"
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    rows[0]["params"] = rows[0]["params"][:-1]  # its closing brace lost: not JSON, ~800 chars
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    proc = stbench("compare", tmp_path / "study")
+    said = "line 2, column params: expected the parameters as JSON, found '{"
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and said in proc.stderr
+    assert "…" in proc.stderr and len(proc.stderr) < 250, proc.stderr
+
+
 def test_compare_without_a_folder_shows_the_newest_study_of_the_users_own(tmp_path):
     """The committed references live in results/reference/, one level further down: never
     shown for a user's `compare`, whatever their age."""

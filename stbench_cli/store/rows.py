@@ -192,7 +192,9 @@ class BadValue(ValueError):
     """A value that is not what its column holds."""
 
     def __init__(self, column: str, expected: str, found: object):
-        super().__init__(f"column {column}: expected {expected}, found {found!r}")
+        shown = repr(found)
+        shown = shown if len(shown) <= 60 else shown[:59] + "…"  # the line stays one line
+        super().__init__(f"column {column}: expected {expected}, found {shown}")
 
 
 def typed(column: str, value: object, kind: type) -> object:
