@@ -62,6 +62,25 @@ def test_the_cpu_accelerator_is_a_no_op_where_cpu_has_nothing_to_do():
         and accel.name("my cpu") == "my cpu"
         and accel.matmul_precision() == "fp32"
     )
+    assert accel.stream() is None and accel.ddp_device_ids() is None
+    assert accel.peak_during(lambda: 1 / 0) is None  # the step is not run: no allocator counts
+    assert accel.peak_of(3, 4) == 7  # the device is the host: both count
+    with accel.tf32_matmul() as tf32:
+        assert tf32 is False and not torch.backends.cuda.matmul.allow_tf32
+
+
+def test_what_sets_a_gpu_apart_is_answered_by_its_accelerator(monkeypatch):
+    """What the torch side asks the device layer instead of branching on the kind itself."""
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert Accelerator.for_rank("cuda", 3).device == Device("cuda", 1)  # gloo ranks share GPUs
+    assert Accelerator.for_rank("cpu", 3).device == Device("cpu")
+    gpu = Accelerator("cuda:1")
+    assert gpu.ddp_device_ids() == [1] and gpu.peak_of(3, 4) == 3
+    assert gpu.peak_sizes.matmul > Accelerator("cpu").peak_sizes.matmul
+    allowed = torch.backends.cuda.matmul.allow_tf32
+    with gpu.tf32_matmul() as tf32:
+        assert tf32 is True and torch.backends.cuda.matmul.allow_tf32
+    assert torch.backends.cuda.matmul.allow_tf32 == allowed
 
 
 CUDA_CALLS = {
@@ -73,6 +92,7 @@ CUDA_CALLS = {
     "wait_for": lambda a: a.wait_for(None),
     "reset_peak": lambda a: a.reset_peak(),
     "peak_bytes": lambda a: a.peak_bytes(),
+    "peak_during": lambda a: a.peak_during(lambda: None),
     "allocated_bytes": lambda a: a.allocated_bytes(),
     "pin": lambda a: a.pin(torch.ones(2)),
     "name": lambda a: a.name(),
@@ -141,6 +161,29 @@ def test_device_specific_calls_live_in_the_device_layer_only():
                 assert not any(isinstance(c, ast.Constant) and c.value == "nccl" for c in chosen), (
                     f"a backend chosen by device at {where}"
                 )
+
+
+def test_the_torch_side_never_asks_whether_its_device_is_cuda():
+    """A module that imports torch (a cell's process) asks the Accelerator what to do, never
+    `is_cuda` itself: on the torch side CPU and CUDA differ in the device layer only, so the
+    code only a GPU runs stays there. Torch-free code (the planner, the launchers, the report,
+    a workload's memory prediction) may ask what a device string names."""
+    for path in _code_files():
+        tree = ast.parse(path.read_text())
+        uses_torch = any(
+            isinstance(n, ast.Import)
+            and any(a.name.split(".")[0] == "torch" for a in n.names)
+            or isinstance(n, ast.ImportFrom)
+            and (n.module or "").split(".")[0] == "torch"
+            for n in ast.walk(tree)
+        )
+        if not uses_torch:
+            continue
+        for node in ast.walk(tree):
+            name = getattr(node, "attr", None) or getattr(node, "id", None)
+            if isinstance(node, ast.alias):
+                name = node.name
+            assert name != "is_cuda", f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}"
 
 
 def test_a_worlds_peak_counts_the_distinct_devices_it_runs_on():

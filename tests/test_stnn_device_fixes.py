@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from stbench.contract import BuildContext
+from stbench.device import Accelerator
 from stbench.plan.spec import RunSpec, identify
 from stbench.workloads.stnn import grid, relations, sizing
 from stbench.workloads.stnn.model import STNN
@@ -188,11 +189,13 @@ def test_cuda_predictions_hold_cublas_workspaces_and_cpu_ones_do_not(monkeypatch
     )
 
 
-class _Stub:
-    """An Accelerator as _predicted_mb sees it."""
+class _Stub(Accelerator):
+    """An Accelerator of a GPU of this compute capability (None: the CPU), as _predicted_mb
+    sees it."""
 
     def __init__(self, capability):
-        self.is_cuda, self._capability = capability is not None, capability
+        super().__init__("cpu" if capability is None else "cuda")
+        self._capability = capability
 
     def capability(self):
         return self._capability

@@ -35,7 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..contract import BuildContext
-from ..device import Accelerator, device_count, is_cuda, resolve
+from ..device import Accelerator
 from ..plan.spec import RunSpec
 from ..store.cell_result import CellResult
 from ..store.progress import LAUNCHED_ENV, pg_timeout
@@ -83,8 +83,7 @@ def _predicted_mb(workload, spec: RunSpec, accel: Accelerator) -> float | None:
     )
     if not predicted:
         return None
-    # On CPU the device is the host: everything counts against one peak.
-    return (predicted["device_bytes"] + (0 if accel.is_cuda else predicted["host_bytes"])) / 2**20
+    return accel.peak_of(predicted["device_bytes"], predicted["host_bytes"]) / 2**20
 
 
 def open_device(
@@ -95,8 +94,7 @@ def open_device(
     from . import ddp
 
     rank, local_rank, world = ddp.world_from_env()
-    count = device_count() if is_cuda(spec.device) else 1
-    accel = Accelerator(resolve(spec.device, local_rank, count))
+    accel = Accelerator.for_rank(spec.device, local_rank)
     accel.select()
     ddp.join(accel, spec.backend, world, timeout_s)
     return accel, (rank, local_rank, world)

@@ -178,9 +178,8 @@ def wrap(
 ) -> torch.nn.Module:
     """DDP with the sync probe's comm hook: the process group's all-reduce, or MPI's where the
     cell's backend is mpi4py."""
-    ids = [accel.device.index] if accel.is_cuda else None
     ddp = torch.nn.parallel.DistributedDataParallel(
-        model, device_ids=ids, bucket_cap_mb=bucket_cap_mb
+        model, device_ids=accel.ddp_device_ids(), bucket_cap_mb=bucket_cap_mb
     )
     if backend == "mpi4py":
         ddp.register_comm_hook(MpiAllreduce(probe), _mpi_allreduce)

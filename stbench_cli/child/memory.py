@@ -53,14 +53,8 @@ def _peak_above_start(trace: Path) -> float:
 def activation_peak(step, model: torch.nn.Module, accel: Accelerator) -> tuple[float, str]:
     """(MiB, how it was measured) for `step()`, one forward + backward with no gradients held
     at its start. (It resets the device's peak: read the training peak before.)"""
-    if accel.is_cuda:
-        accel.synchronize()
-        base = accel.allocated_bytes()
-        accel.reset_peak()
-        step()
-        accel.synchronize()
-        peak, source = accel.peak_bytes() - base, "cuda allocator"
-    else:
+    peak, source = accel.peak_during(step), "cuda allocator"
+    if peak is None:  # no device allocator counts a peak (CPU): the profiler's memory events
         from torch.profiler import profile
 
         with profile(activities=accel.profiler_activities(), profile_memory=True) as prof:

@@ -32,7 +32,7 @@ def measure_peak(device: str) -> dict:
 
     accel = Accelerator(device)
     accel.select()
-    n = 8192 if accel.is_cuda else 2048
+    n, words = accel.peak_sizes.matmul, accel.peak_sizes.copy_words
     a, b = torch.randn(n, n, device=accel.torch), torch.randn(n, n, device=accel.torch)
     mm = _best_seconds(lambda: a @ b, accel.synchronize, 5)
     out = {
@@ -41,12 +41,11 @@ def measure_peak(device: str) -> dict:
         "matmul_gflops": 2 * n**3 / mm / 1e9,
         "matmul_precision": accel.matmul_precision(),
     }
-    if accel.is_cuda:
-        with accel.tf32_matmul():
+    with accel.tf32_matmul() as tf32:
+        if tf32:
             out["tf32_matmul_gflops"] = (
                 2 * n**3 / _best_seconds(lambda: a @ b, accel.synchronize, 5) / 1e9
             )
-    words = (256 if accel.is_cuda else 32) * 2**20  # 1 GiB on GPU, 128 MiB on CPU
     src = torch.empty(words, device=accel.torch).fill_(1.0)
     dst = torch.empty_like(src)
     cp = _best_seconds(lambda: dst.copy_(src), accel.synchronize, 5)
@@ -63,7 +62,7 @@ def measure_bf16(device: str) -> dict:
 
     accel = Accelerator(device)
     accel.select()
-    n = 8192 if accel.is_cuda else 1024  # a CPU without bf16 units is slow at it
+    n = accel.peak_sizes.bf16_matmul
     a, b = (torch.randn(n, n, device=accel.torch, dtype=torch.bfloat16) for _ in range(2))
     return {
         "bf16_matmul_gflops": 2 * n**3 / _best_seconds(lambda: a @ b, accel.synchronize, 5) / 1e9

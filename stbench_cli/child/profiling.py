@@ -32,7 +32,7 @@ TOP_OPERATORS = 25
 
 class StepProfiler:
     def __init__(self, out: Path, accel: Accelerator, warmup: int, active: int):
-        self.out, self.accel, self.cuda = out, accel, accel.is_cuda
+        self.out, self.accel = out, accel
         self.out.mkdir(parents=True, exist_ok=True)
         self.steps: list[dict] = []
         self.done = False
@@ -51,8 +51,8 @@ class StepProfiler:
     def hook(self, step: int) -> None:
         """After each training step."""
         row = {"step": step, "rss_mb": psutil.Process().memory_info().rss / 2**20}
-        if self.cuda:
-            peak = self.accel.peak_bytes()
+        peak = self.accel.peak_bytes()  # None on CPU: no device allocator
+        if peak is not None:
             row["cuda_max_allocated_mb"], self.step_peak = peak / 2**20, max(self.step_peak, peak)
             self.accel.reset_peak()  # the next step's own peak (the run's is kept: peak_mb)
         self.steps.append(row)
@@ -69,8 +69,12 @@ class StepProfiler:
     def _ready(self, prof) -> None:
         self.done = True
         prof.export_chrome_trace(str(self.out / "trace.json"))
-        key = "self_device_time_total" if self.cuda else "self_cpu_time_total"
-        ops = sorted(prof.key_averages(), key=lambda e: getattr(e, key), reverse=True)
+        # the device's time first (0 for every operator on CPU), then the host's
+        ops = sorted(
+            prof.key_averages(),
+            key=lambda e: (e.self_device_time_total, e.self_cpu_time_total),
+            reverse=True,
+        )
         with open(self.out / "operators.csv", "w", newline="") as f:
             w = csv.writer(f)
             w.writerow(
@@ -103,7 +107,9 @@ class StepProfiler:
         )
         with open(self.out / "memory.csv", "w", newline="") as f:
             cols = ["step", "profiled", "alloc_peak_above_start_mb", "rss_mb"] + (
-                ["cuda_max_allocated_mb"] if self.cuda else []
+                ["cuda_max_allocated_mb"]
+                if any("cuda_max_allocated_mb" in r for r in self.steps)
+                else []
             )
             w = csv.DictWriter(f, cols, extrasaction="ignore")
             w.writeheader()

@@ -10,7 +10,21 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 
-from .names import Device, parse
+from .names import Device, parse, resolve
+
+
+@dataclass(frozen=True)
+class PeakSizes:
+    """How large a device's peak measurements are (child/peaks.py): large enough to keep the
+    device busy, small enough that the best of five takes seconds."""
+
+    matmul: int  # n of the fp32 n x n product
+    bf16_matmul: int  # n of the bf16 product (a CPU without bf16 units is slow at it)
+    copy_words: int  # float32 words copied
+
+
+GPU_PEAKS = PeakSizes(8192, 8192, 256 * 2**20)  # a 1 GiB copy
+CPU_PEAKS = PeakSizes(2048, 1024, 32 * 2**20)  # a 128 MiB copy
 
 
 @dataclass(frozen=True)
@@ -35,6 +49,13 @@ class Accelerator:
             self.device = Device("cuda", 0)  # the index it will really use, never the bare kind
         self.torch = torch.device(str(self.device))
         self.is_cuda = self.device.is_cuda
+
+    @classmethod
+    def for_rank(cls, device: str, local_rank: int) -> Accelerator:
+        """The device a rank of a world uses: `cuda` is GPU local_rank modulo the GPUs this node
+        shows (names.resolve)."""
+        count = device_count() if parse(device).is_cuda else 1
+        return cls(resolve(device, local_rank, count))
 
     def __repr__(self) -> str:
         return f"Accelerator({self.device})"
@@ -76,7 +97,10 @@ class Accelerator:
         return start.elapsed_time(end) / 1000.0
 
     def stream(self):
-        """A new side stream on this device (for copies that overlap compute)."""
+        """A new side stream on this device, for copies that overlap compute; None on CPU,
+        where there is no copy to overlap (the host's memory is the device's)."""
+        if not self.is_cuda:
+            return None
         import torch
 
         return torch.Stream(self.torch)
@@ -125,6 +149,23 @@ class Accelerator:
         """The allocator's peak since the last `reset_peak` (None on CPU: no device allocator)."""
         return self._memory("max_memory_allocated")() if self.is_cuda else None
 
+    def peak_during(self, step) -> int | None:
+        """Bytes the allocator's peak rose above its start while `step()` ran; None, with `step`
+        not run, where no device allocator counts a peak (CPU: the caller measures otherwise)."""
+        if not self.is_cuda:
+            return None
+        self.synchronize()
+        base = self.allocated_bytes()
+        self.reset_peak()
+        step()
+        self.synchronize()
+        return self.peak_bytes() - base
+
+    def peak_of(self, device_bytes: int, host_bytes: int) -> int:
+        """What of a memory prediction this device's measured peak holds: the device's bytes;
+        on CPU, where the device is the host, the host's too."""
+        return device_bytes + (0 if self.is_cuda else host_bytes)
+
     @property
     def pins(self) -> bool:
         """Whether host staging memory should be page-locked (what lets a copy run async)."""
@@ -132,6 +173,15 @@ class Accelerator:
 
     def pin(self, tensor):
         return tensor.pin_memory() if self.is_cuda else tensor
+
+    # -- data parallelism and peaks ---------------------------------------------------------
+    def ddp_device_ids(self) -> list[int] | None:
+        """DistributedDataParallel's `device_ids`: this GPU's index; None for a CPU module."""
+        return [self.device.index] if self.is_cuda else None
+
+    @property
+    def peak_sizes(self) -> PeakSizes:
+        return GPU_PEAKS if self.is_cuda else CPU_PEAKS
 
     # -- naming ------------------------------------------------------------------------------
     def name(self, cpu_name: str = "cpu") -> str:
@@ -163,13 +213,17 @@ class Accelerator:
 
     @contextlib.contextmanager
     def tf32_matmul(self):
-        """fp32 matrix products may run as TF32 inside the block (what cuDNN does by default)."""
+        """fp32 matrix products may run as TF32 inside the block (what cuDNN does by default);
+        it yields whether they can (TF32 exists on NVIDIA GPUs only: on CPU, False)."""
+        if not self.is_cuda:
+            yield False
+            return
         import torch
 
         allowed = torch.backends.cuda.matmul.allow_tf32
         torch.backends.cuda.matmul.allow_tf32 = True
         try:
-            yield
+            yield True
         finally:
             torch.backends.cuda.matmul.allow_tf32 = allowed
 

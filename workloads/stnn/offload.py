@@ -57,8 +57,7 @@ class OffloadRelations(nn.Module):
         self.staging = [
             torch.empty(shape, dtype=self.host.dtype, pin_memory=self.accel.pins) for _ in range(2)
         ]
-        if self.accel.is_cuda:
-            self.copy_stream = self.accel.stream()
+        self.copy_stream = self.accel.stream()  # None on CPU: the "copy" is a clone
 
     def learned(self) -> torch.Tensor | None:
         return getattr(self, "edge_w", None)
@@ -110,7 +109,7 @@ class OffloadRelations(nn.Module):
         the copy alone, on the copy stream's events; on CPU the clone that stands in for it)."""
         stage = self._gather(slot, rows_idx, block)
         shape = (len(stage), self.r, self.n)
-        if not self.accel.is_cuda:
+        if self.copy_stream is None:
             t0 = time.perf_counter()
             out = stage.clone()
             self.copy_seconds += time.perf_counter() - t0
@@ -171,7 +170,7 @@ class OffloadRelations(nn.Module):
 
     def stats(self) -> dict:
         """stream_s: seconds of copies to the device; gather_s: host seconds gathering rows."""
-        if self.accel is not None and self.accel.is_cuda:
+        if self.copy_stream is not None:
             self._drain(wait=True)
         return {
             "stream_s": self.copy_seconds,
