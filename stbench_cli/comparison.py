@@ -11,7 +11,9 @@ pandas-free (as stats.py, every layer may use it):
   same machine), and `median` of values;
 - `measure_of`: the one rule that picks what a study's comparisons judge;
 - `Verdict` and `judge`: one cell held against a reference, paired by round where they share
-  two rounds (stats.paired), else by their repeats (stats.significant), in one record.
+  two rounds (stats.paired), else by their repeats (stats.significant), in one record;
+- `wins_from`: over sizes in order, the one from which a side wins at every larger size too
+  (where the GPU starts to pay: a device study's finding, and gpu-vs-cpu's answer).
 """
 
 from __future__ import annotations
@@ -190,3 +192,14 @@ def judge(
         subject, measure, m_base, m_new, ratio, None, None, len(common), change, sig,
         repeats=(len(a), len(b)),
     )  # fmt: skip
+
+
+def wins_from(wins: Sequence[bool]) -> int | None:
+    """The first index from which every value is True (the size from which a side wins at it
+    and every larger size); None where the last is not."""
+    start = None
+    for i in range(len(wins) - 1, -1, -1):
+        if not wins[i]:
+            break
+        start = i
+    return start

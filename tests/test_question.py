@@ -261,3 +261,13 @@ def test_a_gpu_that_wins_at_a_small_size_but_not_the_largest_has_no_crossover_an
     mixed = {**SPEED, "s1089": {**SPEED["s1089"], "gpu": (100, 99, 103)}}
     text = words(_study(mixed))
     assert "it pays significantly at 121 series but not at 1,089 series" in text
+
+
+def test_a_side_wins_from_the_first_size_of_its_last_unbroken_run_of_wins():
+    """The one rule both the device finding and gpu-vs-cpu's answer state (comparison)."""
+    from stbench.comparison import wins_from
+
+    assert wins_from([False, True, True]) == 1
+    assert wins_from([True, False, True]) == 2  # a win at a small size does not count
+    assert wins_from([True, True]) == 0
+    assert wins_from([True, True, False]) is None and wins_from([]) is None

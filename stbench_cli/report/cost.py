@@ -10,6 +10,7 @@ import math
 
 import pandas as pd
 
+from ..comparison import wins_from
 from .cells import Cell, Fit, cells, contrast, differs, fit_line, interval, one_run
 from .labels import format_number
 from .model import HARDWARE, SIZES, Key, axes, columns, first_axes, name_of
@@ -257,12 +258,12 @@ def crossover(s: pd.DataFrame, base: str, label: str, keys: tuple[Key, ...]) -> 
     def at(v: str) -> str:
         return f"at {name}={v}: {contrast(a[v], b[v], unit=SPS)}"
 
-    if all(wins):
+    start = wins_from(wins)
+    if start == 0:
         return f" {label} wins over {base} at every {name} from {first} to {last} ({at(first)})."
-    if not wins[-1]:
+    if start is None:
         span = f"{name} from {first} to {last}"
         return f" {label} never wins over {base} significantly for {span} ({at(last)})."
-    start = next(i for i in range(len(both)) if all(wins[i:]))
     on = f", and at every larger {name} up to {last}" if both[start] != last else " (the largest)"
     return f" {label} starts to win over {base} {at(both[start])}{on}; {at(both[start - 1])}."
 

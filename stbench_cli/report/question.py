@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from ..comparison import wins_from
 from .cells import Cell, cells, paired_rounds, ratio
 from .labels import format_number
 from .model import HARDWARE, Key, axes
@@ -174,12 +175,8 @@ def _rows_of(df: pd.DataFrame, keys: list[Key], cell: Cell) -> pd.DataFrame:
 def crossover(found: list[Point]) -> Point | None:
     """The smallest size from which the GPU is significantly faster than the tuned CPU at it and
     every larger size; None where it is not at the largest."""
-    start = None
-    for p in reversed(found):
-        if not p.vs_tuned.pays:
-            break
-        start = p
-    return start
+    start = wins_from([p.vs_tuned.pays for p in found])
+    return None if start is None else found[start]
 
 
 def _unit(s: pd.DataFrame) -> str:
