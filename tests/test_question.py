@@ -110,7 +110,7 @@ def test_the_answer_states_each_sizes_ratio_with_its_interval_and_where_the_gpu_
     r2, lo2, hi2, _ = _paired("s2", "tuned", "gpu")
     r121, lo121, hi121, _ = _paired("s121", "tuned", "gpu")
     assert text.startswith(
-        f"The NVIDIA H100 80GB HBM3 trains {r2:.2f}x ({lo2:.2f}-{hi2:.2f}x) the samples/s of the "
+        f"The H100 80GB HBM3 trains {r2:.2f}x ({lo2:.2f}-{hi2:.2f}x) the samples/s of the "
         f"tuned 16-core CPU at 2 series, {r121:.2f}x ({lo121:.2f}-{hi121:.2f}x) at 121 series"
     )
     assert "; it starts to pay at 121 series." in text

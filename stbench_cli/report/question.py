@@ -20,7 +20,7 @@ import pandas as pd
 
 from ..comparison import wins_from
 from .cells import Cell, cells, paired_rounds, ratio
-from .labels import format_number
+from .labels import format_number, short_gpu
 from .model import HARDWARE, Key, axes
 
 SPS = "samples_per_s"
@@ -267,7 +267,7 @@ def _energy_why(s: pd.DataFrame) -> str:
 def _gpu_name(s: pd.DataFrame) -> str:
     gpu = s[~s["device"].astype(str).str.startswith("cpu")]
     names = gpu["device_name"].dropna().astype(str) if "device_name" in gpu else pd.Series()
-    return f"The {names.iloc[0]}" if len(names) else "The GPU"
+    return f"The {short_gpu(names.iloc[0])}" if len(names) else "The GPU"  # as every label
 
 
 def _cpu_name(s: pd.DataFrame) -> str:
