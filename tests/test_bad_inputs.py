@@ -79,12 +79,19 @@ def test_ctrl_c_during_run_prints_the_folder_and_the_resume_line(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "COLUMNS": "300"},
+        # as a terminal's Ctrl-C finds it: a suite started in a script's background (`pytest &`)
+        # has SIGINT ignored, a child inherits that, and Python then never raises
+        # KeyboardInterrupt (as a user's `nohup stbench run` asks)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and not list(out.glob("*/runs.csv")):
-        time.sleep(0.1)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and not list(out.glob("*/runs.csv")):
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()  # where the signal was not obeyed: no run left behind
     (folder,) = out.iterdir()
     assert proc.returncode == 130, err[-2000:]
     line = next(ln for ln in err.splitlines() if ln.startswith("interrupted: "))
