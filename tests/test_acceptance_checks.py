@@ -282,3 +282,12 @@ def test_memory_and_worlds_judges_fail_on_bad_numbers():
 
 
 # --- the rehearsal's verdicts -------------------------------------------------------------------
+
+
+def test_tf32_peak_fails_where_a_tf32_cell_divided_by_another_peak_or_none_ran_tf32():
+    # the first H100 run's lstm-era5 cells: cuDNN at TF32, divided by the TF32 peak
+    assert rows.judge_tf32_peak([("tf32", "tf32"), ("tf32", "tf32")]).status == PASS
+    missed = rows.judge_tf32_peak([("tf32", "tf32"), ("tf32", "fp32")])
+    assert missed.status == FAIL and "1 of 2" in missed.detail and "['fp32']" in missed.detail
+    assert rows.judge_tf32_peak([("tf32", None)]).status == FAIL  # no fraction: no peak used
+    assert rows.judge_tf32_peak([("fp32", "fp32")]).status == FAIL  # nothing ran at TF32

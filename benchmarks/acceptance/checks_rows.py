@@ -220,6 +220,28 @@ def checkpoint(folder: Path) -> Check:
     return judge_checkpoint({param(r, "checkpoint"): number(r, "activation_peak_mb") for r in rows})
 
 
+def judge_tf32_peak(ran: list[tuple[str | None, str | None]]) -> Check:
+    """(conv_math, peak_math) of cuda cells: a cell whose cuDNN ran at TF32 (its default for fp32
+    RNNs and convolutions) divides by the GPU's measured TF32 peak. fp32 there means the peaks
+    never measured TF32 (child/peaks.py measures it where Accelerator.tf32_matmul says it can)."""
+    at = [peak for conv, peak in ran if conv == "tf32"]
+    if not at:
+        seen = sorted({str(conv) for conv, _ in ran})
+        return verdict("tf32-peak", False, f"no cell ran cuDNN at TF32 (conv_math: {seen})")
+    off = [str(p) for p in at if p != "tf32"]
+    text = f"{len(at) - len(off)} of {len(at)} TF32 cells divided by the TF32 peak"
+    return verdict(
+        "tf32-peak", not off, text + (f"; the others by {sorted(set(off))}" if off else "")
+    )
+
+
+def tf32_peak(folder: Path) -> Check:
+    """lstm-era5's cuda cells at precision=default: cuDNN's LSTM at TF32 (judge_tf32_peak)."""
+    return judge_tf32_peak(
+        [(r["conv_math"], r["peak_math"]) for r in cuda_rows(rows_ok(folder), "lstm-era5")]
+    )
+
+
 def judge_memory(ratios: dict[str, float], low: float = 0.5, high: float = 1.5) -> Check:
     """name -> the allocator's peak / the memory model's prediction: each within low..high."""
     bad = {k: v for k, v in ratios.items() if not low <= v <= high}

@@ -117,7 +117,7 @@ STEPS = (
         "cnn-strain", 20, Probe("nvml", rows.nvml), Probe("checkpoint-lowers-peak", rows.checkpoint)
     ),
     smoke("dcrnn-pems", 9),  # its index cell: 9 s on the H100, cold
-    smoke("lstm-era5", 7),  # 10 s, cold
+    smoke("lstm-era5", 7, Probe("tf32-peak", rows.tf32_peak)),  # 10 s, cold
     smoke("stnn", 7),  # 9 s, cold
     profile("cnn-strain", 12, "--smoke", NO_SYNCS, Probe("h2d-plausible", rows.h2d_plausible)),
     # gpu-index, the path only a GPU runs, and the device-data check's row (the host index path
