@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ..comparison import wins_from
-from .cells import Cell, cells, paired_rounds, ratio
+from .cells import Cell, cells, paired_rounds, ratio, rows_of
 from .labels import format_number, short_gpu
 from .model import HARDWARE, Key, axes
 
@@ -143,8 +143,8 @@ def points(s: pd.DataFrame) -> list[Point]:
         base_ratio = _ratio(base, other)
         vs_default = _ratio(default, other) if (gpu and default is not None) else None
         energy = (
-            _per_million(_rows_of(here, keys, other)),
-            _per_million(_rows_of(here, keys, tuned)),
+            _per_million(rows_of(here, keys, other)),
+            _per_million(rows_of(here, keys, tuned)),
         )
         out.append(
             Point(
@@ -164,12 +164,6 @@ def points(s: pd.DataFrame) -> list[Point]:
 def _count(s: pd.DataFrame, size) -> float:
     found = s.loc[s["q_size"] == size, "q_count"].dropna()
     return float(found.iloc[0]) if len(found) else math.nan
-
-
-def _rows_of(df: pd.DataFrame, keys: list[Key], cell: Cell) -> pd.DataFrame:
-    from .cells import rows_of
-
-    return rows_of(df, keys, cell)
 
 
 def crossover(found: list[Point]) -> Point | None:
