@@ -33,6 +33,10 @@ HIGHER_IS_BETTER = frozenset(
     {SPS, ALL_STEPS, "steps_per_s", "achieved_gflops", "peak_fraction", "val_value_gain"}
 )
 
+# Two configurations "look equal" when the paired 95% interval of their ratio lies within
+# 1 -/+ MARGIN: a conclusion of its own, never drawn from a large estimate of the rounds needed
+MARGIN = 0.05
+
 
 def number(value) -> float | None:
     """A value as a float: None where there is none (None, "", NaN, inf, text that is no

@@ -98,6 +98,22 @@ def paired(reference: Mapping, other: Mapping, lower_better: bool):
     return math.exp(mean), math.exp(mean - half), math.exp(mean + half), len(logs)
 
 
+def rounds_within(reference: Mapping, other: Mapping, margin: float, cap: int = 1000) -> int:
+    """The fewest common rounds at which `paired`'s interval would lie inside 1 -/+ `margin`
+    (the two look equal), were the per-round ratios' mean and spread measured to stay; `cap`
+    where the mean ratio itself lies outside the margin (no count of rounds would do)."""
+    logs = _logs(reference, other, False)
+    if len(logs) < 2:
+        return max(2, len(logs) + 1)
+    mean, spread = statistics.fmean(logs), statistics.stdev(logs)
+    room = min(mean - math.log(1 - margin), math.log(1 + margin) - mean)
+    if room <= 0:
+        return cap
+    n = np.arange(2, cap + 1)
+    enough = n[t_quantile(0.975, n - 1) * spread / np.sqrt(n) <= room]
+    return max(int(enough[0]) if len(enough) else cap, len(logs) + 1)
+
+
 def rounds_needed(reference: Mapping, other: Mapping, lower_better: bool, cap: int = 1000) -> int:
     """The fewest common rounds at which `paired`'s interval would leave 1, were the per-round
     ratios' mean and spread measured to stay (as `repeats_needed` for independent samples);

@@ -4,13 +4,12 @@ its defaults, a tuned CPU and a GPU over three sizes: each ratio with its paired
 size from which the GPU pays, and the picture of it."""
 
 import json
-import math
 import statistics
 
 import pytest
 
 from stbench.errors import StbenchError
-from stbench.plan import question
+from stbench.plan import pairs, question
 from stbench.plan.planner import plan_question
 from stbench.plan.registry import get
 from stbench.plan.spec import RunSpec, identify
@@ -180,13 +179,17 @@ def test_sizes_candidates_and_levers_are_planned_from_the_workload():
     assert question.gpu_levers(False) == [{"precision": "default"}, {"precision": "bf16"}]
 
 
-def test_the_question_plans_a_round_of_every_configuration_at_every_size(tmp_path):
-    q = question.Question("cnn-strain", ("64", "256"), gpu="", smoke=True, out=tmp_path)
+def test_the_question_plans_each_sizes_configurations_once_and_its_window_from_the_budget(
+    tmp_path,
+):
+    q = question.Question("cnn-strain", ("64", "256"), 30, gpu="", smoke=True, out=tmp_path)
     plan = plan_question(q, collect(), physical=2)
-    first = [c for c in plan.cells if c.repeat == 0]
-    assert len(plan.cells) == len(first) == 4 and {c.batch_size for c in first} == {64, 256}
-    assert {c.param_dict["threads"] for c in first} == {0, 1}  # the smoke's 1 and the machine's
-    assert all(c.param_dict["time_budget"] == q.window_s for c in plan.cells)
+    assert all(c.repeat == 0 for c in plan.cells)  # the rounds are the engine's, added as they run
+    assert len(plan.cells) == 4 and {c.batch_size for c in plan.cells} == {64, 256}
+    assert {c.param_dict["threads"] for c in plan.cells} == {0, 1}  # the smoke's 1, the machine's
+    assert all(
+        "time_budget" not in c.param_dict or not c.param_dict["time_budget"] for c in plan.cells
+    )
     record = plan.manifest["question"]
     assert record["size"] == {
         "param": "batch_size",
@@ -194,15 +197,32 @@ def test_the_question_plans_a_round_of_every_configuration_at_every_size(tmp_pat
         "values": ["64", "256"],
         "counts": [64.0, 256.0],
     }
-    assert record["defaults"] == {"threads": 1, "workers": 0}
+    assert record["defaults"] == {"threads": 1, "workers": 0, "precision": "default"}
+    assert record["window_s"] == pairs.auto_window(30, 2, 2) and record["margin"] == pairs.MARGIN
+    assert plan.manifest["matrix"]["seed_per_repeat"] is False  # one process, one seed
+
+
+def test_a_cpu_with_bf16_units_tries_bf16_autocast_among_its_levers(tmp_path):
+    q = question.Question("cnn-strain", ("64",), gpu="", smoke=True, out=tmp_path)
+    plan = plan_question(q, collect(), physical=2, bf16=True)
+    assert {c.param_dict["precision"] for c in plan.cells} == {"default", "bf16"}
+
+
+def test_a_budget_that_cannot_measure_every_size_twice_is_refused_before_anything_is_written(
+    tmp_path,
+):
+    q = question.Question("cnn-strain", ("64", "256"), 2, gpu="", smoke=True, out=tmp_path)
+    with pytest.raises(StbenchError, match=r"--budget 2: too small .* give at least --budget \d+"):
+        plan_question(q, collect(), physical=2)
+    assert list(tmp_path.iterdir()) == []
 
 
 def _cells_and_rows(values: dict) -> tuple[list[RunSpec], list[dict]]:
     cells, rows = [], []
-    for (size, threads), by_round in values.items():
+    for (size, device, threads), by_round in values.items():
         for r, v in enumerate(by_round):
             c = identify(
-                RunSpec("w", "cpu", "single", size, 1, repeat=r, params=(("threads", threads),))
+                RunSpec("w", device, "single", size, 1, repeat=r, params=(("threads", threads),))
             )
             cells.append(c)
             if v is not None:
@@ -210,42 +230,93 @@ def _cells_and_rows(values: dict) -> tuple[list[RunSpec], list[dict]]:
     return cells, rows
 
 
-def test_another_round_runs_only_the_cells_of_a_size_that_has_not_concluded():
-    cells, rows = _cells_and_rows(
-        {
-            (64, 0): (100, 101, 99),
-            (64, 1): (200, 203, 198),  # concluded: 2x
-            (256, 0): (100, 90, 110),
-            (256, 1): (120, 95, 118),  # open: the interval holds 1
+def _noisy(level: float, rounds: int, seed: int, noise: float = 0.03) -> tuple:
+    import random
+
+    rng = random.Random(seed)
+    return tuple(level * (1 + rng.gauss(0, noise)) for _ in range(rounds))
+
+
+def _cost(size: str) -> pairs.Cost:
+    return pairs.Cost(size, float(size), {"a": 1.0, "b": 1.0}, {"a": 0.1, "b": 0.1}, 2.0)
+
+
+# synthetic windows: the GPU 0.5x, 1.3x and 4x the CPU at three sizes, 3% noise, six rounds
+SYNTHETIC = {
+    (64, "cpu", 0): _noisy(1000, 6, 1),
+    (64, "cuda", 0): _noisy(500, 6, 2),
+    (256, "cpu", 0): _noisy(1000, 6, 3),
+    (256, "cuda", 0): _noisy(1300, 6, 4),
+    (1024, "cpu", 0): _noisy(1000, 6, 5),
+    (1024, "cuda", 0): _noisy(4000, 6, 6),
+}
+
+
+def test_the_engine_asks_no_round_of_a_size_once_its_pairs_have_concluded():
+    cells, rows = _cells_and_rows(SYNTHETIC)
+    found = question.comparisons(cells, rows, "batch_size", {"threads": 0})
+    assert [(c.size, c.differs) for c in found] == [("64", True), ("256", True), ("1024", True)]
+    d = pairs.decide(found, {c.size: _cost(c.size) for c in found}, left_s=1000)
+    assert d.runs == ()
+    # the same sizes after two rounds: 256 (1.3x at 3% noise) may still be open; 64 and 1024 not
+    two = {k: v[:2] for k, v in SYNTHETIC.items()}
+    cells, rows = _cells_and_rows(two)
+    found = question.comparisons(cells, rows, "batch_size", {"threads": 0})
+    d = pairs.decide(found, {c.size: _cost(c.size) for c in found}, left_s=1000)
+    asked = {m.size for m in d.runs}
+    assert asked == {c.size for c in found if not c.concluded}
+    assert not asked & {c.size for c in found if c.concluded}
+
+
+def test_the_crossover_sentence_of_synthetic_windows_names_the_size_the_gpu_starts_to_pay():
+    speed = {
+        f"s{size}": {
+            "default": SYNTHETIC[(size, "cpu", 0)],
+            "tuned": SYNTHETIC[(size, "cpu", 0)],
+            "gpu": SYNTHETIC[(size, "cuda", 0)],
         }
-    )
-    d = question.decide(cells, rows, "batch_size", {"threads": 0}, left_s=100, cell_s=2)
-    first = {c.run_id: c for c in cells if c.repeat == 0}
-    assert {(first[x].batch_size, first[x].param_dict["threads"]) for x in d.cells} == {
-        (256, 0),
-        (256, 1),
+        for size in (64, 256, 1024)
     }
-    assert "256 not yet concluded: round 4 of 2 cells" == d.why
-    broke = question.decide(cells, rows, "batch_size", {"threads": 0}, left_s=3, cell_s=2)
-    assert broke.cells == () and "stopping" in broke.why
+    record = {
+        **QUESTION,
+        "size": {**QUESTION["size"], "values": list(speed), "counts": [64.0, 256.0, 1024.0]},
+    }
+    rows = [
+        asked(run_of(_row(size, config, r, v), "f"), record)
+        for size, configs in speed.items()
+        for config, values in configs.items()
+        for r, v in enumerate(values)
+    ]
+    text = words(study(rows).runs)
+    assert "it starts to pay at 256 series" in text
+    assert "0.50x (0.48-0.53x)" in text and "1.31x (1.27-1.34x)" in text
 
 
-def test_a_second_round_of_every_cell_runs_first_where_the_budget_can_pay_for_it():
-    cells, rows = _cells_and_rows({(64, 0): (100,), (64, 1): (200,), (256, 0): (90,)})
-    d = question.decide(cells, rows, "batch_size", {"threads": 0}, left_s=10, cell_s=2)
-    assert len(d.cells) == 3 and d.why == "round 2 of every cell (3)"
-    short = question.decide(cells, rows, "batch_size", {"threads": 0}, left_s=5, cell_s=2)
-    assert short.cells == () and short.why.endswith("stopping after 1 round(s)")
+def test_a_pair_is_equal_only_when_its_interval_lies_inside_the_margin():
+    tight = {(64, "cpu", 0): _noisy(1000, 6, 7, 0.005), (64, "cpu", 1): _noisy(1002, 6, 8, 0.005)}
+    cells, rows = _cells_and_rows(tight)
+    (c,) = question.comparisons(cells, rows, "batch_size", {"threads": 0})
+    # within the margin (it may also be significantly apart by a fraction of a percent): concluded
+    assert c.equal and c.concluded
+    assert pairs.MARGIN == 0.05 and c.low >= 0.95 and c.high <= 1.05
+    # the same ratio at 20% noise: the interval leaves the margin, so the pair stays open and the
+    # engine says how many rounds could conclude it
+    loose = {(64, "cpu", 0): _noisy(1000, 3, 7, 0.2), (64, "cpu", 1): _noisy(1002, 3, 8, 0.2)}
+    cells, rows = _cells_and_rows(loose)
+    (c,) = question.comparisons(cells, rows, "batch_size", {"threads": 0})
+    assert not c.equal and not c.concluded
+    d = pairs.decide([c], {"64": _cost("64")}, left_s=1.0)
+    assert d.runs == () and "more round(s) could conclude it" in d.why[0]
+    assert "s of the budget left" in d.why[0]
 
 
-def test_no_round_is_added_once_every_size_concluded_or_looks_equal():
-    done, rows = _cells_and_rows({(64, 0): (100, 101, 99), (64, 1): (200, 203, 198)})
-    assert question.decide(done, rows, "batch_size", {"threads": 0}, 100, 2).why == (
-        "every size concluded in 3 rounds"
-    )
-    equal, rows = _cells_and_rows({(64, 0): (100, 110, 90), (64, 1): (110, 90, 100)})
-    d = question.decide(equal, rows, "batch_size", {"threads": 0}, 100, 2)
-    assert d.cells == () and "look equal" in d.why and math.isfinite(len(d.why))
+def test_a_later_size_is_predicted_from_the_largest_measured_one_and_grows_with_its_count():
+    known = pairs.Cost("64", 64.0, {"a": 0.5}, {"a": 0.01}, 2.0)
+    big = pairs.predicted(known, "6400", 6400.0, 0.3, {"x": "a"})
+    assert big.step_s["x"] == pytest.approx(1.0)
+    assert big.window_s["x"] == pytest.approx(pairs.MIN_STEPS * 1.0 + 2 * 1.0 + pairs.SWITCH_S)
+    assert big.startup_s == pytest.approx(4.0) and not big.measured
+    assert pairs.rotated(["a", "b", "c"], 1) == ["b", "c", "a"]
 
 
 def test_a_size_where_a_side_has_no_steady_step_is_named_as_unanswered():

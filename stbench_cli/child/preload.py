@@ -16,7 +16,7 @@ import torch.utils.flop_counter  # noqa: F401
 
 from ..device import cuda_initialized
 from ..plan import registry
-from . import cell, trainer  # noqa: F401
+from . import cell, trainer, windows  # noqa: F401
 
 
 def _workloads() -> None:

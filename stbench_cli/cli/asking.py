@@ -11,7 +11,7 @@ import typer
 
 from . import render
 from .app import app
-from .options import Out, Preset, Resume, Seed, Sets, Smoke, StudyWorkload, Timeout
+from .options import Out, Preset, Resume, Seed, Sets, Smoke, StudyWorkload
 
 Budget = Annotated[
     float,
@@ -26,11 +26,18 @@ Sizes = Annotated[
     ),
 ]
 Window = Annotated[
-    float, typer.Option("--window", metavar="SECONDS", help="seconds of timed training a cell")
+    float | None,
+    typer.Option(
+        "--window",
+        metavar="SECONDS",
+        help="a window's timed seconds, at least 3 steps (default: from the budget)",
+    ),
 ]
 Rounds = Annotated[
     int,
-    typer.Option("--rounds", metavar="N", help="rounds of every cell before the open ones only"),
+    typer.Option(
+        "--rounds", metavar="N", help="paired rounds of every configuration before open pairs only"
+    ),
 ]
 Gpu = Annotated[
     str,
@@ -52,8 +59,8 @@ def gpu_vs_cpu(
     workload: StudyWorkload = None,
     budget: Budget = 600.0,
     sizes: Sizes = None,
-    window: Window = 2.0,
-    rounds: Rounds = 2,
+    window: Window = None,
+    rounds: Rounds = 6,
     gpu: Gpu = "",
     cuda_graphs: CudaGraphs = False,
     set_: Sets = None,
@@ -62,18 +69,20 @@ def gpu_vs_cpu(
     seed: Seed = 0,
     out: Out = Path("results"),
     resume: Resume = None,
-    timeout: Timeout = None,
 ) -> None:
     """Is the GPU worth it for WORKLOAD, and from what size? At each size of its size axis
     (`stbench list WORKLOAD`), the CPU at its defaults and its quick levers and the GPU at its
-    precision levers, each cell trained for --window seconds, in paired rounds until each size
-    concludes or the budget ends; then the answer, its table and its picture.
+    precision levers, measured as short windows inside warm processes, in paired rounds until
+    each pair concludes or the budget ends; then the answer, its table and its picture.
 
     \b
-      stbench gpu-vs-cpu lstm-era5 --budget 900
-      stbench gpu-vs-cpu stnn --sizes 30x84 60x168 180x360
-      stbench gpu-vs-cpu cnn-strain --smoke --budget 120     # seconds, on a CPU
+      stbench gpu-vs-cpu lstm-era5 --budget 60
+      stbench gpu-vs-cpu stnn --sizes 1000 10000
+      stbench gpu-vs-cpu cnn-strain --smoke --budget 30     # seconds, on a CPU
     """
+    import time
+
+    deadline = time.time() + budget  # the budget is the command's: planning counts too
     from ..runner import warm
 
     warm.start()  # the cells' server imports torch while this process plans
@@ -83,9 +92,9 @@ def gpu_vs_cpu(
     from ..runner import envinfo
     from ..runner.question import answer
     from ..store import host
-    from .running import exit_for, resume_line, run_with_progress, summary
+    from .running import exit_for, resume_line
 
-    if not budget > 0 or not window > 0:
+    if not budget > 0 or (window is not None and not window > 0):
         raise StbenchError("--budget and --window are seconds: give positive numbers")
     if rounds < 2:
         raise StbenchError(f"--rounds {rounds}: a paired interval needs at least 2 rounds")
@@ -112,20 +121,32 @@ def gpu_vs_cpu(
             sets=tuple(set_ or ()),
             full_rounds=rounds,
         )
-        plan = plan_question(q, env, host.physical_cores(), tuple(sys.argv))
+        plan = plan_question(
+            q, env, host.physical_cores(), tuple(sys.argv), bf16=host.native_bf16()
+        )
         if not device:
             render.note(
                 "no GPU here: the answer holds the CPU's best configuration besides its defaults "
                 "against them (run it on a GPU machine for the GPU's)"
             )
     with render.interrupted(partial(resume_line, plan, "stbench gpu-vs-cpu")):
-        rows = answer(plan, env, budget, lambda p: run_with_progress(p, env, timeout), render.note)
+        rows = answer(plan, env, deadline, render.note)
     if rows:
-        summary(plan.folder, rows)
+        answered(plan.folder, rows)
         drawn = picture(plan.folder)
         if drawn:
             render.note(f"the picture: {drawn}")
     exit_for(rows, ("ok",))
+
+
+def answered(folder: Path, rows: list) -> None:
+    """The answer as compare prints it: the finding, its flags, one line per size."""
+    from ..report import read, text
+    from ..report.model import studies
+
+    shown = text.compare(studies([read.folder_of(folder, rows)]), width=render.table_width())
+    render.out.print(f"results in {folder}", soft_wrap=False, overflow="fold")
+    render.out.print(shown, markup=False, end="")
 
 
 def picture(folder: Path) -> Path | None:

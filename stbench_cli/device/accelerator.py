@@ -166,6 +166,14 @@ class Accelerator:
         on CPU, where the device is the host, the host's too."""
         return device_bytes + (0 if self.is_cuda else host_bytes)
 
+    def release_cached(self) -> None:
+        """Give the caching allocator's free blocks back to the device (after a configuration ran
+        out of memory, so that the next one starts with the device's memory free)."""
+        if self.is_cuda:
+            import torch
+
+            torch.cuda.empty_cache()
+
     @property
     def pins(self) -> bool:
         """Whether host staging memory should be page-locked (what lets a copy run async)."""
@@ -226,6 +234,16 @@ class Accelerator:
             yield True
         finally:
             torch.backends.cuda.matmul.allow_tf32 = allowed
+
+    def default_math(self) -> None:
+        """torch's own switches for fp32 math, whatever ran before in this process: cuBLAS
+        strict fp32, cuDNN TF32, matmul precision "highest". A window of a warm process starts
+        here, so that no switch leaks from the configuration measured before it."""
+        import torch
+
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = True
+        torch.set_float32_matmul_precision("highest")
 
     def use_precision(self, mode: str) -> MathRan:
         """Set how fp32 math runs in this process (`default` leaves torch's own switches) and

@@ -5,9 +5,10 @@ mistakes surface here, as one StbenchError line, before anything is written."""
 from __future__ import annotations
 
 import datetime as dt
+import math
 import socket
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from ..store.files import read_runs
 from ..store.machine import EnvInfo
 from ..store.manifest import read_manifest
 from ..store.rows import RETRIED, SCHEMA, Run
-from . import question, registry
+from . import pairs, question, registry
 from .launcher_config import Launch, make_launch
 from .skips import cell_skip
 from .spec import (
@@ -194,13 +195,20 @@ def plan_new(req: Request, env: EnvInfo, command: tuple[str, ...] = ()) -> Plan:
 
 
 def plan_question(
-    q: question.Question, env: EnvInfo, physical: int, command: tuple[str, ...] = ()
+    q: question.Question,
+    env: EnvInfo,
+    physical: int,
+    command: tuple[str, ...] = (),
+    bf16: bool = False,
 ) -> Plan:
     """The study of `stbench gpu-vs-cpu` (plan/question.py): at each size, the CPU at its
-    defaults, its quick levers and the GPU's, each trained for the window, `q.rounds` rounds of
-    them all. Its cells are listed, not a product of axes (a size's candidates depend on the
+    defaults, its quick levers and the GPU's, one cell each, round 0: the configurations the
+    engine's windows measure round after round (plan_rounds adds each round's cells before it
+    runs). Its cells are listed, not a product of axes (a size's candidates depend on the
     preset); the manifest's matrix names every value its cells take, and `question` what the
-    report needs to read the study as the answer. `physical`: this machine's physical cores."""
+    report needs to read the study as the answer. `physical`: this machine's physical cores;
+    `bf16`: whether its CPU has bf16 units. A budget that cannot measure every size twice is
+    refused here, before anything is written."""
     w = registry.get(q.workload)
     base, _, engine = resolve_params(w, q.preset or w.default_preset, False, ())
     sizes = question.axis_values(w, q)
@@ -220,28 +228,36 @@ def plan_question(
             )
         fixed[key] = values[0]
     batch = int(engine.get("batch_size", 64))
+    configs = question.configs(q, {**base, **fixed}, physical, bf16)
+    window = q.window_s or pairs.auto_window(q.budget_s, len(sizes), len(configs))
+    floor = pairs.budget_floor(len(sizes), len(configs), window)
+    if q.budget_s < floor:
+        raise StbenchError(
+            f"--budget {q.budget_s:g}: too small to measure {len(sizes)} sizes of "
+            f"{len(configs)} configurations twice in windows of {window:g} s; give at least "
+            f"--budget {math.ceil(floor)}, or fewer --sizes"
+        )
     cells: list[RunSpec] = []
-    for repeat in range(q.rounds):
-        for size in sizes:
-            for c in question.configs(q, {**base, **fixed}, physical):
-                params = {**base, **fixed, **c.sets}
-                if w.size.param != BATCH:
-                    params[w.size.param] = size
-                cells.append(
-                    identify(
-                        RunSpec(
-                            workload=w.name,
-                            device=check_device(c.device),
-                            strategy="single",
-                            batch_size=int(size) if w.size.param == BATCH else batch,
-                            epochs=1,
-                            repeat=repeat,
-                            seed=q.seed + repeat,
-                            preset=q.preset or w.default_preset,
-                            params=tuple(sorted(params.items())),
-                        )
+    for size in sizes:
+        for c in configs:
+            params = {**base, **fixed, **c.sets}
+            if w.size.param != BATCH:
+                params[w.size.param] = size
+            cells.append(
+                identify(
+                    RunSpec(
+                        workload=w.name,
+                        device=check_device(c.device),
+                        strategy="single",
+                        batch_size=int(size) if w.size.param == BATCH else batch,
+                        epochs=1,
+                        repeat=0,
+                        seed=q.seed,
+                        preset=q.preset or w.default_preset,
+                        params=tuple(sorted(params.items())),
                     )
                 )
+            )
     launch = make_launch("local", [], None)
     skips = {c.run_id: r for c in cells if (r := cell_skip(c, env, w, launch.kind))}
     if len(skips) == len(cells):
@@ -259,13 +275,15 @@ def plan_question(
         epochs=(1,),
         base_params=tuple(sorted((k, v) for k, v in cells[0].params if k not in varied)),
         axes=tuple(varied.items()),
-        repeats=q.rounds,
+        repeats=1,
         seed=q.seed,
         preset=q.preset or w.default_preset,
+        # one process builds a configuration once and measures all its rounds: one seed
+        seed_per_repeat=False,
     )
     manifest = {
         **_manifest(w, matrix, cells, env, launch, command),
-        "question": question.record(q, w, sizes, {**base, **fixed}),
+        "question": question.record(q, w, sizes, {**base, **fixed}, window),
     }
     folder = new_folder(q.out, f"{w.name}-gpu-vs-cpu")
     return Plan(w, tuple(cells), folder, manifest, skips, launch=launch)
@@ -348,3 +366,29 @@ def plan_round(plan: Plan, env: EnvInfo, only: frozenset[str] | None = None) -> 
         "cells": [*plan.manifest["cells"], *(asdict(c) for c in new)],
     }
     return replace(plan, cells=plan.cells + new, manifest=manifest, skips={**plan.skips, **skips})
+
+
+def plan_rounds(plan: Plan, env: EnvInfo, firsts: Sequence[str], repeats: Sequence[int]) -> Plan:
+    """The study with rounds `repeats` of the configurations `firsts` (first-round run ids)
+    added, each round's cell with that repeat and the study's seed (a question's process builds
+    a configuration once and measures every round it runs), in the manifest's cells and matrix
+    (the caller writes the manifest before the rounds run). What the questions' engine adds."""
+    first = {c.run_id: c for c in plan.cells if c.repeat == 0}
+    have = {c.run_id for c in plan.cells}
+    new = []
+    for run_id in firsts:
+        for r in repeats:
+            c = identify(replace(first[run_id], repeat=r, run_id=""))
+            if c.run_id not in have:
+                new.append(c)
+                have.add(c.run_id)
+    skips = {c.run_id: r for c in new if (r := cell_skip(c, env, plan.workload, plan.launch.kind))}
+    top = max([c.repeat for c in plan.cells] + [c.repeat for c in new])
+    manifest = {
+        **plan.manifest,
+        "matrix": {**plan.manifest["matrix"], "repeats": top + 1},
+        "cells": [*plan.manifest["cells"], *(asdict(c) for c in new)],
+    }
+    return replace(
+        plan, cells=plan.cells + tuple(new), manifest=manifest, skips={**plan.skips, **skips}
+    )

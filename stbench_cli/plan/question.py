@@ -1,24 +1,21 @@
-"""`stbench gpu-vs-cpu`: is the GPU worth it for this workload, and from what size (issue 37).
-Pure: the question in, the study that answers it and the decision to run another round out.
+"""`stbench gpu-vs-cpu`: is the GPU worth it for this workload, and from what size. Pure: the
+question in, the configurations each size measures and the pairs its answer judges out.
 
-One study, one folder. At each size of the workload's size axis (`Workload.size`, or the sizes
-asked), every cell trains for the same window of timed seconds after its warm-up (`time_budget`:
-a fixed window, not an epoch count, so that a small and a large size cost the same wall time):
+At each size of the workload's size axis (`Workload.size`, or the sizes asked; a size is a size
+of the work, the FLOPs of a step grow along it) the question measures, as windows inside warm
+processes (the engine: plan/pairs.py, runner/windows.py):
 
 - the CPU at its defaults (the workload's preset as it is: stbench's threads, its loader workers),
 - the CPU's quick levers, one candidate each: one thread, half the physical cores, no loader
-  workers where the preset has some (`cpu_candidates`); the CPU's fastest is the tuned CPU,
+  workers where the preset has some, bf16 autocast where the CPU has bf16 units
+  (`cpu_candidates`); the CPU's fastest is the tuned CPU,
 - on a GPU machine, the GPU with each of its levers (`gpu_levers`: torch's default precision,
   which is TF32 in cuDNN and strict fp32 in cuBLAS, and bf16 autocast; CUDA graphs with
   `--cuda-graphs`, where steps are launch-bound).
 
-The first two rounds run every cell (repeats are the study's outer loop, so a round's cells saw
-the same machine and pair), the second only where the budget can pay for it. After that,
-`decide` asks at each size whether the GPU's fastest cell can be told from the CPU's fastest and
-from the CPU at its defaults (without a GPU: the CPU's fastest other configuration from its
-defaults), paired round by round; while one cannot and a round of the cells those comparisons
-need fits in what is left of the budget, one more round of just those cells runs. A size
-concludes, or the budget ends; the answer (report/question.py) says which.
+The pairs each size judges (`comparisons`): the GPU's fastest against the CPU's fastest and
+against the CPU at its defaults; without a GPU, the CPU's fastest other configuration against its
+defaults.
 """
 
 from __future__ import annotations
@@ -34,11 +31,12 @@ from ..comparison import judge as compare
 from ..contract import BATCH, Workload
 from ..device import is_cuda
 from ..errors import StbenchError
+from ..stats import rounds_within
+from .pairs import CAP, FIRST_ROUNDS, MARGIN, Comparison
 from .spec import RunSpec
 
-NEVER = 1000  # stats.rounds_needed's cap: the per-round ratios average 1
-FULL_ROUNDS = 2  # rounds of every cell before any is left out (a paired interval needs two)
-CPU_LEVERS = ("threads", "workers")  # the CPU's quick levers: no restart, no preload, no compile
+# the CPU's quick levers: each changes inside a running process (no preload, no binding)
+CPU_LEVERS = ("threads", "workers", "precision")
 
 
 @dataclass(frozen=True)
@@ -48,15 +46,14 @@ class Question:
     workload: str
     sizes: tuple[Any, ...] = ()  # values of the size axis (empty: the workload's own)
     budget_s: float = 300.0  # wall seconds for the whole study, every round included
-    window_s: float = 2.0  # timed training seconds per cell, after its warm-up
+    window_s: float | None = None  # a window's floor in timed seconds (None: from the budget)
     gpu: str = "cuda"  # the GPU device; "" where the machine has none (the CPU's configurations)
     cuda_graphs: bool = False  # also compile=reduce-overhead on the GPU
     smoke: bool = False
     preset: str | None = None
     seed: int = 0
     out: Path = Path("results")
-    rounds: int = 1  # rounds planned at first (each later one is decided, within the budget)
-    full_rounds: int = FULL_ROUNDS  # rounds of every cell before any is left out
+    full_rounds: int = FIRST_ROUNDS  # paired rounds of every configuration at each size first
     sets: tuple[str, ...] = ()  # --set key=value: one value each, in every cell
 
 
@@ -98,16 +95,18 @@ def _positive_int(value) -> int:
     return n
 
 
-def cpu_candidates(base: Mapping[str, Any], physical: int) -> list[dict]:
+def cpu_candidates(base: Mapping[str, Any], physical: int, bf16: bool = False) -> list[dict]:
     """The CPU's quick levers against the defaults (`base`): one thread, half the physical cores,
-    all of them where the defaults fix fewer, no loader workers where the defaults have some;
-    none that repeats the defaults."""
+    all of them where the defaults fix fewer, no loader workers where the defaults have some,
+    bf16 autocast where the CPU has bf16 units (`bf16`); none that repeats the defaults."""
     threads, workers = int(base.get("threads", 0)), int(base.get("workers", 0))
     tried = [{"threads": 1}, {"threads": max(physical // 2, 1)}]
     if threads:  # the preset fixes a count (a smoke's one thread): the machine's choice too
         tried.append({"threads": 0})
     if workers:
         tried.append({"workers": 0})
+    if bf16 and base.get("precision", "default") != "bf16":
+        tried.append({"precision": "bf16"})
     out = []
     for sets in tried:
         if all(base.get(k) == v for k, v in sets.items()) or sets in out:
@@ -125,30 +124,27 @@ def gpu_levers(cuda_graphs: bool) -> list[dict]:
     return levers
 
 
-def configs(q: Question, base: Mapping[str, Any], physical: int) -> list[Config]:
+def configs(
+    q: Question, base: Mapping[str, Any], physical: int, bf16: bool = False
+) -> list[Config]:
     """Every configuration each size runs, the CPU at its defaults first."""
     out = [Config("cpu", "defaults")]
-    out += [Config("cpu", "candidate", c) for c in cpu_candidates(base, physical)]
+    out += [Config("cpu", "candidate", c) for c in cpu_candidates(base, physical, bf16)]
     if q.gpu:
         out += [Config(q.gpu, "gpu", g) for g in gpu_levers(q.cuda_graphs)]
     return out
 
 
 def window_sets(q: Question, w: Workload) -> dict[str, Any]:
-    """What every cell of the question sets: the size axis' fixed parameters, the window, and an
-    evaluation cut to two batches (a fixed window spends its seconds training)."""
+    """What every cell of the question sets besides its configuration: the size axis' fixed
+    parameters, and an evaluation cut to two batches (a window trains; it never evaluates)."""
     assert w.size is not None
-    return {
-        **dict(w.size.fixed),
-        "time_budget": q.window_s,
-        # one step out of samples/s (the optimizer's state is made in it): the untimed warm-up
-        # pass made the libraries' first calls already, and a slow cell keeps steady steps
-        "warmup_steps": 1,
-        "max_eval_batches": 2,
-    }
+    return {**dict(w.size.fixed), "max_eval_batches": 2}
 
 
-def record(q: Question, w: Workload, sizes: Sequence, base: Mapping[str, Any]) -> dict:
+def record(
+    q: Question, w: Workload, sizes: Sequence, base: Mapping[str, Any], window_s: float
+) -> dict:
     """The question as the manifest keeps it: what the report needs to read the study as an
     answer (the size axis, each size's count of its unit, the CPU's defaults)."""
     assert w.size is not None
@@ -161,40 +157,19 @@ def record(q: Question, w: Workload, sizes: Sequence, base: Mapping[str, Any]) -
             "counts": [w.size.counted(v) for v in sizes],
         },
         "defaults": {k: base.get(k) for k in CPU_LEVERS},
-        "window_s": q.window_s,
+        "window_s": window_s,
         "budget_s": q.budget_s,
         "rounds": q.full_rounds,
+        # what the answer judges: at each size, these roles against each other
+        "pairs": [["cpu fastest", "gpu fastest"], ["cpu defaults", "gpu fastest"]]
+        if q.gpu
+        else [["cpu defaults", "cpu fastest other"]],
+        "margin": MARGIN,
         "gpu": q.gpu,
     }
 
 
-# --- the rounds -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """One comparison a size's answer needs, and where it stands."""
-
-    size: str
-    base: str  # run id of the first round's cell held against (the CPU's)
-    other: str  # the GPU's fastest (or the tuned CPU, without a GPU)
-    ratio: float | None
-    low: float | None
-    high: float | None
-    rounds: int  # common rounds so far
-    needs: int = 0  # rounds that could conclude it (comparison.judge; NEVER: they look equal)
-
-    @property
-    def concluded(self) -> bool:
-        return self.rounds >= 2 and self.low is not None and (self.low > 1 or self.high < 1)
-
-
-@dataclass(frozen=True)
-class Decision:
-    """Another round of these cells (their first round's run ids), or none, and why."""
-
-    cells: tuple[str, ...]
-    why: str
+# --- the pairs --------------------------------------------------------------------------------
 
 
 def size_of(spec: RunSpec, param: str) -> str:
@@ -245,52 +220,12 @@ def comparisons(
         else:  # the CPU's fastest other configuration stands in for the GPU
             pairs = [(plain[0], fastest(others))] if plain and others else []
         for a, b in pairs:
-            v = compare(size, SPS, values[a.run_id], values[b.run_id])
+            base_v, other_v = values[a.run_id], values[b.run_id]
+            v = compare(size, SPS, base_v, other_v)
+            equal = rounds_within(base_v, other_v, MARGIN, CAP) if v.rounds else CAP
             out.append(
-                Comparison(size, a.run_id, b.run_id, v.ratio, v.low, v.high, v.rounds, v.needs)
+                Comparison(
+                    size, a.run_id, b.run_id, v.ratio, v.low, v.high, v.rounds, v.needs, equal
+                )
             )
     return out
-
-
-def decide(
-    cells: Sequence[RunSpec],
-    rows: Sequence[dict],
-    param: str,
-    defaults: Mapping[str, Any],
-    left_s: float,
-    cell_s: float,
-    full: int = FULL_ROUNDS,
-) -> Decision:
-    """Rounds of every cell until there are `full` of them, then one more round of the cells of
-    every open comparison that more rounds can close, while such a round (`cell_s` a cell, as
-    measured) fits in the `left_s` seconds of the budget."""
-    have = 1 + max(c.repeat for c in cells)
-    if have < full:  # every cell again first: no interval without two rounds
-        every = tuple(c.run_id for c in cells if c.repeat == 0)
-        if len(every) * cell_s > left_s:
-            return Decision(
-                (),
-                f"a second round of {len(every)} cells takes ~{len(every) * cell_s:.0f} s and "
-                f"the budget has {max(left_s, 0):.0f} s left: stopping after {have} round(s)",
-            )
-        return Decision(every, f"round {have + 1} of every cell ({len(every)})")
-    found = comparisons(cells, rows, param, defaults)
-    if not found:
-        return Decision((), "no size has two cells to compare")
-    open_ = [c for c in found if not c.concluded]
-    if not open_:
-        return Decision((), f"every size concluded in {have} rounds")
-    hopeful = [c for c in open_ if c.needs < NEVER]
-    if not hopeful:
-        sizes = ", ".join(dict.fromkeys(c.size for c in open_))
-        return Decision((), f"at {sizes} the cells compared look equal after {have} rounds")
-    keep = tuple(dict.fromkeys(x for c in hopeful for x in (c.base, c.other)))
-    cost = len(keep) * cell_s
-    sizes = ", ".join(dict.fromkeys(c.size for c in hopeful))
-    if cost > left_s:
-        return Decision(
-            (),
-            f"{sizes} not yet concluded after {have} rounds; a round of {len(keep)} cells takes "
-            f"~{cost:.0f} s and the budget has {max(left_s, 0):.0f} s left: stopping",
-        )
-    return Decision(keep, f"{sizes} not yet concluded: round {have + 1} of {len(keep)} cells")

@@ -180,3 +180,30 @@ def parse_set(texts: list[str]) -> list[tuple[str, list[str]]]:
             raise StbenchError(f"--set {text!r} is malformed; expected key=value or key=v1,v2")
         out.append((key, [v.strip() for v in raw.split(",") if v.strip()]))
     return out
+
+
+@dataclass(frozen=True)
+class WindowsJob:
+    """What the parent asks of one warm process of windows (child/windows.py): the windows in
+    the order they run, each a RunSpec of one configuration and round."""
+
+    windows: tuple[RunSpec, ...]
+    window_s: float  # a timed window's floor in seconds ...
+    min_steps: int  # ... and in steps (a steady step at any size)
+    deadline: float  # time.time() after which no window starts
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "windows": [asdict(w) for w in self.windows],
+                "window_s": self.window_s,
+                "min_steps": self.min_steps,
+                "deadline": self.deadline,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> WindowsJob:
+        d = json.loads(text)
+        windows = tuple(RunSpec.from_dict(w) for w in d["windows"])
+        return cls(windows, float(d["window_s"]), int(d["min_steps"]), float(d["deadline"]))

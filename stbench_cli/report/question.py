@@ -18,13 +18,13 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..comparison import wins_from
+from ..comparison import MARGIN, wins_from
 from .cells import Cell, cells, paired_rounds, ratio, rows_of
 from .labels import format_number, short_gpu
 from .model import HARDWARE, Key, axes
 
 SPS = "samples_per_s"
-QUESTION = ("q_size", "q_count", "q_unit", "q_default")
+QUESTION = ("q_size", "q_count", "q_unit", "q_default", "q_note")
 
 
 def asked(s: pd.DataFrame) -> bool:
@@ -49,6 +49,16 @@ class Ratio:
     @property
     def loses(self) -> bool:
         return self.high is not None and self.high < 1
+
+    @property
+    def equal(self) -> bool:
+        """The two look equal: two rounds or more, the interval within the engine's margin."""
+        return (
+            self.rounds >= 2
+            and self.low is not None
+            and self.low >= 1 - MARGIN
+            and self.high <= 1 + MARGIN
+        )
 
     def text(self) -> str:
         if not math.isfinite(self.value):
@@ -238,6 +248,15 @@ def words(s: pd.DataFrame) -> str:
     missing = _unanswered(s, found)
     if missing:
         text += f" No answer at {missing}: a side had no steady step in its window (--window)."
+    equal = [_at(p, unit) for p in found if p.vs_tuned.equal]
+    if equal:
+        text += (
+            f" At {_list(equal)} the two look equal: the interval lies within "
+            f"{1 - MARGIN:.2f}-{1 + MARGIN:.2f}x."
+        )
+    note = s["q_note"].dropna() if "q_note" in s else ()
+    if len(note):
+        text += f" {note.iloc[0]}"
     return text
 
 

@@ -123,8 +123,33 @@ def asked(run: Run, question: Mapping) -> Run:
         "q_count": counts.get(value),
         "q_unit": size["unit"],
         "q_default": float(all(run.params.get(k) == v for k, v in defaults.items())),
+        "q_note": engine_note(question),
     }
     return replace(run, columns={**run.columns, **found})
+
+
+def engine_note(question: Mapping) -> str | None:
+    """What the questions' engine said of the study it stopped (its manifest's question): the
+    sizes the budget could not measure twice, each with the budget that would, and the pairs
+    still open with what would conclude them; None where every pair concluded."""
+    size = question["size"]
+    counts = dict(zip(size["values"], size["counts"]))
+
+    def at(value) -> str:
+        return f"{counts.get(value, 0):,.0f} {size['unit']}".strip()
+
+    said = []
+    left = question.get("left_out") or []
+    if left:
+        named = [
+            f"{at(x['size'])} (--budget {x['needs_s']})" if x.get("needs_s") else at(x["size"])
+            for x in left
+        ]
+        said.append(f"Not measured (the budget could not pay for two rounds): {', '.join(named)}.")
+    stopped = [w for w in question.get("stopped") or () if w != "every size concluded"]
+    if stopped:
+        said.append(f"Not concluded: {'; '.join(stopped)}.")
+    return " ".join(said) or None
 
 
 def priced(run: Run, prices: Mapping[str, float]) -> Run:

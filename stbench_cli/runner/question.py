@@ -1,37 +1,292 @@
-"""`stbench gpu-vs-cpu`: the question's study run round after round within its budget (issue
-37). plan/question.py plans the study and decides each next round; this module runs them.
+"""`stbench gpu-vs-cpu` run by the questions' engine: paired rounds of windows inside warm
+processes, within the budget. plan/question.py says what each size measures and which pairs its
+answer judges, plan/pairs.py where each pair stands and what runs next, runner/windows.py runs
+one process; this module is the loop.
 
-The first rounds run every cell; each later round only the cells of the comparisons still open
-(plan.question.decide), written to the manifest before it runs (so `--resume` finishes an
-interrupted one like any study), until every size concludes or the budget, measured in the
-wall seconds the study has taken, cannot pay for the next round.
+1. **First rounds, size after size, smallest first.** Each size's configurations run
+   FIRST_ROUNDS rounds, spread over PROCESSES warm processes (one process understates the
+   variance: pyperf's workers), each round in a rotated order. A size runs only where its
+   predicted cost (the size before it, measured, grown by the size's count) fits what is left
+   of the budget; a size that does not, and every larger one, is named with the budget that
+   would measure it.
+2. **Then rounds only where a pair is open**: plan.pairs.decide, until every pair has
+   concluded (apart, or equal within the margin), or the rounds that could conclude the rest
+   cost more than the time left, which it says, with the figures.
+
+Every round's cells are added to the manifest before they run, so `--resume` finishes an
+interrupted study; windows a process never reached (the deadline, a crash) leave the manifest
+again, and what stopped the engine is kept in the manifest's question (`stopped`, `left_out`),
+for the answer to say.
 """
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Callable
+from dataclasses import replace
 
-from ..plan import question
-from ..plan.planner import Plan
-from ..store.rows import Run
-from .rounds import add_rounds
+from ..plan import pairs, question
+from ..plan.planner import Plan, plan_rounds
+from ..plan.spec import RunSpec
+from ..store.files import write_cell
+from ..store.machine import EnvInfo
+from ..store.manifest import write_manifest
+from ..store.rows import Run, RunRow, run_of
+from .lock import FolderLock
+from .study import identity, machine
+from .windows import run_process
 
 
 def answer(
     plan: Plan,
-    env,
-    budget_s: float,
-    run: Callable[[Plan], list[Run]],
+    env: EnvInfo,
+    deadline: float,
     say: Callable[[str], None],
+    on_row: Callable[[RunSpec, Run], None] = lambda spec, row: None,
 ) -> list[Run]:
-    """Run the question's planned rounds, then more while plan.question.decide asks for them
-    and they fit in `budget_s` (wall seconds, the planned rounds included). Every row."""
-    record = plan.manifest["question"]
-    param, defaults = record["size"]["param"], record["defaults"]
-    full = record.get("rounds", question.FULL_ROUNDS)
+    """Run the question's rounds until `deadline` (time.time(): the command's start plus its
+    budget, so that planning counts too); every row of the study."""
+    with FolderLock(plan.folder):
+        return Engine(plan, env, deadline, say, on_row).run()
 
-    def open_sizes(plan: Plan, rows: list[Run], left_s: float, cell_s: float):
-        decision = question.decide(plan.cells, rows, param, defaults, left_s, cell_s, full)
-        return f"gpu-vs-cpu: {decision.why}", frozenset(decision.cells)
 
-    return add_rounds(plan, env, budget_s, run, say, open_sizes)
+class Engine:
+    """The loop's state: the study as planned so far, its rows, each size's measured cost."""
+
+    def __init__(self, plan: Plan, env: EnvInfo, deadline: float, say, on_row):
+        self.plan, self.env, self.say, self.on_row = plan, env, say, on_row
+        self.end = deadline
+        record = plan.manifest["question"]
+        self.record = record
+        self.param, self.defaults = record["size"]["param"], record["defaults"]
+        self.window_s = float(record["window_s"])
+        self.first_rounds = int(record.get("rounds", pairs.FIRST_ROUNDS))
+        self.unit = record["size"]["unit"]
+        self.counts = dict(zip(record["size"]["values"], record["size"]["counts"]))
+        self.rows: list[Run] = list(plan.done)
+        self.costs: dict[str, pairs.Cost] = {}
+        self.processes = 0
+        self.stopped: list[str] = []
+        self.left_out: list[dict] = []
+
+    # -- the study's sizes and configurations ---------------------------------------------
+    def size_of(self, spec: RunSpec) -> str:
+        return question.size_of(spec, self.param)
+
+    def describe(self, size: str) -> str:
+        return f"{self.counts.get(size, 0):,.0f} {self.unit}".strip()
+
+    def firsts(self, size: str) -> list[RunSpec]:
+        """The size's configurations (first-round cells) that can still run: not skipped, no
+        failed window (a configuration that ran out of memory is its rows; the others go on)."""
+        bad = {r["run_id"] for r in self.rows if r["status"] != "ok"}
+        first_of = question.first_rounds(self.plan.cells)
+        broken = {first_of[x] for x in bad if x in first_of}
+        return [
+            c
+            for c in self.plan.cells
+            if c.repeat == 0
+            and self.size_of(c) == size
+            and c.run_id not in self.plan.skips
+            and c.run_id not in broken
+        ]
+
+    def rounds_of(self, configs: tuple[str, ...]) -> set[int]:
+        """The rounds in which any of these configurations (first-round run ids) has a row."""
+        first_of = question.first_rounds(self.plan.cells)
+        repeat = {c.run_id: c.repeat for c in self.plan.cells}
+        return {repeat[r["run_id"]] for r in self.rows if first_of.get(r["run_id"]) in configs}
+
+    def rounds_at(self, size: str) -> set[int]:
+        ids = {c.run_id: c.repeat for c in self.plan.cells if self.size_of(c) == size}
+        return {ids[r["run_id"]] for r in self.rows if r["run_id"] in ids}
+
+    # -- the loop ---------------------------------------------------------------------------
+    def run(self) -> list[Run]:
+        self._start()
+        sizes = list(self.record["size"]["values"])
+        for i, size in enumerate(sizes):
+            if not self._first_rounds(size):
+                self._leave_out(sizes[i:])
+                break
+        while True:
+            found = question.comparisons(self.plan.cells, self.rows, self.param, self.defaults)
+            decision = pairs.decide(found, self.costs, self._left(), self.describe)
+            if not decision.runs:
+                self.stopped = list(decision.why) or ["every size concluded"]
+                break
+            for more in decision.runs:
+                self._process(more.size, more.configs, more.rounds)
+        for why in self.stopped:
+            self.say(f"gpu-vs-cpu: {why}")
+        self._keep_record()
+        return self.rows
+
+    def _left(self) -> float:
+        return self.end - time.time()
+
+    def _start(self) -> None:
+        """The manifest (a new study), and a skipped row for each skipped configuration."""
+        folder = self.plan.folder
+        if not (folder / "manifest.json").exists():
+            write_manifest(folder, self.plan.manifest)
+        done = {r["run_id"] for r in self.rows}
+        for spec in self.plan.cells:
+            if spec.run_id in self.plan.skips and spec.run_id not in done:
+                row = RunRow(
+                    identity(spec), "skipped", self.plan.skips[spec.run_id], machine(self.env)
+                )
+                self._write(spec, row)
+
+    def _write(self, spec: RunSpec, row: RunRow) -> None:
+        write_cell(self.plan.folder, row, [], [])
+        self.rows.append(run_of(row.record(), str(self.plan.folder)))
+        self.on_row(spec, self.rows[-1])
+
+    def _first_rounds(self, size: str) -> bool:
+        """The size's first rounds over PROCESSES processes, where they fit; False where not."""
+        have = len(self.rounds_at(size))
+        if have >= self.first_rounds:
+            self._measure(size)
+            return True
+        configs = [c.run_id for c in self.firsts(size)]
+        if not configs:
+            return True
+        per = -(-(self.first_rounds - have) // pairs.PROCESSES)
+        cost = self._predicted(size, configs)
+        if cost is not None:  # as many rounds a process as fit, two rounds in all at least
+            while per > 1 and pairs.PROCESSES * cost.process_s(per) > self._left():
+                per -= 1
+            if pairs.PROCESSES * cost.process_s(per) > self._left():
+                return False
+        for _ in range(pairs.PROCESSES):
+            missing = self.first_rounds - len(self.rounds_at(size))
+            if missing <= 0:
+                break
+            self._process(size, tuple(configs), min(per, missing))
+        return bool(self.rounds_at(size))
+
+    def _predicted(self, size: str, configs: list[str]) -> pairs.Cost | None:
+        """The size's cost from the largest size measured before it (None: nothing yet)."""
+        if not self.costs:
+            return None
+        known = max(self.costs.values(), key=lambda c: c.count)
+        prior = {self.config_key(c): c for c in known.window_s}
+        mapping = {c: prior.get(self.config_key(c), next(iter(prior))) for c in configs}
+        return pairs.predicted(known, size, self.counts[size], self.window_s, mapping)
+
+    def config_key(self, run_id: str) -> str:
+        """What a configuration is apart from its size: its device and its levers."""
+        spec = next(c for c in self.plan.cells if c.run_id == run_id)
+        levers = {k: spec.param_dict.get(k) for k in question.CPU_LEVERS + ("compile",)}
+        return f"{spec.device} {sorted(levers.items())}"
+
+    def _leave_out(self, sizes: list[str]) -> None:
+        """Sizes the budget cannot measure twice: each named with the budget it would need."""
+        extra = 0.0
+        for size in sizes:
+            configs = [c.run_id for c in self.firsts(size)]
+            cost = self._predicted(size, configs)
+            if cost is None:
+                self.left_out.append({"size": size, "needs_s": None})
+                continue
+            extra += pairs.PROCESSES * cost.process_s(1)  # two rounds, one a process
+            spent = self.record["budget_s"] - self._left()
+            self.left_out.append({"size": size, "needs_s": math.ceil(spent + extra)})
+        named = ", ".join(
+            f"{self.describe(x['size'])} (--budget {x['needs_s']})"
+            if x["needs_s"]
+            else self.describe(x["size"])
+            for x in self.left_out
+        )
+        self.say(f"gpu-vs-cpu: not measured, the budget cannot pay for two rounds: {named}")
+        self._drop({c.run_id for c in self.plan.cells if self.size_of(c) in set(sizes)})
+
+    def _drop(self, gone: set[str]) -> None:
+        """Cells that will not run (a size left out, windows a process never reached) leave the
+        study: the manifest holds what ran and what is still to run, nothing else."""
+        kept = tuple(c for c in self.plan.cells if c.run_id not in gone)
+        manifest = {
+            **self.plan.manifest,
+            "cells": [c for c in self.plan.manifest["cells"] if c["run_id"] not in gone],
+        }
+        self.plan = replace(self.plan, cells=kept, manifest=manifest)
+        write_manifest(self.plan.folder, manifest)
+
+    def _process(self, size: str, configs: tuple[str, ...], rounds: int) -> None:
+        """One warm process: `rounds` new rounds of `configs` at `size`, each rotated."""
+        ran = self.rounds_of(configs)
+        repeats = [r for r in range(max(ran, default=-1) + 1 + rounds) if r not in ran][:rounds]
+        plan = plan_rounds(self.plan, self.env, configs, repeats)
+        self.plan = plan
+        write_manifest(plan.folder, plan.manifest)
+        first = {c.run_id: c for c in plan.cells if c.repeat == 0}
+        by = {(c.params, c.device, c.batch_size, c.repeat): c for c in plan.cells}
+        windows = [
+            by[(first[f].params, first[f].device, first[f].batch_size, r)]
+            for r in repeats
+            for f in pairs.rotated(list(configs), r)
+        ]
+        self.processes += 1
+        names = ", ".join(self.label(c) for c in configs)
+        self.say(
+            f"{self.describe(size)}: process {self.processes}, rounds {repeats[0] + 1}-"
+            f"{repeats[-1] + 1} of {names}"
+        )
+        ran = run_process(
+            plan.folder,
+            self.env,
+            windows,
+            self.window_s,
+            pairs.MIN_STEPS,
+            self.end,
+            f"windows-{self.processes}",
+            self.on_row,
+        )
+        self.rows += ran.rows
+        if ran.broke:
+            self.say(f"{self.describe(size)}: process {self.processes} ended early ({ran.broke})")
+        if ran.unrun:  # never reached: out of the study again (a configuration's first stays)
+            self._drop({w.run_id for w in ran.unrun if w.repeat > 0})
+        self._measure(size, ran.startup_s)
+
+    def label(self, run_id: str) -> str:
+        """A configuration in words: its device and what it sets apart from the defaults."""
+        spec = next(c for c in self.plan.cells if c.run_id == run_id)
+        p = spec.param_dict
+        moved = [f"{k}={p.get(k)}" for k in question.CPU_LEVERS if p.get(k) != self.defaults.get(k)]
+        moved += [f"compile={p['compile']}"] if p.get("compile", "none") != "none" else []
+        return f"{spec.device} {' '.join(moved) or 'defaults'}"
+
+    def _measure(self, size: str, startup_s: float | None = None) -> None:
+        """The size's cost from its ok windows so far (a process's start: the mean seen)."""
+        first_of = question.first_rounds(self.plan.cells)
+        ids = {c.run_id for c in self.plan.cells if self.size_of(c) == size}
+        windows = [
+            pairs.Window(
+                first_of[r["run_id"]],
+                float(r["wall_s"]),
+                float(r["setup_s"] or 0.0),
+                float(r["train_s"]) / int(r["steps_done"]),
+            )
+            for r in self.rows
+            if r["run_id"] in ids and r["status"] == "ok" and r["steps_done"]
+        ]
+        if not windows:
+            return
+        known = self.costs.get(size)
+        if startup_s is None:
+            startup_s = known.startup_s if known else 1.0
+        elif known is not None:
+            startup_s = (startup_s + known.startup_s) / 2
+        self.costs[size] = pairs.measured(size, self.counts[size], windows, startup_s)
+
+    def _keep_record(self) -> None:
+        """What stopped the engine, in the manifest's question, for the answer to say."""
+        record = {**self.plan.manifest["question"], "stopped": self.stopped}
+        if self.left_out:
+            record["left_out"] = self.left_out
+        manifest = {**self.plan.manifest, "question": record}
+        self.plan = replace(self.plan, manifest=manifest)
+        write_manifest(self.plan.folder, manifest)

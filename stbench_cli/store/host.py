@@ -116,3 +116,20 @@ def binding() -> dict[str, str | None]:
         "cores": None if hasattr(os, "sched_setaffinity") else "no sched_setaffinity here",
         "numa": None if tool else "numactl is not installed (apt install numactl)",
     }
+
+
+# CPU flags of native bf16 arithmetic (x86: AVX-512 BF16, AMX; Arm: the BF16 extension)
+BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "bf16"})
+
+
+def native_bf16(cpuinfo: str = "/proc/cpuinfo") -> bool:
+    """Whether this CPU computes in bf16 natively (its flags name an extension for it): where it
+    does not, bf16 autocast is emulated, slower than fp32, and not a lever worth a window."""
+    try:
+        text = Path(cpuinfo).read_text()
+    except OSError:
+        return False
+    for line in text.splitlines():
+        if line.startswith(("flags", "Features")):
+            return bool(BF16_FLAGS & set(line.partition(":")[2].split()))
+    return False

@@ -67,12 +67,13 @@ WORKLOAD = Workload(
     build=build,
     # The thesis' batch knee: a 153 k-parameter CNN fills a CPU's cores at a batch of a few
     # hundred curves and an H100 only past 2,048 (its first run: samples/s still rose 1.6x from
-    # 1,024 to 2,048); 100,000 curves (75,000 to train on) keep 4 steps an epoch at the largest
-    # and take ~2 s to make, once a round (data.cached).
+    # 1,024 to 2,048). A step is 2.1 MFLOP a curve: 0.16 GFLOP at the study's 75 curves, 69.5 at
+    # 32,768 (docs/workloads/cnn-strain.md); 100,000 curves (75,000 to train on) keep two steps
+    # an epoch at the largest and take ~2 s to make, once a process (data.cached).
     size=SizeAxis(
         BATCH,
         "curves a batch",
-        (75, 300, 1024, 4096, 16384),
+        (75, 600, 4096, 32768),
         smoke=(64, 256),
         fixed={"n_samples": 100_000, "max_eval_samples": 4096},
     ),

@@ -3,7 +3,7 @@
 kept on the GPU, and rank-sharded data for DDP. The packaged sensor graphs are DCRNN's
 (MIT; see ATTRIBUTION.md)."""
 
-from stbench.contract import CHECKPOINT, BuildContext, Param, SizeAxis, Workload
+from stbench.contract import BATCH, CHECKPOINT, BuildContext, Param, SizeAxis, Workload
 
 from . import source
 
@@ -107,17 +107,12 @@ WORKLOAD = Workload(
         },
     },
     build=build,
-    # The sensor graphs of the generated speeds, METR-LA's and PeMS-BAY's to the synthetic 2,700
-    # and 11,000 (the Scalable PGT study's scale): a step's diffusion over every sensor. A month
-    # of 5-minute steps each: generating the 52,116 of the full span took most of a cell's 13 s
-    # on the H100's host at PeMS-BAY's 325 sensors (it grows with the sensors).
+    # The batch, from the study's 32 windows to 4,096 over PeMS-BAY's 325-sensor graph: a step
+    # diffuses every window over every sensor, 190 MFLOP a window (6.1 GFLOP a step at 32, 777 at
+    # 4,096: docs/workloads/dcrnn-pems.md); a month of 5-minute speeds (~6,000 training windows)
+    # keeps one step an epoch at the largest.
     size=SizeAxis(
-        "size",
-        "sensors",
-        ("la", "bay", "2k7", "11k"),
-        smoke=("la", "bay"),
-        fixed={"steps": 8640},
-        count=lambda size: float(source.SIZES[size][0]),
+        BATCH, "windows a batch", (32, 256, 1024, 4096), smoke=(8, 32), fixed={"steps": 8640}
     ),
     # DCRNN's published average over its 12 horizons is ~0.6 x the historical average's MAE (1.74
     # vs 2.88 mph on PeMS-BAY); the default preset ends near there on the generated speeds, and

@@ -5,9 +5,9 @@ epochs and could not explain its table. The embedded default is the real 2-point
 (ERA5, Copernicus Climate Change Service, CC-BY 4.0; see ATTRIBUTION.md).
 """
 
-from stbench.contract import CHECKPOINT, BuildContext, Param, SizeAxis, Workload
+from stbench.contract import BATCH, CHECKPOINT, BuildContext, Param, SizeAxis, Workload
 
-from . import data, prepare, split
+from . import prepare, split
 
 
 def build(params: dict, ctx: BuildContext):
@@ -17,28 +17,19 @@ def build(params: dict, ctx: BuildContext):
 
 
 _PAPER = {"batch_size": 128, "epochs": 5, "workers": 2}
-# The series a GPU question sweeps: square boxes of the generated 0.25-degree ERA5 layout around
-# 30N 250E, from the study's 2 series to 65 x 65; a month of hours to train on, a week to test.
-SERIES_BOXES = (
-    "30:30:250:250.25",  # 2 series
-    "30:30.75:250:250.75",  # 16
-    "30:32.5:250:252.5",  # 121
-    "30:38:250:258",  # 1,089: the large preset's box
-    "30:46:250:266",  # 4,225
-)
+# What a GPU question sweeps: the batch, from the study's own 128 sequences to 16,384 (a step's
+# FLOPs grow with it: 0.91 to 117 GFLOP at the default window and width, docs/workloads/
+# lstm-era5.md), on 121 series of the generated 0.25-degree ERA5 layout around 30N 250E: a month
+# of hours to train on (~90,000 sequences, five steps an epoch at the largest batch), a week to
+# test.
 SWEEP = {
     "data": "generated",
+    "grid": "30:32.5:250:252.5",
     "train_start": "2020-01-01",
     "train_end": "2020-01-31T23",
     "test_start": "2020-02-01",
     "test_end": "2020-02-07T23",
 }
-
-
-def series(box: str) -> float:
-    """How many series a box of the generated 0.25-degree grid holds (endpoints included)."""
-    lat0, lat1, lon0, lon1 = data.parse_box(box)
-    return float((round((lat1 - lat0) / 0.25) + 1) * (round((lon1 - lon0) / 0.25) + 1))
 
 
 WORKLOAD = Workload(
@@ -132,7 +123,7 @@ WORKLOAD = Workload(
         },
     },
     build=build,
-    size=SizeAxis("grid", "series", SERIES_BOXES, SERIES_BOXES[:2], SWEEP, series),
+    size=SizeAxis(BATCH, "sequences a batch", (128, 1024, 4096, 16384), (32, 128), SWEEP),
     # 8% under persistence: the default preset reaches it in epoch 4 of 5 on the packaged ERA5
     # points (0.686 K vs persistence 0.756 K), so a run that trains well crosses it before it ends.
     target_ratio=0.92,

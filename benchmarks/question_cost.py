@@ -1,0 +1,106 @@
+"""What a gpu-vs-cpu question costs besides its measurements: this tree's stbench against an
+earlier revision's, side by side in one run.
+
+    python benchmarks/question_cost.py [--before REV] [--budget 60] [WORKLOAD ...]
+
+For each workload (all four by default), each version in turn runs `stbench gpu-vs-cpu W
+--budget B` alone. From its runs.csv: the measurements (a window, or before the engine a cell),
+the seconds that feed samples/s (each ok row's `train_s`), and the gap per measurement: the
+command's wall time less those seconds, over the measurements (what the study paid besides its
+timed steps: processes, imports, data, models, warm-ups, switches, the answer). Also: the paired
+rounds each size got, and how each size ended (concluded, equal, or open) as the answer says.
+
+REV's stbench is a git worktree of that revision put first on PYTHONPATH (cell_cost.py's
+before_tree). Run it alone: another process moves every figure. A benchmark, not a test: it
+prints numbers and asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.cell_cost import before_tree  # noqa: E402
+
+WORKLOADS = ("cnn-strain", "lstm-era5", "stnn", "dcrnn-pems")
+
+
+def study(workload: str, budget: float, out: Path, env: dict) -> dict:
+    """One question's figures."""
+    began = time.monotonic()
+    done = subprocess.run(
+        ["stbench", "gpu-vs-cpu", workload, "--budget", str(budget), "--out", str(out)],
+        env={**env, "COLUMNS": "100"},
+        capture_output=True,
+        text=True,
+    )
+    wall = time.monotonic() - began
+    (folder,) = out.iterdir()
+    with (folder / "runs.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    ok = [r for r in rows if r["status"] == "ok"]
+    timed = sum(float(r["train_s"]) for r in ok)
+    params = [json.loads(r["params"]) for r in rows]
+    rounds = Counter()
+    for r, p in zip(rows, params):
+        rounds[r["batch_size"]] = max(rounds[r["batch_size"]], int(r["repeat"]) + 1)
+    finding = next((x for x in done.stdout.split("\n\n") if x.startswith("Finding")), "")
+    return {
+        "workload": workload,
+        "exit": done.returncode,
+        "wall_s": wall,
+        "measurements": len(rows),
+        "timed_s": timed,
+        "gap_s": (wall - timed) / max(len(rows), 1),
+        "rounds": dict(rounds),
+        "finding": " ".join(finding.split()),
+        "stopped": [x for x in done.stdout.splitlines() if x.startswith("gpu-vs-cpu:")],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("workloads", nargs="*", default=list(WORKLOADS))
+    parser.add_argument("--before", help="an earlier revision to run beside this tree")
+    parser.add_argument("--budget", type=float, default=60.0)
+    args = parser.parse_args()
+    scratch = Path(tempfile.mkdtemp(prefix="stbench-question-cost-"))
+    versions = {"after": dict(os.environ)}
+    if args.before:
+        versions = {"before": before_tree(args.before, scratch / "before"), **versions}
+    try:
+        for w in args.workloads:
+            for name, env in versions.items():
+                out = scratch / f"{name}-{w}"
+                out.mkdir()
+                got = study(w, args.budget, out, env)
+                print(
+                    f"{w} {name}: exit {got['exit']}, {got['wall_s']:.1f} s, "
+                    f"{got['measurements']} measurements, {got['timed_s']:.1f} s timed, "
+                    f"gap {got['gap_s']:.2f} s a measurement; rounds by size {got['rounds']}"
+                )
+                for line in got["stopped"]:
+                    print(f"  {line}")
+                print(f"  {got['finding']}")
+    finally:
+        if args.before:
+            subprocess.run(
+                ["git", "worktree", "remove", "--force", str(scratch / "before" / "tree")],
+                cwd=Path(__file__).resolve().parent.parent,
+                capture_output=True,
+            )
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,216 @@
+"""The engine of paired comparisons, its pure half: where each pair stands, what a round and a
+process cost at a size, and which rounds run next (runner/windows.py runs them).
+
+A question is configurations, the pairs of them it judges, one measure (samples/s) and a budget.
+Its rounds are windows inside warm processes (child/windows.py): every configuration once per
+round, paired round by round. A pair ends in one of three ways:
+
+- it **differs**: its paired 95% interval excludes 1;
+- it **looks equal**: its interval lies within 1 -/+ MARGIN (never because an estimate of the
+  rounds it would need came out large: a noisy pair is open, and said to be);
+- it stays **open**, and the engine says how many rounds more would conclude it, what they
+  cost at that size, and the time left.
+
+The next rounds go only to sizes with an open pair that can close within what is left of the
+budget, and only to the configurations those pairs hold; a size whose pairs have concluded gets
+no more.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from statistics import median
+
+from ..comparison import MARGIN
+
+CAP = 1000  # stats' cap on the rounds needed: the per-round ratios average 1 (or sit outside)
+FIRST_ROUNDS = 6  # paired rounds of every configuration at each size, before only open pairs
+PROCESSES = 2  # a size's first rounds are spread over this many processes (pyperf's workers)
+MIN_STEPS = 3  # a window's floor in steps, beside its floor in seconds
+MORE_AT_ONCE = 8  # the most rounds one later process runs
+SWITCH_S = 0.03  # a window's own cost besides its steps: the switch, the rows, the clock
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One pair of configurations at one size, and where it stands."""
+
+    size: str
+    base: str  # run id of the first round's cell held against
+    other: str  # the first round's cell held against it
+    ratio: float | None
+    low: float | None
+    high: float | None
+    rounds: int  # common rounds so far
+    to_differ: int = 0  # rounds at which the interval would exclude 1 (CAP: never)
+    to_equal: int = CAP  # rounds at which it would lie within the margin (CAP: never)
+
+    @property
+    def differs(self) -> bool:
+        return self.rounds >= 2 and self.low is not None and (self.low > 1 or self.high < 1)
+
+    @property
+    def equal(self) -> bool:
+        return (
+            self.rounds >= 2
+            and self.low is not None
+            and self.low >= 1 - MARGIN
+            and self.high <= 1 + MARGIN
+        )
+
+    @property
+    def concluded(self) -> bool:
+        return self.differs or self.equal
+
+    @property
+    def more(self) -> int:
+        """Rounds more that could conclude it, were its mean and spread to stay (CAP: none)."""
+        if self.concluded:
+            return 0
+        needed = min(self.to_differ, self.to_equal)
+        return CAP if needed >= CAP else max(needed - self.rounds, 1)
+
+
+@dataclass(frozen=True)
+class Window:
+    """One window as its row tells it: what the cost model reads."""
+
+    config: str  # the first round's run id of its configuration
+    wall_s: float  # the timed window's host seconds
+    untimed_s: float  # what ran before it, since the window before (switch, build, re-warm)
+    step_s: float  # one step, on the device's clock
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What measuring a size costs: a round of its configurations, and a process's start."""
+
+    size: str
+    count: float  # the size's count of its unit (the FLOPs of a step grow with it)
+    window_s: dict[str, float]  # each configuration's window, its switch included
+    step_s: dict[str, float]  # each configuration's step
+    startup_s: float  # a process's launch to its first timed window
+    measured: bool = True
+
+    def round_s(self, configs: Sequence[str] | None = None) -> float:
+        return sum(v for k, v in self.window_s.items() if configs is None or k in configs)
+
+    def process_s(self, rounds: int, configs: Sequence[str] | None = None) -> float:
+        return self.startup_s + rounds * self.round_s(configs)
+
+
+def measured(size: str, count: float, windows: Sequence[Window], startup_s: float) -> Cost:
+    """A size's cost from its windows: each configuration's median window and step."""
+    by: dict[str, list[Window]] = {}
+    for w in windows:
+        by.setdefault(w.config, []).append(w)
+    return Cost(
+        size,
+        count,
+        {k: median(w.wall_s + w.untimed_s for w in ws) for k, ws in by.items()},
+        {k: median(w.step_s for w in ws) for k, ws in by.items()},
+        startup_s,
+    )
+
+
+def predicted(known: Cost, size: str, count: float, window_s: float, configs: dict) -> Cost:
+    """A larger size's cost, from a measured one: each step grows with the size's count (the
+    FLOPs of a step do; a step that was launch-bound grows less, so this errs long), a window
+    lasts its floor in seconds or in steps, and a process's start adds each configuration's
+    warm-up pass and first step. `configs`: this size's configuration -> the known one's."""
+    grow = count / known.count if known.count > 0 else 1.0
+    steps = {k: known.step_s.get(v, max(known.step_s.values())) * grow for k, v in configs.items()}
+    windows = {k: max(window_s, MIN_STEPS * s) + 2 * s + SWITCH_S for k, s in steps.items()}
+    startup = known.startup_s + sum(2 * s for s in steps.values())
+    return Cost(size, count, windows, steps, startup, measured=False)
+
+
+def budget_floor(sizes: int, configs: int, window_s: float, startup_s: float = 1.0) -> float:
+    """The least budget that could measure every size twice: each size's first process and two
+    rounds of its configurations at the window's floor, steps taken as free. Said before
+    anything runs where a budget is below it."""
+    return sizes * (startup_s + 2 * configs * (window_s + SWITCH_S))
+
+
+@dataclass(frozen=True)
+class More:
+    """A later process: `rounds` rounds of these configurations (first-round run ids) at a size."""
+
+    size: str
+    configs: tuple[str, ...]
+    rounds: int
+    cost_s: float
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The processes to run next (none: stop), and why, in words a person reads."""
+
+    runs: tuple[More, ...]
+    why: tuple[str, ...]
+
+
+def decide(
+    found: Sequence[Comparison],
+    costs: Mapping[str, Cost],
+    left_s: float,
+    describe=str,
+) -> Decision:
+    """The next processes: at each size with an open pair that more rounds could close, the
+    rounds the slowest of its open pairs needs (at most MORE_AT_ONCE) of the configurations its
+    open pairs hold, while they fit in `left_s`; a size whose pairs all concluded gets none.
+    `describe(size)`: the size in words."""
+    runs, why = [], []
+    by_size: dict[str, list[Comparison]] = {}
+    for c in found:
+        by_size.setdefault(c.size, []).append(c)
+    for size, pairs in by_size.items():
+        open_ = [c for c in pairs if not c.concluded]
+        if not open_:
+            continue
+        have = max(c.rounds for c in pairs)
+        hopeful = [c for c in open_ if c.more < CAP]
+        if not hopeful:
+            why.append(
+                f"at {describe(size)} no count of rounds would conclude it at the spread seen "
+                f"({have} rounds): neither apart nor within {1 - MARGIN:.2f}-{1 + MARGIN:.2f}x"
+            )
+            continue
+        rounds = min(max(c.more for c in hopeful), MORE_AT_ONCE)
+        configs = tuple(dict.fromkeys(x for c in hopeful for x in (c.base, c.other)))
+        cost = costs[size].process_s(rounds, configs)
+        if cost > left_s:
+            need = max(c.more for c in hopeful)
+            why.append(
+                f"at {describe(size)} ~{need} more round(s) could conclude it (~"
+                f"{costs[size].round_s(configs):.1f} s a round and {costs[size].startup_s:.1f} s "
+                f"to start: ~{costs[size].process_s(need, configs):.0f} s); "
+                f"{max(left_s, 0):.0f} s of the budget left"
+            )
+            continue
+        runs.append(More(size, configs, rounds, cost))
+        left_s -= cost
+        why.append(f"at {describe(size)}: {rounds} more round(s) of {len(configs)} configurations")
+    return Decision(tuple(runs), tuple(why))
+
+
+def rotated(configs: Sequence[str], round_: int) -> list[str]:
+    """A round's order: A B C, then B C A, then C A B, ...: a drift of the machine, a cache the
+    window before warmed, hits every configuration alike."""
+    if not configs:
+        return []
+    k = round_ % len(configs)
+    return [*configs[k:], *configs[:k]]
+
+
+def auto_window(budget_s: float, sizes: int, configs: int) -> float:
+    """A window's floor in seconds where none is asked: about a third of the budget spread over
+    the first rounds of every configuration at every size, between 0.1 s and 2 s."""
+    share = budget_s / 3 / max(sizes * configs * FIRST_ROUNDS, 1)
+    return min(max(round(share, 2), 0.1), 2.0)
+
+
+def finite(x: float | None) -> bool:
+    return x is not None and math.isfinite(x)

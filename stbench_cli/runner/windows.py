@@ -1,0 +1,176 @@
+"""One warm process of windows, run from the parent: started (forked from the warm server where
+it can be), its rows read the moment each window ends and written to the study's runs.csv, and
+whatever ends it early (a crash, the deadline passed by more than its grace, Ctrl-C) turned into
+rows that say so. child/windows.py is the process's side.
+
+A window's row is a runs.csv row of its cell (one configuration of one round): `samples_per_s`
+over the window's steps on the device's clock, `train_s` those seconds, `wall_s` the window's
+host seconds, `setup_s` what ran before it since the window before (the switch, a build, the
+re-warm), `job_id` the process that measured it ("pid N"): rows of one process pair with rows of
+another by round.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..plan.spec import RunSpec, WindowsJob
+from ..store.cell_result import Figures
+from ..store.files import write_cell
+from ..store.machine import EnvInfo
+from ..store.progress import LAUNCHED_ENV
+from ..store.rows import Derived, Run, RunRow, run_of
+from . import warm
+from .study import identity, machine
+from .watch import kill_group
+
+POLL_S = 0.05
+GRACE_S = 10.0  # past the deadline, what a window that started in time may take to end
+
+
+@dataclass(frozen=True)
+class Ran:
+    """What one process did: its rows (written), the windows it never reached, its timings."""
+
+    rows: tuple[Run, ...]
+    unrun: tuple[RunSpec, ...]
+    seconds: float  # launch to exit
+    startup_s: float  # launch to its first timed window (its builds and warm-up included)
+    broke: str = ""  # why it ended early, where it did
+
+
+def run_process(
+    folder: Path,
+    env: EnvInfo,
+    windows: Sequence[RunSpec],
+    window_s: float,
+    min_steps: int,
+    deadline: float,
+    name: str,
+    on_row: Callable[[RunSpec, Run], None] = lambda spec, row: None,
+) -> Ran:
+    """Run `windows` in order in one process that no window outlasts `deadline` (time.time())
+    by more than GRACE_S; every window that ended is a row in runs.csv when this returns."""
+    work = folder / ".windows" / name
+    work.mkdir(parents=True, exist_ok=True)
+    (folder / "logs").mkdir(exist_ok=True)
+    job, rows_path, log = work / "job.json", work / "rows.jsonl", folder / "logs" / f"{name}.log"
+    rows_path.unlink(missing_ok=True)
+    job.write_text(WindowsJob(tuple(windows), window_s, min_steps, deadline).to_json())
+    command = [sys.executable, "-m", "stbench.child.windows", str(job), str(rows_path)]
+    launched = time.time()
+    environ = {**os.environ, "PYTHONUNBUFFERED": "1", LAUNCHED_ENV: str(launched)}
+    process = _start(command, environ, log)
+    by_id = {w.run_id: w for w in windows}
+    done: list[Run] = []
+    first_at, offset, broke = None, 0, ""
+    while True:
+        code = process.poll()
+        offset, lines = _new_lines(rows_path, offset)
+        for record in lines:
+            spec = by_id[record["run_id"]]
+            if warm.cuda_broken(spec.device, _Said(record)):
+                # CUDA cannot start in a forked process here: this one and every later process
+                # start fresh, and this window runs again there
+                warm.refuse(record["reason"])
+                kill_group([process.pid])
+                process.wait()
+                broke = "cuda cannot start after a fork: a fresh process"
+                break
+            row = _row(spec, env, record)
+            write_cell(folder, row, [], [])
+            done.append(run_of(row.record(), str(folder)))
+            on_row(spec, done[-1])
+            if first_at is None:
+                first_at = time.time() - (record["figures"].get("wall_s") or 0.0)
+        if broke.startswith("cuda") or (code is not None and not lines):
+            break
+        if time.time() > deadline + GRACE_S and code is None:
+            kill_group([process.pid])
+            process.wait()
+            broke = "timeout"
+        time.sleep(POLL_S)
+    seconds = time.time() - launched
+    written = {r["run_id"] for r in done}
+    left = [w for w in windows if w.run_id not in written]
+    if left and not broke and code not in (0, None):
+        broke = f"failed: {_last_words(log)} (exit {code})"
+    if left and broke and not broke.startswith("cuda"):
+        # the window that was running when the process ended is a row that says so
+        status, _, reason = broke.partition(": ")
+        reason = reason or f"its process was killed {GRACE_S:.0f} s past the study's deadline"
+        row = RunRow(identity(left[0]), status, reason, machine(env))
+        write_cell(folder, row, [], [])
+        done.append(run_of(row.record(), str(folder)))
+        on_row(left[0], done[-1])
+        left = left[1:]
+    startup = (first_at - launched) if first_at is not None else seconds
+    return Ran(tuple(done), tuple(left), seconds, max(startup, 0.0), broke)
+
+
+class _Said:
+    """A window's record as warm.cuda_broken reads a result (status, reason)."""
+
+    def __init__(self, record: dict):
+        self.status, self.reason = record["status"], record["reason"]
+
+
+def _start(command: list[str], environ: dict[str, str], log: Path):
+    """The process: forked from the warm server where its environment fits, else fresh (its own
+    session, so a kill reaches its loader workers too)."""
+    if warm.fits(environ):
+        try:
+            return warm.start_cell(command, environ, log)
+        except warm.Unavailable:
+            pass
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            command,
+            env=environ,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+
+def _new_lines(path: Path, offset: int) -> tuple[int, list[dict]]:
+    """The whole lines written past `offset` (a line being written waits for the next call)."""
+    try:
+        with path.open("rb") as f:
+            f.seek(offset)
+            data = f.read()
+    except FileNotFoundError:
+        return offset, []
+    end = data.rfind(b"\n") + 1
+    lines = [json.loads(x) for x in data[:end].splitlines() if x.strip()]
+    return offset + end, lines
+
+
+def _row(spec: RunSpec, env: EnvInfo, record: dict) -> RunRow:
+    return RunRow(
+        identity(spec),
+        record["status"],
+        record["reason"],
+        machine(env),
+        Figures(**record["figures"]),
+        Derived(setup_s=record.get("untimed_s"), job_id=f"pid {record['pid']}"),
+    )
+
+
+def _last_words(log: Path) -> str:
+    """The log's last line that names an exception (else its last line): why a process died."""
+    try:
+        lines = [x.strip() for x in log.read_text(errors="replace").splitlines() if x.strip()]
+    except OSError:
+        return "no log"
+    lines = [x for x in lines if not x.startswith("stbench:")]
+    named = [x for x in lines if ("Error" in x or "Exception" in x) and ":" in x]
+    return (named or lines or ["no output"])[-1][:300]
