@@ -150,3 +150,32 @@ def test_doctor_cuda_checks_reach_cuda(fake_cuda, tmp_path):
         checks["ddp-sync"]["figures"].get("reason") == NOT_COMPILED
         or NOT_COMPILED in checks["ddp-sync"]["detail"]
     )
+
+
+def test_gpu_vs_cpu_windows_on_cuda_reach_cuda_while_the_cpus_windows_go_on(fake_cuda, tmp_path):
+    """The warm process's GPU windows reach the build's own CUDA error at the device's
+    selection, a row each; the CPU's configurations in the same study are measured and
+    answered."""
+    proc = stbench(
+        "gpu-vs-cpu",
+        "cnn-strain",
+        "--smoke",
+        "--sizes",
+        "64",
+        "--budget",
+        30,
+        "--out",
+        tmp_path / "o",
+    )
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    (folder,) = (tmp_path / "o").iterdir()
+    rows = read_runs(folder)
+    gpu = [r for r in rows if r["device"] == "cuda"]
+    cpu = [r for r in rows if r["device"] == "cpu"]
+    assert gpu and all(r["status"] == "failed" for r in gpu)
+    assert gpu[0]["reason"] == NOT_COMPILED
+    assert all(r["reason"].startswith(NOT_COMPILED) for r in gpu)
+    assert cpu and all(r["status"] == "ok" for r in cpu)
+    logs = list((folder / "logs").glob("windows-*.log"))
+    assert {f for log in logs for f in _cuda_failures(log)} == {"accelerator.py:select"}
+    assert "best configuration besides its defaults" in " ".join(proc.stdout.split())

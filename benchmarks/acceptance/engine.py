@@ -192,7 +192,9 @@ def _archive(step: Step, folder: Path, archive: Path, s: Settings) -> tuple[str,
         else:
             name = f"acceptance/{step.name}" + ("" if study == folder else f"/{study.name}")
         shutil.rmtree(archive / name, ignore_errors=True)
-        skip = shutil.ignore_patterns("trace.json", ".cells", ".lock")  # traces: tens of MB
+        skip = shutil.ignore_patterns(
+            "trace.json", ".cells", ".windows", ".lock"
+        )  # traces: tens of MB
         shutil.copytree(study, archive / name, ignore=skip)
         names.append(name)
     if names:

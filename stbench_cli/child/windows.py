@@ -54,6 +54,7 @@ LIVE = frozenset({"threads", "precision", "workers"})
 # warm-up pass were measured up to 3x slower than its steady ones)
 REWARM_STEPS = 1
 REWARM_SHARE = 0.25
+MAX_CYCLE = 8  # an epoch of at most this many steps is a cycle a window holds whole
 
 
 def build_key(spec: RunSpec) -> str:
@@ -71,6 +72,7 @@ class Windows:
         self.job = job
         self.trainers: dict[str, object] = {}
         self.streams: dict[tuple, object] = {}  # (build key, workers) -> its endless batches
+        self.cycles: dict[tuple, int] = {}  # (build key, workers) -> steps a window is made of
         self.accels: dict[str, Accelerator] = {}
         self.failed: dict[str, tuple[str, str]] = {}  # build key -> (status, reason)
         self.registry = registry
@@ -113,9 +115,9 @@ class Windows:
         return self.trainers[key]
 
     def _stream(self, key: str, trainer, spec: RunSpec, workers: int, accel: Accelerator):
-        """The configuration's batches, endless, epoch after epoch: the trainer's own loader,
-        or one of `workers` processes over the same data (made at first use, then kept, its
-        workers alive between windows)."""
+        """The configuration's batches, endless, epoch after epoch (the trainer's own loader, or
+        one of `workers` processes over the same data: made at first use, then kept, its workers
+        alive between windows), and the steps of a cycle a window holds whole."""
         from .loader import build_loaders
 
         if trainer.task.data.placement == "device":
@@ -130,7 +132,10 @@ class Windows:
                 )
             per_epoch = min(len(loader), trainer.cfg.knobs.max_steps or len(loader))
             self.streams[(key, workers)] = _epochs(sampler, loader, per_epoch)
-        return self.streams[(key, workers)]
+            # an epoch of a few steps (stnn's two passes cut in proportion by max_steps) is a
+            # cycle: a window spans whole ones, so that every window holds the same mix of steps
+            self.cycles[(key, workers)] = per_epoch if per_epoch <= MAX_CYCLE else 1
+        return self.streams[(key, workers)], self.cycles[(key, workers)]
 
     def run(self, spec: RunSpec) -> dict:
         """One window: the configuration applied, re-warmed, timed. Its row as a dict."""
@@ -146,7 +151,7 @@ class Windows:
             self.failed[key] = (status, reason)
             self.trainers.pop(key, None)
             for stream in [k for k in self.streams if k[0] == key]:
-                del self.streams[stream]
+                del self.streams[stream], self.cycles[stream]
             gc.collect()
             for accel in self.accels.values():
                 accel.release_cached()
@@ -175,9 +180,10 @@ class Windows:
         trainer.cfg = replace(
             trainer.cfg, knobs=replace(trainer.cfg.knobs, precision=knobs.precision)
         )
-        if not hasattr(trainer, "window_batches"):
-            trainer.window_batches = trainer._batches(trainer._cadence().per_epoch)
-        batches, clock = trainer.window_batches, trainer.clock
+        streams = len(self.streams)
+        batches, cycle = self._stream(key, trainer, spec, knobs.workers, accel)
+        built = built or len(self.streams) > streams  # a new loader: its first batch, untimed
+        clock = trainer.clock
         loss_sum = torch.zeros((), device=trainer.device)
         warm, start, t0 = [], clock.mark(), time.perf_counter()
         floor = self.job.window_s * (1.0 if built else REWARM_SHARE)
@@ -193,7 +199,8 @@ class Windows:
             marks.append(trainer._step(batches, start, loss_sum))
             start = marks[-1].end
             elapsed = time.perf_counter() - began
-            if len(marks) >= self.job.min_steps and elapsed >= self.job.window_s:
+            enough = len(marks) >= self.job.min_steps and elapsed >= self.job.window_s
+            if enough and len(marks) % cycle == 0:
                 break
         times = resolve(clock, marks)  # the window's one synchronisation point
         seconds = times.step_seconds()

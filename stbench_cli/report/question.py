@@ -296,7 +296,7 @@ def view(s: pd.DataFrame) -> tuple[str, pd.DataFrame]:
     gpu, keys = has_gpu(s), _config_keys(s)
     rows = []
     for p in found:
-        row = {unit or "size": _whole(p.count)}
+        row = {unit or "size": _whole(p.count), "GFLOP a step": _gflop(s, p.size)}
         if gpu:
             row |= {
                 "GPU": p.other.amount(),
@@ -321,13 +321,28 @@ def view(s: pd.DataFrame) -> tuple[str, pd.DataFrame]:
     return "samples/s at each size (median ± 95% CI; ratios paired by round, 95% CI)", table
 
 
+def _gflop(s: pd.DataFrame, size: str) -> str:
+    """A training step's GFLOP at a size (the counted FLOPs a sample times the batch)."""
+    here = s[(s["q_size"] == size) & (s["status"] == "ok")]
+    if "flops_per_sample" not in here:
+        return "-"
+    per = (
+        here["flops_per_sample"].astype(float) * here["global_batch_size"].astype(float)
+    ).dropna()
+    return f"{per.median() / 1e9:.3g}" if len(per) else "-"
+
+
 def _settings(keys: list[Key], cell: Cell, default: Cell | None) -> str:
     """What a cell ran with that the CPU at its defaults did not: 'precision=bf16'."""
     if default is None:
         return cell.name
     mine = dict(zip((k.name for k in keys), cell.key[1:]))
     theirs = dict(zip((k.name for k in keys), default.key[1:]))
-    changed = [f"{k}={v}" for k, v in mine.items() if str(v) != str(theirs.get(k))]
+    changed = [
+        "threads=auto" if k == "threads" and str(v) == "0" else f"{k}={v}"
+        for k, v in mine.items()
+        if str(v) != str(theirs.get(k))
+    ]
     return ", ".join(changed) or "its defaults"
 
 

@@ -22,6 +22,7 @@ for the answer to say.
 from __future__ import annotations
 
 import math
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -48,7 +49,10 @@ def answer(
     """Run the question's rounds until `deadline` (time.time(): the command's start plus its
     budget, so that planning counts too); every row of the study."""
     with FolderLock(plan.folder):
-        return Engine(plan, env, deadline, say, on_row).run()
+        rows = Engine(plan, env, deadline, say, on_row).run()
+        # the processes' jobs and row files: every row is in runs.csv now, every log in logs/
+        shutil.rmtree(plan.folder / ".windows", ignore_errors=True)
+        return rows
 
 
 class Engine:
@@ -99,8 +103,11 @@ class Engine:
         return {repeat[r["run_id"]] for r in self.rows if first_of.get(r["run_id"]) in configs}
 
     def rounds_at(self, size: str) -> set[int]:
+        """The rounds measured at a size (a skipped configuration's row is none)."""
         ids = {c.run_id: c.repeat for c in self.plan.cells if self.size_of(c) == size}
-        return {ids[r["run_id"]] for r in self.rows if r["run_id"] in ids}
+        return {
+            ids[r["run_id"]] for r in self.rows if r["run_id"] in ids and r["status"] != "skipped"
+        }
 
     # -- the loop ---------------------------------------------------------------------------
     def run(self) -> list[Run]:
@@ -127,17 +134,19 @@ class Engine:
         return self.end - time.time()
 
     def _start(self) -> None:
-        """The manifest (a new study), and a skipped row for each skipped configuration."""
-        folder = self.plan.folder
-        if not (folder / "manifest.json").exists():
-            write_manifest(folder, self.plan.manifest)
+        """The manifest, for a new study."""
+        if not (self.plan.folder / "manifest.json").exists():
+            write_manifest(self.plan.folder, self.plan.manifest)
+
+    def _skipped(self, size: str) -> None:
+        """A skipped row for each configuration of a size measured that cannot run here (a GPU
+        it does not fit): the answer names it."""
         done = {r["run_id"] for r in self.rows}
         for spec in self.plan.cells:
-            if spec.run_id in self.plan.skips and spec.run_id not in done:
-                row = RunRow(
-                    identity(spec), "skipped", self.plan.skips[spec.run_id], machine(self.env)
-                )
-                self._write(spec, row)
+            if self.size_of(spec) == size and spec.run_id in self.plan.skips:
+                if spec.run_id not in done:
+                    reason = self.plan.skips[spec.run_id]
+                    self._write(spec, RunRow(identity(spec), "skipped", reason, machine(self.env)))
 
     def _write(self, spec: RunSpec, row: RunRow) -> None:
         write_cell(self.plan.folder, row, [], [])
@@ -160,6 +169,7 @@ class Engine:
                 per -= 1
             if pairs.PROCESSES * cost.process_s(per) > self._left():
                 return False
+        self._skipped(size)
         for _ in range(pairs.PROCESSES):
             missing = self.first_rounds - len(self.rounds_at(size))
             if missing <= 0:
@@ -234,8 +244,19 @@ class Engine:
             f"{self.describe(size)}: process {self.processes}, rounds {repeats[0] + 1}-"
             f"{repeats[-1] + 1} of {names}"
         )
+        ran = self._run(windows)
+        if ran.refork:  # CUDA could not start after the fork: warm forks are off, a fresh one
+            self.processes += 1
+            ran = self._run(list(ran.unrun))
+        if ran.broke:
+            self.say(f"{self.describe(size)}: process {self.processes} ended early ({ran.broke})")
+        if ran.unrun:  # never reached: out of the study again (a configuration's first stays)
+            self._drop({w.run_id for w in ran.unrun if w.repeat > 0})
+        self._measure(size, ran.startup_s)
+
+    def _run(self, windows: list[RunSpec]):
         ran = run_process(
-            plan.folder,
+            self.plan.folder,
             self.env,
             windows,
             self.window_s,
@@ -245,17 +266,17 @@ class Engine:
             self.on_row,
         )
         self.rows += ran.rows
-        if ran.broke:
-            self.say(f"{self.describe(size)}: process {self.processes} ended early ({ran.broke})")
-        if ran.unrun:  # never reached: out of the study again (a configuration's first stays)
-            self._drop({w.run_id for w in ran.unrun if w.repeat > 0})
-        self._measure(size, ran.startup_s)
+        return ran
 
     def label(self, run_id: str) -> str:
         """A configuration in words: its device and what it sets apart from the defaults."""
         spec = next(c for c in self.plan.cells if c.run_id == run_id)
         p = spec.param_dict
-        moved = [f"{k}={p.get(k)}" for k in question.CPU_LEVERS if p.get(k) != self.defaults.get(k)]
+        moved = [
+            "threads=auto" if k == "threads" and p.get(k) == 0 else f"{k}={p.get(k)}"
+            for k in question.CPU_LEVERS
+            if p.get(k) != self.defaults.get(k)
+        ]
         moved += [f"compile={p['compile']}"] if p.get("compile", "none") != "none" else []
         return f"{spec.device} {' '.join(moved) or 'defaults'}"
 

@@ -44,6 +44,7 @@ class Ran:
     seconds: float  # launch to exit
     startup_s: float  # launch to its first timed window (its builds and warm-up included)
     broke: str = ""  # why it ended early, where it did
+    refork: bool = False  # CUDA could not start after the fork: `unrun` goes to a fresh process
 
 
 def run_process(
@@ -68,9 +69,37 @@ def run_process(
     launched = time.time()
     environ = {**os.environ, "PYTHONUNBUFFERED": "1", LAUNCHED_ENV: str(launched)}
     process = _start(command, environ, log)
+    try:
+        done, first_at, broke, refork, code = _watch(
+            process, rows_path, folder, env, windows, deadline, on_row
+        )
+    except BaseException:  # Ctrl-C, or the parent failing: the process does not outlive it
+        kill_group([process.pid])
+        raise
+    seconds = time.time() - launched
+    written = {r["run_id"] for r in done}
+    left = [w for w in windows if w.run_id not in written]
+    if left and not broke and code not in (0, None):
+        broke = f"failed: {_last_words(log)} (exit {code})"
+    if left and broke and not refork:
+        # the window that was running when the process ended is a row that says so
+        status, _, reason = broke.partition(": ")
+        reason = reason or f"its process was killed {GRACE_S:.0f} s past the study's deadline"
+        row = RunRow(identity(left[0]), status, reason, machine(env))
+        write_cell(folder, row, [], [])
+        done.append(run_of(row.record(), str(folder)))
+        on_row(left[0], done[-1])
+        left = left[1:]
+    startup = (first_at - launched) if first_at is not None else seconds
+    return Ran(tuple(done), tuple(left), seconds, max(startup, 0.0), broke, refork)
+
+
+def _watch(process, rows_path: Path, folder: Path, env: EnvInfo, windows, deadline: float, on_row):
+    """Rows as the process writes them, until it ends (or is ended past the deadline):
+    (rows, when its first window began, why it broke, whether to refork, its exit code)."""
     by_id = {w.run_id: w for w in windows}
     done: list[Run] = []
-    first_at, offset, broke = None, 0, ""
+    first_at, offset, broke, refork = None, 0, "", False
     while True:
         code = process.poll()
         offset, lines = _new_lines(rows_path, offset)
@@ -82,7 +111,7 @@ def run_process(
                 warm.refuse(record["reason"])
                 kill_group([process.pid])
                 process.wait()
-                broke = "cuda cannot start after a fork: a fresh process"
+                broke, refork = "CUDA cannot start in a forked process: a fresh one", True
                 break
             row = _row(spec, env, record)
             write_cell(folder, row, [], [])
@@ -90,29 +119,14 @@ def run_process(
             on_row(spec, done[-1])
             if first_at is None:
                 first_at = time.time() - (record["figures"].get("wall_s") or 0.0)
-        if broke.startswith("cuda") or (code is not None and not lines):
+        if refork or (code is not None and not lines):
             break
         if time.time() > deadline + GRACE_S and code is None:
             kill_group([process.pid])
             process.wait()
             broke = "timeout"
         time.sleep(POLL_S)
-    seconds = time.time() - launched
-    written = {r["run_id"] for r in done}
-    left = [w for w in windows if w.run_id not in written]
-    if left and not broke and code not in (0, None):
-        broke = f"failed: {_last_words(log)} (exit {code})"
-    if left and broke and not broke.startswith("cuda"):
-        # the window that was running when the process ended is a row that says so
-        status, _, reason = broke.partition(": ")
-        reason = reason or f"its process was killed {GRACE_S:.0f} s past the study's deadline"
-        row = RunRow(identity(left[0]), status, reason, machine(env))
-        write_cell(folder, row, [], [])
-        done.append(run_of(row.record(), str(folder)))
-        on_row(left[0], done[-1])
-        left = left[1:]
-    startup = (first_at - launched) if first_at is not None else seconds
-    return Ran(tuple(done), tuple(left), seconds, max(startup, 0.0), broke)
+    return done, first_at, broke, refork, code
 
 
 class _Said:

@@ -120,13 +120,15 @@ WORKLOAD = Workload(
     # each dynamics pair multiplies a relation row over every cell of the grid, so a step's work
     # grows with the batch (sparse relations' ~550 FLOP a pair never leave launch-bound): 0.11
     # GFLOP a step on average over the two passes at 1,000 pairs, 54.6 at 500,000
-    # (docs/workloads/stnn.md); the default 30x84 grid holds ~800,000 pairs of each pass.
+    # (docs/workloads/stnn.md); the default 30x84 grid holds ~800,000 pairs of each pass. An
+    # epoch cut to two steps, a decoder batch and a dynamics batch (max_steps cuts both passes
+    # in proportion): a window spans whole epochs, so every window holds both passes alike.
     size=SizeAxis(
         BATCH,
         "pairs a batch",
         (1000, 10_000, 100_000, 500_000),
         smoke=(200, 1000),
-        fixed={"relations": "dense"},
+        fixed={"relations": "dense", "max_steps": 2},
     ),
     # Held-out RMSE passes 0.82 x persistence's about half-way through the default's first
     # epoch (step ~800 of 1,752 at batch 1000) and settles near 0.80 x: a target the model must

@@ -1,0 +1,148 @@
+"""The questions' engine on this CPU, for real: a warm process measures configurations as timed
+windows (child/windows.py), its parent turns each into a row as it ends (runner/windows.py), a
+failure is the rows of its configuration while the others go on, and `stbench gpu-vs-cpu` ends
+with every size concluded in paired rounds spread over two processes."""
+
+import json
+import time
+
+import pytest
+import torch
+
+from stbench.child.windows import Windows, build_key
+from stbench.plan.spec import RunSpec, WindowsJob, identify
+from stbench.runner.envinfo import collect
+from stbench.runner.windows import run_process
+from stbench.store.files import read_runs
+from stbench.store.manifest import read_manifest
+from tests.helpers import preset_params, stbench
+
+
+def _windows(workload: str, configs: list[dict], rounds: int, **fixed) -> list[RunSpec]:
+    base = {**preset_params(workload, "smoke"), **fixed}
+    out = []
+    for r in range(rounds):
+        order = configs[r % len(configs) :] + configs[: r % len(configs)]
+        for c in order:
+            params = tuple(sorted({**base, **c}.items()))
+            out.append(identify(RunSpec(workload, "cpu", "single", 32, 1, repeat=r, params=params)))
+    return out
+
+
+def test_a_warm_process_measures_its_configurations_as_windows_and_writes_a_row_each(tmp_path):
+    configs = [{"threads": 1}, {"threads": 2, "precision": "bf16"}]
+    windows = _windows("cnn-strain", configs, 2)
+    seen = []
+    ran = run_process(
+        tmp_path, collect(), windows, 0.1, 3, time.time() + 120, "w1", lambda s, r: seen.append(s)
+    )
+    assert not ran.broke and ran.unrun == () and len(ran.rows) == 4 == len(seen)
+    rows = {r["run_id"]: r for r in read_runs(tmp_path)}
+    assert list(rows) == [w.run_id for w in windows]  # in the order they ran: B A in round 2
+    for w in windows:
+        r = rows[w.run_id]
+        assert r["status"] == "ok" and r["samples_per_s"] > 0 and r["steps_done"] >= 3
+        assert (
+            r["train_s"] > 0 and r["setup_s"] is not None and r["job_id"] == ran.rows[0]["job_id"]
+        )
+        bf16 = w.param_dict["precision"] == "bf16"
+        assert r["precision"] == ("bf16 autocast" if bf16 else "fp32")
+        assert r["threads"] == w.param_dict["threads"]
+    # one task and trainer served both configurations: threads and precision change in place
+    assert build_key(windows[0]) == build_key(windows[1])
+    assert (tmp_path / "logs" / "w1.log").read_text().count("built") == 1
+
+
+def test_each_window_applies_its_whole_configuration_from_scratch():
+    """Nothing leaks from the window before: fp32 math back at torch's defaults, then set."""
+    before = (torch.get_num_threads(), torch.get_float32_matmul_precision())
+    try:
+        w = Windows(WindowsJob((), 0.1, 3, time.time() + 60))
+        accel = w._accel("cpu")
+        (tf32, plain) = _windows("cnn-strain", [{"precision": "tf32", "threads": 1}, {}], 1)
+        w._apply(tf32, accel)
+        assert torch.backends.cuda.matmul.allow_tf32 and torch.get_num_threads() == 1
+        torch.set_float32_matmul_precision("medium")  # as a compiled model's pass might leave it
+        _, math, _ = w._apply(plain, accel)
+        assert not torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
+        assert torch.get_float32_matmul_precision() == "highest" and math.text == "fp32"
+    finally:
+        torch.set_num_threads(before[0])
+        torch.set_float32_matmul_precision(before[1])
+        torch.backends.cuda.matmul.allow_tf32 = False
+
+
+def test_a_configuration_that_fails_is_its_rows_and_the_others_go_on(tmp_path):
+    configs = [{"fault": "none"}, {"fault": "raise"}, {"fault": "oom"}]
+    windows = _windows("faulty", configs, 2)
+    ran = run_process(tmp_path, collect(), windows, 0.05, 3, time.time() + 60, "w")
+    rows = {r["run_id"]: r for r in read_runs(tmp_path)}
+    assert len(rows) == 6 and ran.unrun == ()
+    by = {
+        w.param_dict["fault"]: [rows[x.run_id] for x in windows if x.params == w.params]
+        for w in windows
+    }
+    assert all(r["status"] == "ok" for r in by["none"])
+    assert [r["status"] for r in by["raise"]] == ["failed", "failed"]
+    assert by["raise"][0]["reason"] == "RuntimeError: injected failure in build"
+    assert by["raise"][1]["reason"].endswith("(in an earlier window of this process)")
+    assert [r["status"] for r in by["oom"]] == ["oom", "oom"]
+
+
+def test_a_process_that_dies_leaves_a_row_for_the_window_it_was_in_and_returns_the_rest(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setenv("STBENCH_CACHE", str(tmp_path / "cache"))  # the fault comes once a cache
+    windows = _windows("faulty", [{"fault": "none"}, {"fault": "exit"}], 3, max_steps=0)
+    ran = run_process(tmp_path, collect(), windows, 0.05, 3, time.time() + 60, "w")
+    rows = read_runs(tmp_path)
+    dead = [r for r in rows if r["status"] != "ok"]
+    assert len(dead) == 1 and dead[0]["status"] == "failed" and "exit 1" in dead[0]["reason"]
+    assert dead[0]["params"]["fault"] == "exit"
+    assert len(rows) + len(ran.unrun) == len(windows) and ran.unrun
+    assert ran.broke.startswith("failed")
+
+
+def test_a_window_past_the_deadline_is_never_started(tmp_path):
+    windows = _windows("cnn-strain", [{"threads": 1}], 3)
+    ran = run_process(tmp_path, collect(), windows, 0.1, 3, time.time() - 1, "w")
+    assert ran.rows == () and ran.unrun == tuple(windows) and not ran.broke
+
+
+def test_gpu_vs_cpu_concludes_every_size_in_paired_rounds_over_two_processes(tmp_path):
+    out = tmp_path / "out"
+    done = stbench("gpu-vs-cpu", "cnn-strain", "--smoke", "--budget", 30, "--out", out)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (folder,) = out.iterdir()
+    rows = read_runs(folder)
+    manifest = read_manifest(folder)
+    assert len(rows) == len(manifest["cells"])  # every planned window has its row
+    for size in ("64", "256"):
+        here = [r for r in rows if str(r["batch_size"]) == size]
+        assert len({r["repeat"] for r in here}) >= 6  # six paired rounds at least
+        assert len({r["job_id"] for r in here}) >= 2  # spread over two processes
+    assert manifest["question"]["stopped"] == ["every size concluded"]
+    assert "process 2, rounds 4-6" in done.stdout + done.stderr
+    assert "GFLOP a step" in done.stdout and "curves a batch" in done.stdout
+    assert (folder / "gpu-vs-cpu.png").exists()
+
+
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (("--budget", "1"), "--budget 1: too small to measure 2 sizes"),
+        (("--sizes", "0"), "--sizes '0': a batch size is a positive integer"),
+        (("--window", "-1"), "--budget and --window are seconds"),
+    ],
+)
+def test_a_question_it_cannot_answer_is_one_line_before_anything_is_written(tmp_path, args, said):
+    done = stbench("gpu-vs-cpu", "cnn-strain", "--smoke", *args, "--out", tmp_path)
+    assert done.returncode == 2 and said in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_job_a_process_is_given_travels_as_json():
+    job = WindowsJob(tuple(_windows("cnn-strain", [{"threads": 1}], 2)), 0.2, 3, 123.0)
+    assert WindowsJob.from_json(job.to_json()) == job
+    assert json.loads(job.to_json())["min_steps"] == 3
