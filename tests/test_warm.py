@@ -77,3 +77,19 @@ def test_a_forked_cell_an_earlier_parent_left_running_is_killed_by_pid_and_start
     )
     kill_leftovers(work, tmp_path / "spec.json")
     assert cell.wait() is not None and cell.poll() < 0  # ended by a signal
+
+
+def test_a_forked_cell_starts_processes_as_a_fresh_one_would(tmp_path):
+    """multiprocessing gives a process its forkserver started the forkserver's start method; a
+    DataLoader's workers started so outlived a cell that ends by os._exit (each left a server and
+    its workers running). A forked cell has the platform's, as `python -m` has."""
+    fresh = subprocess.run(
+        [sys.executable, "-m", "tests.start_method"], capture_output=True, text=True, check=True
+    )
+    log = tmp_path / "cell.log"
+    cell = warm.start_cell(
+        [sys.executable, "-m", "tests.start_method"], dict(__import__("os").environ), log
+    )
+    assert cell.wait() == 0
+    said = log.read_text().splitlines()
+    assert said[0].startswith(warm.FORKED) and said[1:] == fresh.stdout.split()

@@ -245,6 +245,10 @@ def _run_cell(argv: list[str], env: dict[str, str], log: str, errors: str) -> No
     cell's environment and output, then the module as `python -m` runs it (a cell's module ends
     its process itself, os._exit, and never returns here)."""
     refuse("a process forked from the server starts no server of its own")
+    # multiprocessing made this process its forkserver's child and set its start method so;
+    # a `python -m` process starts with the platform's, and a DataLoader's workers must start
+    # as they would there (forkserver workers outlive a cell that ends by os._exit)
+    multiprocessing.set_start_method(None, force=True)
     os.setpgid(0, 0)
     out = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     err = os.open(errors, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

@@ -76,6 +76,7 @@ def run_process(
     except BaseException:  # Ctrl-C, or the parent failing: the process does not outlive it
         kill_group([process.pid])
         raise
+    kill_group([process.pid])  # what it left in its group (a loader's workers), if anything
     seconds = time.time() - launched
     written = {r["run_id"] for r in done}
     left = [w for w in windows if w.run_id not in written]
