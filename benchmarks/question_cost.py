@@ -1,7 +1,7 @@
 """What a gpu-vs-cpu question costs besides its measurements: this tree's stbench against an
 earlier revision's, side by side in one run.
 
-    python benchmarks/question_cost.py [--before REV] [--budget 60] [WORKLOAD ...]
+    python benchmarks/question_cost.py [--before REV] [--budget 60] [--keep DIR] [WORKLOAD ...]
 
 For each workload (all four by default), each version in turn runs `stbench gpu-vs-cpu W
 --budget B` alone. From its runs.csv: the measurements (a window, or before the engine a cell),
@@ -11,7 +11,10 @@ timed steps: processes, imports, data, models, warm-ups, switches, the answer). 
 rounds each size got, and how each size ended (concluded, equal, or open) as the answer says.
 
 REV's stbench is a git worktree of that revision put first on PYTHONPATH (cell_cost.py's
-before_tree). Run it alone: another process moves every figure. A benchmark, not a test: it
+before_tree); a study still running at 5 x the budget is ended and said so. `--keep DIR` keeps
+this tree's study folders there (the committed reference studies are such folders).
+
+Run it alone: another process moves every figure. A benchmark, not a test: it
 prints numbers and asserts nothing.
 """
 
@@ -38,12 +41,16 @@ WORKLOADS = ("cnn-strain", "lstm-era5", "stnn", "dcrnn-pems")
 def study(workload: str, budget: float, out: Path, env: dict) -> dict:
     """One question's figures."""
     began = time.monotonic()
-    done = subprocess.run(
-        ["stbench", "gpu-vs-cpu", workload, "--budget", str(budget), "--out", str(out)],
-        env={**env, "COLUMNS": "100"},
-        capture_output=True,
-        text=True,
-    )
+    try:
+        done = subprocess.run(
+            ["stbench", "gpu-vs-cpu", workload, "--budget", str(budget), "--out", str(out)],
+            env={**env, "COLUMNS": "100"},
+            capture_output=True,
+            text=True,
+            timeout=5 * budget,
+        )
+    except subprocess.TimeoutExpired as exc:
+        done = subprocess.CompletedProcess(exc.cmd, f"killed at {5 * budget:.0f} s", "", "")
     wall = time.monotonic() - began
     (folder,) = out.iterdir()
     with (folder / "runs.csv").open() as f:
@@ -57,7 +64,7 @@ def study(workload: str, budget: float, out: Path, env: dict) -> dict:
     finding = next((x for x in done.stdout.split("\n\n") if x.startswith("Finding")), "")
     return {
         "workload": workload,
-        "exit": done.returncode,
+        "exit": done.returncode,  # or how it was ended
         "wall_s": wall,
         "measurements": len(rows),
         "timed_s": timed,
@@ -73,6 +80,7 @@ def main() -> None:
     parser.add_argument("workloads", nargs="*", default=list(WORKLOADS))
     parser.add_argument("--before", help="an earlier revision to run beside this tree")
     parser.add_argument("--budget", type=float, default=60.0)
+    parser.add_argument("--keep", type=Path, help="keep this tree's study folders here")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="stbench-question-cost-"))
     versions = {"after": dict(os.environ)}
@@ -91,7 +99,11 @@ def main() -> None:
                 )
                 for line in got["stopped"]:
                     print(f"  {line}")
-                print(f"  {got['finding']}")
+                print(f"  {got['finding']}", flush=True)
+                if args.keep and name == "after":
+                    args.keep.mkdir(parents=True, exist_ok=True)
+                    for folder in out.iterdir():
+                        shutil.copytree(folder, args.keep / folder.name)
     finally:
         if args.before:
             subprocess.run(

@@ -66,18 +66,20 @@ def compare(
     out = render.out_folder(out)
     series = ("epochs.csv",) if plot else ()
     asked = paths or [read.newest()]
-    folders, skipped = read.read(asked, series)
-    for answer in tune_answers(asked):  # a tune's answer first, then its steps as studies
+    # a tune's answer first; its step studies only with --full (each is a study of its own)
+    folders, skipped = read.read(asked, series, tune_steps=full)
+    for answer in tune_answers(asked):
         render.out.print(answer, markup=False)
-    shown = text.compare(
-        studies(folders),
-        Options(metric, rows, cols, baseline),
-        render.table_width(),
-        full,
-        out,
-        plot,
-    )
-    render.out.print(shown, markup=False, end="")
+    if folders:
+        shown = text.compare(
+            studies(folders),
+            Options(metric, rows, cols, baseline),
+            render.table_width(),
+            full,
+            out,
+            plot,
+        )
+        render.out.print(shown, markup=False, end="")
     render.left_out(skipped)
 
 
@@ -118,7 +120,8 @@ def gate(
 
 def tune_answers(paths: list[Path]) -> list[str]:
     """Each tune's answer under `paths` (its best configuration, its gain, what reproduces it),
-    headed by its folder as a study is: what compare shows of a tune before its step studies."""
+    headed by its folder as a study is: what compare shows of a tune (its step studies follow
+    with --full)."""
     import json
     import textwrap
 
@@ -140,5 +143,7 @@ def tune_answers(paths: list[Path]) -> list[str]:
             textwrap.fill(line, width, subsequent_indent="    " if line.startswith("  ") else "")
             for line in said.splitlines()
         )
-        out.append(f"## {root.name} (a tune: its answer, then its steps)\n{command}\n\n{said}\n")
+        out.append(
+            f"## {root.name} (a tune: its answer; its steps with --full)\n{command}\n\n{said}\n"
+        )
     return out

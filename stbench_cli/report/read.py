@@ -165,11 +165,17 @@ def priced(run: Run, prices: Mapping[str, float]) -> Run:
     return replace(run, columns={**run.columns, **found})
 
 
-def read(paths: list[Path], series: tuple[str, ...] = ()) -> tuple[list[Folder], list[Skipped]]:
-    """The result folders under `paths` (each a result folder or a folder holding them), and
-    those left out. Nothing read at all is a user error (one line: why)."""
+def read(
+    paths: list[Path], series: tuple[str, ...] = (), tune_steps: bool = True
+) -> tuple[list[Folder], list[Skipped]]:
+    """The result folders under `paths` (each a result folder or a folder holding them; a
+    tune's step studies only with `tune_steps`), and those left out. Nothing read at all is a
+    user error (one line: why), unless the paths held tunes only."""
     read_ok, skipped = [], []
-    for path in find_folders(paths):
+    found = find_folders(paths, tune_steps)
+    if not found and not tune_steps:
+        return [], []
+    for path in found:
         try:
             read_ok.append(read_folder(path, series))
         except StbenchError as exc:

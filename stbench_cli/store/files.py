@@ -197,9 +197,10 @@ def prune_orphans(folder: Path, done: set[str]) -> None:
 TUNE_FILE = "tune.json"  # a tune's folder: its request and result, beside its step studies
 
 
-def find_folders(paths: list[Path]) -> list[Path]:
+def find_folders(paths: list[Path], tune_steps: bool = True) -> list[Path]:
     """The result folders under `paths`: each path a result folder (it has runs.csv), a tune's
-    folder (tune.json: its step studies), or a folder holding either."""
+    folder (tune.json: its step studies, unless `tune_steps` is False: its answer is then all
+    a reader shows of it), or a folder holding either."""
     found = []
     for p in paths:
         if not p.exists():
@@ -209,8 +210,12 @@ def find_folders(paths: list[Path]) -> list[Path]:
         if (p / "runs.csv").exists():
             found.append(p)
             continue
-        inner = sorted(q.parent for q in p.glob("*/runs.csv"))
-        inner += sorted(q.parent for t in find_tunes([p]) for q in t.glob("*/runs.csv"))
+        tunes = find_tunes([p])
+        inner = [] if p in tunes else sorted(q.parent for q in p.glob("*/runs.csv"))
+        if tune_steps:
+            inner += sorted(q.parent for t in tunes for q in t.glob("*/runs.csv"))
+        elif tunes and not inner:
+            continue  # a tune's folder (or a parent of tunes only): its answer stands for it
         if not inner:
             raise StbenchError(
                 f"{p} holds no result folder (no runs.csv in it or in a folder directly in it)"
