@@ -32,6 +32,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import psutil
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.cell_cost import before_tree  # noqa: E402
 
@@ -41,16 +43,28 @@ WORKLOADS = ("cnn-strain", "lstm-era5", "stnn", "dcrnn-pems")
 def study(workload: str, budget: float, out: Path, env: dict) -> dict:
     """One question's figures."""
     began = time.monotonic()
+    command = ["stbench", "gpu-vs-cpu", workload, "--budget", str(budget), "--out", str(out)]
+    # a session of its own: a study ended at its limit takes the cells it started with it
+    proc = subprocess.Popen(
+        command,
+        env={**env, "COLUMNS": "100"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
-        done = subprocess.run(
-            ["stbench", "gpu-vs-cpu", workload, "--budget", str(budget), "--out", str(out)],
-            env={**env, "COLUMNS": "100"},
-            capture_output=True,
-            text=True,
-            timeout=5 * budget,
-        )
-    except subprocess.TimeoutExpired as exc:
-        done = subprocess.CompletedProcess(exc.cmd, f"killed at {5 * budget:.0f} s", "", "")
+        stdout, stderr = proc.communicate(timeout=5 * budget)
+        done = subprocess.CompletedProcess(command, proc.returncode, stdout, stderr)
+    except subprocess.TimeoutExpired:
+        for p in psutil.process_iter():  # cells lead process groups of their own, in its session
+            try:
+                if os.getsid(p.pid) == proc.pid:
+                    p.kill()
+            except (OSError, psutil.Error):
+                pass
+        proc.communicate()
+        done = subprocess.CompletedProcess(command, f"killed at {5 * budget:.0f} s", "", "")
     wall = time.monotonic() - began
     (folder,) = out.iterdir()
     with (folder / "runs.csv").open() as f:

@@ -131,16 +131,22 @@ def test_an_incomplete_study_says_so_first_with_its_resume_line(tmp_path):
 
 
 def test_compare_of_the_references_answers_every_tune_first_naming_its_best_configuration():
-    """Issue 38: compare results/reference/ left the four tunes out; a tune is shown by its
-    answer (the best configuration, its gain, the options that reproduce it), then its steps."""
+    """compare results/reference/ shows a tune by its answer (the best configuration, its gain,
+    the options that reproduce it); its step studies only with --full, where each is a study."""
     from tests.helpers import ROOT, stbench
 
     text = stbench("compare", ROOT / "results" / "reference", check=True, timeout=600).stdout
     tunes = [f.parent.name for f in (ROOT / "results" / "reference").glob("*/tune.json")]
     assert len(tunes) == 4
     for name in tunes:
-        head = text.split(f"## {name} (a tune: its answer, then its steps)\n", 1)
+        head = text.split(f"## {name} (a tune: its answer; its steps with --full)\n", 1)
         assert len(head) == 2, name
         answer = head[1].split("\n## ", 1)[0]
         assert "best configuration" in answer and "Reproduce: stbench run " in answer
+        assert f"## {name}/" not in text and "## 0" not in text  # no step study
     assert text.index("(a tune: its answer") < text.index("Each study: its finding")
+    one = ROOT / "results" / "reference" / tunes[0]
+    alone = stbench("compare", one, check=True).stdout
+    assert alone.count("\n## ") + alone.startswith("## ") == 1  # its answer only
+    full = stbench("compare", one, "--full", check=True).stdout
+    assert full.count("## ") > 1  # and every step as a study

@@ -1,22 +1,25 @@
-"""Whether a study's comparisons can conclude yet, and how many rounds they would need (issue
-32): what `stbench run --budget` asks after every round. Pure: a study's cells and
-rows in, its open comparisons and the decision out.
+"""Whether a study's comparisons can conclude yet, and how many rounds they would need: what
+`stbench run --budget` asks after every round. Pure: a study's cells and rows in, its open
+comparisons and the decision out.
 
 The comparisons are every cell against the first as planned (the first of each axis as given:
 the CPU of `--device cpu cuda`, the smallest batch listed first, the defaults of `--set
 threads=0,1`), on samples/s, or on the time to target where the study asks one. One is open
 while the 95% interval of its per-round ratio (comparison.judge: a round's cells saw the same
-machine) holds 1, or has fewer than two rounds to pair. It needs `stats.rounds_needed` rounds
-were the ratios' mean and spread to stay; NEVER where the cells look equal, which no count of
-rounds can tell apart.
+machine) holds 1 and does not lie within the questions' margin (comparison.MARGIN: then the two
+look equal, a conclusion of its own), or has fewer than two rounds to pair. It needs the fewer of
+the rounds that would part its interval from 1 (`stats.rounds_needed`) and those that would fit
+it inside the margin (`stats.rounds_within`), were the ratios' mean and spread to stay; NEVER
+where neither count would do at the spread seen.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..comparison import by_round, measure_of
+from ..comparison import MARGIN, by_round, higher_is_better, measure_of
 from ..comparison import judge as compare
+from ..stats import rounds_within
 from ..store.rows import Run
 from .spec import RunSpec
 
@@ -30,7 +33,7 @@ class Open:
 
     base: str  # what sets the first cell apart: 'threads=0'
     other: str
-    rounds: int  # common rounds a conclusion needs (NEVER: the cells look equal)
+    rounds: int  # common rounds a conclusion needs (NEVER: no count would conclude it)
 
 
 @dataclass(frozen=True)
@@ -79,9 +82,12 @@ def open_comparisons(cells: tuple[RunSpec, ...], rows: list[Run]) -> list[Open]:
     base, out = found[0], []
     for other in found[1:]:
         v = compare(said[other], column, values[base], values[other])
-        if v.rounds >= 2 and v.significant:
+        equal = v.low is not None and v.low >= 1 - MARGIN and v.high <= 1 + MARGIN
+        if v.rounds >= 2 and (v.significant or equal):
             continue
-        out.append(Open(said[base], said[other], v.needs or 2))
+        a, b = values[base], values[other]
+        within = rounds_within(a, b, MARGIN, NEVER) if higher_is_better(column) else NEVER
+        out.append(Open(said[base], said[other], min(v.needs or 2, within)))
     return out
 
 
@@ -97,8 +103,8 @@ def decide(cells: tuple[RunSpec, ...], rows: list[Run], left_s: float, round_s: 
         return Decision(
             False,
             f"after {have} rounds {', '.join(o.other for o in found)} cannot be told from "
-            f"{found[0].base}: their per-round ratios average so near 1 that {NEVER} rounds "
-            "would not conclude; stopping",
+            f"{found[0].base}, nor said to be within {1 - MARGIN:.2f}-{1 + MARGIN:.2f}x of it, "
+            f"at the spread seen ({NEVER} rounds would not conclude); stopping",
         )
     worst = max(hopeful, key=lambda o: o.rounds)
     needs = f"{worst.other} against {worst.base} needs ≥ {worst.rounds} rounds, {have} ran"

@@ -216,6 +216,11 @@ def words(s: pd.DataFrame) -> str:
             if gpu
             else (f"it is significantly faster at {at}")
         )
+    elif start is None and not gpu and all(p.vs_tuned.loses for p in found):
+        said = (
+            f"it is significantly slower at every size up to {_at(found[-1], unit)}: the "
+            "defaults are the CPU's best configuration here"
+        )
     elif start is None:
         said = (
             f"it does not pay significantly at any size up to {_at(found[-1], unit)}"

@@ -170,11 +170,24 @@ class Engine:
             if pairs.PROCESSES * cost.process_s(per) > self._left():
                 return False
         self._skipped(size)
-        for _ in range(pairs.PROCESSES):
+        for i in range(pairs.PROCESSES):
             missing = self.first_rounds - len(self.rounds_at(size))
             if missing <= 0:
                 break
-            self._process(size, tuple(configs), min(per, missing))
+            rounds = min(per, missing)
+            known = self.costs.get(size)  # measured by this size's process before this one
+            if known is not None:
+                configs = [c.run_id for c in self.firsts(size)]  # less any that failed
+                while rounds > 1 and known.process_s(rounds, configs) > self._left():
+                    rounds -= 1
+                if known.process_s(rounds, configs) > self._left():
+                    self.say(
+                        f"{self.describe(size)}: process {i + 1} of {pairs.PROCESSES} would take "
+                        f"~{known.process_s(rounds, configs):.0f} s; {max(self._left(), 0):.0f} s "
+                        "of the budget left"
+                    )
+                    break
+            self._process(size, tuple(configs), rounds)
         return bool(self.rounds_at(size))
 
     def _predicted(self, size: str, configs: list[str]) -> pairs.Cost | None:
