@@ -16,6 +16,7 @@ from dataclasses import replace
 from ..comparison import (
     ALL_STEPS,
     LEARNING,
+    MARGIN,
     QUALITY,
     SPEED,
     SPS,
@@ -144,19 +145,44 @@ def _gain(result: dict) -> str:
     return text + "."
 
 
+def concluded(v: dict) -> bool:
+    """A value's verdict settles it: its interval excludes 1, or lies within the questions'
+    margin (the two look equal)."""
+    low, high = v.get("low"), v.get("high")
+    if low is None or high is None:
+        return False
+    return low > 1 or high < 1 or (low >= 1 - MARGIN and high <= 1 + MARGIN)
+
+
+def _open(v: dict) -> str:
+    """Why a value's verdict is not a conclusion, and what would make it one."""
+    if v.get("low") is None:
+        return "one round: no interval"
+    wide = "wider than 0.5-2x; " if v["high"] / v["low"] > 4 else ""  # says next to nothing
+    needs = v.get("needs")  # (a tune.json from before it was kept has none)
+    if needs is None:
+        return f"open: {wide}more rounds (--rounds) could settle it"
+    if 0 < needs < 1000:
+        return f"open: {wide}~{needs} rounds could settle it"
+    return f"open: {wide}no count of rounds would at the spread seen"
+
+
 def _step(s: dict) -> str:
     if not s.get("verdicts"):
         return f"{s['lever']}: {s.get('note') or 'not searched'}"
     tried = [v for v in s["verdicts"] if v["value"] != s["reference"]]
     parts = [
-        f"{s['lever']}={v['value']}: {_interval(v)}" + (f" ({v['note']})" if v["note"] else "")
+        f"{s['lever']}={v['value']}: {_interval(v)}"
+        + (f" ({v['note']})" if v["note"] else "")
+        + ("" if concluded(v) or v["note"] else f" ({_open(v)})")
         for v in tried
     ]
     kept = s["kept"] != s["reference"]
+    unsettled = [v for v in tried if not concluded(v) and not v["note"]]
     head = (
         f"{s['lever']} {s['reference']} -> {s['kept']} kept"
         if kept
-        else f"{s['lever']} stays {s['reference']}"
+        else f"{s['lever']} stays {s['reference']}" + (", not concluded" if unsettled else "")
     )
     return f"{head} [{MEASURES.get(s['measure'], s['measure'])}: {'; '.join(parts)}]"
 

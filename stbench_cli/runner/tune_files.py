@@ -69,6 +69,7 @@ def verdict_record(v: Verdict) -> dict:
         "samples_per_s": v.samples_per_s,
         "quality": v.quality,
         "note": v.note,
+        "needs": v.needs,  # where not concluded: the rounds that could settle it (stats)
     }
 
 
