@@ -38,6 +38,11 @@ HIGHER_IS_BETTER = frozenset(
 MARGIN = 0.05
 
 
+def looks_equal(low: float | None, high: float | None) -> bool:
+    """Whether a ratio's 95% interval lies within 1 -/+ MARGIN (None: no interval)."""
+    return low is not None and high is not None and low >= 1 - MARGIN and high <= 1 + MARGIN
+
+
 def number(value) -> float | None:
     """A value as a float: None where there is none (None, "", NaN, inf, text that is no
     number). A Run has None for a gap, a frame NaN; a test's row may still be text."""

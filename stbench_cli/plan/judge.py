@@ -16,7 +16,6 @@ from dataclasses import replace
 from ..comparison import (
     ALL_STEPS,
     LEARNING,
-    MARGIN,
     QUALITY,
     SPEED,
     SPS,
@@ -24,6 +23,7 @@ from ..comparison import (
     Verdict,
     by_round,
     column_median,
+    looks_equal,
     measure_of,
 )
 from ..comparison import (
@@ -151,7 +151,7 @@ def concluded(v: dict) -> bool:
     low, high = v.get("low"), v.get("high")
     if low is None or high is None:
         return False
-    return low > 1 or high < 1 or (low >= 1 - MARGIN and high <= 1 + MARGIN)
+    return low > 1 or high < 1 or looks_equal(low, high)
 
 
 def _open(v: dict) -> str:

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import median
 
-from ..comparison import MARGIN
+from ..comparison import MARGIN, looks_equal
 
 CAP = 1000  # stats' cap on the rounds needed: the per-round ratios average 1 (or sit outside)
 FIRST_ROUNDS = 6  # paired rounds of every configuration at each size, before only open pairs
@@ -53,12 +53,7 @@ class Comparison:
 
     @property
     def equal(self) -> bool:
-        return (
-            self.rounds >= 2
-            and self.low is not None
-            and self.low >= 1 - MARGIN
-            and self.high <= 1 + MARGIN
-        )
+        return self.rounds >= 2 and looks_equal(self.low, self.high)
 
     @property
     def concluded(self) -> bool:

@@ -26,13 +26,13 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from ..comparison import SPS, by_round
+from ..comparison import MARGIN, SPS, by_round
 from ..comparison import judge as compare
 from ..contract import BATCH, Workload
 from ..device import is_cuda
 from ..errors import StbenchError
 from ..stats import rounds_within
-from .pairs import CAP, FIRST_ROUNDS, MARGIN, Comparison
+from .pairs import CAP, FIRST_ROUNDS, Comparison
 from .spec import RunSpec
 
 # the CPU's quick levers: each changes inside a running process (no preload, no binding)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..comparison import MARGIN, by_round, higher_is_better, measure_of
+from ..comparison import MARGIN, by_round, higher_is_better, looks_equal, measure_of
 from ..comparison import judge as compare
 from ..stats import rounds_within
 from ..store.rows import Run
@@ -82,8 +82,7 @@ def open_comparisons(cells: tuple[RunSpec, ...], rows: list[Run]) -> list[Open]:
     base, out = found[0], []
     for other in found[1:]:
         v = compare(said[other], column, values[base], values[other])
-        equal = v.low is not None and v.low >= 1 - MARGIN and v.high <= 1 + MARGIN
-        if v.rounds >= 2 and (v.significant or equal):
+        if v.rounds >= 2 and (v.significant or looks_equal(v.low, v.high)):
             continue
         a, b = values[base], values[other]
         within = rounds_within(a, b, MARGIN, NEVER) if higher_is_better(column) else NEVER

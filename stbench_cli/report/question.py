@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..comparison import MARGIN, wins_from
+from ..comparison import MARGIN, looks_equal, wins_from
 from .cells import Cell, cells, paired_rounds, ratio, rows_of
 from .labels import format_number, short_gpu
 from .model import HARDWARE, Key, axes
@@ -52,13 +52,8 @@ class Ratio:
 
     @property
     def equal(self) -> bool:
-        """The two look equal: two rounds or more, the interval within the engine's margin."""
-        return (
-            self.rounds >= 2
-            and self.low is not None
-            and self.low >= 1 - MARGIN
-            and self.high <= 1 + MARGIN
-        )
+        """The two look equal: two rounds or more, the interval within the margin."""
+        return self.rounds >= 2 and looks_equal(self.low, self.high)
 
     def text(self) -> str:
         if not math.isfinite(self.value):
