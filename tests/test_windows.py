@@ -146,3 +146,44 @@ def test_the_job_a_process_is_given_travels_as_json():
     job = WindowsJob(tuple(_windows("cnn-strain", [{"threads": 1}], 2)), 0.2, 3, 123.0)
     assert WindowsJob.from_json(job.to_json()) == job
     assert json.loads(job.to_json())["min_steps"] == 3
+
+
+def test_an_interrupted_question_resumes_with_no_window_lost_or_doubled(tmp_path):
+    import signal
+    import subprocess
+
+    out = tmp_path / "out"
+    started = subprocess.Popen(
+        ["stbench", "gpu-vs-cpu", "cnn-strain", "--smoke", "--budget", "30", "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as a terminal's
+    )
+    (folder,) = _first_folder(out, started)
+    time.sleep(3)  # inside a process of windows
+    started.send_signal(signal.SIGINT)
+    said = started.communicate(timeout=60)[0]
+    assert started.returncode == 130, said[-2000:]
+    have = len(read_runs(folder))
+    cells = len(read_manifest(folder)["cells"])
+    assert f"{have} of {cells} cells have their row in {folder}" in " ".join(said.split())
+    done = stbench("gpu-vs-cpu", "--resume", folder, "--budget", 30)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = read_runs(folder)
+    ids = [r["run_id"] for r in rows]
+    assert len(ids) == len(set(ids)) == len(read_manifest(folder)["cells"]) > have
+    logs = sorted(p.name for p in (folder / "logs").glob("windows-*.log"))
+    assert len(logs) == len(set(logs)) >= 3  # the resumed processes numbered on
+
+
+def _first_folder(out, process, wait_s: float = 30.0):
+    """The study folder once the question wrote its first row."""
+    deadline = time.time() + wait_s
+    while time.time() < deadline:
+        found = [p for p in out.glob("*") if (p / "runs.csv").exists()] if out.exists() else []
+        if found:
+            return found
+        assert process.poll() is None, process.communicate()[0][-2000:]
+        time.sleep(0.1)
+    raise AssertionError("no row within 30 s")

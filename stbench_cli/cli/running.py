@@ -261,11 +261,16 @@ def study_plans(asked: RunRequest, env) -> list:
 def resume_line(plan, command: str) -> str:
     """What an interrupted study has and how to finish it: one line."""
     from ..store.files import read_runs
+    from ..store.manifest import read_manifest
 
     folder = plan.folder
     have = len(read_runs(folder)) if (folder / "runs.csv").exists() else 0
+    # the folder's manifest: a question's engine adds each round's cells to it as they run
+    cells = len(plan.cells)
+    if (folder / "manifest.json").exists():
+        cells = len(read_manifest(folder).get("cells") or ()) or cells
     return (
-        f"{have} of {len(plan.cells)} cells have their row in {folder}; "
+        f"{have} of {cells} cells have their row in {folder}; "
         f"finish it: {command} --resume {folder}"
     )
 

@@ -70,7 +70,8 @@ class Engine:
         self.counts = dict(zip(record["size"]["values"], record["size"]["counts"]))
         self.rows: list[Run] = list(plan.done)
         self.costs: dict[str, pairs.Cost] = {}
-        self.processes = 0
+        # processes are numbered on from an interrupted run's (each has its log: windows-N.log)
+        self.processes = len(list((plan.folder / "logs").glob("windows-*.log")))
         self.stopped: list[str] = []
         self.left_out: list[dict] = []
 
