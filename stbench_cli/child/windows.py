@@ -149,13 +149,15 @@ class Windows:
             traceback.print_exc()
             status, reason = classify(exc), last_line(exc)
             self.failed[key] = (status, reason)
-            self.trainers.pop(key, None)
-            for stream in [k for k in self.streams if k[0] == key]:
-                del self.streams[stream], self.cycles[stream]
-            gc.collect()
-            for accel in self.accels.values():
-                accel.release_cached()
-            return self._row(spec, status, reason)
+        # out of the handler, where the exception and its frames (and the tensors they hold)
+        # are gone: the configuration's trainer and loaders go too, and their memory with them
+        self.trainers.pop(key, None)
+        for stream in [k for k in self.streams if k[0] == key]:
+            del self.streams[stream], self.cycles[stream]
+        gc.collect()
+        for accel in self.accels.values():
+            accel.release_cached()
+        return self._row(spec, status, reason)
 
     def _apply(self, spec: RunSpec, accel: Accelerator):
         """Everything a window sets, from scratch: threads, fp32 math, autocast (the trainer's
