@@ -122,7 +122,11 @@ def test_gpu_vs_cpu_concludes_every_size_in_paired_rounds_over_two_processes(tmp
         assert len({r["repeat"] for r in here}) >= 6  # six paired rounds at least
         assert len({r["job_id"] for r in here}) >= 2  # spread over two processes
     assert manifest["question"]["stopped"] == ["every size concluded"]
-    assert "process 2, rounds 4-6" in done.stdout + done.stderr
+    said = done.stdout + done.stderr
+    # a size's later first rounds share a process with the next size's first: 3 processes, not 4
+    assert "process 2, 64 curves a batch: rounds 4-6" in said
+    assert "process 2, 256 curves a batch: rounds 1-3" in said
+    assert len(list((folder / "logs").glob("windows-*.log"))) == 3
     assert "GFLOP a step" in done.stdout and "curves a batch" in done.stdout
     assert (folder / "gpu-vs-cpu.png").exists()
 

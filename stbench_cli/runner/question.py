@@ -5,10 +5,11 @@ one process; this module is the loop.
 
 1. **First rounds, size after size, smallest first.** Each size's configurations run
    FIRST_ROUNDS rounds, spread over PROCESSES warm processes (one process understates the
-   variance: pyperf's workers), each round in a rotated order. A size runs only where its
-   predicted cost (the size before it, measured, grown by the size's count) fits what is left
-   of the budget; a size that does not, and every larger one, is named with the budget that
-   would measure it.
+   variance: pyperf's workers), each round in a rotated order; a size's later first rounds
+   share their process with the next size's first ones, so n sizes take n + 1 processes, not 2n.
+   A size runs only where its predicted cost (the largest size measured, grown by the size's
+   count) fits what is left of the budget; a size that does not, and every larger one, is
+   named with the budget that would measure it.
 2. **Then rounds only where a pair is open**: plan.pairs.decide, until every pair has
    concluded (apart, or equal within the margin), or the rounds that could conclude the rest
    cost more than the time left, which it says, with the figures.
@@ -25,7 +26,7 @@ import math
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ..plan import pairs, question
 from ..plan.planner import Plan, plan_rounds
@@ -37,6 +38,15 @@ from ..store.rows import Run, RunRow, run_of
 from .lock import FolderLock
 from .study import identity, machine
 from .windows import run_process
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Rounds of a size's configurations (first-round run ids) that one process runs."""
+
+    size: str
+    configs: tuple[str, ...]
+    rounds: int
 
 
 def answer(
@@ -114,10 +124,18 @@ class Engine:
     def run(self) -> list[Run]:
         self._start()
         sizes = list(self.record["size"]["values"])
+        later: Segment | None = (
+            None  # a size's later first rounds: the next size's process runs them
+        )
         for i, size in enumerate(sizes):
-            if not self._first_rounds(size):
+            first = self._first_half(size, later)
+            if first is False:
                 self._leave_out(sizes[i:])
                 break
+            self._process([s for s in (later, first) if s])
+            later = self._second_half(size)
+        if later is not None and self._fits([later]):
+            self._process([later])
         while True:
             found = question.comparisons(self.plan.cells, self.rows, self.param, self.defaults)
             decision = pairs.decide(found, self.costs, self._left(), self.describe)
@@ -125,7 +143,7 @@ class Engine:
                 self.stopped = list(decision.why) or ["every size concluded"]
                 break
             for more in decision.runs:
-                self._process(more.size, more.configs, more.rounds)
+                self._process([Segment(more.size, more.configs, more.rounds)])
         for why in self.stopped:
             self.say(f"gpu-vs-cpu: {why}")
         self._keep_record()
@@ -154,42 +172,57 @@ class Engine:
         self.rows.append(run_of(row.record(), str(self.plan.folder)))
         self.on_row(spec, self.rows[-1])
 
-    def _first_rounds(self, size: str) -> bool:
-        """The size's first rounds over PROCESSES processes, where they fit; False where not."""
+    def _first_half(self, size: str, later: Segment | None) -> Segment | None | bool:
+        """The first of a size's first rounds (the rest run in the next process): as many a
+        process as fit with two processes' worth (and the size before's later rounds) in what is
+        left of the budget; None where nothing is left to run, False where two rounds do not
+        fit (the size is left out)."""
         have = len(self.rounds_at(size))
-        if have >= self.first_rounds:
+        configs = tuple(c.run_id for c in self.firsts(size))
+        if have >= self.first_rounds or not configs:
             self._measure(size)
-            return True
-        configs = [c.run_id for c in self.firsts(size)]
-        if not configs:
-            return True
+            return None
         per = -(-(self.first_rounds - have) // pairs.PROCESSES)
-        cost = self._predicted(size, configs)
-        if cost is not None:  # as many rounds a process as fit, two rounds in all at least
-            while per > 1 and pairs.PROCESSES * cost.process_s(per) > self._left():
+        cost = self._predicted(size, list(configs))
+        if cost is not None:
+            left = self._left() - (self._cost_s(later) or 0.0)
+            while per > 1 and pairs.PROCESSES * cost.process_s(per) > left:
                 per -= 1
-            if pairs.PROCESSES * cost.process_s(per) > self._left():
+            if pairs.PROCESSES * cost.process_s(per) > left:
                 return False
         self._skipped(size)
-        for i in range(pairs.PROCESSES):
-            missing = self.first_rounds - len(self.rounds_at(size))
-            if missing <= 0:
-                break
-            rounds = min(per, missing)
-            known = self.costs.get(size)  # measured by this size's process before this one
-            if known is not None:
-                configs = [c.run_id for c in self.firsts(size)]  # less any that failed
-                while rounds > 1 and known.process_s(rounds, configs) > self._left():
-                    rounds -= 1
-                if known.process_s(rounds, configs) > self._left():
-                    self.say(
-                        f"{self.describe(size)}: process {i + 1} of {pairs.PROCESSES} would take "
-                        f"~{known.process_s(rounds, configs):.0f} s; {max(self._left(), 0):.0f} s "
-                        "of the budget left"
-                    )
-                    break
-            self._process(size, tuple(configs), rounds)
-        return bool(self.rounds_at(size))
+        return Segment(size, configs, per)
+
+    def _second_half(self, size: str) -> Segment | None:
+        """The rest of a size's first rounds, as many as its first process's cost says fit."""
+        missing = self.first_rounds - len(self.rounds_at(size))
+        configs = tuple(c.run_id for c in self.firsts(size))  # less any that failed
+        if missing <= 0 or not configs or not self.rounds_at(size):
+            return None
+        rounds = min(missing, -(-self.first_rounds // pairs.PROCESSES))
+        known = self.costs.get(size)
+        while known is not None and rounds > 1 and known.process_s(rounds, configs) > self._left():
+            rounds -= 1
+        return Segment(size, configs, rounds)
+
+    def _cost_s(self, segment: Segment | None) -> float | None:
+        """What a segment costs as a process of its own (None: nothing known of its size)."""
+        if segment is None:
+            return None
+        known = self.costs.get(segment.size) or self._predicted(segment.size, segment.configs)
+        return known.process_s(segment.rounds, segment.configs) if known else None
+
+    def _fits(self, segments: list[Segment]) -> bool:
+        """Whether a process of these segments ends within the budget, said where not."""
+        cost = sum(self._cost_s(s) or 0.0 for s in segments)
+        if cost <= self._left():
+            return True
+        sizes = ", ".join(self.describe(s.size) for s in segments)
+        self.say(
+            f"{sizes}: a process of its later rounds would take ~{cost:.0f} s; "
+            f"{max(self._left(), 0):.0f} s of the budget left"
+        )
+        return False
 
     def _predicted(self, size: str, configs: list[str]) -> pairs.Cost | None:
         """The size's cost from the largest size measured before it (None: nothing yet)."""
@@ -238,35 +271,42 @@ class Engine:
         self.plan = replace(self.plan, cells=kept, manifest=manifest)
         write_manifest(self.plan.folder, manifest)
 
-    def _process(self, size: str, configs: tuple[str, ...], rounds: int) -> None:
-        """One warm process: `rounds` new rounds of `configs` at `size`, each rotated."""
-        ran = self.rounds_of(configs)
-        repeats = [r for r in range(max(ran, default=-1) + 1 + rounds) if r not in ran][:rounds]
-        plan = plan_rounds(self.plan, self.env, configs, repeats)
-        self.plan = plan
-        write_manifest(plan.folder, plan.manifest)
-        first = {c.run_id: c for c in plan.cells if c.repeat == 0}
-        by = {(c.params, c.device, c.batch_size, c.repeat): c for c in plan.cells}
-        windows = [
-            by[(first[f].params, first[f].device, first[f].batch_size, r)]
-            for r in repeats
-            for f in pairs.rotated(list(configs), r)
-        ]
+    def _process(self, segments: list[Segment]) -> None:
+        """One warm process: each segment's new rounds of its configurations at its size, each
+        round rotated, segment after segment."""
+        if not segments:
+            return
+        windows, said = [], []
+        for seg in segments:
+            ran = self.rounds_of(seg.configs)
+            top = max(ran, default=-1) + 1 + seg.rounds
+            repeats = [r for r in range(top) if r not in ran][: seg.rounds]
+            self.plan = plan_rounds(self.plan, self.env, seg.configs, repeats)
+            first = {c.run_id: c for c in self.plan.cells if c.repeat == 0}
+            by = {(c.params, c.device, c.batch_size, c.repeat): c for c in self.plan.cells}
+            windows += [
+                by[(first[f].params, first[f].device, first[f].batch_size, r)]
+                for r in repeats
+                for f in pairs.rotated(list(seg.configs), r)
+            ]
+            names = ", ".join(self.label(c) for c in seg.configs)
+            said.append(
+                f"{self.describe(seg.size)}: rounds {repeats[0] + 1}-{repeats[-1] + 1} of {names}"
+            )
+        write_manifest(self.plan.folder, self.plan.manifest)
         self.processes += 1
-        names = ", ".join(self.label(c) for c in configs)
-        self.say(
-            f"{self.describe(size)}: process {self.processes}, rounds {repeats[0] + 1}-"
-            f"{repeats[-1] + 1} of {names}"
-        )
+        for line in said:
+            self.say(f"process {self.processes}, {line}")
         ran = self._run(windows)
         if ran.refork:  # CUDA could not start after the fork: warm forks are off, a fresh one
             self.processes += 1
             ran = self._run(list(ran.unrun))
         if ran.broke:
-            self.say(f"{self.describe(size)}: process {self.processes} ended early ({ran.broke})")
+            self.say(f"process {self.processes} ended early ({ran.broke})")
         if ran.unrun:  # never reached: out of the study again (a configuration's first stays)
             self._drop({w.run_id for w in ran.unrun if w.repeat > 0})
-        self._measure(size, ran.startup_s)
+        for i, seg in enumerate(segments):  # the process's start is its first segment's
+            self._measure(seg.size, ran.startup_s if i == 0 else None)
 
     def _run(self, windows: list[RunSpec]):
         ran = run_process(
