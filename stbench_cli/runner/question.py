@@ -130,7 +130,7 @@ class Engine:
         for i, size in enumerate(sizes):
             first = self._first_half(size, later)
             if first is False:
-                self._leave_out(sizes[i:])
+                self._leave_out(sizes[i:], later)
                 break
             self._process([s for s in (later, first) if s])
             later = self._second_half(size)
@@ -239,9 +239,10 @@ class Engine:
         levers = {k: spec.param_dict.get(k) for k in question.CPU_LEVERS + ("compile",)}
         return f"{spec.device} {sorted(levers.items())}"
 
-    def _leave_out(self, sizes: list[str]) -> None:
-        """Sizes the budget cannot measure twice: each named with the budget it would need."""
-        extra = 0.0
+    def _leave_out(self, sizes: list[str], later: Segment | None = None) -> None:
+        """Sizes the budget cannot measure twice: each named with the budget it would need (the
+        size before's later first rounds, still to run, counted in)."""
+        extra = self._cost_s(later) or 0.0
         for size in sizes:
             configs = [c.run_id for c in self.firsts(size)]
             cost = self._predicted(size, configs)
