@@ -107,8 +107,13 @@ def workload_detail(w) -> None:
             )
         )
     if w.size:  # what `stbench gpu-vs-cpu` sweeps
-        sizes = ", ".join(f"{v} ({w.size.counted(v):,.0f})" for v in w.size.values)
-        say(escape(f"size axis ({w.size.param}, in {w.size.unit}): {sizes}"))
+        sizes = ", ".join(
+            f"{w.size.counted(v):,.0f}"
+            if w.size.count is None
+            else f"{v} ({w.size.counted(v):,.0f})"
+            for v in w.size.values
+        )
+        say(escape(f"size axis of gpu-vs-cpu ({w.size.param}, in {w.size.unit}): {sizes}"))
     table = Table(show_header=True, box=None, padding=(0, 2, 0, 0))
     table.add_column("parameter", no_wrap=True)
     table.add_column("default", no_wrap=True)
