@@ -9,7 +9,7 @@ import pytest
 from benchmarks.acceptance import checks_rows as rows
 from benchmarks.acceptance import checks_traces as traces
 from benchmarks.acceptance import reference
-from benchmarks.acceptance.verdicts import FAIL, PASS, UNTESTED, run_check
+from benchmarks.acceptance.verdicts import FAIL, PASS, UNTESTED, NothingToJudge, run_check
 from tests.helpers import NOT_COMPILED
 from tests.helpers import acceptance_check as one
 from tests.helpers import acceptance_folder as write_runs
@@ -291,3 +291,27 @@ def test_tf32_peak_fails_where_a_tf32_cell_divided_by_another_peak_or_none_ran_t
     assert missed.status == FAIL and "1 of 2" in missed.detail and "['fp32']" in missed.detail
     assert rows.judge_tf32_peak([("tf32", None)]).status == FAIL  # no fraction: no peak used
     assert rows.judge_tf32_peak([("fp32", "fp32")]).status == FAIL  # nothing ran at TF32
+
+
+def test_a_question_fails_unless_every_size_has_five_rounds_and_the_largest_concluded():
+    sizes = ["75", "600", "4096"]
+    good = rows.judge_question(sizes, [], {s: 6 for s in sizes}, {s: True for s in sizes})
+    assert good.status == PASS and "4096: 6 rounds" in good.detail
+    left = rows.judge_question(sizes, ["4096"], {"75": 6, "600": 6}, {"75": True, "600": True})
+    assert left.status == FAIL and "not measured: 4096" in left.detail
+    few = rows.judge_question(sizes, [], {"75": 6, "600": 2, "4096": 6}, dict.fromkeys(sizes, True))
+    assert few.status == FAIL and "fewer than 5 paired rounds at 600: 2" in few.detail
+    open_ = rows.judge_question(sizes, [], {s: 6 for s in sizes}, {"4096": False})
+    assert open_.status == FAIL and "not concluded at the largest size, 4096" in open_.detail
+
+
+def test_the_question_check_has_nothing_to_judge_in_a_question_without_a_cuda_row(tmp_path):
+    import shutil
+
+    from tests.helpers import ROOT
+
+    shutil.copytree(
+        ROOT / "results" / "reference" / "ref-cpu2-cnn-strain-gpu-vs-cpu", tmp_path / "q"
+    )
+    with pytest.raises(NothingToJudge, match="no cuda row"):
+        rows.question_concluded(tmp_path)

@@ -315,3 +315,49 @@ def doctor_checks(folder: Path) -> list[Check]:
     if not found:
         raise NothingToJudge("doctor.json holds no check")
     return found
+
+
+def judge_question(
+    sizes: list[str],
+    left_out: list[str],
+    rounds: dict[str, int],
+    concluded: dict[str, bool],
+    least: int = 5,
+) -> Check:
+    """A gpu-vs-cpu study on a GPU: every size asked measured (none left out by the budget), at
+    least `least` paired rounds of the GPU against the CPU at each, and the largest size's
+    comparisons concluded (apart, or equal within the margin)."""
+    missing = [s for s in sizes if s in left_out or s not in rounds]
+    few = [f"{s}: {rounds[s]}" for s in sizes if s in rounds and rounds[s] < least]
+    largest = sizes[-1] if sizes else None
+    problems = []
+    if missing:
+        problems.append(f"not measured: {', '.join(missing)}")
+    if few:
+        problems.append(f"fewer than {least} paired rounds at {', '.join(few)}")
+    if largest is not None and largest in rounds and not concluded.get(largest):
+        problems.append(f"not concluded at the largest size, {largest}")
+    said = ", ".join(f"{s}: {n} rounds" for s, n in rounds.items())
+    return verdict("question-concluded", not problems, "; ".join(problems) or said, rounds)
+
+
+def question_concluded(folder: Path) -> Check:
+    """The question's study (judge_question): its GPU windows must have ended ok first."""
+    from stbench.plan.question import comparisons
+    from stbench.plan.spec import RunSpec
+    from stbench.store.manifest import read_manifest
+
+    (study,) = studies(folder)
+    rows = rows_ok(folder)  # a GPU window that failed names itself here (in a rehearsal: CUDA)
+    cuda_rows(rows)
+    record = read_manifest(study)
+    asked = record["question"]
+    cells = [RunSpec.from_dict(c) for c in record["cells"]]
+    found = comparisons(cells, rows, asked["size"]["param"], asked["defaults"])
+    rounds: dict[str, int] = {}
+    concluded: dict[str, bool] = {}
+    for c in found:
+        rounds[c.size] = min(rounds.get(c.size, c.rounds), c.rounds)
+        concluded[c.size] = concluded.get(c.size, True) and c.concluded
+    left = [x["size"] for x in asked.get("left_out") or ()]
+    return judge_question(asked["size"]["values"], left, rounds, concluded)

@@ -11,10 +11,13 @@ a margin for the command around the rounds.
 
 from __future__ import annotations
 
-from .steps import REFERENCE, Step, args
+from . import checks_rows as rows
+from .steps import REFERENCE, Probe, Step, args
 
 
-def study(result: str, cap_s: int, what: str, line: str, rehearse: str = "") -> Step:
+def study(
+    result: str, cap_s: int, what: str, line: str, rehearse: str = "", checks: tuple = ()
+) -> Step:
     """A reference study: its stbench line, and the one a rehearsal runs (its CPU cells small)."""
     return Step(
         f"ref-{result}",
@@ -22,6 +25,7 @@ def study(result: str, cap_s: int, what: str, line: str, rehearse: str = "") -> 
         cap_s,
         what,
         argv=args(line),
+        checks=checks,
         rehearse_argv=args(rehearse) if rehearse else (),
         result=result,
     )
@@ -38,6 +42,8 @@ def question(workload: str, cap_s: int, what: str, extra: str = "") -> Step:
         what,
         f"gpu-vs-cpu {workload} --budget {cap_s - 12} {extra}".strip(),
         f"gpu-vs-cpu {workload} --smoke --budget 40 {extra}".strip(),
+        # every size measured, 5 paired rounds at each, the largest concluded
+        (Probe("question-concluded", rows.question_concluded),),
     )
 
 
