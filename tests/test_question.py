@@ -342,3 +342,24 @@ def test_a_side_wins_from_the_first_size_of_its_last_unbroken_run_of_wins():
     assert wins_from([True, False, True]) == 2  # a win at a small size does not count
     assert wins_from([True, True]) == 0
     assert wins_from([True, True, False]) is None and wins_from([]) is None
+
+
+def test_a_size_the_gpu_ran_out_of_memory_at_is_named_with_its_reason():
+    rows = [
+        asked(run_of(_row(size, config, r, v), "f"), QUESTION)
+        for size, configs in SPEED.items()
+        for config, values in configs.items()
+        for r, v in enumerate(values)
+        if not (size == "s1089" and config == "gpu")
+    ]
+    oom = {
+        **_row("s1089", "gpu", 0, 1.0),
+        "status": "oom",
+        "reason": "OutOfMemoryError: CUDA out of memory",
+        "samples_per_s": "",
+    }
+    rows.append(asked(run_of(oom, "f"), QUESTION))
+    text = words(study(rows).runs)
+    assert text.endswith(
+        "No answer at 1,089 series: cuda ended oom (OutOfMemoryError: CUDA out of memory)."
+    )

@@ -245,9 +245,8 @@ def words(s: pd.DataFrame) -> str:
         text += f" Energy per million samples, GPU vs tuned {cpu}: {_list(energy)}."
     elif gpu:
         text += f" Energy per million samples: not measured on both ({_energy_why(s)})."
-    missing = _unanswered(s, found)
-    if missing:
-        text += f" No answer at {missing}: a side had no steady step in its window (--window)."
+    for size, why in _unanswered(s, found):
+        text += f" No answer at {size}: {why}."
     equal = [_at(p, unit) for p in found if p.vs_tuned.equal]
     if equal:
         text += (
@@ -260,11 +259,25 @@ def words(s: pd.DataFrame) -> str:
     return text
 
 
-def _unanswered(s: pd.DataFrame, found: list[Point]) -> str:
-    """The sizes asked that have no answer, as the sentence names them."""
+def _unanswered(s: pd.DataFrame, found: list[Point]) -> list[tuple[str, str]]:
+    """The sizes measured that have no answer, each with why: the device whose configurations
+    all ended otherwise than ok (out of memory, failed, skipped: its rows' first reason), else a
+    side with no steady step in its window."""
     said, unit = {p.size for p in found}, _unit(s)
     sizes = sorted(dict.fromkeys(s["q_size"].dropna()), key=lambda v: _count(s, v))
-    return ", ".join(f"{_whole(_count(s, v))} {unit}".strip() for v in sizes if v not in said)
+    out = []
+    for v in sizes:
+        if v in said:
+            continue
+        here = s[s["q_size"] == v]
+        why = "a side had no steady step in its window (--window)"
+        for device, rows in here.groupby(here["device"].astype(str)):
+            if not (rows["status"] == "ok").any():
+                first = rows.iloc[0]
+                why = f"{device} ended {first['status']} ({first['reason']})"
+                break
+        out.append((f"{_whole(_count(s, v))} {unit}".strip(), why))
+    return out
 
 
 def _list(parts: list[str]) -> str:
