@@ -109,9 +109,7 @@ def rounds_within(reference: Mapping, other: Mapping, margin: float, cap: int = 
     room = min(mean - math.log(1 - margin), math.log(1 + margin) - mean)
     if room <= 0:
         return cap
-    n = np.arange(2, cap + 1)
-    enough = n[t_quantile(0.975, n - 1) * spread / np.sqrt(n) <= room]
-    return max(int(enough[0]) if len(enough) else cap, len(logs) + 1)
+    return max(_fewest_rounds(spread, room, cap), len(logs) + 1)
 
 
 def rounds_needed(reference: Mapping, other: Mapping, lower_better: bool, cap: int = 1000) -> int:
@@ -122,6 +120,12 @@ def rounds_needed(reference: Mapping, other: Mapping, lower_better: bool, cap: i
     if len(logs) < 2:
         return max(2, len(logs) + 1)
     gap, spread = abs(statistics.fmean(logs)), statistics.stdev(logs)
+    return max(_fewest_rounds(spread, gap, cap), len(logs) + 1)
+
+
+def _fewest_rounds(spread: float, half_width: float, cap: int) -> int:
+    """The fewest rounds (2 to cap) at which a mean of logs with this spread has a 95% interval
+    narrower than `half_width` on each side; `cap` where none has."""
     n = np.arange(2, cap + 1)
-    enough = n[t_quantile(0.975, n - 1) * spread / np.sqrt(n) < gap]
-    return max(int(enough[0]) if len(enough) else cap, len(logs) + 1)
+    enough = n[t_quantile(0.975, n - 1) * spread / np.sqrt(n) < half_width]
+    return int(enough[0]) if len(enough) else cap

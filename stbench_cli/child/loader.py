@@ -124,3 +124,16 @@ def eval_limit(knobs: TrainerParams, batch_size: int) -> int:
     by_samples = -(-knobs.max_eval_samples // batch_size) if knobs.max_eval_samples else 0
     limits = [n for n in (knobs.max_eval_batches, by_samples) if n]
     return min(limits) if limits else 0
+
+
+def epochs(sampler, loader, per_epoch: int):
+    """(epoch, batch) epoch after epoch, without end: each epoch's order from its sampler's
+    seed, `per_epoch` batches of it. An epoch's iterator starts when its first batch is asked
+    for (inside a step's data phase: the step waits for it)."""
+    epoch = 0
+    while True:
+        sampler.set_epoch(epoch)
+        it = iter(loader)
+        for _ in range(per_epoch):
+            yield epoch, next(it)
+        epoch += 1

@@ -25,7 +25,7 @@ from ..store.cell_result import STEP_PHASES, CellResult, EpochRow
 from . import ddp, world
 from .evaluation import Evaluator
 from .heartbeat import Heartbeat
-from .loader import build_loaders
+from .loader import build_loaders, epochs
 from .step import STEP_VOTE, Stepper, to_device
 from .summary import Summary, Tally
 from .target import reached, resolve_target, target_figures
@@ -181,16 +181,10 @@ class Trainer(Stepper, Evaluator, Summary):
         return time.perf_counter()
 
     def _batches(self, per_epoch: int):
-        """Training batches epoch after epoch, without end (a time budget decides when to stop).
-        An epoch's iterator starts inside its first step's data phase: the step waits for it."""
-        epoch = 0
-        while True:
-            self.sampler.set_epoch(epoch)
-            self.epoch = epoch
-            it = iter(self.train_loader)
-            for _ in range(per_epoch):
-                yield next(it)
-            epoch += 1
+        """Training batches epoch after epoch, without end (a time budget decides when to stop);
+        `self.epoch` follows them."""
+        for self.epoch, batch in epochs(self.sampler, self.train_loader, per_epoch):
+            yield batch
 
     def _spent(self, t_start: float) -> float:
         """Host seconds of training so far (evaluation excluded): what a time budget counts."""

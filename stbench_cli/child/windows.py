@@ -67,19 +67,15 @@ class Windows:
     """The process's configurations, built at first use, and its windows run one by one."""
 
     def __init__(self, job: WindowsJob):
-        from ..plan import registry
-
         self.job = job
         self.trainers: dict[str, object] = {}
         self.streams: dict[tuple, object] = {}  # (build key, workers) -> its endless batches
         self.cycles: dict[tuple, int] = {}  # (build key, workers) -> steps a window is made of
         self.accels: dict[str, Accelerator] = {}
         self.failed: dict[str, tuple[str, str]] = {}  # build key -> (status, reason)
-        self.registry = registry
         self.ended = time.perf_counter()  # the end of the last window (or the process's start)
-        self.lasted: dict[
-            str, float
-        ] = {}  # build key -> its last window's seconds, switch included
+        # build key -> its last window's seconds, the switch included
+        self.lasted: dict[str, float] = {}
 
     def fits(self, spec: RunSpec, deadline: float) -> bool:
         """Whether the window can end before `deadline` (its configuration's last window as the
@@ -99,18 +95,18 @@ class Windows:
         loaders, the untimed warm-up pass, compilation, the optimizer), kept for the rest."""
         import torch
 
+        from ..plan import registry
         from .trainer import LoopConfig, Trainer
 
         key = build_key(spec)
         if key not in self.trainers:
-            workload = self.registry.get(spec.workload)
+            workload = registry.get(spec.workload)
             torch.manual_seed(spec.seed)
             ctx = BuildContext(spec.seed, 0, 1, str(accel.device))
             task = workload.build(spec.param_dict, ctx)
             cfg = LoopConfig.from_spec(spec, workload.target_ratio)
             trainer = Trainer(task, cfg, accel)
             print(f"stbench: built {spec.run_id}'s configuration", file=sys.stderr, flush=True)
-            trainer.built_workers = trainer.cfg.knobs.workers  # its own loaders' (0: on device)
             self.trainers[key] = trainer
         return self.trainers[key]
 
@@ -118,20 +114,21 @@ class Windows:
         """The configuration's batches, endless, epoch after epoch (the trainer's own loader, or
         one of `workers` processes over the same data: made at first use, then kept, its workers
         alive between windows), and the steps of a cycle a window holds whole."""
-        from .loader import build_loaders
+        from .loader import build_loaders, epochs
 
+        built = trainer.cfg.knobs.workers  # its own loaders' (0 where the data is on the device)
         if trainer.task.data.placement == "device":
-            workers = trainer.built_workers  # batches sliced where the data lives: no workers
+            workers = built  # batches sliced where the data lives: no workers
         if (key, workers) not in self.streams:
             sampler, loader = trainer.sampler, trainer.train_loader
-            if workers != trainer.built_workers:
+            if workers != built:
                 knobs = replace(trainer.cfg.knobs, workers=workers)
                 data = trainer.task.data
                 sampler, loader, _ = build_loaders(
                     data.train, data.val, data, knobs, spec.batch_size, spec.seed, accel, 0, 1
                 )
             per_epoch = min(len(loader), trainer.cfg.knobs.max_steps or len(loader))
-            self.streams[(key, workers)] = _epochs(sampler, loader, per_epoch)
+            self.streams[(key, workers)] = (b for _, b in epochs(sampler, loader, per_epoch))
             # an epoch of a few steps (stnn's two passes cut in proportion by max_steps) is a
             # cycle: a window spans whole ones, so that every window holds the same mix of steps
             self.cycles[(key, workers)] = per_epoch if per_epoch <= MAX_CYCLE else 1
@@ -244,17 +241,6 @@ class Windows:
             "untimed_s": untimed,
             "pid": os.getpid(),
         }
-
-
-def _epochs(sampler, loader, per_epoch: int):
-    """Batches epoch after epoch, without end (each epoch's order from its sampler's seed)."""
-    epoch = 0
-    while True:
-        sampler.set_epoch(epoch)
-        it = iter(loader)
-        for _ in range(per_epoch):
-            yield next(it)
-        epoch += 1
 
 
 def main(argv: list[str]) -> int:

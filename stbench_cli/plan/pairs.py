@@ -18,7 +18,6 @@ no more.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import median
@@ -136,7 +135,6 @@ class More:
     size: str
     configs: tuple[str, ...]
     rounds: int
-    cost_s: float
 
 
 @dataclass(frozen=True)
@@ -185,7 +183,7 @@ def decide(
                 f"{max(left_s, 0):.0f} s of the budget left"
             )
             continue
-        runs.append(More(size, configs, rounds, cost))
+        runs.append(More(size, configs, rounds))
         left_s -= cost
         why.append(f"at {describe(size)}: {rounds} more round(s) of {len(configs)} configurations")
     return Decision(tuple(runs), tuple(why))
@@ -205,7 +203,3 @@ def auto_window(budget_s: float, sizes: int, configs: int) -> float:
     the first rounds of every configuration at every size, between 0.1 s and 2 s."""
     share = budget_s / 3 / max(sizes * configs * FIRST_ROUNDS, 1)
     return min(max(round(share, 2), 0.1), 2.0)
-
-
-def finite(x: float | None) -> bool:
-    return x is not None and math.isfinite(x)

@@ -346,39 +346,29 @@ def plan_resume(workload: str | None, folder: Path, env: EnvInfo) -> Plan:
 
 
 def plan_round(plan: Plan, env: EnvInfo, only: frozenset[str] | None = None) -> Plan:
-    """The study with one round more: its first round's cells again as the next repeat, with
-    the seed expand() gives that repeat, added to the manifest's cells and matrix (the caller
-    writes the manifest). What `stbench run --budget` runs while it cannot conclude.
+    """The study with one round more: its first round's cells again as the next repeat
+    (plan_rounds). What `stbench run --budget` and tune run while they cannot conclude.
     plan: a resumed plan (plan_resume), whose manifest holds what the study wrote. `only`: the
-    first round's run ids to repeat (`stbench gpu-vs-cpu` leaves out what it no longer needs)."""
-    matrix = plan.manifest["matrix"]
+    first round's run ids to repeat (None: every one)."""
     n = 1 + max(c.repeat for c in plan.cells)
-    seed = matrix["seed"] + n if matrix.get("seed_per_repeat", True) else matrix["seed"]
-    new = tuple(
-        identify(replace(c, repeat=n, seed=seed, run_id=""))
-        for c in plan.cells
-        if c.repeat == 0 and (only is None or c.run_id in only)
-    )
-    skips = {c.run_id: r for c in new if (r := cell_skip(c, env, plan.workload, plan.launch.kind))}
-    manifest = {
-        **plan.manifest,
-        "matrix": {**matrix, "repeats": n + 1},
-        "cells": [*plan.manifest["cells"], *(asdict(c) for c in new)],
-    }
-    return replace(plan, cells=plan.cells + new, manifest=manifest, skips={**plan.skips, **skips})
+    firsts = [c.run_id for c in plan.cells if c.repeat == 0 and (only is None or c.run_id in only)]
+    return plan_rounds(plan, env, firsts, [n])
 
 
 def plan_rounds(plan: Plan, env: EnvInfo, firsts: Sequence[str], repeats: Sequence[int]) -> Plan:
     """The study with rounds `repeats` of the configurations `firsts` (first-round run ids)
-    added, each round's cell with that repeat and the study's seed (a question's process builds
-    a configuration once and measures every round it runs), in the manifest's cells and matrix
-    (the caller writes the manifest before the rounds run). What the questions' engine adds."""
+    added, each round's cell with that repeat and the seed expand() gives it (a question's
+    matrix gives every round the study's seed: its process builds a configuration once and
+    measures every round it runs), in the manifest's cells and matrix (the caller writes the
+    manifest before the rounds run); a cell already planned is not added again."""
+    matrix = plan.manifest["matrix"]
     first = {c.run_id: c for c in plan.cells if c.repeat == 0}
     have = {c.run_id for c in plan.cells}
     new = []
     for run_id in firsts:
         for r in repeats:
-            c = identify(replace(first[run_id], repeat=r, run_id=""))
+            seed = matrix["seed"] + r if matrix.get("seed_per_repeat", True) else matrix["seed"]
+            c = identify(replace(first[run_id], repeat=r, seed=seed, run_id=""))
             if c.run_id not in have:
                 new.append(c)
                 have.add(c.run_id)
@@ -386,7 +376,7 @@ def plan_rounds(plan: Plan, env: EnvInfo, firsts: Sequence[str], repeats: Sequen
     top = max([c.repeat for c in plan.cells] + [c.repeat for c in new])
     manifest = {
         **plan.manifest,
-        "matrix": {**plan.manifest["matrix"], "repeats": top + 1},
+        "matrix": {**matrix, "repeats": top + 1},
         "cells": [*plan.manifest["cells"], *(asdict(c) for c in new)],
     }
     return replace(

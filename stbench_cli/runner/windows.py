@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..plan.spec import RunSpec, WindowsJob
-from ..store.cell_result import Figures
+from ..store.cell_result import CellResult, Figures
 from ..store.files import write_cell
 from ..store.machine import EnvInfo
 from ..store.progress import LAUNCHED_ENV
@@ -106,7 +106,7 @@ def _watch(process, rows_path: Path, folder: Path, env: EnvInfo, windows, deadli
         offset, lines = _new_lines(rows_path, offset)
         for record in lines:
             spec = by_id[record["run_id"]]
-            if warm.cuda_broken(spec.device, _Said(record)):
+            if warm.cuda_broken(spec.device, CellResult(record["status"], record["reason"])):
                 # CUDA cannot start in a forked process here: this one and every later process
                 # start fresh, and this window runs again there
                 warm.refuse(record["reason"])
@@ -128,13 +128,6 @@ def _watch(process, rows_path: Path, folder: Path, env: EnvInfo, windows, deadli
             broke = "timeout"
         time.sleep(POLL_S)
     return done, first_at, broke, refork, code
-
-
-class _Said:
-    """A window's record as warm.cuda_broken reads a result (status, reason)."""
-
-    def __init__(self, record: dict):
-        self.status, self.reason = record["status"], record["reason"]
 
 
 def _start(command: list[str], environ: dict[str, str], log: Path):
