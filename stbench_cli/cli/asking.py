@@ -166,7 +166,15 @@ def picture(folder: Path) -> Path | None:
 
 def _gpu(asked: str, visible: int) -> str:
     """The GPU device asked (`none`: the CPU only), by default cuda where torch sees one; the
-    planner checks what was named."""
+    planner checks what was named. A GPU named on a machine with none is refused: every GPU
+    window would be a skipped row, and the question the CPU's half alone."""
     if asked == "none":
         return ""
+    if asked and not visible:
+        from ..errors import StbenchError
+
+        raise StbenchError(
+            f"--gpu {asked}: torch sees no GPU on this machine; --gpu none (the default here) "
+            "asks the CPU's half of the question"
+        )
     return asked or ("cuda" if visible else "")
