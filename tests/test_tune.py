@@ -9,7 +9,7 @@ import pytest
 
 from stbench.errors import StbenchError
 from stbench.plan import levers
-from stbench.plan.judge import QUALITY, SPS, TTT, finding, judge
+from stbench.plan.judge import QUALITY, SPS, TTT, concluded, finding, judge
 from stbench.plan.levers import BATCH, HostOffer
 from stbench.plan.tuning import TuneSpec, reproduce, request
 from stbench.runner.tune import gain, looks_better
@@ -258,7 +258,7 @@ def test_a_tune_stops_at_its_budget_and_resume_continues_it(tmp_path):
         "--out",
         tmp_path,
     ]
-    first = stbench(*args, "--budget", "60", timeout=600)  # less than one step and the confirming
+    first = stbench(*args, "--budget", "20", timeout=600)  # less than one step and the confirming
     assert first.returncode == 0, first.stderr[-2000:]
     (root,) = tmp_path.iterdir()
     state = json.loads((root / "tune.json").read_text())
@@ -266,7 +266,7 @@ def test_a_tune_stops_at_its_budget_and_resume_continues_it(tmp_path):
         "not searched: the budget was spent",
         "fixed by --set interop_threads=0",
     ]
-    assert "Not every lever was searched: the budget of 60 s" in first.stdout
+    assert "Not every lever was searched: the budget of 20 s" in first.stdout
     again = stbench("tune", "--resume", root, "--budget", "3000", timeout=1200)
     assert again.returncode == 0, again.stderr[-2000:]
     state = json.loads((root / "tune.json").read_text())
@@ -284,3 +284,30 @@ def test_a_tune_stops_at_its_budget_and_resume_continues_it(tmp_path):
     replay = stbench("tune", "--resume", root, timeout=600)  # every step done: nothing runs again
     assert replay.returncode == 0 and "cpu single" not in replay.stderr
     assert sorted(p.name for p in root.iterdir()) == before
+
+
+def test_levers_a_process_switches_are_tuned_in_paired_windows_until_each_concludes(tmp_path):
+    """threads runs as the questions' engine runs gpu-vs-cpu: windows inside warm processes,
+    rounds until each value concludes against the reference (or says why not); the batch's step
+    of cells that the budget cannot pay is named, and the search goes on past it."""
+    fixed = ["interop_threads=0", "bind=none", "precision=default", "compile=none"]
+    fixed += ["allocator=keep", "workers=0"]
+    sets = [w for f in fixed for w in ("--set", f)]
+    done = stbench(
+        "tune", "cnn-strain", "--smoke", *sets, "--budget", "45", "--out", tmp_path / "t"
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    (root,) = (tmp_path / "t").iterdir()
+    state = json.loads((root / "tune.json").read_text())
+    steps = {s["lever"]: s for s in state["steps"]}
+    asked = json.loads((root / "01-threads" / "manifest.json").read_text())["question"]
+    assert asked["kind"] == "lever" and asked["stopped"]
+    threads = read_runs(root / "01-threads")
+    assert {r["job_id"].split()[0] for r in threads} == {"pid"}  # every row is a window
+    assert len({r["job_id"] for r in threads}) >= 2  # spread over two processes at least
+    for v in steps["threads"]["verdicts"]:
+        if v["value"] != steps["threads"]["reference"]:
+            assert v["rounds"] >= 5
+            assert concluded(v) or "open" in done.stdout or "tune:" in done.stderr
+    assert steps[BATCH]["note"] == "not searched: the budget was spent"
+    assert "threads in paired windows of" in done.stdout

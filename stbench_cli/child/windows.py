@@ -41,14 +41,12 @@ from pathlib import Path
 
 from ..contract import BuildContext, TrainerParams
 from ..device import Accelerator
-from ..plan.spec import RunSpec, WindowsJob
+from ..plan.spec import LIVE_LEVERS, RunSpec, WindowsJob
 from ..store.cell_result import STEP_PHASES, Figures
 from . import cpu
 from .cell import classify, last_line, leave
 
-# Parameters a window applies to a running process (never a reason for a new task and trainer):
-# threads and fp32 math are switches, loader workers a DataLoader of their own over the same data
-LIVE = frozenset({"threads", "precision", "workers"})
+LIVE = frozenset(LIVE_LEVERS)
 # Untimed steps after a switch, at least REWARM_STEPS and REWARM_SHARE of a window's seconds; a
 # configuration or loader made now runs a whole window's worth untimed (its first steps after the
 # warm-up pass were measured up to 3x slower than its steady ones)

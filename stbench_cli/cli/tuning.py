@@ -86,7 +86,7 @@ def tune(
     )
     env = envinfo.inventory()
     run = lambda plan: run_with_progress(plan, env, None)  # noqa: E731
-    Tuner(spec, root, env, run, tuple(sys.argv)).search()
+    Tuner(spec, root, env, run, tuple(sys.argv), render.note).search()
     render.out.print(finding(json.loads((root / "tune.json").read_text())), markup=False)
     render.out.print(f"tune in {root} (tune.json, tune.csv; a study per step)", markup=False)
 

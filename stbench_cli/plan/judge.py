@@ -192,10 +192,14 @@ def finding(state: dict) -> str:
     spec, result, steps = state["spec"], state.get("result") or {}, state.get("steps", [])
     host = state.get("host", {})
     changed = _changed(result) if result else []
-    head = (
-        f"{spec['workload']} on this CPU ({host.get('physical', '?')} physical cores, "
-        f"{spec['cell_s']:g} s of training per cell, {spec['repeats']} rounds per step): "
-    )
+    windowed = [s for s in steps if s.get("window_s") and s.get("verdicts")]
+    how = f"{spec['cell_s']:g} s of training per cell, {spec['repeats']} rounds per step"
+    if windowed:  # a step of levers a running process switches: the questions' engine
+        how = (
+            f"{', '.join(s['lever'] for s in windowed)} in paired windows of "
+            f"{windowed[0]['window_s']:g} s until each concluded; other levers {how}"
+        )
+    head = f"{spec['workload']} on this CPU ({host.get('physical', '?')} physical cores, {how}): "
     head += (
         f"the best configuration found changes {', '.join(changed)}."
         if changed

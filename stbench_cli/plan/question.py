@@ -33,10 +33,11 @@ from ..device import is_cuda
 from ..errors import StbenchError
 from ..stats import rounds_within
 from .pairs import CAP, FIRST_ROUNDS, Comparison
-from .spec import RunSpec
+from .spec import LIVE_LEVERS, RunSpec
 
 # the CPU's quick levers: each changes inside a running process (no preload, no binding)
-CPU_LEVERS = ("threads", "workers", "precision")
+CPU_LEVERS = LIVE_LEVERS
+LEVER_KIND = "lever"  # a question record of a tune's step: each value against the reference
 
 
 @dataclass(frozen=True)
@@ -219,13 +220,39 @@ def comparisons(
             pairs += [(plain[0], fastest(gpu))] if plain and plain[0] is not top else []
         else:  # the CPU's fastest other configuration stands in for the GPU
             pairs = [(plain[0], fastest(others))] if plain and others else []
-        for a, b in pairs:
-            base_v, other_v = values[a.run_id], values[b.run_id]
-            v = compare(size, SPS, base_v, other_v)
-            equal = rounds_within(base_v, other_v, MARGIN, CAP) if v.rounds else CAP
-            out.append(
-                Comparison(
-                    size, a.run_id, b.run_id, v.ratio, v.low, v.high, v.rounds, v.needs, equal
-                )
-            )
+        out += [_paired(size, a, b, values) for a, b in pairs]
     return out
+
+
+def against_reference(
+    cells: Sequence[RunSpec], rows: Sequence[dict], param: str, reference: Mapping[str, Any]
+) -> list[Comparison]:
+    """At each size, every other configuration against the reference (the one whose
+    parameters hold `reference`): a tune's step, each value tried against the best so far."""
+    values = _by_cell(cells, rows)
+    out = []
+    for size in dict.fromkeys(size_of(c, param) for c in cells if c.repeat == 0):
+        here = [c for c in cells if c.repeat == 0 and size_of(c, param) == size]
+        held = [c for c in here if all(c.param_dict.get(k) == v for k, v in reference.items())]
+        if not held or not values[held[0].run_id]:
+            continue
+        out += [
+            _paired(size, held[0], c, values) for c in here if c is not held[0] and values[c.run_id]
+        ]
+    return out
+
+
+def judged(record: Mapping, cells: Sequence[RunSpec], rows: Sequence[dict]) -> list[Comparison]:
+    """The pairs a question's record judges: gpu-vs-cpu's (`comparisons`), or a tune step's
+    (`against_reference`, kind "lever")."""
+    param = record["size"]["param"]
+    if record.get("kind") == LEVER_KIND:
+        return against_reference(cells, rows, param, record["reference"])
+    return comparisons(cells, rows, param, record["defaults"])
+
+
+def _paired(size: str, a: RunSpec, b: RunSpec, values: Mapping) -> Comparison:
+    base_v, other_v = values[a.run_id], values[b.run_id]
+    v = compare(size, SPS, base_v, other_v)
+    equal = rounds_within(base_v, other_v, MARGIN, CAP) if v.rounds else CAP
+    return Comparison(size, a.run_id, b.run_id, v.ratio, v.low, v.high, v.rounds, v.needs, equal)

@@ -182,6 +182,13 @@ def parse_set(texts: list[str]) -> list[tuple[str, list[str]]]:
     return out
 
 
+# Parameters a window applies to a running process (never a reason for a new task and trainer):
+# threads and fp32 math are switches, loader workers a DataLoader of their own over the same data.
+# What else a configuration changes (an allocator, binding, inter-op threads, compile) needs a
+# process, or a trainer, of its own.
+LIVE_LEVERS = ("threads", "workers", "precision")
+
+
 @dataclass(frozen=True)
 class WindowsJob:
     """What the parent asks of one warm process of windows (child/windows.py): the windows in

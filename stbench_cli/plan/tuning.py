@@ -11,14 +11,18 @@ configuration side by side, round by round: the gain and its interval come from 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from ..comparison import MARGIN
 from ..errors import StbenchError
 from ..store.files import TUNE_FILE  # noqa: F401  (the tune's folder: runner.tune, cli.tuning)
 from .levers import BATCH, NAMES
+from .pairs import FIRST_ROUNDS, auto_window
 from .planner import Plan, Request, plan_new
-from .spec import parse_set
+from .question import LEVER_KIND
+from .spec import LIVE_LEVERS, parse_set
 
 CONFIRM = "confirm"
 
@@ -128,11 +132,19 @@ def plan_step(
 
 
 def plan_confirm(
-    spec: TuneSpec, env, folder: Path, configs: list[dict], command: tuple[str, ...]
+    spec: TuneSpec,
+    env,
+    folder: Path,
+    configs: list[dict],
+    command: tuple[str, ...],
+    window_s: float | None = None,
 ) -> Plan:
     """Torch's defaults and the best configuration, round by round: each configuration is a
     one-cell matrix, and the cells of the two are interleaved by repeat so that a round's two
-    cells see the same machine. The manifest keeps both matrices (`configs`)."""
+    cells see the same machine. The manifest keeps both matrices (`configs`). With `window_s`,
+    the first round only, as windows (`windowed`: the engine adds the rounds)."""
+    if window_s is not None:
+        spec = replace(spec, repeats=1)
     plans = [plan_new(request(spec, c), env, command) for c in configs]
     cells = tuple(c for r in range(spec.repeats) for p in plans for c in p.cells if c.repeat == r)
     skips = {k: v for p in plans for k, v in p.skips.items()}
@@ -141,7 +153,72 @@ def plan_confirm(
         "cells": [asdict(c) for c in cells],
         "configs": [p.manifest["matrix"] for p in plans],
     }
-    return replace(plans[0], cells=cells, skips=skips, manifest=manifest, folder=folder)
+    plan = replace(plans[0], cells=cells, skips=skips, manifest=manifest, folder=folder)
+    if window_s is None:
+        return plan
+    live = {k: configs[0][k] for k in LIVE_LEVERS}
+    return as_windows(spec, plan, int(configs[0][BATCH]), live, live, window_s)
+
+
+def windowed(configs: Sequence[Mapping[str, object]]) -> bool:
+    """Whether configurations can be told apart in windows inside warm processes: they differ
+    only in levers a running process can switch (plan.spec.LIVE_LEVERS)."""
+    return all(c[k] == configs[0][k] for c in configs for k in configs[0] if k not in LIVE_LEVERS)
+
+
+def step_window_s(spec: TuneSpec, values: int) -> float:
+    """A windowed step's floor in seconds: the questions' rule (pairs.auto_window) over the
+    share of the budget one step of the search has."""
+    return auto_window(spec.budget_s / (len(NAMES) + 1), 1, values)
+
+
+def plan_window_step(
+    spec: TuneSpec,
+    env,
+    folder: Path,
+    config: dict,
+    lever: str,
+    values: tuple,
+    command: tuple[str, ...],
+    window_s: float,
+) -> Plan:
+    """A lever a running process switches (threads, precision, workers), as the questions'
+    engine measures it: the first round of each value, which the engine repeats in windows
+    until each value concludes against the reference or the step's time is spent."""
+    one = replace(spec, repeats=1)
+    plan = replace(plan_new(request(one, config, lever, values), env, command), folder=folder)
+    live = {k: config[k] for k in LIVE_LEVERS}
+    return as_windows(spec, plan, int(config[BATCH]), live, {lever: values[0]}, window_s)
+
+
+def as_windows(
+    spec: TuneSpec,
+    plan: Plan,
+    batch: int,
+    defaults: Mapping[str, object],
+    reference: Mapping[str, object],
+    window_s: float,
+) -> Plan:
+    """The plan as a question of the engine's (kind "lever"): one size (the batch), every
+    configuration against the one holding `reference`; every round keeps the study's seed (a
+    process builds each configuration once and measures it round after round)."""
+    record = {
+        "kind": LEVER_KIND,
+        "size": {
+            "param": BATCH,
+            "unit": "samples a batch",
+            "values": [str(batch)],
+            "counts": [batch],
+        },
+        "defaults": dict(defaults),
+        "reference": dict(reference),
+        "window_s": window_s,
+        "budget_s": spec.budget_s,
+        "rounds": FIRST_ROUNDS,
+        "margin": MARGIN,
+    }
+    matrix = {**plan.manifest["matrix"], "seed_per_repeat": False}
+    return replace(plan, manifest={**plan.manifest, "matrix": matrix, "question": record})
 
 
 def reproduce(spec: TuneSpec, config: dict[str, object]) -> str:

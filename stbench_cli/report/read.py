@@ -103,7 +103,8 @@ def folder_of(path: Path, runs: list[Run], epochs: tuple = (), system: tuple = (
         raise StbenchError(f"{path / 'runs.csv'} holds no run yet (no cell has finished)")
     prices = manifest.get("prices") or {}
     runs = [priced(r, prices) for r in runs] if prices else list(runs)
-    if manifest.get("question"):
+    # a gpu-vs-cpu study's rows carry its question (a tune's windowed step is a plain study)
+    if manifest.get("question") and manifest["question"].get("kind") == "gpu-vs-cpu":
         runs = [asked(r, manifest["question"]) for r in runs]
     question = command_text(manifest.get("command") or []) if manifest.get("command") else ""
     planned = len(manifest.get("cells") or ())

@@ -1,7 +1,7 @@
-"""`stbench gpu-vs-cpu` run by the questions' engine: paired rounds of windows inside warm
-processes, within the budget. plan/question.py says what each size measures and which pairs its
-answer judges, plan/pairs.py where each pair stands and what runs next, runner/windows.py runs
-one process; this module is the loop.
+"""`stbench gpu-vs-cpu`, and each windowed step of `stbench tune`, run by the questions' engine:
+paired rounds of windows inside warm processes, within the budget. plan/question.py says what
+each size measures and which pairs its answer judges, plan/pairs.py where each pair stands and
+what runs next, runner/windows.py runs one process; this module is the loop.
 
 1. **First rounds, size after size, smallest first.** Each size's configurations run
    FIRST_ROUNDS rounds, spread over PROCESSES warm processes (one process understates the
@@ -77,6 +77,7 @@ class Engine:
         self.window_s = float(record["window_s"])
         self.first_rounds = int(record.get("rounds", pairs.FIRST_ROUNDS))
         self.unit = record["size"]["unit"]
+        self.who = "tune" if record.get("kind") == question.LEVER_KIND else "gpu-vs-cpu"
         self.counts = dict(zip(record["size"]["values"], record["size"]["counts"]))
         self.rows: list[Run] = list(plan.done)
         self.costs: dict[str, pairs.Cost] = {}
@@ -137,15 +138,16 @@ class Engine:
         if later is not None and self._fits([later]):
             self._process([later])
         while True:
-            found = question.comparisons(self.plan.cells, self.rows, self.param, self.defaults)
+            found = question.judged(self.record, self.plan.cells, self.rows)
             decision = pairs.decide(found, self.costs, self._left(), self.describe)
             if not decision.runs:
                 self.stopped = list(decision.why) or ["every size concluded"]
                 break
             for more in decision.runs:
                 self._process([Segment(more.size, more.configs, more.rounds)])
-        for why in self.stopped:
-            self.say(f"gpu-vs-cpu: {why}")
+        for why in self.stopped:  # a tune's step says only what left it open
+            if self.who != "tune" or why != "every size concluded":
+                self.say(f"{self.who}: {why}")
         self._keep_record()
         return self.rows
 
@@ -258,7 +260,7 @@ class Engine:
             else self.describe(x["size"])
             for x in self.left_out
         )
-        self.say(f"gpu-vs-cpu: not measured, the budget cannot pay for two rounds: {named}")
+        self.say(f"{self.who}: not measured, the budget cannot pay for two rounds: {named}")
         self._drop({c.run_id for c in self.plan.cells if self.size_of(c) in set(sizes)})
 
     def _drop(self, gone: set[str]) -> None:
@@ -291,8 +293,9 @@ class Engine:
                 for f in pairs.rotated(list(seg.configs), r)
             ]
             names = ", ".join(self.label(c) for c in seg.configs)
+            span = f"{repeats[0] + 1}-{repeats[-1] + 1}" if len(repeats) > 1 else repeats[0] + 1
             said.append(
-                f"{self.describe(seg.size)}: rounds {repeats[0] + 1}-{repeats[-1] + 1} of {names}"
+                f"{self.describe(seg.size)}: round{'s' * (len(repeats) > 1)} {span} of {names}"
             )
         write_manifest(self.plan.folder, self.plan.manifest)
         self.processes += 1

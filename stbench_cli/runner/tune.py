@@ -14,27 +14,31 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 from ..comparison import ALL_STEPS, QUALITY, SPEED, SPS, TTT, by_round, column_median, measure_of
 from ..comparison import judge as compare
 from ..errors import StbenchError
-from ..plan import levers, registry
+from ..plan import levers, pairs, registry
 from ..plan.judge import judge, value_of
 from ..plan.levers import BATCH, HostOffer
 from ..plan.planner import Plan, plan_resume, plan_round, resolve_params
 from ..plan.rounds import NEVER
-from ..plan.spec import RunSpec
+from ..plan.spec import LIVE_LEVERS, RunSpec
 from ..plan.tuning import (
     CONFIRM,
     TUNE_FILE,
     TuneSpec,
     plan_confirm,
     plan_step,
+    plan_window_step,
     reproduce,
     searched,
     step_folder,
+    step_window_s,
+    windowed,
 )
 from ..store import host
 from ..store.files import atomic_write, read_runs
@@ -42,10 +46,12 @@ from ..store.machine import EnvInfo
 from ..store.manifest import write_manifest
 from ..store.rows import Run
 from .lock import FolderLock
+from .question import answer
 from .tune_files import result_csv, step_record
 
 CELL_OVERHEAD_S = 1.5  # a cell's cost beyond its rows' wall and set-up: load check, writes
 MORE_ROUNDS = 4  # rounds a step may add for a value that looks better (within the budget)
+STARTUP_S = 5.0  # a warm process's start to its first window, before one is measured
 
 
 def lever_value(spec: RunSpec, lever: str) -> object:
@@ -127,12 +133,38 @@ def _same_step(folder: Path, make) -> None:
 
 
 def spent_s(root: Path) -> tuple[float, list[float]]:
-    """Seconds the tune's cells have cost so far, and each cell's cost."""
-    costs = []
+    """Seconds the tune's steps have cost so far, and each process cell's cost (a windowed
+    step's seconds are its engine's, kept in its load.json)."""
+    costs, windowed_s = [], 0.0
     for runs in sorted(root.glob("*/runs.csv")):
+        if _asked(runs.parent):
+            windowed_s += _seconds(runs.parent)
+            continue
         for r in read_runs(runs.parent):
             costs.append(sum(r.get(k, 0.0) for k in ("wall_s", "setup_s")) + CELL_OVERHEAD_S)
-    return sum(costs), costs
+    return sum(costs) + windowed_s, costs
+
+
+def _asked(folder: Path) -> dict:
+    """A windowed step's question (its manifest's), empty for a step of process cells."""
+    try:
+        return json.loads((folder / "manifest.json").read_text()).get("question") or {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _engine_stopped(folder: Path) -> list[str] | None:
+    """Why a windowed step's engine stopped, None while it has not."""
+    return _asked(folder).get("stopped")
+
+
+def _seconds(folder: Path) -> float:
+    """The seconds a windowed step ran before (an interrupted one: nothing kept, its rows')."""
+    try:
+        return float(json.loads((folder / "load.json").read_text())["seconds"])
+    except (OSError, ValueError, KeyError, TypeError):
+        rows = read_runs(folder) if (folder / "runs.csv").exists() else []
+        return sum(r.get(k, 0.0) or 0.0 for r in rows for k in ("wall_s", "setup_s"))
 
 
 def estimate_s(spec: TuneSpec, cells: int, costs: list[float]) -> float:
@@ -151,8 +183,10 @@ class Tuner:
         env: EnvInfo,
         run: Callable[[Plan], list[Run]],
         command: tuple[str, ...] = (),
+        say: Callable[[str], None] = lambda line: None,
     ):
         self.spec, self.root, self.env, self.run, self.command = spec, root, env, run, command
+        self.say = say
         self.host = offer(env)
         self.start = starting_point(spec, self.host)
         self.best = dict(self.start)
@@ -185,18 +219,38 @@ class Tuner:
         if len(values) < 2:
             return {**base, "note": "nothing else to try on this machine"}
         folder = step_folder(self.root, index, name)
-        rows = self._study(
-            folder,
-            lambda: plan_step(self.spec, self.env, folder, self.best, name, values, self.command),
-            len(values),
-        )
+        if name in LIVE_LEVERS:  # switched inside a running process: the questions' engine
+            window_s = step_window_s(self.spec, len(values))
+            base["window_s"] = window_s
+            rows = self._windows(
+                folder,
+                lambda: plan_window_step(
+                    self.spec, self.env, folder, self.best, name, values, self.command, window_s
+                ),
+                len(values),
+                window_s,
+            )
+        else:
+            rows = self._study(
+                folder,
+                lambda: plan_step(
+                    self.spec, self.env, folder, self.best, name, values, self.command
+                ),
+                len(values),
+            )
         if rows is None:
             return {**base, "values": list(values), "note": "not searched: the budget was spent"}
         measure, verdicts, kept = judge(lever, rows, reference)
+        if name in LIVE_LEVERS:  # the engine gave each value its rounds already
+            return self._keep(
+                index, name, kept, step_record(base, folder, values, measure, verdicts, kept, rows)
+            )
         # A value that looks better gets rounds until it is judged, up to MORE_ROUNDS in all;
         # never once a later step ran (a replay must reach the decisions the search took).
         added = max(r["repeat"] for r in rows) + 1 - self.spec.repeats
-        later = any(int(p.name[:2]) > index for p in self.root.glob("[0-9][0-9]-*"))
+        later = any(
+            "." not in p.name and int(p.name[:2]) > index for p in self.root.glob("[0-9][0-9]-*")
+        )
         for _ in range(0 if later else MORE_ROUNDS - added):
             hopeful = looks_better(lever, rows, reference, verdicts)
             more = self._another_round(folder, name, reference, hopeful) if hopeful else None
@@ -204,8 +258,21 @@ class Tuner:
                 break
             rows = more
             measure, verdicts, kept = judge(lever, rows, reference)
+        return self._keep(
+            index, name, kept, step_record(base, folder, values, measure, verdicts, kept, rows)
+        )
+
+    def _keep(self, index: int, name: str, kept: object, record: dict) -> dict:
+        """The step's value becomes the best so far. A step the budget made the search pass
+        before (a resume with a larger --budget runs it now) may change the best the later
+        steps ran from: their folders are set aside (`.superseded`) and they run again."""
+        if kept != self.best[name]:
+            for later in self.root.glob("[0-9][0-9]-*"):
+                if "." not in later.name and int(later.name[:2]) > index:
+                    later.rename(later.with_name(f"{later.name}.superseded-{time.time():.0f}"))
+                    self.say(f"tune: {later.name} ran from another best; it runs again")
         self.best[name] = kept
-        return step_record(base, folder, values, measure, verdicts, kept, rows)
+        return record
 
     def _another_round(self, folder: Path, lever: str, reference, value) -> list[Run] | None:
         """One more round of the reference and the value that looks better (as
@@ -234,19 +301,12 @@ class Tuner:
         rows = _rows(folder)
         if rows is not None:
             return rows
-        if self.stopped and not force:
-            return None
         spent, costs = spent_s(self.root)
         done = len(read_runs(folder)) if (folder / "runs.csv").exists() else 0
         need = estimate_s(self.spec, configs * self.spec.repeats - done, costs)
-        reserve = 0 if force else estimate_s(self.spec, 2 * self.spec.repeats, costs)
+        reserve = 0 if force else self._reserve_s(costs)
         if not force and spent + need + reserve > self.spec.budget_s:
-            self.stopped = (
-                f"the budget of {self.spec.budget_s:g} s would be spent ({spent:.0f} s "
-                f"so far, about {need + reserve:.0f} s more needed with the "
-                "confirming step): resume with a larger --budget"
-            )
-            return None
+            return self._cannot(spent, need + reserve, "its cells")
         plan = (
             plan_resume(self.spec.workload, folder, self.env)
             if (folder / "manifest.json").exists()
@@ -258,6 +318,53 @@ class Tuner:
             json.dumps({"load_before": load, "load_after": os.getloadavg()})
         )
         return _rows(folder)
+
+    def _windows(
+        self, folder: Path, make, configs: int, window_s: float, confirming: bool = False
+    ) -> list[Run] | None:
+        """A windowed step's rows: read back where its engine ended, else run (or resumed) by
+        the engine until each value concludes against the reference or the step's time is
+        spent: what is left of the budget less the confirming step's reserve, at most a
+        fair share of it."""
+        _same_step(folder, make)
+        if _engine_stopped(folder) is not None:
+            return read_runs(folder)
+        spent, costs = spent_s(self.root)
+        reserve = 0.0 if confirming else self._reserve_s(costs)
+        left = self.spec.budget_s - spent - reserve
+        floor = pairs.budget_floor(1, configs, window_s, STARTUP_S)
+        if left < floor and not confirming:
+            return self._cannot(spent, floor + reserve, "two rounds of its windows")
+        plan = (
+            plan_resume(self.spec.workload, folder, self.env)
+            if (folder / "manifest.json").exists()
+            else make()
+        )
+        load, started, before = os.getloadavg(), time.time(), _seconds(folder)
+        answer(plan, self.env, started + max(left, floor), self.say)
+        seconds = time.time() - started + before
+        (folder / "load.json").write_text(
+            json.dumps({"load_before": load, "load_after": os.getloadavg(), "seconds": seconds})
+        )
+        return read_runs(folder)
+
+    def _cannot(self, spent: float, need: float, what: str) -> None:
+        """A step the budget cannot pay for: it is not run, the search goes on to the next
+        (a windowed step may still fit), and the result says what a full search would need."""
+        self.stopped = (
+            f"the budget of {self.spec.budget_s:g} s could not pay for every step ({spent:.0f} "
+            f"s spent when a step needed about {need:.0f} s more for {what} and the confirming "
+            "step): resume with a larger --budget"
+        )
+        return None
+
+    def _reserve_s(self, costs: list[float]) -> float:
+        """What the confirming step is kept: a windowed one's first rounds where the best so far
+        differs from torch's defaults only in levers a process switches, else its cells."""
+        if windowed([self.start, self.best]):
+            window_s = step_window_s(self.spec, 2)
+            return pairs.PROCESSES * STARTUP_S + 2 * pairs.FIRST_ROUNDS * (window_s + 0.5)
+        return estimate_s(self.spec, 2 * self.spec.repeats, costs)
 
     def _confirm(self, index: int) -> dict:
         best, start = self.best, self.start
@@ -276,12 +383,19 @@ class Tuner:
             }
         folder = step_folder(self.root, index, CONFIRM)
         # the budget was reserved for this step: it runs whatever is left
-        rows = self._study(
-            folder,
-            lambda: plan_confirm(self.spec, self.env, folder, [start, best], self.command),
-            2,
-            force=True,
-        )
+        if windowed([start, best]):
+            window_s = step_window_s(self.spec, 2)
+            make = lambda: plan_confirm(  # noqa: E731
+                self.spec, self.env, folder, [start, best], self.command, window_s
+            )
+            rows = self._windows(folder, make, 2, window_s, confirming=True)
+        else:
+            rows = self._study(
+                folder,
+                lambda: plan_confirm(self.spec, self.env, folder, [start, best], self.command),
+                2,
+                force=True,
+            )
         return {**out, "gain": gain(rows or [], start, best), "confirm_folder": folder.name}
 
     def _save(self, result: dict | None) -> None:
