@@ -33,7 +33,17 @@ def sections(text: str) -> dict[str, str]:
 def test_every_line_fits_80_columns_and_the_hint_comes_first(committed):
     fits(committed, 80)
     assert committed.startswith("Each study: its finding, then the table behind it. --full adds")
-    assert "--full" not in committed.split("\n\n", 1)[1]  # said once, at the top
+    # said once, at the top (a study cut to its lines says how many more --full shows)
+    assert "--full" not in committed.split("\n\n", 1)[1].replace("more lines with --full", "")
+
+
+def test_each_study_takes_at_most_25_lines_of_an_80_column_screen(committed):
+    studies = sections(committed)
+    assert len(studies) >= 30
+    for folder, text in studies.items():
+        assert len(text.rstrip("\n").splitlines()) <= 25, folder
+    cut = [t for t in studies.values() if "more lines with --full)" in t]
+    assert cut and all(t.rstrip().endswith("more lines with --full)") for t in cut)
 
 
 def test_each_study_is_headed_by_its_folder_and_command_and_opens_with_its_finding(committed):

@@ -68,7 +68,7 @@ def compare(
     asked = paths or [read.newest()]
     # a tune's answer first; its step studies only with --full (each is a study of its own)
     folders, skipped = read.read(asked, series, tune_steps=full)
-    for answer in tune_answers(asked):
+    for answer in tune_answers(asked, brief=not full):
         render.out.print(answer, markup=False)
     if folders:
         shown = text.compare(
@@ -118,21 +118,22 @@ def gate(
     render.left_out(skipped + skipped_new, exit_code(verdicts, bool(skipped + skipped_new)))
 
 
-def tune_answers(paths: list[Path]) -> list[str]:
+def tune_answers(paths: list[Path], brief: bool = False) -> list[str]:
     """Each tune's answer under `paths` (its best configuration, its gain, what reproduces it),
     headed by its folder as a study is: what compare shows of a tune (its step studies follow
-    with --full)."""
+    with --full); `brief`: within a study's lines (report.text.STUDY_LINES)."""
     import json
     import textwrap
 
     from ..plan.judge import finding
+    from ..report.text import capped
     from ..store.files import TUNE_FILE, find_tunes
 
     out = []
     for root in find_tunes(paths):
         try:
             state = json.loads((root / TUNE_FILE).read_text())
-            said = finding(state)
+            said = finding(state, brief)
         except (OSError, ValueError, KeyError, TypeError) as exc:
             render.warn(f"{root / TUNE_FILE} could not be read ({exc}): its answer is left out")
             continue
@@ -143,7 +144,6 @@ def tune_answers(paths: list[Path]) -> list[str]:
             textwrap.fill(line, width, subsequent_indent="    " if line.startswith("  ") else "")
             for line in said.splitlines()
         )
-        out.append(
-            f"## {root.name} (a tune: its answer; its steps with --full)\n{command}\n\n{said}\n"
-        )
+        said = f"## {root.name} (a tune: its answer; its steps with --full)\n{command}\n\n{said}"
+        out.append((capped(said) if brief else said) + "\n")
     return out

@@ -167,7 +167,9 @@ def _open(v: dict) -> str:
     return f"open: {wide}no count of rounds would at the spread seen"
 
 
-def _step(s: dict) -> str:
+def _step(s: dict, brief: bool = False) -> str:
+    """A step in a line: what it kept, each value's ratio and interval; why a value is still
+    open, unless `brief` (the head says "not concluded" either way)."""
     if not s.get("verdicts"):
         return f"{s['lever']}: {s.get('note') or 'not searched'}"
     tried = [v for v in s["verdicts"] if v["value"] != s["reference"]]
@@ -177,6 +179,13 @@ def _step(s: dict) -> str:
         + ("" if concluded(v) or v["note"] else f" ({_open(v)})")
         for v in tried
     ]
+    if brief:  # each value's ratio and interval, short: "=1 0.76x (0.72-0.79x)"
+        parts = [
+            f"={v['value']} {_x(v.get('ratio'))}"
+            + (f" ({v['low']:.2f}-{v['high']:.2f}x)" if v.get("low") is not None else "")
+            + (" (not ok)" if v["note"] else "")
+            for v in tried
+        ]
     kept = s["kept"] != s["reference"]
     unsettled = [v for v in tried if not concluded(v) and not v["note"]]
     head = (
@@ -184,11 +193,14 @@ def _step(s: dict) -> str:
         if kept
         else f"{s['lever']} stays {s['reference']}" + (", not concluded" if unsettled else "")
     )
+    if brief:
+        return f"{head} [{', '.join(parts)}]"
     return f"{head} [{MEASURES.get(s['measure'], s['measure'])}: {'; '.join(parts)}]"
 
 
-def finding(state: dict) -> str:
-    """The tune's finding as plain text (a paragraph, then one line per step)."""
+def finding(state: dict, brief: bool = False) -> str:
+    """The tune's finding as plain text (a paragraph, then one line per step; `brief`: without
+    what would settle each open value)."""
     spec, result, steps = state["spec"], state.get("result") or {}, state.get("steps", [])
     host = state.get("host", {})
     changed = _changed(result) if result else []
@@ -221,4 +233,6 @@ def finding(state: dict) -> str:
         lines.append(f"Not available here: {'; '.join(missing)}.")
     if result:
         lines.append(f"Reproduce: {result['command']}")
-    return "\n".join([" ".join(lines[:2]), *lines[2:], "Steps:", *(f"  {_step(s)}" for s in steps)])
+    return "\n".join(
+        [" ".join(lines[:2]), *lines[2:], "Steps:", *(f"  {_step(s, brief)}" for s in steps)]
+    )

@@ -163,17 +163,36 @@ def finding_text(v: View, width: int | None = None) -> str:
 
 def to_markdown(views: list[View], width: int | None = None, full: bool = True) -> str:
     """The views as Markdown, each headed by its folder and command and opened by its finding;
-    `width` fits a terminal; without `full` the lead blocks only, and the hint to --full first."""
+    `width` fits a terminal; without `full` the lead blocks only, each study within STUDY_LINES
+    lines, and the hint to --full first."""
     text = [] if full else [_wrap(HINT, width)]
     for v in views:
         command = f"\n{_wrap(v.study.question, width, '    ')}" if v.study.question else ""
-        text += [_wrap(f"## {v.study.name}", width, "   ") + command, finding_text(v, width)]
-        text += [
+        study = [_wrap(f"## {v.study.name}", width, "   ") + command, finding_text(v, width)]
+        study += [
             section(f"### {b.title}", b.table, width)
             for b in v.blocks
             if b.table is not None and (full or b.lead)
         ]
+        text.append("\n\n".join(study) if full or not width else capped("\n\n".join(study)))
     return "\n\n".join(text) + "\n"
+
+
+STUDY_LINES = 25  # a study's share of a terminal in `compare` (all of it with --full)
+
+
+def capped(text: str, limit: int = STUDY_LINES) -> str:
+    """A study's text within `limit` lines: its first lines, up to the last blank line (or
+    table row) that fits, and one line saying how much more --full shows."""
+    lines = text.splitlines()
+    if len(lines) <= limit:
+        return text
+    keep = limit - 1
+    blank = max((i for i in range(keep) if not lines[i].strip()), default=0)
+    if blank >= keep * 2 // 3:  # end at a whole paragraph or table where one ends late enough
+        keep = blank
+    rest = len(lines) - keep
+    return "\n".join([*lines[:keep], f"(... {rest} more lines with --full)"])
 
 
 def views_of(found: list[Study], options: Options) -> list[View]:
