@@ -363,3 +363,32 @@ def test_a_size_the_gpu_ran_out_of_memory_at_is_named_with_its_reason():
     assert text.endswith(
         "No answer at 1,089 series: cuda ended oom (OutOfMemoryError: CUDA out of memory)."
     )
+
+
+def test_a_tune_step_judges_every_value_against_its_reference_in_the_same_engine():
+    """A tune's windowed step (a question record of kind "lever"): each value tried against the
+    reference value at the one size, never against each other; what concluded gets no round."""
+    values = {
+        (75, "cpu", 2): _noisy(1000, 6, 1),  # the reference
+        (75, "cpu", 1): _noisy(700, 6, 2),  # clearly slower
+        (75, "cpu", 3): _noisy(1005, 6, 3, noise=0.2),  # too noisy to tell at six rounds
+    }
+    cells, rows = _cells_and_rows(values)
+    record = {"kind": question.LEVER_KIND, "size": {"param": "batch_size"}}
+    found = question.judged({**record, "reference": {"threads": 2}}, cells, rows)
+    by_other = {
+        dict(next(c for c in cells if c.run_id == f.other).params)["threads"]: f for f in found
+    }
+    assert sorted(by_other) == [1, 3]
+    assert all(
+        dict(next(c for c in cells if c.run_id == f.base).params)["threads"] == 2 for f in found
+    )
+    assert by_other[1].differs and by_other[1].ratio < 0.8
+    assert not by_other[3].concluded
+    d = pairs.decide(
+        found,
+        {"75": pairs.Cost("75", 75, {c.run_id: 1.0 for c in cells if c.repeat == 0}, {}, 2.0)},
+        1000,
+    )
+    (more,) = d.runs
+    assert set(more.configs) == {by_other[3].base, by_other[3].other}  # not the concluded value

@@ -52,6 +52,15 @@ CudaGraphs = Annotated[
     bool,
     typer.Option("--cuda-graphs", help="also CUDA graphs (torch.compile reduce-overhead)"),
 ]
+Gpus = Annotated[
+    Path | None,
+    typer.Option(
+        "--gpus",
+        metavar="FILE",
+        help="your own GPU models to predict (gpus.toml's format: docs/gpu-predictions.md); "
+        "default: T4, A100-80GB and H100 from stbench's table",
+    ),
+]
 
 
 @app.command("gpu-vs-cpu", short_help="Is the GPU worth it, and from what size?")
@@ -63,6 +72,7 @@ def gpu_vs_cpu(
     rounds: Rounds = 6,
     gpu: Gpu = "",
     cuda_graphs: CudaGraphs = False,
+    gpus: Gpus = None,
     set_: Sets = None,
     preset: Preset = None,
     smoke: Smoke = False,
@@ -94,6 +104,7 @@ def gpu_vs_cpu(
     from ..store import host
     from .running import exit_for, resume_line
 
+    cards = _cards(gpus)  # a bad file is one line before anything runs
     if not budget > 0 or (window is not None and not window > 0):
         raise StbenchError("--budget and --window are seconds: give positive numbers")
     if rounds < 2:
@@ -101,6 +112,8 @@ def gpu_vs_cpu(
     if not (workload or resume):
         raise StbenchError("stbench gpu-vs-cpu needs a WORKLOAD (see `stbench list`) or --resume")
     env = envinfo.inventory()
+    if env.gpus and gpus is None:  # this machine's card beside its measurement
+        cards = _cards(None, env.gpus)
     if resume:
         plan = plan_resume(workload, Path(resume), env)
         if "question" not in plan.manifest:
@@ -131,6 +144,12 @@ def gpu_vs_cpu(
             )
     with render.interrupted(partial(resume_line, plan, "stbench gpu-vs-cpu")):
         rows = answer(plan, env, deadline, render.note)
+    if rows and cards:
+        from ..runner import predictions
+
+        render.note("predicting each GPU's step from this CPU's (docs/gpu-predictions.md)")
+        if not predictions.write_predictions(plan.folder, cards):
+            render.note("no prediction: the step's anatomy could not be measured here")
     if rows:
         answered(plan.folder, rows)
         drawn = picture(plan.folder)
@@ -144,7 +163,8 @@ def answered(folder: Path, rows: list) -> None:
     from ..report import read, text
     from ..report.model import studies
 
-    shown = text.compare(studies([read.folder_of(folder, rows)]), width=render.table_width())
+    found = studies([read.folder_of(folder, rows)])
+    shown = text.compare(found, width=render.table_width(), limit=None)  # the whole answer
     render.out.print(f"results in {folder}", soft_wrap=False, overflow="fold")
     render.out.print(shown, markup=False, end="")
 
@@ -156,7 +176,7 @@ def picture(folder: Path) -> Path | None:
     from ..report.question import figure
 
     (study,) = studies([read.read_folder(folder, ())])
-    drawn = figure(study.runs, study.workload)
+    drawn = figure(study.runs, study.workload, study.predicted)
     if drawn is None:
         return None
     path = folder / "gpu-vs-cpu.png"
@@ -178,3 +198,17 @@ def _gpu(asked: str, visible: int) -> str:
             "asks the CPU's half of the question"
         )
     return asked or ("cuda" if visible else "")
+
+
+def _cards(path: Path | None, here: tuple[dict, ...] = ()) -> list:
+    """The GPU models the answer predicts: the user's file's cards (added to stbench's table),
+    else stbench's defaults; with the card this machine has where the table knows it (its
+    prediction then stands beside its measurement)."""
+    from ..plan.predict import DEFAULT_GPUS, chosen, read_gpus, table_name
+
+    shipped = read_gpus()
+    present = [n for g in here if (n := table_name(str(g.get("name", "")), shipped))]
+    if path is None:
+        return chosen(shipped, [*DEFAULT_GPUS, *present])
+    theirs = read_gpus(Path(path), shipped)
+    return chosen(theirs, [n for n in theirs if n not in shipped or theirs[n] != shipped[n]])

@@ -209,7 +209,8 @@ def finding(state: dict, brief: bool = False) -> str:
     if windowed:  # a step of levers a running process switches: the questions' engine
         how = (
             f"{', '.join(s['lever'] for s in windowed)} in paired windows of "
-            f"{windowed[0]['window_s']:g} s until each concluded; other levers {how}"
+            f"{windowed[0]['window_s']:g} s, rounds until each concludes within the budget; "
+            f"other levers {how}"
         )
     head = f"{spec['workload']} on this CPU ({host.get('physical', '?')} physical cores, {how}): "
     head += (

@@ -123,6 +123,8 @@ class Study:
     system: pd.DataFrame = field(default_factory=pd.DataFrame)  # system.csv, with `study`
     # each of its folders that has fewer rows than cells, and how to finish it (read.Folder)
     incomplete: tuple[str, ...] = ()
+    # a GPU's step predicted from the CPU's (predicted.csv): never pooled with the rows
+    predicted: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def workload(self) -> str:
@@ -230,7 +232,9 @@ def studies(folders: Sequence[Folder]) -> list[Study]:
         name = " + ".join(sorted(dict.fromkeys(f.name for f in group)))
         found = _study(df[df["study"].isin(paths)], name, group[0].question, epochs, system)
         unfinished = tuple(f.incomplete for f in group if f.incomplete)
-        out.append(replace(found, incomplete=unfinished) if unfinished else found)
+        found = replace(found, incomplete=unfinished) if unfinished else found
+        predicted = [p for f in group for p in f.predicted]
+        out.append(replace(found, predicted=pd.DataFrame(predicted)) if predicted else found)
     return sorted(out, key=lambda s: (s.workload, s.question))
 
 

@@ -311,21 +311,21 @@ def view(s: pd.DataFrame) -> tuple[str, pd.DataFrame]:
     for p in found:
         row = {unit or "size": _whole(p.count), "GFLOP a step": _gflop(s, p.size)}
         if gpu:
-            row |= {
+            row |= {  # the ratios first: a table split to fit a screen keeps them in its first
+                "x tuned": p.vs_tuned.text(),
+                "x defaults": p.vs_default.text() if p.vs_default else "-",
                 "GPU": p.other.amount(),
                 "tuned CPU": p.tuned.amount(),
                 "CPU defaults": p.default.amount() if p.default else "-",
-                "x tuned": p.vs_tuned.text(),
-                "x defaults": p.vs_default.text() if p.vs_default else "-",
                 "GPU ran": _settings(keys, p.other, p.default),
                 "CPU tuned": _settings(keys, p.tuned, p.default),
                 "J per M samples": f"{format_number(p.energy[0])} vs {format_number(p.energy[1])}",
             }
         else:
             row |= {
+                "x defaults": p.vs_tuned.text(),
                 "fastest CPU": p.other.amount(),
                 "CPU defaults": p.tuned.amount(),
-                "x defaults": p.vs_tuned.text(),
                 "fastest ran": _settings(keys, p.other, p.default),
             }
         rows.append(row)
@@ -378,9 +378,10 @@ def _whole(count: float) -> str:
     return f"{int(count):,}" if float(count).is_integer() else f"{count:,.3g}"
 
 
-def figure(s: pd.DataFrame, workload: str):
+def figure(s: pd.DataFrame, workload: str, predicted: pd.DataFrame | None = None):
     """The advantage (x) against the size: one line against the tuned CPU, one against the CPU at
-    its defaults, each with its 95% band; the crossover marked."""
+    its defaults, each with its 95% band; the crossover marked; each GPU's predicted gain over
+    the CPU's best (its estimate, `predicted`: predicted.csv) a line of its own, marked so."""
     from .plotting import Picture, caption, look, png
 
     found = [p for p in points(s) if math.isfinite(p.count) and math.isfinite(p.vs_tuned.value)]
@@ -414,6 +415,7 @@ def figure(s: pd.DataFrame, workload: str):
                 alpha=0.18,
                 linewidth=0,
             )
+    guessed = _predicted_lines(ax, predicted, found, len(lines))
     ax.axhline(1.0, color="#555555", linewidth=1, linestyle="--")
     start = crossover(found)
     if start is not None:
@@ -435,7 +437,12 @@ def figure(s: pd.DataFrame, workload: str):
     ax.set_yticks(ticks)
     ax.set_yticklabels([f"{t:g}x" for t in ticks], fontsize=8)
     ax.set_xlabel(unit or "size")
-    ax.set_ylabel("GPU's samples/s over the CPU's" if gpu else "samples/s over the defaults'")
+    ax.set_ylabel(
+        "GPU's samples/s over the CPU's"
+        if gpu
+        else "samples/s over the CPU's defaults (measured)"
+        + (" or best (predicted)" if guessed else "")
+    )
     who = (
         f"{_gpu_name(s).removeprefix('The ')} over the {cpu}"
         if gpu
@@ -450,5 +457,104 @@ def figure(s: pd.DataFrame, workload: str):
         f"dashed: parity; dotted: where it starts to pay ({_at(start, unit)})"
         if start
         else "dashed: parity",
+        *(
+            [
+                "hollow markers, thin dashes: PREDICTED, not measured: each GPU's estimated "
+                "gain over the CPU's best (predicted.csv; no interval)"
+            ]
+            if guessed
+            else []
+        ),
     )
     return Picture(f"{workload}-gpu-vs-cpu", f"{workload}: advantage by size", said, png(fig))
+
+
+def _predicted_lines(ax, predicted: pd.DataFrame | None, found: list[Point], first: int) -> bool:
+    """Each GPU's estimated gain over the CPU's best at the measured sizes, drawn thin, dashed
+    and hollow (never a band: a prediction has no interval); whether any was drawn."""
+    from .plotting import look
+
+    if predicted is None or predicted.empty:
+        return False
+    counts = {str(p.size): p.count for p in found}
+    drawn = False
+    for i, (gpu, lines) in enumerate(predicted.groupby("gpu", sort=False)):
+        pts = [
+            (counts[str(r["size"])], float(r["estimated_gain"]))
+            for r in lines.to_dict("records")
+            if str(r["size"]) in counts and _positive(r.get("estimated_gain"))
+        ]
+        if len(pts) < 1:
+            continue
+        style = look(first + i)
+        ax.plot(
+            [c for c, _ in pts],
+            [g for _, g in pts],
+            label=f"{gpu}: predicted over the CPU's best (not measured)",
+            linewidth=0.9,
+            linestyle=(0, (4, 2)),
+            marker="o",
+            markerfacecolor="none",
+            color=style["color"],
+        )
+        drawn = True
+    return drawn
+
+
+def _positive(value) -> bool:
+    try:
+        return float(value) > 0
+    except (TypeError, ValueError):
+        return False
+
+
+PREDICTED_TITLE = (
+    "PREDICTED on GPUs, not measured: the most each could gain over the CPU's best (<=, "
+    "from a lower bound on its step) and an estimate (~)"
+)
+
+
+def predicted_table(predicted: pd.DataFrame, s: pd.DataFrame) -> pd.DataFrame | None:
+    """One line per size: each GPU's most and estimated gain over the CPU's
+    fastest measured step (a step that does not fit the card's memory says so), and what
+    bounds the step on the last card, with the lever that would move it."""
+    if predicted is None or predicted.empty:
+        return None
+    unit, lines = _unit(s), []
+    gpus = list(dict.fromkeys(predicted["gpu"]))
+    for size, here in predicted.groupby("size", sort=False):
+        count = _count(s, size)
+        line = {unit or "size": _whole(count) if math.isfinite(count) else str(size)}
+        for gpu in gpus:
+            r = here[here["gpu"] == gpu]
+            if r.empty:
+                continue
+            r = r.iloc[0]
+            if str(r["fits"]) == "False":
+                line[gpu] = "does not fit"
+                continue
+            most, guess = r["most_gain"], r["estimated_gain"]
+            line[gpu] = f"<={float(most):.2g}x ~{float(guess):.2g}x" if _positive(most) else "-"
+        if has_gpu(s):  # the prediction against the measurement, size by size
+            measured = {str(p.size): p.vs_tuned.text() for p in points(s)}
+            line["GPU measured"] = measured.get(str(size), "-")
+        last = here[here["gpu"] == gpus[-1]]
+        line[f"bound on {gpus[-1]}"] = str(last["bound_by"].iloc[0]) if len(last) else "-"
+        lines.append(line)
+    table = pd.DataFrame(lines)
+    table.attrs["keys"] = [table.columns[0]]
+    return table
+
+
+def predicted_levers(predicted: pd.DataFrame) -> str:
+    """What bounds the predicted steps and the lever that would move each, once."""
+    if predicted is None or predicted.empty:
+        return ""
+    said = dict(zip(predicted["bound_by"], predicted["lever"]))
+    text = "; ".join(f"bound by {k}: {v}" for k, v in said.items())
+    fits = predicted["fits"].astype(str)
+    if (fits == "True").all():
+        return f"{text}; every size fits each card's memory (the workload's prediction)"
+    if (fits == "False").any():
+        return f"{text}; 'does not fit': the workload's memory prediction exceeds the card's"
+    return f"{text}; whether it fits: the workload predicts no memory"

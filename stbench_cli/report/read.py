@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from ..errors import StbenchError
-from ..store.files import TUNE_FILE, find_folders, read_runs, read_series
+from ..store.files import PREDICTED, TUNE_FILE, find_folders, read_runs, read_series
 from ..store.manifest import read_manifest
 from ..store.prices import cost_per_million_samples, cost_to_target, usd_per_second
 from ..store.results import command_text, study_key
@@ -49,6 +49,7 @@ class Folder:
     epochs: tuple[dict, ...] = ()
     system: tuple[dict, ...] = ()
     planned: int = 0  # its manifest's cells: fewer rows is a study not finished
+    predicted: tuple[dict, ...] = ()  # predicted.csv: a GPU's step predicted, never a row
 
     @property
     def name(self) -> str:
@@ -108,7 +109,21 @@ def folder_of(path: Path, runs: list[Run], epochs: tuple = (), system: tuple = (
         runs = [asked(r, manifest["question"]) for r in runs]
     question = command_text(manifest.get("command") or []) if manifest.get("command") else ""
     planned = len(manifest.get("cells") or ())
-    return Folder(path, key, question or path.name, tuple(runs), epochs, system, planned)
+    return Folder(
+        path, key, question or path.name, tuple(runs), epochs, system, planned, predictions(path)
+    )
+
+
+def predictions(path: Path) -> tuple[dict, ...]:
+    """A gpu-vs-cpu study's predictions (runner/predictions.py), each line as written; none
+    where the study has no predicted.csv or it cannot be read (the answer stands without)."""
+    import csv
+
+    try:
+        with open(path / PREDICTED) as f:
+            return tuple(csv.DictReader(f))
+    except OSError:
+        return ()
 
 
 def asked(run: Run, question: Mapping) -> Run:

@@ -25,6 +25,7 @@ from .tables import check_baseline, markdown
 from .view import PLOTS, Options, View, view
 
 Render = Callable[[pd.DataFrame], str]
+STUDY_LINES = 25  # a study's share of a terminal in `compare` (all of it with --full)
 HINT = (
     "Each study: its finding, then the table behind it. --full adds every other table (wall "
     "time, where the time and memory went, scaling); --rows/--cols/--metric pick the table."
@@ -161,10 +162,12 @@ def finding_text(v: View, width: int | None = None) -> str:
     )
 
 
-def to_markdown(views: list[View], width: int | None = None, full: bool = True) -> str:
+def to_markdown(
+    views: list[View], width: int | None = None, full: bool = True, limit: int | None = None
+) -> str:
     """The views as Markdown, each headed by its folder and command and opened by its finding;
-    `width` fits a terminal; without `full` the lead blocks only, each study within STUDY_LINES
-    lines, and the hint to --full first."""
+    `width` fits a terminal; without `full` the lead blocks only, each study within `limit`
+    lines where one is given, and the hint to --full first."""
     text = [] if full else [_wrap(HINT, width)]
     for v in views:
         command = f"\n{_wrap(v.study.question, width, '    ')}" if v.study.question else ""
@@ -174,11 +177,9 @@ def to_markdown(views: list[View], width: int | None = None, full: bool = True) 
             for b in v.blocks
             if b.table is not None and (full or b.lead)
         ]
-        text.append("\n\n".join(study) if full or not width else capped("\n\n".join(study)))
+        whole = "\n\n".join(study)
+        text.append(capped(whole, limit) if limit and width and not full else whole)
     return "\n\n".join(text) + "\n"
-
-
-STUDY_LINES = 25  # a study's share of a terminal in `compare` (all of it with --full)
 
 
 def capped(text: str, limit: int = STUDY_LINES) -> str:
@@ -209,10 +210,12 @@ def compare(
     full: bool = False,
     out: Path | None = None,
     plot: bool = False,
+    limit: int | None = STUDY_LINES,
 ) -> str:
     """The text compare prints; with `out`, compare.md (every table, whole) and compare.csv
     (each cell's figures) written there, and with `plot` the studies' figures of time and
-    memory (into `out`, or the current folder)."""
+    memory (into `out`, or the current folder); each study within `limit` lines (None: all
+    of its lead blocks, as a command's own answer prints them)."""
     every = full or out is not None or plot
     views = views_of(found, replace(options, every=every, figures=PLOTS if plot else ()))
     if out is not None:
@@ -221,7 +224,7 @@ def compare(
         summary(found, options.metric).to_csv(out / "compare.csv", index=False)
     if plot:
         write_figures(views, out or Path("."))
-    return to_markdown(views, width, full)
+    return to_markdown(views, width, full, limit)
 
 
 def summary(found: list[Study], metric: str) -> pd.DataFrame:

@@ -227,6 +227,10 @@ def view(study: Study, options: Options = Options(), number: int = 1) -> View:
         if o.asked or finding.table is None
         else [Block(finding.title, finding.table, lead=True, kind="finding")]
     )
+    guessed = question.predicted_table(study.predicted, s) if question.asked(s) else None
+    if guessed is not None:  # never pooled with the rows: a block and a file of its own
+        title = f"{question.PREDICTED_TITLE}; {question.predicted_levers(study.predicted)}"
+        blocks.append(Block(title, guessed, lead=True, kind="predicted"))
     if o.every or o.asked:
         blocks += _tables(s, o)
     notes: list[str] = []
@@ -267,7 +271,9 @@ def _with_figures(
 
     s, name = study.runs, study.workload
     drawn = {
-        "finding": lambda s, name: question.figure(s, name) if question.asked(s) else None,
+        "finding": lambda s, name: (
+            question.figure(s, name, study.predicted) if question.asked(s) else None
+        ),
         "metric": figures.time_vs_epochs,
         "phases": figures.phase_bars,
         "scaling": figures.scaling,

@@ -195,6 +195,8 @@ def prune_orphans(folder: Path, done: set[str]) -> None:
 
 
 TUNE_FILE = "tune.json"  # a tune's folder: its request and result, beside its step studies
+PREDICTED = "predicted.csv"  # a gpu-vs-cpu study's GPU predictions (plan/predict.py), not rows
+ANATOMY = "anatomy.json"  # what its step is made of, measured on the CPU (child/anatomy.py)
 
 
 def find_folders(paths: list[Path], tune_steps: bool = True) -> list[Path]:

@@ -1,0 +1,138 @@
+"""Predictions against every GPU row there is: each cuda row of a GPU run's studies (by default
+the first H100 run's, docs/acceptance-runs/h100-2026-11-26) predicted from this CPU, as
+`stbench gpu-vs-cpu` predicts a size on a machine without a GPU.
+
+For each row: what its step is made of, measured here (child/anatomy.py at batches 2 and 8, the
+row's own parameters), the lower bound and the estimate for the card the row ran on (gpus.toml),
+the measured step (the row's batch over its samples/s), measured / bound and the estimate's
+error. The estimate's one fitted figure, eager PyTorch's host time per kernel on the GPU's host
+(`launch_s`), is fitted on the rows of FIT_WORKLOADS (the median of each row's measured step,
+less the host's own time measured here, over its launches) and judged on the others: "fitted"
+says which rows a line's error was fitted on. Set plan/predict.py's EAGER_LAUNCH_S to it.
+
+    python benchmarks/predict_check.py [--run DIR] [--gpu H100] [--out FILE.csv]
+
+writes FILE.csv (default: predicted.csv inside the run's folder) and prints the table. A test
+(tests/test_predict.py) checks the committed file: no bound above its measured step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+import pandas as pd
+
+from stbench.child.anatomy import measure
+from stbench.plan.predict import Step, bound_terms, estimated_step_s, read_gpus
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN = ROOT / "docs" / "acceptance-runs" / "h100-2026-11-26"
+FIT_WORKLOADS = ("cnn-strain", "lstm-era5")
+SMALL = (2, 8)
+
+
+def rows_of(run: Path) -> pd.DataFrame:
+    found = [pd.read_csv(p) for p in sorted(run.glob("studies/*/runs.csv"))]
+    rows = pd.concat(found, ignore_index=True)
+    return rows[rows["device"].astype(str).str.startswith("cuda") & (rows["status"] == "ok")]
+
+
+def config_of(params: dict) -> str:
+    """The parameters that tell a workload's rows apart, in words."""
+    keys = ("relations", "grid", "batching", "window", "hidden", "layers")
+    return " ".join(f"{k}={params[k]}" for k in keys if params.get(k) not in (None, ""))
+
+
+def main() -> None:
+    ask = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ask.add_argument("--run", type=Path, default=RUN)
+    ask.add_argument("--gpu", default="H100", help="the card the rows ran on (gpus.toml)")
+    ask.add_argument("--out", type=Path)
+    args = ask.parse_args()
+    gpu = read_gpus()[args.gpu]
+    lines, anatomy = [], {}
+    for _, r in rows_of(args.run).iterrows():
+        params = json.loads(r["params"])
+        key = r["params"]
+        if key not in anatomy:
+            anatomy[key] = measure(r["workload"], params, SMALL)
+        a, batch = anatomy[key], int(r["batch_size"])
+        step = Step(
+            f"{batch} {config_of(params)}".strip(),
+            batch,
+            float(r["flops_per_sample"]) * batch,
+            a.launches,
+            a.state_bytes,
+            a.saved_bytes(batch),
+            a.batch_bytes(batch),
+            a.host_step_s,
+        )
+        lines.append((r, step))
+    # eager PyTorch's host time per kernel: each fitted row's measured step, less the host's own
+    # time measured here, over its launches
+    fit = [
+        (int(r["batch_size"]) / float(r["samples_per_s"]) - s.host_s) / s.launches
+        for r, s in lines
+        if r["workload"] in FIT_WORKLOADS
+    ]
+    launch_s = statistics.median(fit) if fit else 0.0
+    table = []
+    for r, s in lines:
+        terms = bound_terms(s, gpu)
+        by = max(terms, key=lambda k: terms[k])
+        measured = int(r["batch_size"]) / float(r["samples_per_s"])
+        estimate = estimated_step_s(s, gpu, launch_s)
+        table.append(
+            {
+                "workload": r["workload"],
+                "run_id": r["run_id"],
+                "size": s.size,
+                "flops": s.flops,
+                "launches": s.launches,
+                "state_bytes": s.state_bytes,
+                "saved_bytes": s.saved_bytes,
+                "batch_bytes": s.batch_bytes,
+                "host_s": s.host_s,
+                "bound_s": terms[by],
+                "bound_by": by,
+                "estimate_s": estimate,
+                "measured_s": measured,
+                "measured_over_bound": measured / terms[by],
+                "estimate_error": estimate / measured - 1,
+                "fitted": r["workload"] in FIT_WORKLOADS,
+                "launch_s": launch_s,
+                "gpu": gpu.name,
+            }
+        )
+    out = pd.DataFrame(table)
+    path = args.out or args.run / "predicted.csv"
+    out.to_csv(path, index=False)
+    shown = out.assign(
+        bound_ms=out["bound_s"] * 1e3,
+        estimate_ms=out["estimate_s"] * 1e3,
+        measured_ms=out["measured_s"] * 1e3,
+    )
+    print(
+        shown[
+            [
+                "workload",
+                "size",
+                "launches",
+                "bound_ms",
+                "bound_by",
+                "estimate_ms",
+                "measured_ms",
+                "measured_over_bound",
+                "estimate_error",
+                "fitted",
+            ]
+        ].to_string(index=False, float_format=lambda v: f"{v:.3g}")
+    )
+    print(f"launch_s {launch_s * 1e6:.1f} us (fitted on {', '.join(FIT_WORKLOADS)}); wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

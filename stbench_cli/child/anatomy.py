@@ -1,0 +1,242 @@
+"""What a training step is made of, measured on this CPU, for a prediction of a GPU's step
+(plan/predict.py): `python -m stbench.child.anatomy JOB.json OUT.json`, JOB naming a workload,
+its parameters and two small batches; OUT gets one `Anatomy` as JSON.
+
+One step is the trainer's: zero_grad, the workload's loss forward and backward, its gradient
+clip, the optimizer's step. At two small batches (b1 < b2) it counts:
+
+- **kernels a GPU would launch**: torch's operators as the dispatcher runs them (a
+  TorchDispatchMode under autograd, so backward's operators count too), less those that launch
+  nothing on a GPU (views, `empty`, `detach`: metadata only). The optimizer steps with
+  `foreach` on, as it does by default on CUDA, and a foreach operator over n tensors counts
+  ceil(n / 110) launches: 110 is the most tensors CUDA's multi_tensor_apply packs into one
+  launch, so the count never exceeds the GPU's. A cuDNN or fused operator that launches several
+  kernels counts once: the count is a floor of the GPU's launches;
+- **bytes**: the parameters, their gradients and the optimizer's state after the step (state
+  bytes), the activations autograd saved for backward (each storage once, by
+  saved_tensors_hooks), and the batch itself (inputs and targets: what crosses the host link
+  each step when the data lives in host memory); the saved bytes and the batch's are linear in
+  the batch (per sample and fixed parts, from the two batches);
+- **the host's own time of a step**: a step's time at b1 on one thread less the time spent
+  inside its operators (their kernels, timed by the same dispatch mode in the steps between):
+  Python, autograd and the dispatch above the kernels, the part of a step a GPU does not speed
+  up (medians of HOST_STEPS steps each).
+
+Where a workload's own sampler names kinds of batches whose steps differ (stnn's decoder and
+dynamics passes), each figure is the mean over an epoch's steps, each kind weighted by its
+batches an epoch.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+# operators that launch no kernel on a GPU: they make or describe a tensor, move no data
+NO_KERNEL = frozenset(
+    {
+        "empty",
+        "empty_strided",
+        "empty_like",
+        "detach",
+        "alias",
+        "lift_fresh",
+        "set_",
+        "resize_",
+        "_record_function_enter_new",
+        "_record_function_exit",
+    }
+)
+FOREACH_TENSORS = 110  # the most tensors CUDA's multi_tensor_apply takes in one launch
+HOST_STEPS = 7  # steps timed for the host's own time (after two untimed)
+
+
+@dataclass(frozen=True)
+class Anatomy:
+    """One configuration's step, counted on the CPU (linear in the batch where it says so)."""
+
+    workload: str
+    batches: tuple[int, int]
+    launches: float  # kernels a step launches on a GPU, at least (an epoch's mean of its kinds)
+    operators: float  # the dispatcher's operators (a foreach operator once)
+    state_bytes: float  # parameters + gradients + optimizer state
+    saved_fixed: float  # activations saved for backward: fixed part, bytes
+    saved_per_sample: float  # and per sample
+    batch_fixed: float  # the batch (inputs and targets): fixed part, bytes
+    batch_per_sample: float  # and per sample
+    host_step_s: float  # a step's host time at the smaller batch, one thread
+    flops_per_sample: float | None  # the workload's own count where it has one
+
+    def saved_bytes(self, batch: int) -> float:
+        return max(self.saved_fixed + self.saved_per_sample * batch, 0.0)
+
+    def batch_bytes(self, batch: int) -> float:
+        return max(self.batch_fixed + self.batch_per_sample * batch, 0.0)
+
+
+class _Launches(TorchDispatchMode):
+    """Counts a step's operators and the launches they make, and times what runs inside them
+    (the kernels and the dispatch below this mode: what is not the host's own time)."""
+
+    def __init__(self):
+        super().__init__()
+        self.launches, self.operators, self.inside_s = 0, 0, 0.0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        start = time.perf_counter()
+        out = func(*args, **(kwargs or {}))
+        self.inside_s += time.perf_counter() - start
+        name = func.__name__.split(".")[0]
+        if func.is_view or name in NO_KERNEL:
+            return out
+        self.operators += 1
+        if name.startswith("_foreach") and isinstance(args[0], list | tuple):
+            self.launches += math.ceil(len(args[0]) / FOREACH_TENSORS)
+        else:
+            self.launches += 1
+        return out
+
+
+def _kinds(task, batch: int, max_steps: int) -> list[tuple[float, tuple]]:
+    """(share of an epoch's steps, a batch) of each kind of batch an epoch holds: one, or each
+    pass a workload's own sampler names (stnn's decoder and dynamics batches, whose steps
+    differ), weighted by its batches an epoch."""
+    data = task.data.train
+    if task.data.batch_sampler is None:
+        return [(1.0, torch.utils.data.default_collate([data[i] for i in range(batch)]))]
+    sampler = task.data.batch_sampler(batch, 0, max_steps)
+    kinds = getattr(sampler, "first_of_each_pass", None)
+    if kinds is None:  # the workload batches itself (index batching): its first batch
+        return [(1.0, data[torch.arange(batch)])]
+    found = kinds()
+    counts = [c for c in getattr(sampler, "batches", []) if c] or [1] * len(found)
+    if len(counts) != len(found):
+        counts = [1] * len(found)
+    return [(c / sum(counts), data[idx]) for c, idx in zip(counts, found)]
+
+
+def _nbytes(value) -> int:
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, list | tuple):
+        return sum(_nbytes(v) for v in value)
+    if isinstance(value, dict):
+        return sum(_nbytes(v) for v in value.values())
+    return 0
+
+
+def _stepper(task, optimizer):
+    module = task.model.module
+
+    def step(x, y):
+        optimizer.zero_grad(set_to_none=True)
+        task.model.loss(module, x, y, 0).backward()
+        if task.optim.clip_grad_norm:
+            torch.nn.utils.clip_grad_norm_(module.parameters(), task.optim.clip_grad_norm)
+        optimizer.step()
+
+    return step
+
+
+def _saved_bytes(step, x, y) -> int:
+    """Bytes of the activations autograd saves for backward in one step (each storage once)."""
+    seen: dict[int, int] = {}
+
+    def pack(t: torch.Tensor):
+        try:
+            key = t.untyped_storage().data_ptr()
+            seen[key] = max(seen.get(key, 0), t.untyped_storage().nbytes())
+        except (RuntimeError, NotImplementedError):  # a sparse tensor has no plain storage
+            seen[id(t)] = _nbytes(t.values() if t.is_sparse else t)
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        step(x, y)
+    return sum(seen.values())
+
+
+def _host_s(step, x, y) -> float:
+    """A step's host time less what ran inside its operators (their kernels: a dynamics pass
+    over a whole grid computes even at a batch of 2), the median of HOST_STEPS each; never
+    below 0."""
+    plain, inside = [], []
+    for i in range(2 + HOST_STEPS):
+        start = time.perf_counter()
+        step(x, y)
+        if i >= 2:
+            plain.append(time.perf_counter() - start)
+            counter = _Launches()
+            with counter:
+                step(x, y)
+            inside.append(counter.inside_s)
+    return max(statistics.median(plain) - statistics.median(inside), 0.0)
+
+
+def measure(workload: str, params: dict, batches: tuple[int, int]) -> Anatomy:
+    from ..contract import BuildContext
+    from ..plan.registry import get
+
+    torch.manual_seed(0)
+    task = get(workload).build(params, BuildContext(0, 0, 1, "cpu"))
+    optimizer = (task.optim.factory or torch.optim.Adam)(task.model.module.parameters(), lr=1e-4)
+    for group in optimizer.param_groups:
+        group["foreach"] = True  # CUDA's default: few launches for the whole model
+    step = _stepper(task, optimizer)
+    max_steps = int(params.get("max_steps", 0) or 0)
+    launches, operators, saved, sizes = [], [], [], []
+    for b in batches:
+        kinds = _kinds(task, b, max_steps)
+        for _, (x, y) in kinds:
+            step(x, y)  # optimizer state exists, first-use paths taken
+        counted = []
+        for _, (x, y) in kinds:
+            counter = _Launches()
+            with counter:
+                step(x, y)
+            counted.append(counter)
+        launches.append(sum(w * c.launches for (w, _), c in zip(kinds, counted)))
+        operators.append(sum(w * c.operators for (w, _), c in zip(kinds, counted)))
+        saved.append(sum(w * _saved_bytes(step, x, y) for w, (x, y) in kinds))
+        sizes.append(sum(w * (_nbytes(x) + _nbytes(y)) for w, (x, y) in kinds))
+    state = sum(p.numel() * p.element_size() for p in task.model.module.parameters())
+    state += sum(
+        _nbytes(p.grad) for p in task.model.module.parameters() if p.grad is not None
+    ) + sum(_nbytes(s) for s in optimizer.state.values())
+    torch.set_num_threads(1)
+    host = 0.0
+    for weight, (x, y) in _kinds(task, batches[0], max_steps):
+        host += weight * _host_s(step, x, y)
+    b1, b2 = batches
+    per_saved = (saved[1] - saved[0]) / (b2 - b1)
+    per_batch = (sizes[1] - sizes[0]) / (b2 - b1)
+    return Anatomy(
+        workload,
+        (b1, b2),
+        max(launches),
+        max(operators),
+        float(state),
+        saved[0] - per_saved * b1,
+        per_saved,
+        sizes[0] - per_batch * b1,
+        per_batch,
+        host,
+        task.flops_per_sample,
+    )
+
+
+def main(job: Path, out: Path) -> None:
+    asked = json.loads(job.read_text())
+    found = measure(asked["workload"], asked["params"], tuple(asked["batches"]))
+    out.write_text(json.dumps(asdict(found)))
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]), Path(sys.argv[2]))

@@ -1,0 +1,227 @@
+"""Would a GPU pay? A GPU's step predicted from what the step is made of, measured on this CPU
+(child/anatomy.py), and the card's published peaks (store/gpus.toml). Pure.
+
+For one GPU and one size, two figures, both marked predicted wherever they are shown:
+
+- **a lower bound** on the GPU's step time: the longest of
+  - its FLOPs at the card's fastest dense peak for the precision (fp32 math may run as TF32
+    where the card has it: cuDNN's default),
+  - the bytes it must move at least (every parameter, gradient and optimizer-state byte read and
+    written once, every saved activation written and read once, the batch read once) at the
+    card's memory bandwidth; a working set that fits the card's L2 cache may never reach its
+    memory, and then counts nothing here,
+  - the batch crossing the host link (the data lives in host memory),
+  - its kernel launches at the published per-launch floor,
+  - the host's own time of the step (Python, dispatcher, autograd: measured here with the math
+    next to nothing) at HOST_SPEEDUP times this CPU's speed (a GPU's host may be faster), and
+    then the driver's call for each launch at that floor (one thread does both in turn);
+  whichever is longest names what bounds the size, and the lever that would move it;
+- **an estimate**: the host's time (its own share of a step and its data loading, measured
+  here, and eager PyTorch's host cost of each kernel it launches, `launch_s`) against the GPU's
+  (its FLOPs at FLOP_EFFICIENCY of the fp32 peak, its bytes at BANDWIDTH_EFFICIENCY of the
+  bandwidth, each launch's floor), the longer of the two: eager PyTorch runs the host ahead of
+  the GPU, so the slower side sets the pace. `launch_s` is fitted on measured GPU rows
+  (benchmarks/predict_check.py, EAGER_LAUNCH_S) and checked on rows it was not fitted on.
+
+And whether the size fits the card's memory (the workload's memory prediction, where it has one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import tomllib
+
+from ..errors import StbenchError
+
+HOST_SPEEDUP = 2.0  # the bound takes a GPU's host as up to 2x this CPU's speed per thread
+FLOP_EFFICIENCY = 0.5  # the estimate's share of the fp32 peak a step's math reaches
+BANDWIDTH_EFFICIENCY = 0.7  # and of the memory bandwidth its bytes reach
+# eager PyTorch's host time per kernel on a GPU's host (its dispatch, the caching allocator, the
+# launch), fitted on the first H100 run's cnn-strain and lstm-era5 rows by
+# `python benchmarks/predict_check.py` (its dcrnn-pems and stnn rows judge it)
+EAGER_LAUNCH_S = 52.4e-6
+MEMORY_SHARE = 0.9  # of a card's memory a step may use (the CUDA context, the allocator's slack)
+SHIPPED = Path(__file__).resolve().parents[1] / "store" / "gpus.toml"
+DEFAULT_GPUS = ("T4", "A100-80GB", "H100")  # the answer's cards where none is asked
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU model's vendor peaks (dense), as gpus.toml holds them."""
+
+    name: str
+    variant: str
+    fp32_tflops: float
+    tf32_tflops: float
+    bf16_tflops: float
+    memory_gbps: float
+    memory_gb: float
+    l2_mb: float
+    host_link_gbps: float
+    source: str
+    launch_floor_us: float = 0.0  # from the file's [launch]
+    launch_source: str = ""
+
+    def peak_flops(self, precision: str, best: bool) -> float:
+        """FLOP/s for a precision: bf16 on its units; fp32 at TF32 where `best` and the card
+        has TF32, else at fp32."""
+        if precision == "bf16" and self.bf16_tflops:
+            return self.bf16_tflops * 1e12
+        if best and self.tf32_tflops:
+            return max(self.tf32_tflops, self.fp32_tflops) * 1e12
+        return self.fp32_tflops * 1e12
+
+
+@dataclass(frozen=True)
+class Step:
+    """A step at one size, as the CPU measured it (anatomy and the CPU's own rows)."""
+
+    size: str
+    batch: int
+    flops: float  # forward + backward, the step
+    launches: float
+    state_bytes: float
+    saved_bytes: float
+    batch_bytes: float
+    host_s: float  # the host's own time of a step here (the math next to nothing)
+    data_s: float = 0.0  # the loader's time of a step here (the CPU's rows), 0 where unknown
+    predicted_mb: float | None = None  # the workload's memory prediction of the step
+    cpu_step_s: float | None = None  # the CPU's fastest measured step at this size
+
+
+@dataclass(frozen=True)
+class Prediction:
+    gpu: str
+    size: str
+    bound_s: float
+    estimate_s: float
+    bound_by: str  # launches, FLOPs, memory bandwidth, the host link, the host
+    lever: str  # what would move it
+    fits: bool | None  # the step fits the card's memory (None: no prediction of it)
+    terms: Mapping[str, float]  # each term of the bound, seconds
+    most_gain: float | None  # the CPU's step over the bound: the most the GPU could gain
+    estimated_gain: float | None
+
+
+LEVERS = {
+    "launches": "CUDA graphs (--cuda-graphs) or a bigger batch: fewer launches per sample",
+    "the host": "CUDA graphs or torch.compile (less Python a step), or a bigger batch",
+    "FLOPs": "bf16 autocast on the tensor cores",
+    "memory bandwidth": "bf16 (half the bytes) or a bigger batch (the weights read once per step)",
+    "the host link": "keep the data on the GPU (a device-resident dataset, index batching)",
+}
+
+
+def bound_terms(step: Step, gpu: Gpu, precision: str = "default") -> dict[str, float]:
+    moved = 2 * step.state_bytes + 2 * step.saved_bytes + step.batch_bytes
+    in_l2 = moved / 2 <= gpu.l2_mb * 1e6  # the working set, each byte once
+    return {
+        "FLOPs": step.flops / gpu.peak_flops(precision, best=True),
+        "memory bandwidth": 0.0 if in_l2 else moved / (gpu.memory_gbps * 1e9),
+        "the host link": step.batch_bytes / (gpu.host_link_gbps * 1e9),
+        "launches": step.launches * gpu.launch_floor_us * 1e-6,
+        # one thread does both, one after the other: the step's Python and dispatcher work, then
+        # the driver's call for each kernel (the floor is a measured launch rate on the host)
+        "the host": step.host_s / HOST_SPEEDUP + step.launches * gpu.launch_floor_us * 1e-6,
+    }
+
+
+def estimated_step_s(step: Step, gpu: Gpu, launch_s: float = EAGER_LAUNCH_S) -> float:
+    launch = step.launches * gpu.launch_floor_us * 1e-6
+    host = step.host_s + step.data_s + step.launches * launch_s
+    moved = 2 * step.state_bytes + 2 * step.saved_bytes + step.batch_bytes
+    device = (
+        step.flops / (gpu.peak_flops("default", best=False) * FLOP_EFFICIENCY)
+        + moved / (gpu.memory_gbps * 1e9 * BANDWIDTH_EFFICIENCY)
+        + launch
+    )
+    return max(host, device)
+
+
+def predict(step: Step, gpu: Gpu, launch_s: float = EAGER_LAUNCH_S) -> Prediction:
+    terms = bound_terms(step, gpu)
+    by = max(terms, key=lambda k: terms[k])
+    bound, estimate = terms[by], estimated_step_s(step, gpu, launch_s)
+    fits = (
+        None
+        if step.predicted_mb is None
+        else step.predicted_mb <= gpu.memory_gb * 1024 * MEMORY_SHARE
+    )
+    cpu = step.cpu_step_s
+    return Prediction(
+        gpu.name,
+        step.size,
+        bound,
+        estimate,
+        by,
+        LEVERS[by],
+        fits,
+        terms,
+        cpu / bound if cpu and bound > 0 else None,
+        cpu / estimate if cpu and estimate > 0 else None,
+    )
+
+
+# --- the table of GPU models --------------------------------------------------------------------
+
+_NUMBERS = [f.name for f in fields(Gpu) if f.type == "float" and not f.name.startswith("launch")]
+
+
+def read_gpus(path: Path = SHIPPED, base: Mapping[str, Gpu] | None = None) -> dict[str, Gpu]:
+    """The GPU models of a gpus.toml file (the shipped one, or a user's: its cards added to
+    `base`, a name already there replaced; a card without a launch floor of its own, in a file
+    without [launch], takes the shipped one); a card missing a figure is one line naming it."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise StbenchError(f"--gpus {path}: not a readable TOML file ({exc})") from None
+    launch = data.get("launch") or {}
+    shipped = next(iter(base.values()), None) if base else None
+    floor = launch.get("floor_us", shipped.launch_floor_us if shipped else None)
+    floor_source = launch.get("source", shipped.launch_source if shipped else "")
+    out = dict(base or {})
+    for i, card in enumerate(data.get("gpu") or []):
+        name = str(card.get("name") or f"card {i + 1}")
+        missing = [k for k in ("name", *_NUMBERS, "source") if k not in card]
+        if floor is None and "launch_floor_us" not in card:
+            missing.append("launch_floor_us (or a [launch] floor_us)")
+        if missing:
+            raise StbenchError(
+                f"--gpus {path}: {name} lacks {', '.join(missing)} (the format: "
+                "docs/gpu-predictions.md)"
+            )
+        try:
+            numbers = {k: float(card[k]) for k in (*_NUMBERS, "launch_floor_us") if k in card}
+        except (TypeError, ValueError):
+            raise StbenchError(f"--gpus {path}: {name} has a figure that is not a number") from None
+        out[name] = Gpu(
+            name=name,
+            variant=str(card.get("variant", "")),
+            source=str(card["source"]),
+            launch_source=str(card.get("launch_source", floor_source)),
+            **{"launch_floor_us": floor, **numbers},
+        )
+    if not out:
+        raise StbenchError(f"--gpus {path}: no [[gpu]] table in it")
+    return out
+
+
+def chosen(gpus: Mapping[str, Gpu], names: Sequence[str] = ()) -> list[Gpu]:
+    """The cards an answer predicts: those named (a user's file's), else DEFAULT_GPUS."""
+    wanted = list(names) or [n for n in DEFAULT_GPUS if n in gpus]
+    return [gpus[n] for n in dict.fromkeys(wanted) if n in gpus]
+
+
+def table_name(device_name: str, gpus: Mapping[str, Gpu]) -> str | None:
+    """The table's card for a device's name ('NVIDIA H100 80GB HBM3' -> 'H100', 'NVIDIA H100
+    PCIe' -> 'H100-PCIe', 'NVIDIA A100-SXM4-80GB' -> 'A100-80GB'); None where none matches."""
+    words = device_name.upper().replace("-", " ").split()
+    found = []
+    for name in gpus:
+        parts = name.upper().split("-")
+        if parts[0] in words and all(p in words or p in device_name.upper() for p in parts[1:]):
+            found.append(name)
+    return max(found, key=len) if found else None

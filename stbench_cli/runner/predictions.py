@@ -1,0 +1,190 @@
+"""A gpu-vs-cpu study's predictions (plan/predict.py): what its step is made of, measured once on
+this CPU in a process of its own (child/anatomy.py, its configuration at the CPU's defaults,
+kept as anatomy.json), then each size's step as the study's CPU rows measured it, predicted
+on each GPU asked, into predicted.csv beside runs.csv: a file of its own, never rows."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..child.anatomy import Anatomy
+from ..contract import BATCH
+from ..plan import registry
+from ..plan.predict import Gpu, Step, predict
+from ..store.files import ANATOMY, PREDICTED, atomic_write, read_runs
+from ..store.manifest import read_manifest
+
+ANATOMY_TIMEOUT_S = 120.0
+SMALL_BATCHES = (2, 8)  # the anatomy's batches: a step's launches do not grow with the batch
+
+
+def anatomy(folder: Path) -> Anatomy | None:
+    """The study's anatomy.json, measured now where it is missing; None where it cannot be."""
+    kept = folder / ANATOMY
+    if kept.exists():
+        try:
+            stored = json.loads(kept.read_text())
+            return Anatomy(**{**stored, "batches": tuple(stored["batches"])})
+        except (OSError, ValueError, TypeError):
+            pass
+    manifest = read_manifest(folder)
+    first = next(
+        c for c in manifest["cells"] if c["repeat"] == 0 and str(c["device"]).startswith("cpu")
+    )
+    params = dict(first["params"])  # the manifest keeps a cell's parameters as pairs
+    with tempfile.TemporaryDirectory() as work:
+        job, out = Path(work) / "job.json", Path(work) / "anatomy.json"
+        job.write_text(
+            json.dumps({"workload": first["workload"], "params": params, "batches": SMALL_BATCHES})
+        )
+        try:
+            done = subprocess.run(
+                [sys.executable, "-m", "stbench.child.anatomy", str(job), str(out)],
+                capture_output=True,
+                text=True,
+                timeout=ANATOMY_TIMEOUT_S,
+            )
+        except subprocess.TimeoutExpired:
+            return None
+        if done.returncode != 0 or not out.exists():
+            return None
+        atomic_write(kept, out.read_text())
+    stored = json.loads(kept.read_text())
+    return Anatomy(**{**stored, "batches": tuple(stored["batches"])})
+
+
+def steps(folder: Path, found: Anatomy) -> list[Step]:
+    """Each measured size's step: its FLOPs and data loading from the CPU's rows at that size,
+    its launches and bytes from the anatomy, its memory from the workload's prediction."""
+    manifest = read_manifest(folder)
+    asked = manifest["question"]["size"]
+    w = registry.get(manifest["workload"])
+    rows = [r for r in read_runs(folder) if r["status"] == "ok" and r["device"] == "cpu"]
+    cells = {c["run_id"]: c for c in manifest["cells"]}
+    out = []
+    for size in asked["values"]:
+        here = [r for r in rows if _size(r, asked["param"]) == size]
+        if not here:
+            continue
+        batch = int(here[0]["batch_size"])
+        flops = statistics.median(float(r["flops_per_sample"] or 0.0) for r in here) * batch
+        by_config: dict[str, list[float]] = {}
+        for r in here:
+            by_config.setdefault(json.dumps(r.params, sort_keys=True, default=str), []).append(
+                float(r["samples_per_s"] or 0.0)
+            )
+        fastest = max(statistics.median(v) for v in by_config.values())
+        data_s = statistics.median(
+            float(r["data_s"] or 0.0) / int(r["steps_done"]) for r in here if r["steps_done"]
+        )
+        params = dict(cells[here[0]["run_id"]]["params"]) if here[0]["run_id"] in cells else {}
+        out.append(
+            Step(
+                size,
+                batch,
+                flops,
+                found.launches,
+                found.state_bytes,
+                found.saved_bytes(batch),
+                found.batch_bytes(batch),
+                found.host_step_s,
+                data_s,
+                _memory_mb(w, params or dict(here[0].params), batch),
+                batch / fastest if fastest > 0 else None,
+            )
+        )
+    return out
+
+
+def _size(row, param: str) -> str:
+    return str(row["batch_size"] if param == BATCH else row.params.get(param))
+
+
+def _memory_mb(w, params: dict, batch: int) -> float | None:
+    """The workload's prediction of a GPU step's memory, MiB (None: it has none)."""
+    if not w.predict:
+        return None
+    try:
+        predicted = w.predict(params, batch, "cuda", capability=None)
+    except (KeyError, ValueError, TypeError):
+        return None
+    return predicted["device_bytes"] / 2**20 if predicted else None
+
+
+COLUMNS = (
+    "gpu",
+    "variant",
+    "size",
+    "batch",
+    "gflop",
+    "launches",
+    "bound_ms",
+    "bound_by",
+    "lever",
+    "estimate_ms",
+    "fits",
+    "cpu_step_ms",
+    "most_gain",
+    "estimated_gain",
+    "flops_ms",
+    "bandwidth_ms",
+    "host_link_ms",
+    "launches_ms",
+    "host_ms",
+    "launch_floor_us",
+)
+
+
+def write_predictions(folder: Path, gpus: Sequence[Gpu]) -> list[dict]:
+    """predicted.csv for the study in `folder` on each of `gpus` (its lines; none where the
+    anatomy could not be measured)."""
+    found = anatomy(folder)
+    if found is None:
+        return []
+    lines = []
+    for step in steps(folder, found):
+        for gpu in gpus:
+            p = predict(step, gpu)
+            lines.append(
+                {
+                    "gpu": gpu.name,
+                    "variant": gpu.variant,
+                    "size": step.size,
+                    "batch": step.batch,
+                    "gflop": step.flops / 1e9,
+                    "launches": step.launches,
+                    "bound_ms": p.bound_s * 1e3,
+                    "bound_by": p.bound_by,
+                    "lever": p.lever,
+                    "estimate_ms": p.estimate_s * 1e3,
+                    "fits": "" if p.fits is None else p.fits,
+                    "cpu_step_ms": (step.cpu_step_s or 0.0) * 1e3,
+                    "most_gain": p.most_gain,
+                    "estimated_gain": p.estimated_gain,
+                    "flops_ms": p.terms["FLOPs"] * 1e3,
+                    "bandwidth_ms": p.terms["memory bandwidth"] * 1e3,
+                    "host_link_ms": p.terms["the host link"] * 1e3,
+                    "launches_ms": p.terms["launches"] * 1e3,
+                    "host_ms": p.terms["the host"] * 1e3,
+                    "launch_floor_us": gpu.launch_floor_us,
+                }
+            )
+    text = _as_csv(lines)
+    atomic_write(folder / PREDICTED, text)
+    return lines
+
+
+def _as_csv(lines: list[dict]) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=COLUMNS)
+    writer.writeheader()
+    writer.writerows(lines)
+    return buffer.getvalue()

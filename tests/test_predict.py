@@ -1,0 +1,151 @@
+"""Would a GPU pay, answered on a machine without one (plan/predict.py): the shipped table of GPU
+models with a source for every figure, the lower bound as the longest of its terms, a user's own
+cards by file, and the check against every GPU row there is: no committed bound above the step
+the first H100 run measured."""
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from stbench.errors import StbenchError
+from stbench.plan.predict import (
+    DEFAULT_GPUS,
+    HOST_SPEEDUP,
+    Step,
+    bound_terms,
+    chosen,
+    estimated_step_s,
+    predict,
+    read_gpus,
+)
+from tests.helpers import stbench
+
+ROOT = Path(__file__).resolve().parents[1]
+H100_RUN = ROOT / "docs" / "acceptance-runs" / "h100-2026-11-26"
+CARDS = ("T4", "P100", "V100", "A100-40GB", "A100-80GB", "L4", "A40", "H100", "H200")
+
+
+def test_the_shipped_table_has_each_card_dense_peaks_and_a_source():
+    gpus = read_gpus()
+    assert set(CARDS) <= set(gpus)
+    for g in gpus.values():
+        assert g.fp32_tflops > 0 and g.memory_gbps > 0 and g.memory_gb > 0 and g.host_link_gbps > 0
+        assert g.bf16_tflops >= g.fp32_tflops and len(g.source) > 30, g.name
+        assert g.launch_floor_us > 0 and "http" in g.launch_source
+    h100 = gpus["H100"]  # dense: the datasheet's 989 TFLOPS TF32 is with sparsity
+    assert h100.tf32_tflops == pytest.approx(494.7) and h100.bf16_tflops == pytest.approx(989.4)
+    assert gpus["T4"].tf32_tflops == 0  # no TF32: fp32 math runs at fp32's peak
+    assert gpus["T4"].peak_flops("default", best=True) == 8.1e12
+    assert [g.name for g in chosen(gpus)] == list(DEFAULT_GPUS)
+
+
+def _step(**changed) -> Step:
+    base = dict(
+        size="64",
+        batch=64,
+        flops=1e9,
+        launches=100,
+        state_bytes=4e6,
+        saved_bytes=1e6,
+        batch_bytes=1e5,
+        host_s=1e-3,
+        cpu_step_s=0.05,
+    )
+    return Step(**{**base, **changed})
+
+
+def test_the_bound_is_its_longest_term_and_names_what_bounds_it():
+    h100 = read_gpus()["H100"]
+    launch_bound = predict(_step(host_s=0.0), h100)
+    assert launch_bound.bound_by == "launches"
+    assert launch_bound.bound_s == pytest.approx(100 * 3.0e-6)
+    assert "CUDA graphs" in launch_bound.lever
+    host = predict(_step(), h100)
+    assert host.bound_by == "the host"
+    assert host.bound_s == pytest.approx(1e-3 / HOST_SPEEDUP + 100 * 3.0e-6)
+    assert host.most_gain == pytest.approx(0.05 / host.bound_s)
+    flops = predict(_step(flops=1e15, host_s=0.0), h100)
+    assert flops.bound_by == "FLOPs" and flops.bound_s == pytest.approx(1e15 / 494.7e12)
+    assert flops.estimate_s >= flops.bound_s  # an estimate is never below its bound
+    # a working set in L2 may never reach memory; 10 GB of state does, at the bandwidth
+    assert bound_terms(_step(), h100)["memory bandwidth"] == 0.0
+    big = bound_terms(_step(state_bytes=1e10, host_s=0.0), h100)
+    assert big["memory bandwidth"] == pytest.approx(2e10 / 3.35e12, rel=0.01)
+    assert predict(_step(predicted_mb=200_000), h100).fits is False
+    assert predict(_step(predicted_mb=1000), h100).fits is True
+    assert predict(_step(), h100).fits is None
+
+
+def test_a_users_cards_join_the_table_and_a_bad_file_is_one_line(tmp_path):
+    mine = tmp_path / "gpus.toml"
+    mine.write_text(
+        '[[gpu]]\nname = "MyCard"\nvariant = "PCIe"\nfp32_tflops = 10\ntf32_tflops = 0\n'
+        "bf16_tflops = 40\nmemory_gbps = 500\nmemory_gb = 24\nl2_mb = 6\n"
+        'host_link_gbps = 31.5\nsource = "my own measurements, 2026"\n'
+    )
+    both = read_gpus(mine, read_gpus())
+    assert both["MyCard"].launch_floor_us == both["H100"].launch_floor_us  # the shipped floor
+    assert "H100" in both
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[gpu]]\nname = "Half"\nfp32_tflops = 10\n')
+    with pytest.raises(StbenchError, match="Half lacks tf32_tflops"):
+        read_gpus(bad, read_gpus())
+
+
+def test_every_h100_row_is_predicted_and_no_bound_exceeds_its_measured_step():
+    """benchmarks/predict_check.py wrote predicted.csv from this CPU's anatomy of each row; the
+    bound recomputed from its columns with today's code and table must match what it wrote, and
+    stay at or below the step the H100 measured (a bound a measurement beats is wrong)."""
+    lines = pd.read_csv(H100_RUN / "predicted.csv")
+    rows = pd.concat(pd.read_csv(p) for p in sorted(H100_RUN.glob("studies/*/runs.csv")))
+    cuda = rows[rows["device"].str.startswith("cuda") & (rows["status"] == "ok")]
+    assert sorted(lines["run_id"]) == sorted(cuda["run_id"])
+    h100 = read_gpus()["H100"]
+    for line in lines.to_dict("records"):
+        step = Step(
+            line["size"],
+            int(str(line["size"]).split()[0]),
+            line["flops"],
+            float(line["launches"]),
+            line["state_bytes"],
+            line["saved_bytes"],
+            line["batch_bytes"],
+            line["host_s"],
+        )
+        terms = bound_terms(step, h100)
+        assert max(terms.values()) == pytest.approx(line["bound_s"], rel=1e-6)
+        assert line["bound_s"] <= line["measured_s"], line["run_id"]
+        assert estimated_step_s(step, h100, line["launch_s"]) == pytest.approx(
+            line["estimate_s"], rel=1e-6
+        )
+    assert lines["fitted"].any() and (~lines["fitted"]).any()  # judged on rows not fitted on
+
+
+def test_gpu_vs_cpu_without_a_gpu_predicts_the_cards_of_a_users_file(tmp_path):
+    mine = tmp_path / "gpus.toml"
+    mine.write_text(
+        '[[gpu]]\nname = "MyCard"\nvariant = "PCIe"\nfp32_tflops = 10\ntf32_tflops = 0\n'
+        "bf16_tflops = 40\nmemory_gbps = 500\nmemory_gb = 24\nl2_mb = 6\n"
+        'host_link_gbps = 31.5\nsource = "my own measurements, 2026"\n'
+    )
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[[gpu]]\nname = 'Half'\n")
+    refused = stbench("gpu-vs-cpu", "cnn-strain", "--gpus", bad, "--out", tmp_path / "o")
+    assert refused.returncode == 2 and "Half lacks" in refused.stderr
+    assert not (tmp_path / "o").exists()
+    done = stbench(
+        "gpu-vs-cpu", "cnn-strain", "--smoke", "--budget", "40", "--gpus", mine,
+        "--out", tmp_path / "o", timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    (folder,) = (tmp_path / "o").iterdir()
+    predicted = pd.read_csv(folder / "predicted.csv")
+    assert set(predicted["gpu"]) == {"MyCard"}
+    assert (predicted["bound_ms"] > 0).all() and predicted["bound_by"].notna().all()
+    anatomy = json.loads((folder / "anatomy.json").read_text())
+    assert anatomy["launches"] > 10 and anatomy["state_bytes"] > 0
+    assert "PREDICTED on GPUs, not measured" in done.stdout and "MyCard" in done.stdout
+    assert all(math.isfinite(v) for v in predicted["estimated_gain"])
