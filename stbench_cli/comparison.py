@@ -1,4 +1,4 @@
-"""One comparison (issue 38): a study's runs reduced, paired and judged one way everywhere.
+"""One comparison: a study's runs reduced, paired and judged one way everywhere.
 
 `stbench tune` judging a lever's values, `run --budget` and `gpu-vs-cpu` deciding another round,
 the gate judging a new run against a baseline, the report's findings and the GPU acceptance's

@@ -134,7 +134,7 @@ def test_doctor_cuda_checks_reach_cuda(fake_cuda, tmp_path):
     assert proc.returncode == 1, proc.stderr[-2000:]
     checks = {
         c["name"]: c
-        for c in json.loads((tmp_path / "doctor" / "doctor.json").read_text())["checks"]
+        for c in json.loads(next((tmp_path / "doctor").glob("*/doctor.json")).read_text())["checks"]
     }
     assert all(c["status"] == "FAIL" for c in checks.values())
     for name in (
@@ -142,6 +142,7 @@ def test_doctor_cuda_checks_reach_cuda(fake_cuda, tmp_path):
         "overhead",
         "peaks",
         "sampling",
+        "launches",
     ):  # sampling: its GPU load's own error
         assert "Torch not compiled with CUDA enabled" in checks[name]["detail"], checks[name][
             "detail"

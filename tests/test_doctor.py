@@ -19,9 +19,12 @@ from tests.helpers import stbench
 @pytest.mark.slow
 def test_doctor_runs_on_the_cpu_and_writes_doctor_json(tmp_path):
     proc = stbench("doctor", "--device", "cpu", "--out", tmp_path, timeout=600)
-    report = json.loads((tmp_path / "doctor.json").read_text())
+    (written,) = tmp_path.glob("*-doctor/doctor.json")  # a result folder of its own in --out
+    report = json.loads(written.read_text())
     verdicts = dict((c["name"], c["status"]) for c in report["checks"])
-    assert list(verdicts) == ["phase-timing", "overhead", "ddp-sync", "sampling", "peaks"]
+    assert list(verdicts) == [
+        "phase-timing", "overhead", "ddp-sync", "sampling", "peaks", "launches",
+    ]  # fmt: skip
     # Correctness checks must pass here. The overhead check compares two timings on a shared
     # machine: it is a measurement (reported, and its verdict tested in isolation below),
     # so here it only has to be measured and judged, and the exit code has to follow it.
@@ -155,12 +158,13 @@ def test_quick_runs_the_quick_checks_and_the_full_doctor_every_check(monkeypatch
         return doctor.Check(name, device, "PASS", "fine")
 
     assert _doctor_cli(["--quick", "--out", str(tmp_path / "quick")], monkeypatch, passing) == 0
-    assert ran == ["phase-timing", "sampling", "peaks"] == list(doctor.QUICK)
-    written = json.loads((tmp_path / "quick" / "doctor.json").read_text())
+    assert ran == ["phase-timing", "sampling", "peaks", "launches"] == list(doctor.QUICK)
+    (path,) = (tmp_path / "quick").glob("*-doctor/doctor.json")
+    written = json.loads(path.read_text())
     assert [c["name"] for c in written["checks"]] == list(doctor.QUICK)
     ran.clear()
     assert _doctor_cli(["--out", str(tmp_path / "full")], monkeypatch, passing) == 0
-    assert ran == ["phase-timing", "overhead", "ddp-sync", "sampling", "peaks"]
+    assert ran == ["phase-timing", "overhead", "ddp-sync", "sampling", "peaks", "launches"]
     help_text = stbench("doctor", "--help").stdout
     assert "--quick" in help_text and "ddp-sync" in help_text and "under a minute" in help_text
 
@@ -173,9 +177,9 @@ def test_ctrl_c_in_doctor_is_one_line_and_exit_130(monkeypatch, tmp_path, capsys
 
     assert _doctor_cli(["--quick", "--out", str(tmp_path)], monkeypatch, second_interrupted) == 130
     captured = capsys.readouterr()
-    assert captured.err == "interrupted: 1 of 3 checks ran; doctor.json not written\n"
-    assert (
-        captured.out == "PASS phase-timing cpu: fine\n" and not (tmp_path / "doctor.json").exists()
+    assert captured.err == "interrupted: 1 of 4 checks ran; doctor.json not written\n"
+    assert captured.out == "PASS phase-timing cpu: fine\n" and not list(
+        tmp_path.rglob("doctor.json")
     )
 
 
@@ -192,3 +196,15 @@ def test_ctrl_c_before_a_command_starts_is_one_line_and_exit_130(monkeypatch, ca
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["doctor"])
     assert exit_info.value.code == 130 and capsys.readouterr().err == "interrupted\n"
+
+
+def test_the_launch_floors_are_measured_and_judged():
+    """doctor's launches check: eager PyTorch's cost of an operator on this host (and on a GPU, a
+    kernel replayed in a CUDA graph), what a prediction counts a launch at."""
+    from stbench.child.checks import launches
+
+    figures = launches("cpu", ops=200)
+    assert figures["eager_op_us"] > 0 and figures["graph_kernel_us"] is None
+    check = doctor.judge_launches("cpu", figures)
+    assert check.status == "PASS" and "us an operator on the host" in check.detail
+    assert doctor.judge_launches("cuda", {}).status == "FAIL"

@@ -150,3 +150,13 @@ def test_spread_lists():
         "--smoke",
     ]
     assert spread_lists(["run", "w", "--device=cuda"]) == ["run", "w", "--device=cuda"]
+
+
+def test_a_command_that_takes_one_value_refuses_several_in_one_line():
+    """`tune --batch-size` is the reference batch; several values were silently the last."""
+    with pytest.raises(StbenchError, match="--batch-size 64 128: stbench tune takes one value"):
+        spread_lists(["tune", "cnn-strain", "--batch-size", "64", "128"])
+    assert spread_lists(["tune", "w", "--batch-size", "64"]) == ["tune", "w", "--batch-size", "64"]
+    assert spread_lists(["run", "w", "--batch-size", "64", "128"]) == [
+        "run", "w", "--batch-size", "64", "--batch-size", "128",
+    ]  # fmt: skip

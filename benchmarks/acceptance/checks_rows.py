@@ -304,7 +304,7 @@ def distributed(folder: Path, backend: str = "gloo") -> Check:
 
 def doctor_checks(folder: Path) -> list[Check]:
     """`stbench doctor`'s own checks from its doctor.json (its SKIP is UNTESTED here)."""
-    path = folder / "doctor.json"
+    path = next(folder.glob("*/doctor.json"), folder / "doctor.json")  # doctor's own folder
     if not path.is_file():
         raise NothingToJudge(f"no doctor.json in {folder.name}")
     status = {"PASS": PASS, "FAIL": FAIL, "SKIP": UNTESTED, "UNSURE": FAIL}
@@ -343,7 +343,7 @@ def judge_question(
 
 def question_concluded(folder: Path) -> Check:
     """The question's study (judge_question): its GPU windows must have ended ok first."""
-    from stbench.plan.question import comparisons
+    from stbench.plan.gpu_vs_cpu import comparisons
     from stbench.plan.spec import RunSpec
     from stbench.store.manifest import read_manifest
 

@@ -183,8 +183,8 @@ def _restore(s: Settings, state: State, steps: list[Step]) -> Path:
 def _archive(step: Step, folder: Path, archive: Path, s: Settings) -> tuple[str, ...]:
     """The step's result folders into the archive (a reference study under the name to commit it
     by, results/reference/ref-<gpu>-<name>), then OUT/results.tar.gz rebuilt from it."""
-    doctor = (folder / "doctor.json").is_file()
-    found = [folder] if doctor else sorted(p.parent for p in folder.glob("*/manifest.json"))
+    doctor = sorted(p.parent for p in folder.glob("*/doctor.json"))  # doctor's own folder
+    found = doctor or sorted(p.parent for p in folder.glob("*/manifest.json"))
     names = []
     for study in found:
         if step.result:

@@ -68,7 +68,7 @@ def _logs(folder: Path) -> list[str]:
 
 def _doctor_failures(folder: Path) -> list[str]:
     """doctor.json's failed checks, as 'name: detail'."""
-    path = folder / "doctor.json"
+    path = next(folder.glob("*/doctor.json"), folder / "doctor.json")  # doctor's own folder
     if not path.is_file():
         return []
     checks = json.loads(path.read_text())["checks"]

@@ -169,7 +169,7 @@ STEPS = (
         "doctor",
         CORRECTNESS,
         13,  # 34 s cold; its checks' processes are forked warm now
-        "doctor --quick: phase timing, sampling, peaks",
+        "doctor --quick: phase timing, sampling, peaks, launches",
         argv=args("doctor --quick --device cpu cuda"),
         checks=(Probe("doctor", rows.doctor_checks),),
     ),

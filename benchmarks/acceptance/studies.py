@@ -3,7 +3,7 @@ question stbench exists to answer, `stbench gpu-vs-cpu`, once per workload, each
 to commit as results/reference/ref-<gpu>-<workload>-gpu-vs-cpu.
 
 The first H100 run (docs/acceptance-runs/h100-2026-11-26) spent ~9 s a cell outside its training.
-A question's configurations are now measured as windows inside warm processes (runner/question.py):
+A question's configurations are now measured as windows inside warm processes (runner/engine.py):
 a process pays CUDA's start, the data, the model and the warm-up once for many windows, and the
 study is a budget of wall seconds its rounds fill and never pass, so a cap here is its budget and
 a margin for the command around the rounds.

@@ -7,7 +7,7 @@ step's temporaries are reused, or returned and faulted in again page by page (ze
 kernel) by the next step, depends on where a few long-lived blocks happen to sit in the heap:
 a lottery drawn per process. lstm-era5's cells took from none to some 4,000 page faults a step
 in compute, whichever loader they ran; in one process, the same steps ran 2x slower with 6,200
-faults a step than with none (issue 18). Fixed thresholds make every step reuse what the one
+faults a step than with none. Fixed thresholds make every step reuse what the one
 before freed. Kept memory is reused, not added to, so the peak does not grow; it is only not
 handed back until the process ends.
 """

@@ -34,11 +34,13 @@ import math
 import statistics
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from ..plan.predict import Anatomy
 
 # operators that launch no kernel on a GPU: they make or describe a tensor, move no data
 NO_KERNEL = frozenset(
@@ -57,29 +59,6 @@ NO_KERNEL = frozenset(
 )
 FOREACH_TENSORS = 110  # the most tensors CUDA's multi_tensor_apply takes in one launch
 HOST_STEPS = 7  # steps timed for the host's own time (after two untimed)
-
-
-@dataclass(frozen=True)
-class Anatomy:
-    """One configuration's step, counted on the CPU (linear in the batch where it says so)."""
-
-    workload: str
-    batches: tuple[int, int]
-    launches: float  # kernels a step launches on a GPU, at least (an epoch's mean of its kinds)
-    operators: float  # the dispatcher's operators (a foreach operator once)
-    state_bytes: float  # parameters + gradients + optimizer state
-    saved_fixed: float  # activations saved for backward: fixed part, bytes
-    saved_per_sample: float  # and per sample
-    batch_fixed: float  # the batch (inputs and targets): fixed part, bytes
-    batch_per_sample: float  # and per sample
-    host_step_s: float  # a step's host time at the smaller batch, one thread
-    flops_per_sample: float | None  # the workload's own count where it has one
-
-    def saved_bytes(self, batch: int) -> float:
-        return max(self.saved_fixed + self.saved_per_sample * batch, 0.0)
-
-    def batch_bytes(self, batch: int) -> float:
-        return max(self.batch_fixed + self.batch_per_sample * batch, 0.0)
 
 
 class _Launches(TorchDispatchMode):

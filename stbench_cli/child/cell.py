@@ -117,7 +117,7 @@ def run(
     progress = progress if progress is not None else Heartbeat()
     workload = registry.get(spec.workload)
     cfg = replace(LoopConfig.from_spec(spec, workload.target_ratio), pg_timeout_s=pg_timeout_s)
-    chosen = cpu.apply(cfg.knobs)  # threads, inter-op threads, binding (issue 32)
+    chosen = cpu.apply(cfg.knobs)  # threads, inter-op threads, binding
     # before the workload allocates: the heap it builds is the one the steps reuse (allocator.py)
     kept = allocator.keep_freed_memory() if cfg.knobs.allocator == "keep" else None
     ran, why = cpu.allocator_ran(cfg.knobs.allocator, kept)

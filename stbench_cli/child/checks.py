@@ -158,7 +158,41 @@ def gpu_load(device: str, seconds: float = 6.0) -> dict:
     return {"seconds": time.perf_counter() - t0, "matmuls": n}
 
 
-CHECKS = {"phase-timing": phase_timing, "overhead": overhead, "gpu-load": gpu_load}
+def launches(device: str, ops: int = 2000) -> dict:
+    """What one operator costs when it does next to nothing (an in-place add on a 1-element
+    tensor): on the host in eager PyTorch (the dispatcher, autograd's check, the launch), and on
+    a GPU each kernel's own cost replayed in a CUDA graph: the floors a predicted step's
+    launches are counted at (plan/predict.py)."""
+    accel = Accelerator(device)
+    accel.select()
+    x = torch.zeros(1, device=accel.torch)
+
+    def work():
+        for _ in range(ops):
+            x.add_(1)
+
+    work()  # first-use paths
+    accel.synchronize()
+    t0 = time.perf_counter()
+    work()
+    issued = time.perf_counter() - t0  # the host's: a GPU runs the kernels behind it
+    accel.synchronize()
+    total = time.perf_counter() - t0
+    graph = accel.graph_replay_s(work)
+    return {
+        "ops": ops,
+        "eager_op_us": issued / ops * 1e6,
+        "op_us": total / ops * 1e6,
+        "graph_kernel_us": None if graph is None else graph / ops * 1e6,
+    }
+
+
+CHECKS = {
+    "phase-timing": phase_timing,
+    "overhead": overhead,
+    "gpu-load": gpu_load,
+    "launches": launches,
+}
 
 if __name__ == "__main__":
     print(json.dumps(CHECKS[sys.argv[1]](sys.argv[2])))

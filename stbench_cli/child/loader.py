@@ -119,7 +119,7 @@ def compile_batches(sampler, loader: DataLoader) -> list:
 
 def eval_limit(knobs: TrainerParams, batch_size: int) -> int:
     """Validation batches per evaluation (0: all): max_eval_batches, or max_eval_samples in
-    batches of this cell's size (issue 32: cells of different batch sizes then judge their
+    batches of this cell's size (cells of different batch sizes then judge their
     quality on the same samples), the smaller where both are set."""
     by_samples = -(-knobs.max_eval_samples // batch_size) if knobs.max_eval_samples else 0
     limits = [n for n in (knobs.max_eval_batches, by_samples) if n]

@@ -12,7 +12,7 @@ cell's profile folder:
                    at 60x168) while the allocator's total is flat: glibc keeps freed blocks
                    below its mmap threshold, and the profiler's records, allocated between
                    them, keep it from returning them. Unprofiled steps stay flat, and so do
-                   profiled ones with MALLOC_MMAP_THRESHOLD_=131072 (issue 18).
+                   profiled ones with MALLOC_MMAP_THRESHOLD_=131072.
 """
 
 from __future__ import annotations

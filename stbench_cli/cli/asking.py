@@ -1,4 +1,4 @@
-"""`stbench gpu-vs-cpu`: is the GPU worth it for this workload, and from what size (issue 37)."""
+"""`stbench gpu-vs-cpu`: is the GPU worth it for this workload, and from what size."""
 
 from __future__ import annotations
 
@@ -97,10 +97,10 @@ def gpu_vs_cpu(
 
     warm.start()  # the cells' server imports torch while this process plans
     from ..errors import StbenchError
+    from ..plan.gpu_vs_cpu import Question
     from ..plan.planner import plan_question, plan_resume
-    from ..plan.question import Question
     from ..runner import envinfo
-    from ..runner.question import answer
+    from ..runner.engine import answer
     from ..store import host
     from .running import exit_for, resume_line
 
@@ -172,8 +172,8 @@ def answered(folder: Path, rows: list) -> None:
 def picture(folder: Path) -> Path | None:
     """The answer's picture (advantage against size) as gpu-vs-cpu.png in the study's folder."""
     from ..report import read
+    from ..report.gpu_vs_cpu import figure
     from ..report.model import studies
-    from ..report.question import figure
 
     (study,) = studies([read.read_folder(folder, ())])
     drawn = figure(study.runs, study.workload, study.predicted)

@@ -10,6 +10,7 @@ import typer
 
 from . import render
 from .app import app
+from .options import OUT_HELP
 
 
 def paragraph(text: str) -> str:
@@ -33,6 +34,7 @@ def compare(
     paths: Annotated[
         list[Path] | None,
         typer.Argument(
+            metavar="PATHS",
             help="result folders, or folders holding them "
             "(default: the newest study in ./results/)",
             show_default=False,
@@ -44,10 +46,7 @@ def compare(
     baseline: Annotated[
         str | None, typer.Option(help="key=value of the column to compare against")
     ] = None,
-    out: Annotated[
-        Path | None,
-        typer.Option(metavar="FOLDER", help="also write compare.md and compare.csv into it"),
-    ] = None,
+    out: Annotated[Path | None, typer.Option(metavar="FOLDER", help=OUT_HELP)] = None,
     plot: Annotated[
         bool,
         typer.Option(
@@ -92,8 +91,14 @@ inconclusive, and the line names the repeats per side that could settle it; exit
 {SKIPPED_HELP.replace(", and the exit code is 4", "")}"""),
 )
 def gate(
-    baseline: Annotated[Path, typer.Argument(help="baseline result folder (or a folder of them)")],
-    new: Annotated[Path, typer.Argument(help="the new run's result folder (or a folder of them)")],
+    baseline: Annotated[
+        Path,
+        typer.Argument(metavar="BASELINE", help="baseline result folder (or a folder of them)"),
+    ],
+    new: Annotated[
+        Path,
+        typer.Argument(metavar="NEW", help="the new run's result folder (or a folder of them)"),
+    ],
     metric: Annotated[
         list[str] | None, typer.Option(help="runs.csv columns to judge (default: wall_s)")
     ] = None,

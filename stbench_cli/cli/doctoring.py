@@ -13,22 +13,17 @@ from ..device import is_cuda, parse
 from ..errors import StbenchError
 from . import render
 from .app import app
-from .options import Devices
+from .options import Devices, Out
 
 
 @app.command(short_help="Check the timing method on this machine.")
 def doctor(
     device: Devices = None,
-    out: Annotated[
-        Path | None,
-        typer.Option(
-            metavar="FOLDER", help="where doctor.json goes (default: results/<stamp>-<host>-doctor)"
-        ),
-    ] = None,
+    out: Out = Path("results"),
     quick: Annotated[
         bool,
         typer.Option(
-            help="under a minute: phase-timing, sampling and peaks only; leaves out "
+            help="under a minute: phase-timing, sampling, peaks and launches only; leaves out "
             "ddp-sync (a 2-rank torchrun world) and overhead (timed blocks)"
         ),
     ] = False,
@@ -54,9 +49,8 @@ def doctor(
         results = checks.run(
             devices, env, on_done=lambda c: (done.append(c), render.check_line(c)), names=names
         )
-    folder = (
-        out or Path("results") / f"{dt.datetime.now():%Y%m%d-%H%M%S}-{socket.gethostname()}-doctor"
-    )
+    # a result folder of its own, as every command's --out has it
+    folder = out / f"{dt.datetime.now():%Y%m%d-%H%M%S}-{socket.gethostname()}-doctor"
     path = checks.write(folder, results, env)
     render.checks_table(results, path)
     if any(c.status == "FAIL" for c in results):

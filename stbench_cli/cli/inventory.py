@@ -13,7 +13,8 @@ from .app import app
 @app.command("list", short_help="Workloads; one workload's parameters and presets.")
 def list_cmd(
     workload: Annotated[
-        str | None, typer.Argument(help="show this workload's parameters and presets")
+        str | None,
+        typer.Argument(metavar="WORKLOAD", help="show this workload's parameters and presets"),
     ] = None,
 ) -> None:
     """Workloads, one a line; with a name, its parameters, presets, strategies and data."""

@@ -13,7 +13,10 @@ from .app import app
 
 @app.command(short_help="Rewrite result folders of an older schema.")
 def migrate(
-    paths: Annotated[list[Path], typer.Argument(help="result folders, or folders holding them")],
+    paths: Annotated[
+        list[Path],
+        typer.Argument(metavar="PATHS", help="result folders, or folders holding them"),
+    ],
 ) -> None:
     """Rewrite result folders of an older schema to this stbench's (every parameter written out,
     run ids kept); a folder already current is left as it is."""

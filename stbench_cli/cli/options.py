@@ -52,10 +52,9 @@ Preset = Annotated[
 Repeats = Annotated[int, typer.Option("--repeat", metavar="N", help="rounds of every cell")]
 AllWorkloads = Annotated[bool, typer.Option("--all", help="a study of every workload")]
 Smoke = Annotated[bool, typer.Option("--smoke", help="every cell a seconds-long run")]
-Out = Annotated[
-    Path,
-    typer.Option(metavar="FOLDER", help="where the new result folder goes", show_default=True),
-]
+# --out means one thing in every command: the folder its new files go into, made if missing
+OUT_HELP = "the folder this command's new files go into (made if missing)"
+Out = Annotated[Path, typer.Option(metavar="FOLDER", help=OUT_HELP, show_default=True)]
 # The time limits, one meaning each (docs/running.md "Time limits"): --budget the wall seconds a
 # whole study may take, --timeout and --stall-limit a cell's, --window a cell's seconds of timed
 # training (the parameter time_budget).
@@ -118,7 +117,7 @@ Expect = Annotated[
 ]
 Seed = Annotated[int, typer.Option(metavar="N", help="round r trains with seed + r")]
 SameSeed = Annotated[bool, typer.Option("--same-seed", help="every round with --seed")]
-# issue 32: what a device-hour costs, for cost per million samples and cost to target
+# what a device-hour costs, for cost per million samples and cost to target
 Price = Annotated[
     list[str] | None,
     typer.Option(
@@ -133,19 +132,35 @@ Resume = Annotated[
 ]
 
 
+# Where a command takes one value of an option that is an axis elsewhere (`run --batch-size 64
+# 128` is two cells), what the one value is: several are refused in one line, never the last kept.
+ONE_VALUE = {("tune", "--batch-size"): "the reference batch (half and twice it are tried)"}
+
+
 def spread_lists(argv: list[str]) -> list[str]:
     """Let a list option take several values: `--device cpu cuda` -> `--device cpu --device cuda`.
 
     Click options take one value each; researchers type the matrix the way they think of it.
+    A command that takes one value of such an option gets one (ONE_VALUE), else one line.
     """
-    out, current = [], None
+    command = next((tok for tok in argv if not tok.startswith("-")), "")
+    out, current, given = [], None, []
     for tok in argv:
         if tok.startswith("-"):
             name = tok.split("=", 1)[0]
             current = name if name in LIST_OPTIONS and "=" not in tok else None
+            given = []
             out.append(tok)
-        elif current and out[-1] != current:
-            out.extend([current, tok])
+        elif current:
+            given.append(tok)
+            if (command, current) in ONE_VALUE and len(given) > 1:
+                from ..errors import StbenchError
+
+                raise StbenchError(
+                    f"{current} {' '.join(given)}: stbench {command} takes one value, "
+                    f"{ONE_VALUE[command, current]}"
+                )
+            out.extend([current, tok] if len(given) > 1 else [tok])
         else:
             out.append(tok)
     return out

@@ -10,6 +10,7 @@ import typer
 from . import render
 from .app import app
 from .comparing import SKIPPED_HELP, paragraph
+from .options import Out
 
 
 @app.command(
@@ -18,10 +19,11 @@ from .comparing import SKIPPED_HELP, paragraph
 per study its tables and figures. {SKIPPED_HELP}"""),
 )
 def report(
-    paths: Annotated[list[Path], typer.Argument(help="result folders, or folders holding them")],
-    out: Annotated[
-        Path, typer.Option(metavar="FOLDER", help="where report.html, report.md and PNGs go")
-    ] = Path("report"),
+    paths: Annotated[
+        list[Path],
+        typer.Argument(metavar="PATHS", help="result folders, or folders holding them"),
+    ],
+    out: Out = Path("report"),
 ) -> None:
     from ..report import html, read
     from ..store.files import find_folders

@@ -98,7 +98,7 @@ def run_with_progress(plan, env, timeout: float | None, stall: float | None = No
 
 @dataclass(frozen=True)
 class RunRequest:
-    """What `stbench run` was asked, typed (issue 38: the raw option values Click passes through
+    """What `stbench run` was asked, typed (the raw option values Click passes through
     ctx.params once broke every `stbench run` on the H100): the studies (a WORKLOAD, --all, or
     the study --resume finishes) and how their cells run."""
 

@@ -1,4 +1,4 @@
-"""`stbench tune`: the CPU at its best within a time budget (issue 32; runner/tune.py)."""
+"""`stbench tune`: the CPU at its best within a time budget (runner/tune.py)."""
 
 from __future__ import annotations
 

@@ -3,6 +3,7 @@
 Torch-free at import."""
 
 from ..device import Accelerator, Device, is_cuda
+from ..errors import require
 from .checkpoint import CHECKPOINT, run_blocks, segments
 from .memory import cublas_workspace_bytes, cuda_library_bytes
 from .params import COMMON_PARAMS, Param, TrainerParams
@@ -10,6 +11,7 @@ from .task import Data, Metric, Model, Optim, ReadCost, Supervised, Task, tensor
 from .workload import BATCH, BuildContext, SizeAxis, Workload
 
 __all__ = [
+    "require",
     "Accelerator",
     "Device",
     "is_cuda",

@@ -51,7 +51,7 @@ class Param:
 
 
 PRECISIONS = ("default", "fp32", "tf32", "bf16")  # the device layer's Accelerator.use_precision
-# issue 32: jemalloc and tcmalloc are preloaded (LD_PRELOAD) by the launcher where installed
+# jemalloc and tcmalloc are preloaded (LD_PRELOAD) by the launcher where installed
 ALLOCATORS = ("keep", "system", "jemalloc", "tcmalloc")
 
 

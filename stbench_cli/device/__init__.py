@@ -15,7 +15,7 @@ Every layer imports the device layer from here (`from ..device import parse`), n
 inside it.
 
 torch's device-generic API (`torch.accelerator`, `torch.Event`, `torch.Stream`) is used where it
-covers the call; what stays CUDA-specific, and why, is in DESIGN.md ("The device layer").
+covers the call; what stays CUDA-specific, and why, is in docs/decisions/device-layer.md.
 """
 
 from .accelerator import (

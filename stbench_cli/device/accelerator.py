@@ -96,6 +96,32 @@ class Accelerator:
         """Seconds between two recorded events (both must have completed)."""
         return start.elapsed_time(end) / 1000.0
 
+    def graph_replay_s(self, work, replays: int = 20) -> float | None:
+        """Seconds one replay of `work` takes as a CUDA graph (captured once after a warm-up on
+        a side stream, replayed `replays` times, timed by events): the device's own cost of the
+        kernels it launches, without the host's. None on a device without graphs (the CPU)."""
+        if not self.is_cuda:
+            return None
+        import torch
+
+        side = torch.cuda.Stream(self.torch)
+        side.wait_stream(torch.cuda.current_stream(self.torch))
+        with torch.cuda.stream(side):
+            work()  # the warm-up CUDA graphs require before a capture
+        torch.cuda.current_stream(self.torch).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            work()
+        graph.replay()
+        self.synchronize()
+        start, end = self.event(), self.event()
+        start.record()
+        for _ in range(replays):
+            graph.replay()
+        end.record()
+        self.synchronize()
+        return self.elapsed_s(start, end) / replays
+
     def stream(self):
         """A new side stream on this device, for copies that overlap compute; None on CPU,
         where there is no copy to overlap (the host's memory is the device's)."""

@@ -1,4 +1,4 @@
-"""How `stbench tune` judges one step (issue 32): every value tried against the step's reference
+"""How `stbench tune` judges one step: every value tried against the step's reference
 (the best so far), round by round. Repeats run as the study's outer loop, so the cells of one
 round saw the same machine: each round gives a ratio, and the 95% t-interval of their geometric
 mean (stbench.stats.paired) says whether a value is better. A value is kept only when that

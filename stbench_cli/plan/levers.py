@@ -1,4 +1,4 @@
-"""The levers `stbench tune` searches for a fair CPU baseline (issue 32), in the order it
+"""The levers `stbench tune` searches for a fair CPU baseline, in the order it
 searches them, with the values each tries on this machine. Pure: what the machine offers comes
 in as a `HostOffer` (runner.tune reads it from store.host).
 

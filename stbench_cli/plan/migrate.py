@@ -24,7 +24,7 @@ the energy methods, the load check, contention), empty: nothing was measured. `t
 means the physical cores not busy at the cell's start; a schema-2 cell ran torch's default
 (every logical CPU), which its row's `threads` column states where it was recorded.
 
-Schema 3 -> 4 (issue 38: facts as columns, not words to parse back): rows get what their
+Schema 3 -> 4 (facts as columns, not words to parse back): rows get what their
 words said as columns of their own, `threads_physical` and `threads_for_load` from
 `threads_why` ("auto: 2 physical cores less 1 busy ..."), `matmul_math` and `conv_math` from
 `precision` ("matmul fp32, cudnn tf32", "bf16 autocast", a CPU's "fp32"); a row without load

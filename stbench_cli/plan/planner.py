@@ -19,7 +19,7 @@ from ..store.files import read_runs
 from ..store.machine import EnvInfo
 from ..store.manifest import read_manifest
 from ..store.rows import RETRIED, SCHEMA, Run
-from . import pairs, question, registry
+from . import gpu_vs_cpu, pairs, registry
 from .launcher_config import Launch, make_launch
 from .skips import cell_skip
 from .spec import (
@@ -56,7 +56,7 @@ class Request:
     slurm: tuple[str, ...] = ()  # --slurm key=value
     dask: tuple[str, ...] = ()  # --dask key=value
     timeout: float | None = None  # seconds per cell (a Slurm job's time limit)
-    prices: tuple[tuple[str, float], ...] = ()  # USD per device-hour (--price; issue 32)
+    prices: tuple[tuple[str, float], ...] = ()  # USD per device-hour (--price)
 
 
 @dataclass(frozen=True)
@@ -195,13 +195,13 @@ def plan_new(req: Request, env: EnvInfo, command: tuple[str, ...] = ()) -> Plan:
 
 
 def plan_question(
-    q: question.Question,
+    q: gpu_vs_cpu.Question,
     env: EnvInfo,
     physical: int,
     command: tuple[str, ...] = (),
     bf16: bool = False,
 ) -> Plan:
-    """The study of `stbench gpu-vs-cpu` (plan/question.py): at each size, the CPU at its
+    """The study of `stbench gpu-vs-cpu` (plan/gpu_vs_cpu.py): at each size, the CPU at its
     defaults, its quick levers and the GPU's, one cell each, round 0: the configurations the
     engine's windows measure round after round (plan_rounds adds each round's cells before it
     runs). Its cells are listed, not a product of axes (a size's candidates depend on the
@@ -211,11 +211,11 @@ def plan_question(
     refused here, before anything is written."""
     w = registry.get(q.workload)
     base, _, engine = resolve_params(w, q.preset or w.default_preset, False, ())
-    sizes = question.axis_values(w, q)
+    sizes = gpu_vs_cpu.axis_values(w, q)
     # the sweep's parameters over the preset's, a smoke's over both (it shrinks what they set)
     shrink = w.presets.get("smoke", {}) if q.smoke else {}
     fixed = {
-        **question.window_sets(q, w),
+        **gpu_vs_cpu.window_sets(q, w),
         **{k: v for k, v in shrink.items() if k not in ("batch_size", "epochs")},
     }
     engine = {**engine, **{k: v for k, v in shrink.items() if k in ("batch_size", "epochs")}}
@@ -228,7 +228,7 @@ def plan_question(
             )
         fixed[key] = values[0]
     batch = int(engine.get("batch_size", 64))
-    configs = question.configs(q, {**base, **fixed}, physical, bf16)
+    configs = gpu_vs_cpu.configs(q, {**base, **fixed}, physical, bf16)
     window = q.window_s or pairs.auto_window(q.budget_s, len(sizes), len(configs))
     floor = pairs.budget_floor(len(sizes), len(configs), window)
     if q.budget_s < floor:
@@ -283,7 +283,7 @@ def plan_question(
     )
     manifest = {
         **_manifest(w, matrix, cells, env, launch, command),
-        "question": question.record(q, w, sizes, {**base, **fixed}, window),
+        "question": gpu_vs_cpu.record(q, w, sizes, {**base, **fixed}, window),
     }
     folder = new_folder(q.out, f"{w.name}-gpu-vs-cpu")
     return Plan(w, tuple(cells), folder, manifest, skips, launch=launch)

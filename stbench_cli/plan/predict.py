@@ -49,6 +49,30 @@ DEFAULT_GPUS = ("T4", "A100-80GB", "H100")  # the answer's cards where none is a
 
 
 @dataclass(frozen=True)
+class Anatomy:
+    """What one configuration's step is made of, counted on the CPU (child/anatomy.py; linear
+    in the batch where it says so): anatomy.json."""
+
+    workload: str
+    batches: tuple[int, int]
+    launches: float  # kernels a step launches on a GPU, at least (an epoch's mean of its kinds)
+    operators: float  # the dispatcher's operators (a foreach operator once)
+    state_bytes: float  # parameters + gradients + optimizer state
+    saved_fixed: float  # activations saved for backward: fixed part, bytes
+    saved_per_sample: float  # and per sample
+    batch_fixed: float  # the batch (inputs and targets): fixed part, bytes
+    batch_per_sample: float  # and per sample
+    host_step_s: float  # a step's host time at the smaller batch, one thread
+    flops_per_sample: float | None  # the workload's own count where it has one
+
+    def saved_bytes(self, batch: int) -> float:
+        return max(self.saved_fixed + self.saved_per_sample * batch, 0.0)
+
+    def batch_bytes(self, batch: int) -> float:
+        return max(self.batch_fixed + self.batch_per_sample * batch, 0.0)
+
+
+@dataclass(frozen=True)
 class Gpu:
     """One GPU model's vendor peaks (dense), as gpus.toml holds them."""
 

@@ -1,4 +1,4 @@
-"""How many intra-op threads a cell's process runs (the `threads` knob; issue 32). Pure.
+"""How many intra-op threads a cell's process runs (the `threads` knob). Pure.
 
 N > 0 is exactly N. 0 (auto, the default) is the physical cores not busy with other processes
 when the cell starts, shared by the cell's ranks on this machine, at least one each:

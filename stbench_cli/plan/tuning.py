@@ -1,4 +1,4 @@
-"""`stbench tune`'s plan (issue 32): what a tune asked for, and each step as a normal study.
+"""`stbench tune`'s plan: what a tune asked for, and each step as a normal study.
 
 A step tries one lever's values with every other lever at its best so far: one `--set` axis (or
 the batch sizes), the reference value first, `repeats` rounds. Every cell trains for `cell_s`
@@ -18,10 +18,10 @@ from pathlib import Path
 from ..comparison import MARGIN
 from ..errors import StbenchError
 from ..store.files import TUNE_FILE  # noqa: F401  (the tune's folder: runner.tune, cli.tuning)
+from .gpu_vs_cpu import LEVER_KIND
 from .levers import BATCH, NAMES
 from .pairs import FIRST_ROUNDS, auto_window
 from .planner import Plan, Request, plan_new
-from .question import LEVER_KIND
 from .spec import LIVE_LEVERS, parse_set
 
 CONFIRM = "confirm"

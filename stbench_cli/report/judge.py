@@ -175,7 +175,7 @@ def study_flags(s: pd.DataFrame) -> list[str]:
 
 
 def device_flags(s: pd.DataFrame) -> list[str]:
-    """A device study's flags where its comparison may flatter the GPU (issue 32): a CPU cell
+    """A device study's flags where its comparison may flatter the GPU: a CPU cell
     held against a GPU that ran fewer threads than the machine's cores without choosing so for
     the load, or a batch size other than the GPU cell's; runs too short for the energy meters."""
     out = []

@@ -127,7 +127,7 @@ def predictions(path: Path) -> tuple[dict, ...]:
 
 
 def asked(run: Run, question: Mapping) -> Run:
-    """The run with what `stbench gpu-vs-cpu` asked of it (report/question.py): its size, the
+    """The run with what `stbench gpu-vs-cpu` asked of it (report/gpu_vs_cpu.py): its size, the
     size's count of the axis' unit, and whether its CPU levers are the workload's defaults."""
     size = question["size"]
     value = run["batch_size"] if size["param"] == "batch_size" else None

@@ -2,7 +2,7 @@
 precision and compilation (pure: a study's rows in, one or two sentences and the table behind
 them out; data-parallel scaling is scaling.py's, the batch size cost.py's).
 
-A device study answers with two ratios (issue 32): each GPU's fastest cell against the CPU's
+A device study answers with two ratios: each GPU's fastest cell against the CPU's
 fastest configuration (the tuned CPU) and against the CPU at its defaults. A GPU held against
 whatever CPU happened to run looks better than it is: "Debunking the 100X GPU vs. CPU myth"
 (ISCA 2010) found 2.5x where 10-1000x had been reported, once both sides were tuned. A

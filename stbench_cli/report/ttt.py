@@ -10,7 +10,7 @@ unscored. stbench applies the same rule to a cell's repeats, and prints beside i
 rule is a convention, not a statistic. A run that ended in any status but ok (diverged,
 oom, failed, timeout) did not reach its target; a skipped cell never ran and is not a run.
 
-What a run costs on the way (`costs`, issue 32): its joules (NVML's counter for the GPUs, RAPL
+What a run costs on the way (`costs`): its joules (NVML's counter for the GPUs, RAPL
 for the CPU packages, each with its method named in the row) and, at the prices a study was
 given, its money to the target (else per million samples), one device's cells against
 another's as ratios of their medians.

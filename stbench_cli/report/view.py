@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from ..stats import repeats_for_width
-from . import cost, question, scaling, speed, tables, ttt
+from . import cost, gpu_vs_cpu, scaling, speed, tables, ttt
 from .cells import cells, interval
 from .cost import epoch_fits
 from .judge import device_flags, study_flags
@@ -57,7 +57,7 @@ class Kind:
 
 
 KINDS = (
-    Kind("gpu-vs-cpu", lambda s, v: question.asked(s), question.words, question.view),
+    Kind("gpu-vs-cpu", lambda s, v: gpu_vs_cpu.asked(s), gpu_vs_cpu.words, gpu_vs_cpu.view),
     Kind("device", lambda s, v: "device" in v, speed.device, speed.device_view, device_flags),
     Kind("target", lambda s, v: ttt.asked(s), ttt.finding, ttt.view),
     Kind(
@@ -108,7 +108,7 @@ def finding_of(s: pd.DataFrame, flags: bool = True) -> Finding:
 
 
 def declined(s: pd.DataFrame, kind: str = "") -> str | None:
-    """Why a study cannot conclude and what to do, or None (issue 32): runs that ran contended;
+    """Why a study cannot conclude and what to do, or None: runs that ran contended;
     a per-epoch cost fitted negative or with an interval spanning zero; a cell of two repeats
     whose 95% interval is wider than its mean."""
     ok, keys, why, todo = s[s["status"] == "ok"], axes(s), [], []
@@ -227,9 +227,9 @@ def view(study: Study, options: Options = Options(), number: int = 1) -> View:
         if o.asked or finding.table is None
         else [Block(finding.title, finding.table, lead=True, kind="finding")]
     )
-    guessed = question.predicted_table(study.predicted, s) if question.asked(s) else None
+    guessed = gpu_vs_cpu.predicted_table(study.predicted, s) if gpu_vs_cpu.asked(s) else None
     if guessed is not None:  # never pooled with the rows: a block and a file of its own
-        title = f"{question.PREDICTED_TITLE}; {question.predicted_levers(study.predicted)}"
+        title = f"{gpu_vs_cpu.PREDICTED_TITLE}; {gpu_vs_cpu.predicted_levers(study.predicted)}"
         blocks.append(Block(title, guessed, lead=True, kind="predicted"))
     if o.every or o.asked:
         blocks += _tables(s, o)
@@ -272,7 +272,7 @@ def _with_figures(
     s, name = study.runs, study.workload
     drawn = {
         "finding": lambda s, name: (
-            question.figure(s, name, study.predicted) if question.asked(s) else None
+            gpu_vs_cpu.figure(s, name, study.predicted) if gpu_vs_cpu.asked(s) else None
         ),
         "metric": figures.time_vs_epochs,
         "phases": figures.phase_bars,

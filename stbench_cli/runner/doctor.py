@@ -158,6 +158,20 @@ def judge_peaks(device: str, peak: dict | None) -> Check:
     return Check("peaks", device, "PASS", detail, peak)
 
 
+def judge_launches(device: str, f: dict) -> Check:
+    """The floors of a launch, measured: eager PyTorch's host cost of an operator, and on a GPU a
+    kernel's own cost replayed in a CUDA graph (gpus.toml's launch_floor_us until measured)."""
+    if not f.get("eager_op_us"):
+        return Check("launches", device, "FAIL", "no operator could be timed", f)
+    detail = (
+        f"eager PyTorch {f['eager_op_us']:.1f} us an operator on the host, "
+        f"{f['op_us']:.1f} us with its kernel ({f['ops']:,} in-place adds on 1 element)"
+    )
+    if f.get("graph_kernel_us") is not None:
+        detail += f"; a kernel replayed in a CUDA graph {f['graph_kernel_us']:.2f} us"
+    return Check("launches", device, "PASS", detail, f)
+
+
 def child_check(name: str, device: str) -> dict:
     proc = warm.run_module([sys.executable, "-m", "stbench.child.checks", name, device])
     if proc.returncode != 0:
@@ -218,13 +232,20 @@ def run_check(name: str, device: str, env: EnvInfo) -> Check:
             )
         if name == "sampling":
             return sampling_check(device, env)
+        if name == "launches":
+            return judge_launches(device, child_check(name, device))
         return judge_peaks(device, envinfo.peaks(env, [device]).get(device))
     except Exception as exc:  # a check that cannot even measure has failed
         return Check(name, device, "FAIL", f"could not measure: {type(exc).__name__}: {exc}")
 
 
-CHECKS = ("phase-timing", "overhead", "ddp-sync", "sampling", "peaks")
-QUICK = ("phase-timing", "sampling", "peaks")  # under a minute: see the module's docstring
+CHECKS = ("phase-timing", "overhead", "ddp-sync", "sampling", "peaks", "launches")
+QUICK = (
+    "phase-timing",
+    "sampling",
+    "peaks",
+    "launches",
+)  # under a minute: see the module's docstring
 
 
 def run(

@@ -1,4 +1,4 @@
-"""What the parent prepares on this machine before a cell's processes start (issue 32): the
+"""What the parent prepares on this machine before a cell's processes start: the
 machine's load over a short window, the thread count that follows from it (plan/threads.py),
 the allocator library to preload and the numactl prefix of `bind=numa`. The child reads its
 thread count and the reason from the environment (`THREADS_ENV`), so the row says both.

@@ -15,10 +15,9 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..child.anatomy import Anatomy
 from ..contract import BATCH
 from ..plan import registry
-from ..plan.predict import Gpu, Step, predict
+from ..plan.predict import Anatomy, Gpu, Step, predict
 from ..store.files import ANATOMY, PREDICTED, atomic_write, read_runs
 from ..store.manifest import read_manifest
 

@@ -37,7 +37,7 @@ class Outcome:
     unavailable: frozenset = frozenset()  # sampled fields that could not be read
     cell_s: float = 0.0  # process start to exit, as the parent (or Slurm's accounting) saw it
     job_id: str | None = None  # the Slurm job (or job.step) that ran it
-    others_before: float | None = None  # other processes' CPU use (cores) before it (issue 32)
+    others_before: float | None = None  # other processes' CPU use (cores) before it
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Rounds added to a study while its comparisons cannot conclude: `stbench run --budget SECONDS`
-(every cell again, issue 32: a noisy machine needs more rounds, and nobody knows how many
-beforehand) and `stbench gpu-vs-cpu` (the cells of the sizes still open, issue 37). What to add is
-the planner's decision (plan.rounds.decide, plan.question.decide); this module runs the rounds
+(every cell again: a noisy machine needs more rounds, and nobody knows how many
+beforehand) and `stbench gpu-vs-cpu` (the cells of the sizes still open). What to add is
+the planner's decision (plan.rounds.decide, plan.gpu_vs_cpu.decide); this module runs the rounds
 and times them, within the budget: wall seconds of the whole study, its planned rounds included.
 
 A round is every cell once (repeats are the study's outer loop, so a round's cells saw the same

@@ -109,7 +109,7 @@ def derived(spec: RunSpec, outcome: Outcome, peaks: dict[str, dict], gpu_count: 
     )
 
 
-# a launcher whose parent does not sample the cell's node (Slurm) measures no energy (issue 32)
+# a launcher whose parent does not sample the cell's node (Slurm) measures no energy
 UNMEASURED = {
     f"{d}_energy_method": "none: not sampled (the launcher's parent is not on the cell's node)"
     for d in ("gpu", "cpu")

@@ -38,7 +38,7 @@ class SystemSampler:
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._t0 = time.monotonic()
         self._procs: dict[int, psutil.Process] = {}
-        # issue 32: each device's energy with its method; gpu_cell: the cell meant to use GPUs
+        # each device's energy with its method; gpu_cell: the cell meant to use GPUs
         self.gpu_cell, self.rapl_root = gpu_cell or bool(self.gpus), rapl_root
         self._gpu_e0 = self.gpus.energy_mj() if self.gpus else None
         self._cpu_e0 = energy.read_rapl(rapl_root)

@@ -1,4 +1,4 @@
-"""`stbench tune`: the CPU at its best (issue 32). Coordinate descent over the levers
+"""`stbench tune`: the CPU at its best. Coordinate descent over the levers
 (plan/levers.py), one normal study per step in one folder, each judged round by round
 (plan/judge.py); then torch's defaults against the best configuration, side by side.
 
@@ -45,8 +45,8 @@ from ..store.files import atomic_write, read_runs
 from ..store.machine import EnvInfo
 from ..store.manifest import write_manifest
 from ..store.rows import Run
+from .engine import answer
 from .lock import FolderLock
-from .question import answer
 from .tune_files import result_csv, step_record
 
 CELL_OVERHEAD_S = 1.5  # a cell's cost beyond its rows' wall and set-up: load check, writes

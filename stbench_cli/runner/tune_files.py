@@ -1,4 +1,4 @@
-"""What a tune writes beside its step folders (issue 32): each step as a record in tune.json,
+"""What a tune writes beside its step folders: each step as a record in tune.json,
 and tune.csv, one line per value tried. Pure: records in, records and text out."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Warm cells (issue 37): a cell's process forked from a server that has already imported
+"""Warm cells: a cell's process forked from a server that has already imported
 torch, the cell's modules and every workload, so that a cell costs its training and little else.
 
 A cell's process used to start cold: a Python, torch (2.3 s on the 2-core VM), torch._dynamo

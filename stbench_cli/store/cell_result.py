@@ -78,7 +78,7 @@ class Figures:
     read_requests: int | None = None  # object reads (one request each)
     read_mb_per_s: float | None = None  # bytes_read over the seconds spent reading
     first_batch_s: float | None = None  # opening the source to the first training batch's values
-    # the CPU levers the process ran with (issue 32; child/cpu.py)
+    # the CPU levers the process ran with (child/cpu.py)
     threads_why: str | None = None  # why `threads`: given, or auto and what the load check saw
     threads_physical: int | None = None  # auto: the physical cores counted (None: given)
     threads_for_load: bool | None = None  # auto left out cores other processes kept busy

@@ -83,7 +83,7 @@ def contention(
     gpu: bool = False,
 ) -> tuple[bool | None, str | None]:
     """(contended, why): other processes used more of the machine than the cell's threads left
-    free, by more than CONTENTION_SLACK of a core (issue 32: with one core busy beside it, a
+    free, by more than CONTENTION_SLACK of a core (with one core busy beside it, a
     2-thread cell on 2 cores ran 25x slower). `sampled`: the share was sampled while the cell
     ran (else it is the check before it). None where a figure is missing."""
     if others_pct is None or not cores or not threads:

@@ -1,4 +1,4 @@
-"""What this host offers a CPU cell (issue 32): its physical cores within the process's CPU
+"""What this host offers a CPU cell: its physical cores within the process's CPU
 affinity, the allocator libraries that can be preloaded, and the tool that binds to a NUMA node.
 Read from sysfs and the library folders; torch-free. The parent uses them to prepare a cell,
 the child to choose its threads where no parent checked (a Slurm node), `tune` to pick levers.

@@ -1,4 +1,4 @@
-"""Prices per device-hour that the user gives (issue 32), and what a row's figures cost at them.
+"""Prices per device-hour that the user gives, and what a row's figures cost at them.
 Pure, torch-free: `--price cpu=0.68 --price cuda=2.99` or `--price FILE` become a study's
 `prices` in its manifest; a report turns a row and those prices into money.
 

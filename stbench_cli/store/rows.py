@@ -78,7 +78,7 @@ class Derived:
     job_id: str | None = None  # the Slurm job (or job.step) that ran the cell
     # the math peak_gflops was measured at: fp32, tf32 or bf16 (runner/peak_math.py)
     peak_math: str | None = None
-    # issue 32: how each device's joules were measured, or "none: <why>" (runner/energy.py)
+    # how each device's joules were measured, or "none: <why>" (runner/energy.py)
     gpu_energy_method: str | None = None  # "nvml counter" | "none: ..."
     cpu_energy_method: str | None = None  # "rapl (N packages)" | "none: ..."
     energy_window_s: float | None = None  # the seconds between the counters' two reads
@@ -112,7 +112,7 @@ class Conditions:
     cpu_steal_pct: float | None = None  # mean steal, % of all cores
     gpu_throttle: str | None = None  # clock slowdown reasons NVML named ("" where none)
     gpu_throttle_share: float | None = None  # share of the samples with a slowdown
-    # issue 32: the load check before the cell, and whether others competed for its cores
+    # the load check before the cell, and whether others competed for its cores
     others_cpu_before_pct: float | None = None  # other processes' CPU use, % of all cores
     contended: bool | None = None  # others used more cores than the cell's threads left free
     contention: str | None = None  # why it is contended: what was seen against what was free

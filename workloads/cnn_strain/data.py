@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
+from stbench.contract import require
+
 POINTS = 201
 G0_RANGE = (10.0, 100.0)  # small-strain shear modulus, MPa
 A_RANGE = (0.5, 1.5)  # curvature exponent of the hardening law
@@ -61,8 +63,7 @@ def load(path: str) -> tuple[np.ndarray, np.ndarray]:
     if Path(path).suffix == ".npz":
         with np.load(path, allow_pickle=False) as f:
             return f["X"].astype(np.float32), f["Y"].astype(np.float32)
-    import h5py
-
+    h5py = require("h5py", f"data={path} (HDF5)", ValueError)
     with h5py.File(path, "r") as f:
         return f["X"][...].astype(np.float32), f["Y"][...].astype(np.float32)
 
@@ -102,6 +103,8 @@ def check(params: dict) -> None:
         )
     if p.suffix not in (".npz", ".h5", ".hdf5"):
         raise ValueError(f"data file {p}: unknown format {p.suffix!r}; valid: .npz, .h5, .hdf5")
+    if p.suffix != ".npz":
+        require("h5py", f"data={p} (HDF5)", ValueError)
     try:
         shapes = _shapes(p)
     except Exception as exc:  # zip, npy-header and HDF5 errors come in many types

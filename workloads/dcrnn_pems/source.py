@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
+from stbench.contract import require
+
 from . import graph
 
 STEP_MINUTES = 5
@@ -29,6 +31,7 @@ def read_speed_h5(
             f"speed file {p} does not exist; give a pandas HDF5 file with key 'speed' "
             "(e.g. pems-bay.h5)"
         )
+    require("tables", f"speed file {p} (pandas HDF5)", ValueError)
     try:
         df = pd.read_hdf(p, key="speed", stop=stop)
     except (KeyError, ValueError, OSError, TypeError) as exc:

@@ -15,6 +15,8 @@ import os
 import threading
 import time
 
+from stbench.contract import require
+
 GS = ("gs://", "gcs://")
 
 
@@ -61,6 +63,7 @@ def filesystem(url: str, meter: Meter, asynchronous: bool = True):
     import fsspec
 
     if url.startswith(GS):
+        require("gcsfs", f"reading {url}", ValueError)
         from gcsfs.core import GCSFileSystem as cls  # the HTTP JSON API (see the module's note)
 
         options = {

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+from stbench.contract import require
+
 from .noise import RedNoise, ar2_std, smoothings
 
 _GRID_RE = re.compile(r"^(\d+)x(\d+)$")
@@ -200,6 +202,7 @@ def _open(path: str):
 
     if not Path(path).exists():
         raise ValueError(f"data file {path} does not exist")
+    require("netCDF4", f"data file {path} (netCDF)", ValueError)
     try:
         ds = xr.open_dataset(Path(path))
     except Exception as exc:  # netCDF4/h5netcdf raise many types for a corrupt file

@@ -26,7 +26,7 @@ import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
-from ...errors import StbenchError
+from ...errors import StbenchError, require
 from ...plan.planner import Plan
 from ...plan.spec import RunSpec
 from ...store.cell_result import CellResult
@@ -79,18 +79,10 @@ def largest_world(plan: Plan) -> int:
 def check(plan: Plan) -> None:
     """One line for what cannot work before anything is written: no distributed, no cluster
     named anywhere, a cluster class whose package is missing."""
-    try:
-        import distributed  # noqa: F401
-    except ImportError:
-        raise StbenchError("--launcher dask needs distributed (pip install distributed)") from None
+    require("distributed", "--launcher dask")
     dask_cluster.where(plan.launch)
     if plan.launch.dask_options.get("cluster", "local") != "local":
-        try:
-            import dask_jobqueue  # noqa: F401
-        except ImportError:
-            raise StbenchError(
-                "--dask cluster=... needs dask-jobqueue (pip install dask-jobqueue)"
-            ) from None
+        require("dask_jobqueue", "--dask cluster=...")
 
 
 @contextmanager

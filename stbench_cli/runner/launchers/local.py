@@ -74,7 +74,7 @@ def run_cell(cell: CellJob) -> Outcome:
     args = torchrun.cell_args(cell.spec_path, cell.result_path, cell.child_args)
     started = commands(cell.spec, args, port=free_port())
     role = "agent" if cell.spec.distributed else "cell"  # process i: node i's torchrun agent
-    # the load check, threads, preloaded allocator and numactl (issue 32)
+    # the load check, threads, preloaded allocator and numactl
     prep = hostprep.prepare(cell.spec)
     if prep.failure:
         return Outcome(CellResult("skipped", prep.failure), others_before=prep.others_cores)

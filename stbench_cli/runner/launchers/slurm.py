@@ -25,7 +25,7 @@ import time
 from dataclasses import replace
 
 from ...device import is_cuda
-from ...errors import StbenchError
+from ...errors import StbenchError, require
 from ...plan.launcher_config import Launch
 from ...plan.planner import Plan
 from ...plan.spec import RunSpec
@@ -122,6 +122,7 @@ def run_node(script: str) -> int:
 
 
 def check(plan: Plan) -> None:
+    require("submitit", "--launcher slurm")
     if shutil.which("sbatch") is None or shutil.which("sacct") is None:
         raise StbenchError(
             "--launcher slurm needs Slurm's sbatch and sacct on the PATH; none found "

@@ -1,0 +1,570 @@
+"""The answer to `stbench gpu-vs-cpu`: at each size, the GPU's fastest configuration
+against the CPU's fastest (the tuned CPU) and the CPU at its defaults, paired round by round;
+the size from which the GPU pays; energy per million samples on both; and its picture. Pure: a
+study's frame in, sentences, a table and a PNG out.
+
+A question study's rows carry the question (report/read.py, from its manifest): `q_size` (the
+size axis' value), `q_count` (how many of `q_unit` that is), `q_default` (1 where the row's CPU
+levers are the workload's defaults). Without a GPU (a CPU-only machine, or every GPU cell
+skipped), the CPU's best configuration besides its defaults is held against them in the GPU's
+place:
+the same sentences, said of two CPU configurations.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ..comparison import MARGIN, looks_equal, wins_from
+from .cells import Cell, cells, paired_rounds, ratio, rows_of
+from .labels import format_number, short_gpu
+from .model import HARDWARE, Key, axes
+
+SPS = "samples_per_s"
+QUESTION = ("q_size", "q_count", "q_unit", "q_default", "q_note")
+
+
+def asked(s: pd.DataFrame) -> bool:
+    """Whether a study is the answer to a gpu-vs-cpu question."""
+    return "q_count" in s.columns and bool(s["q_count"].notna().any())
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """How many times `other` is `base` in samples/s, with its 95% interval where paired."""
+
+    value: float
+    low: float | None = None
+    high: float | None = None
+    rounds: int = 0
+
+    @property
+    def pays(self) -> bool:
+        """Significantly faster: the interval lies above 1."""
+        return self.low is not None and self.low > 1
+
+    @property
+    def loses(self) -> bool:
+        return self.high is not None and self.high < 1
+
+    @property
+    def equal(self) -> bool:
+        """The two look equal: two rounds or more, the interval within the margin."""
+        return self.rounds >= 2 and looks_equal(self.low, self.high)
+
+    def text(self) -> str:
+        if not math.isfinite(self.value):
+            return "-"
+        shown = f"{self.value:.2f}x"
+        if self.low is None:
+            return f"{shown} (one round: no interval)"
+        return f"{shown} ({self.low:.2f}-{self.high:.2f}x)"
+
+
+@dataclass(frozen=True)
+class Point:
+    """One size of the answer."""
+
+    size: str  # the size axis' value, as the study names it
+    count: float  # how many units it is
+    other: Cell  # the GPU's fastest cell (without a GPU: the CPU's fastest)
+    tuned: Cell  # the CPU's fastest cell
+    default: Cell | None  # the CPU at its defaults
+    vs_tuned: Ratio
+    vs_default: Ratio | None
+    energy: tuple[float, float]  # J per million samples: `other`'s, the tuned CPU's (NaN: none)
+
+
+def _config_keys(s: pd.DataFrame) -> list[Key]:
+    """The keys that set a configuration apart: what varies, less the hardware and the size."""
+    sizes = {"q_size", *QUESTION}
+    size_param = s["q_size"].dropna()
+    out = []
+    for k in axes(s):
+        if k.column in sizes or k == HARDWARE:
+            continue
+        if k.column.startswith("p.") and s[k.column].astype(str).equals(s["q_size"].astype(str)):
+            continue  # the size axis' own parameter
+        if (
+            k.name == "batch_size"
+            and len(size_param)
+            and s["batch_size"].astype(str).equals(s["q_size"].astype(str))
+        ):
+            continue
+        out.append(k)
+    return out
+
+
+def _ratio(base: Cell, other: Cell) -> Ratio:
+    found = paired_rounds(base, other)
+    if found is not None:
+        r, lo, hi, n = found
+        return Ratio(r, lo, hi, n)
+    return Ratio(ratio(base, other))
+
+
+def _per_million(rows: pd.DataFrame) -> float:
+    """Median joules per million samples trained (the cell's whole process: set-up included)."""
+    if rows.empty or "steps_done" not in rows:
+        return math.nan
+    joules = rows[["gpu_energy_j", "cpu_energy_j"]].sum(axis=1, min_count=1)
+    samples = rows["steps_done"].astype(float) * rows["global_batch_size"].astype(float)
+    per = (joules / samples * 1e6).dropna()
+    return float(per.median()) if len(per) else math.nan
+
+
+def has_gpu(s: pd.DataFrame) -> bool:
+    ok = s[s["status"] == "ok"]
+    return bool((~ok["device"].astype(str).str.startswith("cpu")).any())
+
+
+def points(s: pd.DataFrame) -> list[Point]:
+    """The answer at each size that has an ok CPU cell, in the order of the sizes."""
+    keys = [HARDWARE, *_config_keys(s)]
+    gpu = has_gpu(s)
+    out = []
+    sizes = sorted(dict.fromkeys(s["q_size"].dropna()), key=lambda v: _count(s, v))
+    for size in sizes:
+        here = s[(s["q_size"] == size) & (s["status"] == "ok")]
+        is_cpu = here["device"].astype(str).str.startswith("cpu")
+        cpu = cells(here[is_cpu], SPS, keys)
+        if not cpu:
+            continue
+        tuned = max(cpu, key=lambda c: c.median)
+        plain_rows = here[is_cpu & (here["q_default"] == 1)]
+        plain = cells(plain_rows, SPS, keys)
+        default = plain[0] if plain else None
+        if gpu:
+            theirs = cells(here[~is_cpu], SPS, keys)
+        else:  # the CPU's fastest configuration other than its defaults, in the GPU's place
+            theirs = [c for c in cpu if default is None or c.key != default.key]
+        if not theirs or (not gpu and default is None):
+            continue
+        other = max(theirs, key=lambda c: c.median)
+        base = tuned if gpu else default
+        base_ratio = _ratio(base, other)
+        vs_default = _ratio(default, other) if (gpu and default is not None) else None
+        energy = (
+            _per_million(rows_of(here, keys, other)),
+            _per_million(rows_of(here, keys, tuned)),
+        )
+        out.append(
+            Point(
+                str(size),
+                _count(s, size),
+                other,
+                tuned if gpu else default,
+                default,
+                base_ratio,
+                vs_default,
+                energy,
+            )
+        )
+    return out
+
+
+def _count(s: pd.DataFrame, size) -> float:
+    found = s.loc[s["q_size"] == size, "q_count"].dropna()
+    return float(found.iloc[0]) if len(found) else math.nan
+
+
+def crossover(found: list[Point]) -> Point | None:
+    """The smallest size from which the GPU is significantly faster than the tuned CPU at it and
+    every larger size; None where it is not at the largest."""
+    start = wins_from([p.vs_tuned.pays for p in found])
+    return None if start is None else found[start]
+
+
+def _unit(s: pd.DataFrame) -> str:
+    found = s["q_unit"].dropna()
+    return str(found.iloc[0]) if len(found) else ""
+
+
+def _at(p: Point, unit: str) -> str:
+    return f"{_whole(p.count)} {unit}".strip()
+
+
+def words(s: pd.DataFrame) -> str:
+    """'The H100 is 1.10x (0.90-1.30x) the tuned 2-core CPU at 2 series and 38.00x (35-41x) at
+    1,089; it starts to pay at 121 series. Against the CPU at its defaults: ...; energy per
+    million samples: ...'."""
+    found, unit = points(s), _unit(s)
+    if not found:
+        return "No size has an ok CPU cell to hold anything against: nothing to answer."
+    gpu = has_gpu(s)
+    cpu = _cpu_name(s)
+    who = _gpu_name(s) if gpu else f"The {cpu}'s best configuration besides its defaults"
+    against = f"the tuned {cpu}" if gpu else f"the {cpu} at its defaults"
+    first, *rest = found
+    each = [f"{first.vs_tuned.text()} the samples/s of {against} at {_at(first, unit)}"]
+    each += [f"{p.vs_tuned.text()} at {_at(p, unit)}" for p in rest]
+    head = f"{who} trains {_list(each)}"
+    start = crossover(found)
+    wins = [p for p in found if p.vs_tuned.pays]
+    if start is None and wins:
+        at = f"{_list([_at(p, unit) for p in wins])} but not at {_at(found[-1], unit)}"
+        said = (
+            f"it {'pays' if gpu else 'is faster'} significantly at {at}"
+            if gpu
+            else (f"it is significantly faster at {at}")
+        )
+    elif start is None and not gpu and all(p.vs_tuned.loses for p in found):
+        said = (
+            f"it is significantly slower at every size up to {_at(found[-1], unit)}: the "
+            "defaults are the CPU's best configuration here"
+        )
+    elif start is None:
+        said = (
+            f"it does not pay significantly at any size up to {_at(found[-1], unit)}"
+            if gpu
+            else f"it is not significantly faster at any size up to {_at(found[-1], unit)}"
+        )
+    elif start is found[0]:
+        said = f"it {'pays' if gpu else 'is faster'} at every size, from {_at(start, unit)}"
+    elif gpu:
+        said = f"it starts to pay at {_at(start, unit)}"
+    else:
+        said = f"it is faster from {_at(start, unit)}"
+    text = f"{head}; {said}."
+    if gpu and any(p.vs_default is not None for p in found):
+        plain = [
+            f"{p.vs_default.text()} at {_at(p, unit)}" for p in found if p.vs_default is not None
+        ]
+        text += f" Against the {cpu} at its defaults: {_list(plain)}."
+    if not gpu:
+        text += " No GPU ran: on a GPU machine the same command holds the GPU against both."
+    energy = [
+        f"{format_number(p.energy[0])} vs {format_number(p.energy[1])} J at {_at(p, unit)}"
+        for p in found
+        if all(math.isfinite(e) for e in p.energy)
+    ]
+    if energy and gpu:
+        text += f" Energy per million samples, GPU vs tuned {cpu}: {_list(energy)}."
+    elif gpu:
+        text += f" Energy per million samples: not measured on both ({_energy_why(s)})."
+    for size, why in _unanswered(s, found):
+        text += f" No answer at {size}: {why}."
+    equal = [_at(p, unit) for p in found if p.vs_tuned.equal]
+    if equal:
+        text += (
+            f" At {_list(equal)} the two look equal: the interval lies within "
+            f"{1 - MARGIN:.2f}-{1 + MARGIN:.2f}x."
+        )
+    note = s["q_note"].dropna() if "q_note" in s else ()
+    if len(note):
+        text += f" {note.iloc[0]}"
+    return text
+
+
+def _unanswered(s: pd.DataFrame, found: list[Point]) -> list[tuple[str, str]]:
+    """The sizes measured that have no answer, each with why: the device whose configurations
+    all ended otherwise than ok (out of memory, failed, skipped: its rows' first reason), else a
+    side with no steady step in its window."""
+    said, unit = {p.size for p in found}, _unit(s)
+    sizes = sorted(dict.fromkeys(s["q_size"].dropna()), key=lambda v: _count(s, v))
+    out = []
+    for v in sizes:
+        if v in said:
+            continue
+        here = s[s["q_size"] == v]
+        why = "a side had no steady step in its window (--window)"
+        for device, rows in here.groupby(here["device"].astype(str)):
+            if not (rows["status"] == "ok").any():
+                first = rows.iloc[0]
+                why = f"{device} ended {first['status']} ({first['reason']})"
+                break
+        out.append((f"{_whole(_count(s, v))} {unit}".strip(), why))
+    return out
+
+
+def _list(parts: list[str]) -> str:
+    return parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
+
+
+def _energy_why(s: pd.DataFrame) -> str:
+    methods = [str(m) for m in s.get("cpu_energy_method", pd.Series(dtype=object)).dropna()]
+    none = [m for m in methods if m.startswith("none")]
+    return none[0] if none else "no energy figure in the rows"
+
+
+def _gpu_name(s: pd.DataFrame) -> str:
+    gpu = s[~s["device"].astype(str).str.startswith("cpu")]
+    names = gpu["device_name"].dropna().astype(str) if "device_name" in gpu else pd.Series()
+    return f"The {short_gpu(names.iloc[0])}" if len(names) else "The GPU"  # as every label
+
+
+def _cpu_name(s: pd.DataFrame) -> str:
+    cpu = s[s["device"].astype(str).str.startswith("cpu")]
+    cores = cpu["cores"].dropna() if "cores" in cpu else pd.Series(dtype=float)
+    return f"{int(cores.iloc[0])}-core CPU" if len(cores) else "CPU"
+
+
+def view(s: pd.DataFrame) -> tuple[str, pd.DataFrame]:
+    """One line per size: each side's samples/s, the ratios, what the fastest cells ran with and
+    (with a GPU) the energy per million samples."""
+    found, unit = points(s), _unit(s)
+    gpu, keys = has_gpu(s), _config_keys(s)
+    rows = []
+    for p in found:
+        row = {unit or "size": _whole(p.count), "GFLOP a step": _gflop(s, p.size)}
+        if gpu:
+            row |= {  # the ratios first: a table split to fit a screen keeps them in its first
+                "x tuned": p.vs_tuned.text(),
+                "x defaults": p.vs_default.text() if p.vs_default else "-",
+                "GPU": p.other.amount(),
+                "tuned CPU": p.tuned.amount(),
+                "CPU defaults": p.default.amount() if p.default else "-",
+                "GPU ran": _settings(keys, p.other, p.default),
+                "CPU tuned": _settings(keys, p.tuned, p.default),
+                "J per M samples": f"{format_number(p.energy[0])} vs {format_number(p.energy[1])}",
+            }
+        else:
+            row |= {
+                "x defaults": p.vs_tuned.text(),
+                "fastest CPU": p.other.amount(),
+                "CPU defaults": p.tuned.amount(),
+                "fastest ran": _settings(keys, p.other, p.default),
+            }
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    table.attrs["keys"] = [unit or "size"]
+    return "samples/s at each size (median ± 95% CI; ratios paired by round, 95% CI)", table
+
+
+def _gflop(s: pd.DataFrame, size: str) -> str:
+    """A training step's GFLOP at a size (the counted FLOPs a sample times the batch)."""
+    here = s[(s["q_size"] == size) & (s["status"] == "ok")]
+    if "flops_per_sample" not in here:
+        return "-"
+    per = (
+        here["flops_per_sample"].astype(float) * here["global_batch_size"].astype(float)
+    ).dropna()
+    return f"{per.median() / 1e9:.3g}" if len(per) else "-"
+
+
+def _settings(keys: list[Key], cell: Cell, default: Cell | None) -> str:
+    """What a cell ran with that the CPU at its defaults did not: 'precision=bf16'."""
+    if default is None:
+        return cell.name
+    mine = dict(zip((k.name for k in keys), cell.key[1:]))
+    theirs = dict(zip((k.name for k in keys), default.key[1:]))
+    changed = [
+        "threads=auto" if k == "threads" and str(v) == "0" else f"{k}={v}"
+        for k, v in mine.items()
+        if str(v) != str(theirs.get(k))
+    ]
+    return ", ".join(changed) or "its defaults"
+
+
+def _ticks(low: float, high: float) -> list[float]:
+    """Ratios to mark on a log axis from low to high: the finest of these mantissas x 10^k that
+    puts at most 8 marks on it (at least the one at 1x)."""
+    for mantissas in (
+        (1, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.8, 2, 2.5, 3, 4, 5, 6, 7, 8, 9),
+        (1, 1.5, 2, 3, 4, 5, 6, 7, 8, 9),
+        (1, 2, 5),
+        (1,),
+    ):
+        found = [m * 10.0**e for e in range(-3, 5) for m in mantissas if low <= m * 10.0**e <= high]
+        if len(found) <= 8:
+            return found or [1.0]
+    return found
+
+
+def _whole(count: float) -> str:
+    return f"{int(count):,}" if float(count).is_integer() else f"{count:,.3g}"
+
+
+def figure(s: pd.DataFrame, workload: str, predicted: pd.DataFrame | None = None):
+    """The advantage (x) against the size: one line against the tuned CPU, one against the CPU at
+    its defaults, each with its 95% band; the crossover marked; each GPU's predicted gain over
+    the CPU's best (its estimate, `predicted`: predicted.csv) a line of its own, marked so."""
+    from .plotting import Picture, caption, look, png
+
+    found = [p for p in points(s) if math.isfinite(p.count) and math.isfinite(p.vs_tuned.value)]
+    if len(found) < 2:
+        return None
+    import matplotlib.pyplot as plt
+
+    gpu, unit, cpu = has_gpu(s), _unit(s), _cpu_name(s)
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), layout="constrained")
+    ax.grid(True, alpha=0.3)
+    lines = [
+        (
+            "vs_tuned",
+            f"against the tuned {cpu}" if gpu else "against the CPU at its defaults",
+        )
+    ]
+    if gpu:
+        lines.append(("vs_default", f"against the {cpu} at its defaults"))
+    for i, (attr, label) in enumerate(lines):
+        pts = [(p.count, getattr(p, attr)) for p in found if getattr(p, attr) is not None]
+        x = [c for c, _ in pts]
+        y = [r.value for _, r in pts]
+        ax.plot(x, y, label=label, linewidth=1.8, **look(i))
+        banded = [(c, r) for c, r in pts if r.low is not None]
+        if banded:
+            ax.fill_between(
+                [c for c, _ in banded],
+                [r.low for _, r in banded],
+                [r.high for _, r in banded],
+                color=look(i)["color"],
+                alpha=0.18,
+                linewidth=0,
+            )
+    guessed = _predicted_lines(ax, predicted, found, len(lines))
+    ax.axhline(1.0, color="#555555", linewidth=1, linestyle="--")
+    start = crossover(found)
+    if start is not None:
+        ax.axvline(start.count, color="#D55E00", linewidth=1.2, linestyle=":")
+        ax.annotate(
+            f"{'pays' if gpu else 'faster'} from {_at(start, unit)}",
+            (start.count, 1.0),
+            xytext=(6, 10),
+            textcoords="offset points",
+            fontsize=8,
+            color="#D55E00",
+        )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.minorticks_off()
+    ax.set_xticks([p.count for p in found])
+    ax.set_xticklabels([_whole(p.count) for p in found], fontsize=8)
+    ticks = _ticks(*ax.get_ylim())
+    ax.set_yticks(ticks)
+    ax.set_yticklabels([f"{t:g}x" for t in ticks], fontsize=8)
+    ax.set_xlabel(unit or "size")
+    ax.set_ylabel(
+        "GPU's samples/s over the CPU's"
+        if gpu
+        else "samples/s, times the other's"
+        if guessed
+        else "samples/s over the defaults'"
+    )
+    who = (
+        f"{_gpu_name(s).removeprefix('The ')} over the {cpu}"
+        if gpu
+        else f"{cpu}, best configuration over its defaults"
+    )
+    also = "; GPUs predicted" if guessed and not gpu else ""
+    ax.set_title(f"{workload}: {who}, by size{also}", fontsize=10)
+    ax.legend(loc="best", fontsize=8, frameon=False)
+    said = caption(
+        f"samples/s of the {'GPU' if gpu else 'fastest CPU configuration'}'s fastest cell over "
+        f"each CPU cell at every size",
+        "bands: 95% intervals of the per-round ratios",
+        f"dashed: parity; dotted: where it starts to pay ({_at(start, unit)})"
+        if start
+        else "dashed: parity",
+        *(
+            [
+                "hollow markers, thin dashes: PREDICTED, not measured: each GPU's estimated "
+                "gain over the CPU's best (predicted.csv; no interval)"
+            ]
+            if guessed
+            else []
+        ),
+    )
+    return Picture(f"{workload}-gpu-vs-cpu", f"{workload}: advantage by size", said, png(fig))
+
+
+def _predicted_lines(ax, predicted: pd.DataFrame | None, found: list[Point], first: int) -> bool:
+    """Each GPU's estimated gain over the CPU's best at the measured sizes, drawn thin, dashed
+    and hollow (never a band: a prediction has no interval); whether any was drawn."""
+    from .plotting import look
+
+    if predicted is None or predicted.empty:
+        return False
+    counts = {str(p.size): p.count for p in found}
+    drawn = False
+    for i, (gpu, lines) in enumerate(predicted.groupby("gpu", sort=False)):
+        pts = [
+            (counts[str(r["size"])], float(r["estimated_gain"]))
+            for r in lines.to_dict("records")
+            if str(r["size"]) in counts and _positive(r.get("estimated_gain"))
+        ]
+        if len(pts) < 1:
+            continue
+        style = look(first + i)
+        ax.plot(
+            [c for c, _ in pts],
+            [g for _, g in pts],
+            label=f"{gpu}: predicted over the CPU's best (not measured)",
+            linewidth=0.9,
+            linestyle=(0, (4, 2)),
+            marker="o",
+            markerfacecolor="none",
+            color=style["color"],
+        )
+        drawn = True
+    return drawn
+
+
+def _positive(value) -> bool:
+    try:
+        return float(value) > 0
+    except (TypeError, ValueError):
+        return False
+
+
+PREDICTED_TITLE = (
+    "PREDICTED on GPUs, not measured: the most each could gain over the CPU's best, in times "
+    "its samples/s (<=, from a lower bound on its step), and an estimate (~)"
+)
+SHORT_BOUND = {"memory bandwidth": "bandwidth", "the host link": "host link", "the host": "host"}
+
+
+def _times(value) -> str:
+    """A predicted ratio: two figures below 10, whole above."""
+    v = float(value)
+    return f"{v:.2g}" if v < 10 else f"{v:,.0f}"
+
+
+def predicted_table(predicted: pd.DataFrame, s: pd.DataFrame) -> pd.DataFrame | None:
+    """One line per size: each GPU's most and estimated gain over the CPU's
+    fastest measured step (a step that does not fit the card's memory says so), and what
+    bounds the step on the last card, with the lever that would move it."""
+    if predicted is None or predicted.empty:
+        return None
+    unit, lines = _unit(s), []
+    gpus = list(dict.fromkeys(predicted["gpu"]))
+    for size, here in predicted.groupby("size", sort=False):
+        count = _count(s, size)
+        line = {unit or "size": _whole(count) if math.isfinite(count) else str(size)}
+        for gpu in gpus:
+            r = here[here["gpu"] == gpu]
+            if r.empty:
+                continue
+            r = r.iloc[0]
+            if str(r["fits"]) == "False":
+                line[gpu] = "does not fit"
+                continue
+            most, guess = r["most_gain"], r["estimated_gain"]
+            line[gpu] = f"<={_times(most)} ~{_times(guess)}" if _positive(most) else "-"
+        if has_gpu(s):  # the prediction against the measurement, size by size
+            measured = {str(p.size): p.vs_tuned.text() for p in points(s)}
+            line["GPU measured"] = measured.get(str(size), "-")
+        last = here[here["gpu"] == gpus[-1]]
+        by = str(last["bound_by"].iloc[0]) if len(last) else "-"
+        line[f"{gpus[-1]} bound"] = SHORT_BOUND.get(by, by)
+        lines.append(line)
+    table = pd.DataFrame(lines)
+    table.attrs["keys"] = [table.columns[0]]
+    return table
+
+
+def predicted_levers(predicted: pd.DataFrame) -> str:
+    """What bounds the predicted steps and the lever that would move each, once."""
+    if predicted is None or predicted.empty:
+        return ""
+    said = dict(zip(predicted["bound_by"], predicted["lever"]))
+    text = "; ".join(f"bound by {k}: {v}" for k, v in said.items())
+    fits = predicted["fits"].astype(str)
+    if (fits == "True").all():
+        return f"{text}; every size fits each card's memory (the workload's prediction)"
+    if (fits == "False").any():
+        return f"{text}; 'does not fit': the workload's memory prediction exceeds the card's"
+    return f"{text}; whether it fits: the workload predicts no memory"

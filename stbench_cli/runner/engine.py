@@ -1,0 +1,371 @@
+"""`stbench gpu-vs-cpu`, and each windowed step of `stbench tune`, run by the questions' engine:
+paired rounds of windows inside warm processes, within the budget. plan/gpu_vs_cpu.py says what
+each size measures and which pairs its answer judges, plan/pairs.py where each pair stands and
+what runs next, runner/windows.py runs one process; this module is the loop.
+
+1. **First rounds, size after size, smallest first.** Each size's configurations run
+   FIRST_ROUNDS rounds, spread over PROCESSES warm processes (one process understates the
+   variance: pyperf's workers), each round in a rotated order; a size's later first rounds
+   share their process with the next size's first ones, so n sizes take n + 1 processes, not 2n.
+   A size runs only where its predicted cost (the largest size measured, grown by the size's
+   count) fits what is left of the budget; a size that does not, and every larger one, is
+   named with the budget that would measure it.
+2. **Then rounds only where a pair is open**: plan.pairs.decide, until every pair has
+   concluded (apart, or equal within the margin), or the rounds that could conclude the rest
+   cost more than the time left, which it says, with the figures.
+
+Every round's cells are added to the manifest before they run, so `--resume` finishes an
+interrupted study; windows a process never reached (the deadline, a crash) leave the manifest
+again, and what stopped the engine is kept in the manifest's question (`stopped`, `left_out`),
+for the answer to say.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from ..plan import gpu_vs_cpu, pairs
+from ..plan.planner import Plan, plan_rounds
+from ..plan.spec import RunSpec
+from ..store.files import write_cell
+from ..store.machine import EnvInfo
+from ..store.manifest import write_manifest
+from ..store.rows import Run, RunRow, run_of
+from .lock import FolderLock
+from .study import identity, machine
+from .windows import run_process
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Rounds of a size's configurations (first-round run ids) that one process runs."""
+
+    size: str
+    configs: tuple[str, ...]
+    rounds: int
+
+
+def answer(
+    plan: Plan,
+    env: EnvInfo,
+    deadline: float,
+    say: Callable[[str], None],
+    on_row: Callable[[RunSpec, Run], None] = lambda spec, row: None,
+) -> list[Run]:
+    """Run the question's rounds until `deadline` (time.time(): the command's start plus its
+    budget, so that planning counts too); every row of the study."""
+    with FolderLock(plan.folder):
+        rows = Engine(plan, env, deadline, say, on_row).run()
+        # the processes' jobs and row files: every row is in runs.csv now, every log in logs/
+        shutil.rmtree(plan.folder / ".windows", ignore_errors=True)
+        return rows
+
+
+class Engine:
+    """The loop's state: the study as planned so far, its rows, each size's measured cost."""
+
+    def __init__(self, plan: Plan, env: EnvInfo, deadline: float, say, on_row):
+        self.plan, self.env, self.say, self.on_row = plan, env, say, on_row
+        self.end = deadline
+        record = plan.manifest["question"]
+        self.record = record
+        self.param, self.defaults = record["size"]["param"], record["defaults"]
+        self.window_s = float(record["window_s"])
+        self.first_rounds = int(record.get("rounds", pairs.FIRST_ROUNDS))
+        self.unit = record["size"]["unit"]
+        self.who = "tune" if record.get("kind") == gpu_vs_cpu.LEVER_KIND else "gpu-vs-cpu"
+        self.counts = dict(zip(record["size"]["values"], record["size"]["counts"]))
+        self.rows: list[Run] = list(plan.done)
+        self.costs: dict[str, pairs.Cost] = {}
+        # processes are numbered on from an interrupted run's (each has its log: windows-N.log)
+        self.processes = len(list((plan.folder / "logs").glob("windows-*.log")))
+        self.stopped: list[str] = []
+        self.left_out: list[dict] = []
+
+    # -- the study's sizes and configurations ---------------------------------------------
+    def size_of(self, spec: RunSpec) -> str:
+        return gpu_vs_cpu.size_of(spec, self.param)
+
+    def describe(self, size: str) -> str:
+        return f"{self.counts.get(size, 0):,.0f} {self.unit}".strip()
+
+    def firsts(self, size: str) -> list[RunSpec]:
+        """The size's configurations (first-round cells) that can still run: not skipped, no
+        failed window (a configuration that ran out of memory is its rows; the others go on)."""
+        bad = {r["run_id"] for r in self.rows if r["status"] != "ok"}
+        first_of = gpu_vs_cpu.first_rounds(self.plan.cells)
+        broken = {first_of[x] for x in bad if x in first_of}
+        return [
+            c
+            for c in self.plan.cells
+            if c.repeat == 0
+            and self.size_of(c) == size
+            and c.run_id not in self.plan.skips
+            and c.run_id not in broken
+        ]
+
+    def rounds_of(self, configs: tuple[str, ...]) -> set[int]:
+        """The rounds in which any of these configurations (first-round run ids) has a row."""
+        first_of = gpu_vs_cpu.first_rounds(self.plan.cells)
+        repeat = {c.run_id: c.repeat for c in self.plan.cells}
+        return {repeat[r["run_id"]] for r in self.rows if first_of.get(r["run_id"]) in configs}
+
+    def rounds_at(self, size: str) -> set[int]:
+        """The rounds measured at a size (a skipped configuration's row is none)."""
+        ids = {c.run_id: c.repeat for c in self.plan.cells if self.size_of(c) == size}
+        return {
+            ids[r["run_id"]] for r in self.rows if r["run_id"] in ids and r["status"] != "skipped"
+        }
+
+    # -- the loop ---------------------------------------------------------------------------
+    def run(self) -> list[Run]:
+        self._start()
+        sizes = list(self.record["size"]["values"])
+        later: Segment | None = (
+            None  # a size's later first rounds: the next size's process runs them
+        )
+        for i, size in enumerate(sizes):
+            first = self._first_half(size, later)
+            if first is False:
+                self._leave_out(sizes[i:], later)
+                break
+            self._process([s for s in (later, first) if s])
+            later = self._second_half(size)
+        if later is not None and self._fits([later]):
+            self._process([later])
+        while True:
+            found = gpu_vs_cpu.judged(self.record, self.plan.cells, self.rows)
+            decision = pairs.decide(found, self.costs, self._left(), self.describe)
+            if not decision.runs:
+                self.stopped = list(decision.why) or ["every size concluded"]
+                break
+            for more in decision.runs:
+                self._process([Segment(more.size, more.configs, more.rounds)])
+        for why in self.stopped:  # a tune's step says only what left it open
+            if self.who != "tune" or why != "every size concluded":
+                self.say(f"{self.who}: {why}")
+        self._keep_record()
+        return self.rows
+
+    def _left(self) -> float:
+        return self.end - time.time()
+
+    def _start(self) -> None:
+        """The manifest, for a new study."""
+        if not (self.plan.folder / "manifest.json").exists():
+            write_manifest(self.plan.folder, self.plan.manifest)
+
+    def _skipped(self, size: str) -> None:
+        """A skipped row for each configuration of a size measured that cannot run here (a GPU
+        it does not fit): the answer names it."""
+        done = {r["run_id"] for r in self.rows}
+        for spec in self.plan.cells:
+            if self.size_of(spec) == size and spec.run_id in self.plan.skips:
+                if spec.run_id not in done:
+                    reason = self.plan.skips[spec.run_id]
+                    self._write(spec, RunRow(identity(spec), "skipped", reason, machine(self.env)))
+
+    def _write(self, spec: RunSpec, row: RunRow) -> None:
+        write_cell(self.plan.folder, row, [], [])
+        self.rows.append(run_of(row.record(), str(self.plan.folder)))
+        self.on_row(spec, self.rows[-1])
+
+    def _first_half(self, size: str, later: Segment | None) -> Segment | None | bool:
+        """The first of a size's first rounds (the rest run in the next process): as many a
+        process as fit with two processes' worth (and the size before's later rounds) in what is
+        left of the budget; None where nothing is left to run, False where two rounds do not
+        fit (the size is left out)."""
+        have = len(self.rounds_at(size))
+        configs = tuple(c.run_id for c in self.firsts(size))
+        if have >= self.first_rounds or not configs:
+            self._measure(size)
+            return None
+        per = -(-(self.first_rounds - have) // pairs.PROCESSES)
+        cost = self._predicted(size, list(configs))
+        if cost is not None:
+            left = self._left() - (self._cost_s(later) or 0.0)
+            while per > 1 and pairs.PROCESSES * cost.process_s(per) > left:
+                per -= 1
+            if pairs.PROCESSES * cost.process_s(per) > left:
+                return False
+        self._skipped(size)
+        return Segment(size, configs, per)
+
+    def _second_half(self, size: str) -> Segment | None:
+        """The rest of a size's first rounds, as many as its first process's cost says fit."""
+        missing = self.first_rounds - len(self.rounds_at(size))
+        configs = tuple(c.run_id for c in self.firsts(size))  # less any that failed
+        if missing <= 0 or not configs or not self.rounds_at(size):
+            return None
+        rounds = min(missing, -(-self.first_rounds // pairs.PROCESSES))
+        known = self.costs.get(size)
+        while known is not None and rounds > 1 and known.process_s(rounds, configs) > self._left():
+            rounds -= 1
+        return Segment(size, configs, rounds)
+
+    def _cost_s(self, segment: Segment | None) -> float | None:
+        """What a segment costs as a process of its own (None: nothing known of its size)."""
+        if segment is None:
+            return None
+        known = self.costs.get(segment.size) or self._predicted(segment.size, segment.configs)
+        return known.process_s(segment.rounds, segment.configs) if known else None
+
+    def _fits(self, segments: list[Segment]) -> bool:
+        """Whether a process of these segments ends within the budget, said where not."""
+        cost = sum(self._cost_s(s) or 0.0 for s in segments)
+        if cost <= self._left():
+            return True
+        sizes = ", ".join(self.describe(s.size) for s in segments)
+        self.say(
+            f"{sizes}: a process of its later rounds would take ~{cost:.0f} s; "
+            f"{max(self._left(), 0):.0f} s of the budget left"
+        )
+        return False
+
+    def _predicted(self, size: str, configs: list[str]) -> pairs.Cost | None:
+        """The size's cost from the largest size measured before it (None: nothing yet)."""
+        if not self.costs:
+            return None
+        known = max(self.costs.values(), key=lambda c: c.count)
+        prior = {self.config_key(c): c for c in known.window_s}
+        mapping = {c: prior.get(self.config_key(c), next(iter(prior))) for c in configs}
+        return pairs.predicted(known, size, self.counts[size], self.window_s, mapping)
+
+    def config_key(self, run_id: str) -> str:
+        """What a configuration is apart from its size: its device and its levers."""
+        spec = next(c for c in self.plan.cells if c.run_id == run_id)
+        levers = {k: spec.param_dict.get(k) for k in gpu_vs_cpu.CPU_LEVERS + ("compile",)}
+        return f"{spec.device} {sorted(levers.items())}"
+
+    def _leave_out(self, sizes: list[str], later: Segment | None = None) -> None:
+        """Sizes the budget cannot measure twice: each named with the budget it would need (the
+        size before's later first rounds, still to run, counted in)."""
+        extra = self._cost_s(later) or 0.0
+        for size in sizes:
+            configs = [c.run_id for c in self.firsts(size)]
+            cost = self._predicted(size, configs)
+            if cost is None:
+                self.left_out.append({"size": size, "needs_s": None})
+                continue
+            extra += pairs.PROCESSES * cost.process_s(1)  # two rounds, one a process
+            spent = self.record["budget_s"] - self._left()
+            self.left_out.append({"size": size, "needs_s": math.ceil(spent + extra)})
+        named = ", ".join(
+            f"{self.describe(x['size'])} (--budget {x['needs_s']})"
+            if x["needs_s"]
+            else self.describe(x["size"])
+            for x in self.left_out
+        )
+        self.say(f"{self.who}: not measured, the budget cannot pay for two rounds: {named}")
+        self._drop({c.run_id for c in self.plan.cells if self.size_of(c) in set(sizes)})
+
+    def _drop(self, gone: set[str]) -> None:
+        """Cells that will not run (a size left out, windows a process never reached) leave the
+        study: the manifest holds what ran and what is still to run, nothing else."""
+        kept = tuple(c for c in self.plan.cells if c.run_id not in gone)
+        manifest = {
+            **self.plan.manifest,
+            "cells": [c for c in self.plan.manifest["cells"] if c["run_id"] not in gone],
+        }
+        self.plan = replace(self.plan, cells=kept, manifest=manifest)
+        write_manifest(self.plan.folder, manifest)
+
+    def _process(self, segments: list[Segment]) -> None:
+        """One warm process: each segment's new rounds of its configurations at its size, each
+        round rotated, segment after segment."""
+        if not segments:
+            return
+        windows, said = [], []
+        for seg in segments:
+            ran = self.rounds_of(seg.configs)
+            top = max(ran, default=-1) + 1 + seg.rounds
+            repeats = [r for r in range(top) if r not in ran][: seg.rounds]
+            self.plan = plan_rounds(self.plan, self.env, seg.configs, repeats)
+            first = {c.run_id: c for c in self.plan.cells if c.repeat == 0}
+            by = {(c.params, c.device, c.batch_size, c.repeat): c for c in self.plan.cells}
+            windows += [
+                by[(first[f].params, first[f].device, first[f].batch_size, r)]
+                for r in repeats
+                for f in pairs.rotated(list(seg.configs), r)
+            ]
+            names = ", ".join(self.label(c) for c in seg.configs)
+            span = f"{repeats[0] + 1}-{repeats[-1] + 1}" if len(repeats) > 1 else repeats[0] + 1
+            said.append(
+                f"{self.describe(seg.size)}: round{'s' * (len(repeats) > 1)} {span} of {names}"
+            )
+        write_manifest(self.plan.folder, self.plan.manifest)
+        self.processes += 1
+        for line in said:
+            self.say(f"process {self.processes}, {line}")
+        ran = self._run(windows)
+        if ran.refork:  # CUDA could not start after the fork: warm forks are off, a fresh one
+            self.processes += 1
+            ran = self._run(list(ran.unrun))
+        if ran.broke:
+            self.say(f"process {self.processes} ended early ({ran.broke})")
+        if ran.unrun:  # never reached: out of the study again (a configuration's first stays)
+            self._drop({w.run_id for w in ran.unrun if w.repeat > 0})
+        for i, seg in enumerate(segments):  # the process's start is its first segment's
+            self._measure(seg.size, ran.startup_s if i == 0 else None)
+
+    def _run(self, windows: list[RunSpec]):
+        ran = run_process(
+            self.plan.folder,
+            self.env,
+            windows,
+            self.window_s,
+            pairs.MIN_STEPS,
+            self.end,
+            f"windows-{self.processes}",
+            self.on_row,
+        )
+        self.rows += ran.rows
+        return ran
+
+    def label(self, run_id: str) -> str:
+        """A configuration in words: its device and what it sets apart from the defaults."""
+        spec = next(c for c in self.plan.cells if c.run_id == run_id)
+        p = spec.param_dict
+        moved = [
+            "threads=auto" if k == "threads" and p.get(k) == 0 else f"{k}={p.get(k)}"
+            for k in gpu_vs_cpu.CPU_LEVERS
+            if p.get(k) != self.defaults.get(k)
+        ]
+        moved += [f"compile={p['compile']}"] if p.get("compile", "none") != "none" else []
+        return f"{spec.device} {' '.join(moved) or 'defaults'}"
+
+    def _measure(self, size: str, startup_s: float | None = None) -> None:
+        """The size's cost from its ok windows so far (a process's start: the mean seen)."""
+        first_of = gpu_vs_cpu.first_rounds(self.plan.cells)
+        ids = {c.run_id for c in self.plan.cells if self.size_of(c) == size}
+        windows = [
+            pairs.Window(
+                first_of[r["run_id"]],
+                float(r["wall_s"]),
+                float(r["setup_s"] or 0.0),
+                float(r["train_s"]) / int(r["steps_done"]),
+            )
+            for r in self.rows
+            if r["run_id"] in ids and r["status"] == "ok" and r["steps_done"]
+        ]
+        if not windows:
+            return
+        known = self.costs.get(size)
+        if startup_s is None:
+            startup_s = known.startup_s if known else 1.0
+        elif known is not None:
+            startup_s = (startup_s + known.startup_s) / 2
+        self.costs[size] = pairs.measured(size, self.counts[size], windows, startup_s)
+
+    def _keep_record(self) -> None:
+        """What stopped the engine, in the manifest's question, for the answer to say."""
+        record = {**self.plan.manifest["question"], "stopped": self.stopped}
+        if self.left_out:
+            record["left_out"] = self.left_out
+        manifest = {**self.plan.manifest, "question": record}
+        self.plan = replace(self.plan, manifest=manifest)
+        write_manifest(self.plan.folder, manifest)

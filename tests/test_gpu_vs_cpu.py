@@ -1,0 +1,394 @@
+"""`stbench gpu-vs-cpu` (issue 37): the question planned (sizes, the CPU's quick levers, the
+GPU's), the decision to run another round, and the answer read from hand-made rows of a CPU at
+its defaults, a tuned CPU and a GPU over three sizes: each ratio with its paired interval, the
+size from which the GPU pays, and the picture of it."""
+
+import json
+import statistics
+
+import pytest
+
+from stbench.errors import StbenchError
+from stbench.plan import gpu_vs_cpu, pairs
+from stbench.plan.planner import plan_question
+from stbench.plan.registry import get
+from stbench.plan.spec import RunSpec, identify
+from stbench.report.gpu_vs_cpu import crossover, figure, points, words
+from stbench.report.labels import format_number
+from stbench.report.model import study
+from stbench.report.read import asked
+from stbench.report.view import finding_of
+from stbench.runner.envinfo import collect
+from stbench.stats import paired
+from stbench.store.rows import run_of
+
+UNIT = "series"
+SIZES = {"s2": 2.0, "s121": 121.0, "s1089": 1089.0}
+QUESTION = {
+    "kind": "gpu-vs-cpu",
+    "size": {"param": "grid", "unit": UNIT, "values": list(SIZES), "counts": list(SIZES.values())},
+    "defaults": {"threads": 0, "workers": 2},
+    "window_s": 2.0,
+    "budget_s": 300.0,
+    "gpu": "cuda",
+}
+# samples/s by size and configuration over three rounds: the GPU loses at 2 series, wins at 121
+# and 1,089; the tuned CPU (1 thread, no workers) beats the defaults at every size
+SPEED = {
+    "s2": {"default": (900, 1000, 950), "tuned": (2000, 2100, 1900), "gpu": (1000, 1100, 950)},
+    "s121": {"default": (500, 520, 480), "tuned": (800, 840, 760), "gpu": (4000, 4300, 3900)},
+    "s1089": {"default": (90, 95, 85), "tuned": (100, 104, 97), "gpu": (3000, 3100, 2950)},
+}
+CONFIG = {
+    "default": ("cpu", {"threads": 0, "workers": 2}),
+    "tuned": ("cpu", {"threads": 1, "workers": 0}),
+    "gpu": ("cuda", {"threads": 0, "workers": 2, "precision": "bf16"}),
+}
+
+
+def _row(size: str, config: str, repeat: int, sps: float) -> dict:
+    device, params = CONFIG[config]
+    params = {"grid": size, "precision": "default", **params}
+    return {
+        "schema": "3",
+        "run_id": f"{size}-{config}-{repeat}",
+        "workload": "lstm-era5",
+        "device": device,
+        "device_name": "NVIDIA H100 80GB HBM3" if device == "cuda" else "cpu",
+        "cores": 16,
+        "strategy": "single",
+        "world_size": 1,
+        "nodes": 1,
+        "nproc_per_node": 1,
+        "batch_size": 128,
+        "global_batch_size": 128,
+        "epochs": 1,
+        "repeat": repeat,
+        "params": json.dumps(params),
+        "status": "ok",
+        "host": "h",
+        "wall_s": 2.0,
+        "train_s": 2.0,
+        "samples_per_s": sps,
+        "steps_done": round(sps * 2 / 128),
+        "gpu_energy_j": 600.0 if device == "cuda" else None,
+        "cpu_energy_j": 300.0,
+        "threads": params["threads"] or 16,
+    }
+
+
+def _study(speed=SPEED):
+    rows = [
+        _row(size, config, r, v)
+        for size, configs in speed.items()
+        for config, values in configs.items()
+        for r, v in enumerate(values)
+    ]
+    return study([asked(run_of(r, "f"), QUESTION) for r in rows]).runs
+
+
+def _paired(size: str, base: str, other: str) -> tuple:
+    a, b = (dict(enumerate(SPEED[size][c])) for c in (base, other))
+    return paired(a, b, False)
+
+
+def test_the_answer_states_each_sizes_ratio_with_its_interval_and_where_the_gpu_starts_to_pay():
+    s = _study()
+    found = points(s)
+    assert [p.size for p in found] == ["s2", "s121", "s1089"]
+    for p in found:
+        r, lo, hi, n = _paired(p.size, "tuned", "gpu")
+        assert (p.vs_tuned.value, p.vs_tuned.low, p.vs_tuned.high, n) == pytest.approx(
+            (r, lo, hi, 3)
+        )
+        r, lo, hi, _ = _paired(p.size, "default", "gpu")
+        assert (p.vs_default.value, p.vs_default.low) == pytest.approx((r, lo))
+    assert not found[0].vs_tuned.pays and found[1].vs_tuned.pays and found[2].vs_tuned.pays
+    assert crossover(found).size == "s121"
+    text = words(s)
+    r2, lo2, hi2, _ = _paired("s2", "tuned", "gpu")
+    r121, lo121, hi121, _ = _paired("s121", "tuned", "gpu")
+    assert text.startswith(
+        f"The H100 80GB HBM3 trains {r2:.2f}x ({lo2:.2f}-{hi2:.2f}x) the samples/s of the "
+        f"tuned 16-core CPU at 2 series, {r121:.2f}x ({lo121:.2f}-{hi121:.2f}x) at 121 series"
+    )
+    assert "; it starts to pay at 121 series." in text
+    r, lo, hi, _ = _paired("s1089", "default", "gpu")
+    assert "Against the 16-core CPU at its defaults: " in text
+    assert f"{r:.2f}x ({lo:.2f}-{hi:.2f}x) at 1,089 series." in text
+    # energy per million samples at 1,089 series, GPU vs tuned CPU: a run's joules over its samples
+    gpu = statistics.median(900 / (round(v * 2 / 128) * 128) * 1e6 for v in SPEED["s1089"]["gpu"])
+    cpu = statistics.median(300 / (round(v * 2 / 128) * 128) * 1e6 for v in SPEED["s1089"]["tuned"])
+    assert f"{format_number(gpu)} vs {format_number(cpu)} J at 1,089 series" in text
+
+
+def test_the_finding_of_a_question_study_is_its_answer():
+    f = finding_of(_study())
+    assert f.kind == "gpu-vs-cpu" and "starts to pay at 121 series" in f.text
+    assert list(f.table["series"]) == ["2", "121", "1,089"]
+    assert set(f.table["GPU ran"]) == {"precision=bf16"}
+    assert set(f.table["CPU tuned"]) == {"threads=1, workers=0"}
+
+
+def test_a_gpu_that_wins_everywhere_or_nowhere_says_so():
+    everywhere = {k: {**v, "gpu": tuple(x * 10 for x in v["tuned"])} for k, v in SPEED.items()}
+    assert "it pays at every size, from 2 series" in words(_study(everywhere))
+    nowhere = {k: {**v, "gpu": tuple(x / 2 for x in v["tuned"])} for k, v in SPEED.items()}
+    assert "it does not pay significantly at any size up to 1,089 series" in words(_study(nowhere))
+
+
+def test_without_a_gpu_the_cpus_fastest_configuration_stands_in_against_its_defaults():
+    cpu_only = {k: {c: v[c] for c in ("default", "tuned")} for k, v in SPEED.items()}
+    s = _study(cpu_only)
+    text = words(s)
+    r, lo, hi, _ = _paired("s2", "default", "tuned")
+    assert text.startswith(
+        "The 16-core CPU's best configuration besides its defaults trains "
+        f"{r:.2f}x ({lo:.2f}-{hi:.2f}x) the "
+        "samples/s of the 16-core CPU at its defaults at 2 series"
+    )
+    assert "No GPU ran" in text
+
+
+def test_the_picture_draws_both_ratios_with_bands_and_marks_the_crossover():
+    s = _study()
+    drawn = figure(s, "lstm-era5")
+    assert drawn.png.startswith(b"\x89PNG") and len(drawn.png) > 10_000
+    assert "where it starts to pay (121 series)" in drawn.caption
+    import io
+
+    from matplotlib import image
+
+    pixels = image.imread(io.BytesIO(drawn.png))
+    assert pixels.shape[0] > 300 and pixels.shape[1] > 500
+
+
+def test_sizes_candidates_and_levers_are_planned_from_the_workload():
+    w = get("lstm-era5")
+    assert gpu_vs_cpu.axis_values(w, gpu_vs_cpu.Question("lstm-era5", smoke=True)) == w.size.smoke
+    with pytest.raises(StbenchError, match="--sizes"):
+        gpu_vs_cpu.axis_values(get("dcrnn-pems"), gpu_vs_cpu.Question("dcrnn-pems", sizes=("5k",)))
+    with pytest.raises(StbenchError, match="positive integer"):
+        gpu_vs_cpu.axis_values(get("cnn-strain"), gpu_vs_cpu.Question("cnn-strain", sizes=("abc",)))
+    assert gpu_vs_cpu.cpu_candidates({"threads": 0, "workers": 2}, 16) == [
+        {"threads": 1},
+        {"threads": 8},
+        {"workers": 0},
+    ]
+    assert gpu_vs_cpu.cpu_candidates({"threads": 1, "workers": 0}, 2) == [{"threads": 0}]
+    assert gpu_vs_cpu.gpu_levers(False) == [{"precision": "default"}, {"precision": "bf16"}]
+
+
+def test_the_question_plans_each_sizes_configurations_once_and_its_window_from_the_budget(
+    tmp_path,
+):
+    q = gpu_vs_cpu.Question("cnn-strain", ("64", "256"), 30, gpu="", smoke=True, out=tmp_path)
+    plan = plan_question(q, collect(), physical=2)
+    assert all(c.repeat == 0 for c in plan.cells)  # the rounds are the engine's, added as they run
+    assert len(plan.cells) == 4 and {c.batch_size for c in plan.cells} == {64, 256}
+    assert {c.param_dict["threads"] for c in plan.cells} == {0, 1}  # the smoke's 1, the machine's
+    assert all(
+        "time_budget" not in c.param_dict or not c.param_dict["time_budget"] for c in plan.cells
+    )
+    record = plan.manifest["question"]
+    assert record["size"] == {
+        "param": "batch_size",
+        "unit": "curves a batch",
+        "values": ["64", "256"],
+        "counts": [64.0, 256.0],
+    }
+    assert record["defaults"] == {"threads": 1, "workers": 0, "precision": "default"}
+    assert record["window_s"] == pairs.auto_window(30, 2, 2) and record["margin"] == pairs.MARGIN
+    assert plan.manifest["matrix"]["seed_per_repeat"] is False  # one process, one seed
+
+
+def test_a_cpu_with_bf16_units_tries_bf16_autocast_among_its_levers(tmp_path):
+    q = gpu_vs_cpu.Question("cnn-strain", ("64",), gpu="", smoke=True, out=tmp_path)
+    plan = plan_question(q, collect(), physical=2, bf16=True)
+    assert {c.param_dict["precision"] for c in plan.cells} == {"default", "bf16"}
+
+
+def test_a_budget_that_cannot_measure_every_size_twice_is_refused_before_anything_is_written(
+    tmp_path,
+):
+    q = gpu_vs_cpu.Question("cnn-strain", ("64", "256"), 2, gpu="", smoke=True, out=tmp_path)
+    with pytest.raises(StbenchError, match=r"--budget 2: too small .* give at least --budget \d+"):
+        plan_question(q, collect(), physical=2)
+    assert list(tmp_path.iterdir()) == []
+
+
+def _cells_and_rows(values: dict) -> tuple[list[RunSpec], list[dict]]:
+    cells, rows = [], []
+    for (size, device, threads), by_round in values.items():
+        for r, v in enumerate(by_round):
+            c = identify(
+                RunSpec("w", device, "single", size, 1, repeat=r, params=(("threads", threads),))
+            )
+            cells.append(c)
+            if v is not None:
+                rows.append({"run_id": c.run_id, "repeat": r, "status": "ok", "samples_per_s": v})
+    return cells, rows
+
+
+def _noisy(level: float, rounds: int, seed: int, noise: float = 0.03) -> tuple:
+    import random
+
+    rng = random.Random(seed)
+    return tuple(level * (1 + rng.gauss(0, noise)) for _ in range(rounds))
+
+
+def _cost(size: str) -> pairs.Cost:
+    return pairs.Cost(size, float(size), {"a": 1.0, "b": 1.0}, {"a": 0.1, "b": 0.1}, 2.0)
+
+
+# synthetic windows: the GPU 0.5x, 1.3x and 4x the CPU at three sizes, 3% noise, six rounds
+SYNTHETIC = {
+    (64, "cpu", 0): _noisy(1000, 6, 1),
+    (64, "cuda", 0): _noisy(500, 6, 2),
+    (256, "cpu", 0): _noisy(1000, 6, 3),
+    (256, "cuda", 0): _noisy(1300, 6, 4),
+    (1024, "cpu", 0): _noisy(1000, 6, 5),
+    (1024, "cuda", 0): _noisy(4000, 6, 6),
+}
+
+
+def test_the_engine_asks_no_round_of_a_size_once_its_pairs_have_concluded():
+    cells, rows = _cells_and_rows(SYNTHETIC)
+    found = gpu_vs_cpu.comparisons(cells, rows, "batch_size", {"threads": 0})
+    assert [(c.size, c.differs) for c in found] == [("64", True), ("256", True), ("1024", True)]
+    d = pairs.decide(found, {c.size: _cost(c.size) for c in found}, left_s=1000)
+    assert d.runs == ()
+    # the same sizes after two rounds: 256 (1.3x at 3% noise) may still be open; 64 and 1024 not
+    two = {k: v[:2] for k, v in SYNTHETIC.items()}
+    cells, rows = _cells_and_rows(two)
+    found = gpu_vs_cpu.comparisons(cells, rows, "batch_size", {"threads": 0})
+    d = pairs.decide(found, {c.size: _cost(c.size) for c in found}, left_s=1000)
+    asked = {m.size for m in d.runs}
+    assert asked == {c.size for c in found if not c.concluded}
+    assert not asked & {c.size for c in found if c.concluded}
+
+
+def test_the_crossover_sentence_of_synthetic_windows_names_the_size_the_gpu_starts_to_pay():
+    speed = {
+        f"s{size}": {
+            "default": SYNTHETIC[(size, "cpu", 0)],
+            "tuned": SYNTHETIC[(size, "cpu", 0)],
+            "gpu": SYNTHETIC[(size, "cuda", 0)],
+        }
+        for size in (64, 256, 1024)
+    }
+    record = {
+        **QUESTION,
+        "size": {**QUESTION["size"], "values": list(speed), "counts": [64.0, 256.0, 1024.0]},
+    }
+    rows = [
+        asked(run_of(_row(size, config, r, v), "f"), record)
+        for size, configs in speed.items()
+        for config, values in configs.items()
+        for r, v in enumerate(values)
+    ]
+    text = words(study(rows).runs)
+    assert "it starts to pay at 256 series" in text
+    assert "0.50x (0.48-0.53x)" in text and "1.31x (1.27-1.34x)" in text
+
+
+def test_a_pair_is_equal_only_when_its_interval_lies_inside_the_margin():
+    tight = {(64, "cpu", 0): _noisy(1000, 6, 7, 0.005), (64, "cpu", 1): _noisy(1002, 6, 8, 0.005)}
+    cells, rows = _cells_and_rows(tight)
+    (c,) = gpu_vs_cpu.comparisons(cells, rows, "batch_size", {"threads": 0})
+    # within the margin (it may also be significantly apart by a fraction of a percent): concluded
+    assert c.equal and c.concluded
+    assert pairs.MARGIN == 0.05 and c.low >= 0.95 and c.high <= 1.05
+    # the same ratio at 20% noise: the interval leaves the margin, so the pair stays open and the
+    # engine says how many rounds could conclude it
+    loose = {(64, "cpu", 0): _noisy(1000, 3, 7, 0.2), (64, "cpu", 1): _noisy(1002, 3, 8, 0.2)}
+    cells, rows = _cells_and_rows(loose)
+    (c,) = gpu_vs_cpu.comparisons(cells, rows, "batch_size", {"threads": 0})
+    assert not c.equal and not c.concluded
+    d = pairs.decide([c], {"64": _cost("64")}, left_s=1.0)
+    assert d.runs == () and "more round(s) could conclude it" in d.why[0]
+    assert "s of the budget left" in d.why[0]
+
+
+def test_a_later_size_is_predicted_from_the_largest_measured_one_and_grows_with_its_count():
+    known = pairs.Cost("64", 64.0, {"a": 0.5}, {"a": 0.01}, 2.0)
+    big = pairs.predicted(known, "6400", 6400.0, 0.3, {"x": "a"})
+    assert big.step_s["x"] == pytest.approx(1.0)
+    assert big.window_s["x"] == pytest.approx(pairs.MIN_STEPS * 1.0 + 2 * 1.0 + pairs.SWITCH_S)
+    assert big.startup_s == pytest.approx(4.0) and not big.measured
+    assert pairs.rotated(["a", "b", "c"], 1) == ["b", "c", "a"]
+
+
+def test_a_size_where_a_side_has_no_steady_step_is_named_as_unanswered():
+    missing = {**SPEED, "s1089": {k: v for k, v in SPEED["s1089"].items() if k != "gpu"}}
+    text = words(_study(missing))
+    assert "at 1,089 series" not in text.split(" No answer")[0]
+    assert text.endswith(
+        "No answer at 1,089 series: a side had no steady step in its window (--window)."
+    )
+
+
+def test_a_gpu_that_wins_at_a_small_size_but_not_the_largest_has_no_crossover_and_says_so():
+    mixed = {**SPEED, "s1089": {**SPEED["s1089"], "gpu": (100, 99, 103)}}
+    text = words(_study(mixed))
+    assert "it pays significantly at 121 series but not at 1,089 series" in text
+
+
+def test_a_side_wins_from_the_first_size_of_its_last_unbroken_run_of_wins():
+    """The one rule both the device finding and gpu-vs-cpu's answer state (comparison)."""
+    from stbench.comparison import wins_from
+
+    assert wins_from([False, True, True]) == 1
+    assert wins_from([True, False, True]) == 2  # a win at a small size does not count
+    assert wins_from([True, True]) == 0
+    assert wins_from([True, True, False]) is None and wins_from([]) is None
+
+
+def test_a_size_the_gpu_ran_out_of_memory_at_is_named_with_its_reason():
+    rows = [
+        asked(run_of(_row(size, config, r, v), "f"), QUESTION)
+        for size, configs in SPEED.items()
+        for config, values in configs.items()
+        for r, v in enumerate(values)
+        if not (size == "s1089" and config == "gpu")
+    ]
+    oom = {
+        **_row("s1089", "gpu", 0, 1.0),
+        "status": "oom",
+        "reason": "OutOfMemoryError: CUDA out of memory",
+        "samples_per_s": "",
+    }
+    rows.append(asked(run_of(oom, "f"), QUESTION))
+    text = words(study(rows).runs)
+    assert text.endswith(
+        "No answer at 1,089 series: cuda ended oom (OutOfMemoryError: CUDA out of memory)."
+    )
+
+
+def test_a_tune_step_judges_every_value_against_its_reference_in_the_same_engine():
+    """A tune's windowed step (a question record of kind "lever"): each value tried against the
+    reference value at the one size, never against each other; what concluded gets no round."""
+    values = {
+        (75, "cpu", 2): _noisy(1000, 6, 1),  # the reference
+        (75, "cpu", 1): _noisy(700, 6, 2),  # clearly slower
+        (75, "cpu", 3): _noisy(1005, 6, 3, noise=0.2),  # too noisy to tell at six rounds
+    }
+    cells, rows = _cells_and_rows(values)
+    record = {"kind": gpu_vs_cpu.LEVER_KIND, "size": {"param": "batch_size"}}
+    found = gpu_vs_cpu.judged({**record, "reference": {"threads": 2}}, cells, rows)
+    by_other = {
+        dict(next(c for c in cells if c.run_id == f.other).params)["threads"]: f for f in found
+    }
+    assert sorted(by_other) == [1, 3]
+    assert all(
+        dict(next(c for c in cells if c.run_id == f.base).params)["threads"] == 2 for f in found
+    )
+    assert by_other[1].differs and by_other[1].ratio < 0.8
+    assert not by_other[3].concluded
+    d = pairs.decide(
+        found,
+        {"75": pairs.Cost("75", 75, {c.run_id: 1.0 for c in cells if c.repeat == 0}, {}, 2.0)},
+        1000,
+    )
+    (more,) = d.runs
+    assert set(more.configs) == {by_other[3].base, by_other[3].other}  # not the concluded value
