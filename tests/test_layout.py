@@ -220,6 +220,7 @@ def test_the_wheel_holds_one_import_root_and_the_entry_points(tmp_path):
         "stbench"
     }
     assert "stbench/workloads/lstm_era5/era5_t2m_2pts.npz" in names
+    assert "stbench/store/gpus.toml" in names  # the GPU models predictions read
     # the GPU acceptance is a harness of this tree (benchmarks/acceptance/), not the product
     assert not [n for n in names if n.startswith("stbench/acceptance")]
     entry_points = next(

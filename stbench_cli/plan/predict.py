@@ -201,7 +201,7 @@ def read_gpus(path: Path = SHIPPED, base: Mapping[str, Gpu] | None = None) -> di
     try:
         data = tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise StbenchError(f"--gpus {path}: not a readable TOML file ({exc})") from None
+        raise StbenchError(f"GPU models file {path}: not a readable TOML file ({exc})") from None
     launch = data.get("launch") or {}
     shipped = next(iter(base.values()), None) if base else None
     floor = launch.get("floor_us", shipped.launch_floor_us if shipped else None)
