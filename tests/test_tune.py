@@ -191,7 +191,8 @@ def test_the_gain_over_torchs_defaults_and_the_finding_sentences():
     mean_log = sum(math.log(200 / (100 + r)) for r in range(3)) / 3
     assert g[SPS]["ratio"] == pytest.approx(math.exp(mean_log))
     assert g[SPS]["baseline"] == 101 and g[SPS]["best"] == 200 and TTT not in g
-    assert g["quality"] == {"base": 0.5, "best": 0.45} and g["contended"] == "0 of 6"
+    assert g["quality"] == {"base": 0.5, "best": 0.45}
+    assert (g["contended"], g["cells"]) == (0, 6)  # counts, never words to parse back
     state = {
         "spec": {"workload": "cnn-strain", "cell_s": 8, "repeats": 3},
         "host": {"physical": 4},
@@ -202,7 +203,8 @@ def test_the_gain_over_torchs_defaults_and_the_finding_sentences():
                 "reference": 8,
                 "kept": 1,
                 "measure": SPS,
-                "contended": "0 of 6",
+                "contended": 2,
+                "cells": 6,
                 "missing": [],
                 "verdicts": [
                     {"value": 8, "ratio": 1.0, "low": None, "high": None, "note": ""},
@@ -228,6 +230,7 @@ def test_the_gain_over_torchs_defaults_and_the_finding_sentences():
     assert "their samples/s (200 vs 101); validation metric 0.45 vs 0.5." in text
     assert "  threads 8 -> 1 kept [samples/s: threads=1: 1.98x, 95% interval 1.90-2.10x]" in text
     assert "Reproduce: stbench run cnn-strain ..." in text
+    assert "2 of 6 search cells ran contended" in text
 
 
 @pytest.mark.slow
@@ -311,3 +314,19 @@ def test_levers_a_process_switches_are_tuned_in_paired_windows_until_each_conclu
             assert concluded(v) or "open" in done.stdout or "tune:" in done.stderr
     assert steps[BATCH]["note"] == "not searched: the budget was spent"
     assert "threads in paired windows of" in done.stdout
+
+
+def test_an_older_tune_json_with_contended_in_words_is_read_as_counts_in_one_place(tmp_path):
+    """tune.json once said "2 of 42"; store.files.read_tune reads it as counts, and the
+    finding never parses words."""
+    from stbench.store.files import read_tune
+
+    old = {
+        "spec": {"workload": "w"},
+        "steps": [{"lever": "threads", "contended": "2 of 42"}],
+        "result": {"gain": {"contended": "1 of 6"}},
+    }
+    (tmp_path / "tune.json").write_text(json.dumps(old))
+    state = read_tune(tmp_path)
+    assert (state["steps"][0]["contended"], state["steps"][0]["cells"]) == (2, 42)
+    assert (state["result"]["gain"]["contended"], state["result"]["gain"]["cells"]) == (1, 6)

@@ -127,17 +127,16 @@ def tune_answers(paths: list[Path], brief: bool = False) -> list[str]:
     """Each tune's answer under `paths` (its best configuration, its gain, what reproduces it),
     headed by its folder as a study is: what compare shows of a tune (its step studies follow
     with --full); `brief`: within a study's lines (report.text.STUDY_LINES)."""
-    import json
     import textwrap
 
     from ..plan.judge import finding
     from ..report.text import capped
-    from ..store.files import TUNE_FILE, find_tunes
+    from ..store.files import TUNE_FILE, find_tunes, read_tune
 
     out = []
     for root in find_tunes(paths):
         try:
-            state = json.loads((root / TUNE_FILE).read_text())
+            state = read_tune(root)
             said = finding(state, brief)
         except (OSError, ValueError, KeyError, TypeError) as exc:
             render.warn(f"{root / TUNE_FILE} could not be read ({exc}): its answer is left out")

@@ -46,15 +46,14 @@ def report(
 
 def tunes(paths: list[Path]) -> list[tuple[str, str, str]]:
     """Each tune's (folder, command, answer) under `paths`, for the report's first screen."""
-    import json
 
     from ..plan.judge import finding
-    from ..store.files import TUNE_FILE, find_tunes
+    from ..store.files import TUNE_FILE, find_tunes, read_tune
 
     out = []
     for root in find_tunes(paths):
         try:
-            state = json.loads((root / TUNE_FILE).read_text())
+            state = read_tune(root)
             out.append((root.name, f"stbench tune {state['spec']['workload']}", finding(state)))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             render.warn(f"{root / TUNE_FILE} could not be read ({exc}): its answer is left out")

@@ -64,6 +64,7 @@ def tune(
     from ..plan.tuning import TuneSpec
     from ..runner import envinfo
     from ..runner.tune import Tuner
+    from ..store.files import read_tune
     from .running import run_with_progress
 
     spec, root = _request(
@@ -87,7 +88,7 @@ def tune(
     env = envinfo.inventory()
     run = lambda plan: run_with_progress(plan, env, None)  # noqa: E731
     Tuner(spec, root, env, run, tuple(sys.argv), render.note).search()
-    render.out.print(finding(json.loads((root / "tune.json").read_text())), markup=False)
+    render.out.print(finding(read_tune(root)), markup=False)
     render.out.print(f"tune in {root} (tune.json, tune.csv; a study per step)", markup=False)
 
 

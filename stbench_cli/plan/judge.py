@@ -139,9 +139,8 @@ def _gain(result: dict) -> str:
     quality = gain.get("quality") or {}
     if quality.get("best") is not None and quality.get("base") is not None:
         text += f"; validation metric {quality['best']:.4g} vs {quality['base']:.4g}"
-    hit, _, total = gain.get("contended", "0 of 0").partition(" of ")
-    if hit != "0":
-        text += f"; {hit} of its {total} cells ran contended"
+    if gain.get("contended"):
+        text += f"; {gain['contended']} of its {gain.get('cells', 0)} cells ran contended"
     return text + "."
 
 
@@ -219,10 +218,9 @@ def finding(state: dict, brief: bool = False) -> str:
         else "torch's defaults were the best configuration found."
     )
     lines = [head, *([_gain(result)] if changed else [])]
-    contended = [s["contended"] for s in steps if s.get("contended")]
-    hit = sum(int(c.split(" of ")[0]) for c in contended)
+    hit = sum(int(s.get("contended") or 0) for s in steps)
     if hit:
-        total = sum(int(c.split(" of ")[1]) for c in contended)
+        total = sum(int(s.get("cells") or 0) for s in steps)
         lines.append(
             f"{hit} of {total} search cells ran contended (other processes used cores "
             "their threads needed): rerun on a quiet machine before trusting the steps."

@@ -434,5 +434,5 @@ def gain(rows: list[Run], start: dict, best: dict) -> dict | None:
             }
     out["quality"] = {k: column_median(v, QUALITY) for k, v in sides.items()}
     contended = [r for v in sides.values() for r in v if r["contended"]]
-    out["contended"] = f"{len(contended)} of {sum(map(len, sides.values()))}"
+    out["contended"], out["cells"] = len(contended), sum(map(len, sides.values()))
     return out if SPS in out else None

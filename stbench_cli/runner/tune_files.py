@@ -52,7 +52,8 @@ def step_record(
         "verdicts": [verdict_record(v) for v in verdicts],
         "kept": kept,
         **load,
-        "contended": f"{contended} of {len(rows)}",
+        "contended": contended,  # cells that ran contended, of `cells`
+        "cells": len(rows),
         "note": next((v.note for v in verdicts if v.note), ""),
     }
 

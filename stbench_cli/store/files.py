@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import os
 from dataclasses import asdict
 from pathlib import Path
@@ -197,6 +198,20 @@ def prune_orphans(folder: Path, done: set[str]) -> None:
 TUNE_FILE = "tune.json"  # a tune's folder: its request and result, beside its step studies
 PREDICTED = "predicted.csv"  # a gpu-vs-cpu study's GPU predictions (plan/predict.py), not rows
 ANATOMY = "anatomy.json"  # what its step is made of, measured on the CPU (child/anatomy.py)
+
+
+def read_tune(root: Path) -> dict:
+    """A tune's tune.json, the one place that reads it: how many cells ran contended is a
+    count and its total (`contended`, `cells`) in every step and in the gain; a tune.json
+    written before they were counts ("2 of 42") is read as counts here, and nowhere else."""
+    state = json.loads((root / TUNE_FILE).read_text())
+    records = [*state.get("steps", []), (state.get("result") or {}).get("gain") or {}]
+    for record in records:
+        said = record.get("contended")
+        if isinstance(said, str):
+            hit, _, total = said.partition(" of ")
+            record["contended"], record["cells"] = int(hit or 0), int(total or 0)
+    return state
 
 
 def find_folders(paths: list[Path], tune_steps: bool = True) -> list[Path]:
