@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..comparison import MARGIN, looks_equal, wins_from
+from ..comparison import MARGIN, looks_equal, number, wins_from
 from .cells import Cell, cells, paired_rounds, ratio, rows_of
 from .labels import format_number, short_gpu
 from .model import HARDWARE, Key, axes
@@ -484,7 +484,7 @@ def _predicted_lines(ax, predicted: pd.DataFrame | None, found: list[Point], fir
         pts = [
             (counts[str(r["size"])], float(r["estimated_gain"]))
             for r in lines.to_dict("records")
-            if str(r["size"]) in counts and _positive(r.get("estimated_gain"))
+            if str(r["size"]) in counts and (number(r.get("estimated_gain")) or 0) > 0
         ]
         if len(pts) < 1:
             continue
@@ -501,13 +501,6 @@ def _predicted_lines(ax, predicted: pd.DataFrame | None, found: list[Point], fir
         )
         drawn = True
     return drawn
-
-
-def _positive(value) -> bool:
-    try:
-        return float(value) > 0
-    except (TypeError, ValueError):
-        return False
 
 
 PREDICTED_TITLE = (
@@ -531,6 +524,8 @@ def predicted_table(predicted: pd.DataFrame, s: pd.DataFrame) -> pd.DataFrame | 
         return None
     unit, lines = _unit(s), []
     gpus = list(dict.fromkeys(predicted["gpu"]))
+    # a GPU that ran: its measured ratio beside the prediction, size by size (points once)
+    measured = {str(p.size): p.vs_tuned.text() for p in points(s)} if has_gpu(s) else None
     for size, here in predicted.groupby("size", sort=False):
         count = _count(s, size)
         line = {unit or "size": _whole(count) if math.isfinite(count) else str(size)}
@@ -543,9 +538,8 @@ def predicted_table(predicted: pd.DataFrame, s: pd.DataFrame) -> pd.DataFrame | 
                 line[gpu] = "does not fit"
                 continue
             most, guess = r["most_gain"], r["estimated_gain"]
-            line[gpu] = f"<={_times(most)} ~{_times(guess)}" if _positive(most) else "-"
-        if has_gpu(s):  # the prediction against the measurement, size by size
-            measured = {str(p.size): p.vs_tuned.text() for p in points(s)}
+            line[gpu] = f"<={_times(most)} ~{_times(guess)}" if (number(most) or 0) > 0 else "-"
+        if measured is not None:
             line["GPU measured"] = measured.get(str(size), "-")
         last = here[here["gpu"] == gpus[-1]]
         by = str(last["bound_by"].iloc[0]) if len(last) else "-"
