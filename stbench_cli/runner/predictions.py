@@ -25,7 +25,7 @@ ANATOMY_TIMEOUT_S = 120.0
 SMALL_BATCHES = (2, 8)  # the anatomy's batches: a step's launches do not grow with the batch
 
 
-def anatomy(folder: Path) -> Anatomy | None:
+def anatomy(folder: Path, manifest: dict) -> Anatomy | None:
     """The study's anatomy.json, measured now where it is missing; None where it cannot be."""
     kept = folder / ANATOMY
     if kept.exists():
@@ -34,7 +34,6 @@ def anatomy(folder: Path) -> Anatomy | None:
             return Anatomy(**{**stored, "batches": tuple(stored["batches"])})
         except (OSError, ValueError, TypeError):
             pass
-    manifest = read_manifest(folder)
     first = next(
         c for c in manifest["cells"] if c["repeat"] == 0 and str(c["device"]).startswith("cpu")
     )
@@ -60,10 +59,9 @@ def anatomy(folder: Path) -> Anatomy | None:
     return Anatomy(**{**stored, "batches": tuple(stored["batches"])})
 
 
-def steps(folder: Path, found: Anatomy) -> list[Step]:
+def steps(folder: Path, manifest: dict, found: Anatomy) -> list[Step]:
     """Each measured size's step: its FLOPs and data loading from the CPU's rows at that size,
     its launches and bytes from the anatomy, its memory from the workload's prediction."""
-    manifest = read_manifest(folder)
     asked = manifest["question"]["size"]
     w = registry.get(manifest["workload"])
     rows = [r for r in read_runs(folder) if r["status"] == "ok" and r["device"] == "cpu"]
@@ -145,11 +143,12 @@ COLUMNS = (
 def write_predictions(folder: Path, gpus: Sequence[Gpu]) -> list[dict]:
     """predicted.csv for the study in `folder` on each of `gpus` (its lines; none where the
     anatomy could not be measured)."""
-    found = anatomy(folder)
+    manifest = read_manifest(folder)  # once: the anatomy's configuration and the sizes
+    found = anatomy(folder, manifest)
     if found is None:
         return []
     lines = []
-    for step in steps(folder, found):
+    for step in steps(folder, manifest, found):
         for gpu in gpus:
             p = predict(step, gpu)
             lines.append(
