@@ -47,11 +47,11 @@ from . import cpu
 from .cell import classify, last_line, leave
 
 LIVE = frozenset(LIVE_LEVERS)
-# Untimed steps after a switch, at least REWARM_STEPS and REWARM_SHARE of a window's seconds; a
-# configuration or loader made now runs a whole window's worth untimed (its first steps after the
-# warm-up pass were measured up to 3x slower than its steady ones)
+# Untimed steps after a switch: the first step after one ran up to 1.12x a steady step (bf16 on
+# cnn-strain and stnn), the second as steady as any (benchmarks/rewarm.py), so one step re-warms.
+# A configuration or loader made now runs a whole window's worth untimed (its first steps after
+# the warm-up pass were measured up to 3x slower than its steady ones).
 REWARM_STEPS = 1
-REWARM_SHARE = 0.25
 MAX_CYCLE = 8  # an epoch of at most this many steps is a cycle a window holds whole
 
 
@@ -183,7 +183,7 @@ class Windows:
         clock = trainer.clock
         loss_sum = torch.zeros((), device=trainer.device)
         warm, start, t0 = [], clock.mark(), time.perf_counter()
-        floor = self.job.window_s * (1.0 if built else REWARM_SHARE)
+        floor = self.job.window_s if built else 0.0
         while len(warm) < REWARM_STEPS + int(built) or time.perf_counter() - t0 < floor:
             warm.append(trainer._step(batches, start, loss_sum))  # untimed: the re-warm
             start = warm[-1].end

@@ -280,6 +280,7 @@ class Engine:
         if not segments:
             return
         windows, said = [], []
+        done = {r["run_id"] for r in self.rows}
         for seg in segments:
             ran = self.rounds_of(seg.configs)
             top = max(ran, default=-1) + 1 + seg.rounds
@@ -287,10 +288,23 @@ class Engine:
             self.plan = plan_rounds(self.plan, self.env, seg.configs, repeats)
             first = {c.run_id: c for c in self.plan.cells if c.repeat == 0}
             by = {(c.params, c.device, c.batch_size, c.repeat): c for c in self.plan.cells}
+
+            def cell(config: str, r: int) -> RunSpec | None:
+                f = first[config]
+                return by.get((f.params, f.device, f.batch_size, r))
+
+            # a round an interrupted process left part-way (the window it was in when stopped
+            # is in the manifest with no row): its missing windows run first, none lost
+            unfinished = [
+                r
+                for r in sorted(ran)
+                if any((c := cell(f, r)) and c.run_id not in done for f in seg.configs)
+            ]
             windows += [
-                by[(first[f].params, first[f].device, first[f].batch_size, r)]
-                for r in repeats
+                c
+                for r in unfinished + repeats
                 for f in pairs.rotated(list(seg.configs), r)
+                if (c := cell(f, r)) and c.run_id not in done
             ]
             names = ", ".join(self.label(c) for c in seg.configs)
             span = f"{repeats[0] + 1}-{repeats[-1] + 1}" if len(repeats) > 1 else repeats[0] + 1

@@ -20,6 +20,7 @@ from ..plan import registry
 from ..plan.predict import Anatomy, Gpu, Step, predict
 from ..store.files import ANATOMY, PREDICTED, atomic_write, read_runs
 from ..store.manifest import read_manifest
+from . import warm
 
 ANATOMY_TIMEOUT_S = 120.0
 SMALL_BATCHES = (2, 8)  # the anatomy's batches: a step's launches do not grow with the batch
@@ -44,10 +45,9 @@ def anatomy(folder: Path, manifest: dict) -> Anatomy | None:
             json.dumps({"workload": first["workload"], "params": params, "batches": SMALL_BATCHES})
         )
         try:
-            done = subprocess.run(
+            # forked from the warm server where there is one: torch is imported already
+            done = warm.run_module(
                 [sys.executable, "-m", "stbench.child.anatomy", str(job), str(out)],
-                capture_output=True,
-                text=True,
                 timeout=ANATOMY_TIMEOUT_S,
             )
         except subprocess.TimeoutExpired:
