@@ -71,7 +71,7 @@ def rows(folder: Path) -> list[dict]:
 def study(env: dict, out: Path, cells: int) -> dict:
     """One study: its command seconds, each cell's fixed cost, the last cell's timeline."""
     stbench = shutil.which("stbench") or "stbench"
-    argv = [stbench, *STUDY, "--repeat", str(cells), "--out", str(out)]
+    argv = [stbench, *STUDY, "--rounds", str(cells), "--out", str(out)]
     start = time.perf_counter()
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     arrived: list[float] = []

@@ -42,7 +42,7 @@ def test_run_passes_the_exact_cells(captured, tmp_path):
             "32",
             "--set",
             "lr=0.01,0.02",
-            "--repeat",
+            "--rounds",
             "2",
             "--seed",
             "3",
@@ -112,7 +112,7 @@ def test_run_passes_the_exact_cells(captured, tmp_path):
 
 def test_same_seed_gives_every_repeat_the_seed(captured):
     assert (
-        run_cli(["run", "cnn-strain", "--smoke", "--repeat", "3", "--seed", "5", "--same-seed"])
+        run_cli(["run", "cnn-strain", "--smoke", "--rounds", "3", "--seed", "5", "--same-seed"])
         == 0
     )
     assert [c.seed for c in captured["plan"].cells] == [5, 5, 5]

@@ -248,7 +248,7 @@ def test_a_negative_epochs_fit_declines():
     assert f.text == (
         f"Cannot conclude: 1 per-epoch cost fitted negative (the study: "
         f"{format_number(fit.slope)} s per epoch, 95% CI {lo} to {hi}). To conclude: run it "
-        "alone on the machine; more repeats (--repeat N)."
+        "alone on the machine; more rounds (--rounds N)."
     )
 
 
@@ -261,7 +261,7 @@ def test_two_repeats_wider_than_their_mean_decline_with_the_repeats_to_run():
     f, _ = find(rows)
     assert f.text.startswith(
         "Cannot conclude: 1 cell of two repeats with a 95% interval wider than the mean "
-        "(precision=bf16: 100.0 ± 635.3). To conclude: more repeats (--repeat "
+        "(precision=bf16: 100.0 ± 635.3). To conclude: more rounds (--rounds "
     )
 
 

@@ -42,7 +42,7 @@ def row(batch, epochs, repeat, wall):
         "peak_rss_mb": 400.0,
         "study": "/somewhere/on/disk/sweep",
         "study_key": "k",
-        "question": "stbench run w --batch-size 32 64 --epochs 1 2 --repeat 2",
+        "question": "stbench run w --batch-size 32 64 --epochs 1 2 --rounds 2",
     }
 
 

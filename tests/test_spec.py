@@ -160,3 +160,13 @@ def test_a_command_that_takes_one_value_refuses_several_in_one_line():
     assert spread_lists(["run", "w", "--batch-size", "64", "128"]) == [
         "run", "w", "--batch-size", "64", "--batch-size", "128",
     ]  # fmt: skip
+
+
+def test_a_renamed_option_is_refused_in_one_line_naming_the_new_one():
+    """One concept, one name in every command: rounds are `--rounds`, a device is `--device`."""
+    with pytest.raises(StbenchError, match=r"--repeat is now --rounds \(stbench run --rounds"):
+        spread_lists(["run", "cnn-strain", "--repeat", "3"])
+    with pytest.raises(StbenchError, match="--gpu is now --device"):
+        spread_lists(["gpu-vs-cpu", "cnn-strain", "--gpu=cuda"])
+    # the same word is no rename where the command never had it
+    assert spread_lists(["tune", "w", "--rounds", "3"]) == ["tune", "w", "--rounds", "3"]

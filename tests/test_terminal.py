@@ -117,7 +117,7 @@ def test_progress_into_a_log_is_one_line_per_finished_cell(tmp_path):
         "--smoke",
         "--epochs",
         "1",
-        "--repeat",
+        "--rounds",
         "2",
         "--out",
         tmp_path,

@@ -140,7 +140,9 @@ def test_gpu_vs_cpu_concludes_every_size_in_paired_rounds_over_two_processes(tmp
         (("--budget", "1"), "--budget 1: too small to measure 2 sizes"),
         (("--sizes", "0"), "--sizes '0': a batch size is a positive integer"),
         (("--window", "-1"), "--budget and --window are seconds"),
-        (("--gpu", "cuda"), "--gpu cuda: torch sees no GPU on this machine"),
+        (("--device", "cuda"), "--device cuda: torch sees no GPU on this machine"),
+        (("--gpu", "cuda"), "--gpu is now --device"),
+        (("--device", "cpu", "cuda"), "--device cpu cuda: stbench gpu-vs-cpu takes one value"),
     ],
 )
 def test_a_question_it_cannot_answer_is_one_line_before_anything_is_written(tmp_path, args, said):

@@ -39,13 +39,13 @@ Rounds = Annotated[
         "--rounds", metavar="N", help="paired rounds of every configuration before open pairs only"
     ),
 ]
-Gpu = Annotated[
+Device = Annotated[
     str,
     typer.Option(
-        "--gpu",
+        "--device",
         metavar="DEVICE",
-        help="cuda, cuda:N, or none (the CPU's configurations only); default: cuda if torch "
-        "sees one",
+        help="the GPU held against the CPU: cuda, cuda:N, or none (the CPU's configurations "
+        "only); default: cuda if torch sees one",
     ),
 ]
 CudaGraphs = Annotated[
@@ -70,7 +70,7 @@ def gpu_vs_cpu(
     sizes: Sizes = None,
     window: Window = None,
     rounds: Rounds = 6,
-    gpu: Gpu = "",
+    device: Device = "",
     cuda_graphs: CudaGraphs = False,
     gpus: Gpus = None,
     set_: Sets = None,
@@ -119,7 +119,7 @@ def gpu_vs_cpu(
         if "question" not in plan.manifest:
             raise StbenchError(f"--resume {resume}: not a gpu-vs-cpu study (no question in it)")
     else:
-        device = _gpu(gpu, env.gpu_count)
+        device = _gpu(device, env.gpu_count)
         q = Question(
             workload,
             tuple(sizes or ()),
@@ -194,7 +194,8 @@ def _gpu(asked: str, visible: int) -> str:
         from ..errors import StbenchError
 
         raise StbenchError(
-            f"--gpu {asked}: torch sees no GPU on this machine; --gpu none (the default here) "
+            f"--device {asked}: torch sees no GPU on this machine; --device none (the default "
+            "here) "
             "asks the CPU's half of the question"
         )
     return asked or ("cuda" if visible else "")

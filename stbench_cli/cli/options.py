@@ -49,7 +49,7 @@ Sets = Annotated[
 Preset = Annotated[
     str | None, typer.Option(metavar="NAME", help="a workload's preset (`stbench list WORKLOAD`)")
 ]
-Repeats = Annotated[int, typer.Option("--repeat", metavar="N", help="rounds of every cell")]
+Rounds = Annotated[int, typer.Option("--rounds", metavar="N", help="rounds of every cell")]
 AllWorkloads = Annotated[bool, typer.Option("--all", help="a study of every workload")]
 Smoke = Annotated[bool, typer.Option("--smoke", help="every cell a seconds-long run")]
 # --out means one thing in every command: the folder its new files go into, made if missing
@@ -134,7 +134,13 @@ Resume = Annotated[
 
 # Where a command takes one value of an option that is an axis elsewhere (`run --batch-size 64
 # 128` is two cells), what the one value is: several are refused in one line, never the last kept.
-ONE_VALUE = {("tune", "--batch-size"): "the reference batch (half and twice it are tried)"}
+ONE_VALUE = {
+    ("tune", "--batch-size"): "the reference batch (half and twice it are tried)",
+    ("gpu-vs-cpu", "--device"): "the GPU held against the CPU",
+}
+# Options renamed so that one concept has one name in every command: the old name is one line
+# naming the new one, never silently taken.
+RENAMED = {("run", "--repeat"): "--rounds", ("gpu-vs-cpu", "--gpu"): "--device"}
 
 
 def spread_lists(argv: list[str]) -> list[str]:
@@ -148,6 +154,13 @@ def spread_lists(argv: list[str]) -> list[str]:
     for tok in argv:
         if tok.startswith("-"):
             name = tok.split("=", 1)[0]
+            if (command, name) in RENAMED:
+                from ..errors import StbenchError
+
+                raise StbenchError(
+                    f"{name} is now {RENAMED[command, name]} (stbench {command} "
+                    f"{RENAMED[command, name]} ...)"
+                )
             current = name if name in LIST_OPTIONS and "=" not in tok else None
             given = []
             out.append(tok)

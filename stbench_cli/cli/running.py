@@ -28,7 +28,7 @@ from .options import (
     Out,
     Preset,
     Price,
-    Repeats,
+    Rounds,
     Resume,
     SameSeed,
     Seed,
@@ -152,7 +152,7 @@ def run(
     epochs: Epochs = None,
     set_: Sets = None,
     preset: Preset = None,
-    repeat: Repeats = 1,
+    rounds: Rounds = 1,
     budget: Budget = None,
     smoke: Smoke = False,
     seed: Seed = 0,
@@ -173,7 +173,7 @@ def run(
 
     \b
       stbench run cnn-strain                                 # the default study
-      stbench run lstm-era5 --device cpu cuda --epochs 5 10 15 --repeat 3
+      stbench run lstm-era5 --device cpu cuda --epochs 5 10 15 --rounds 3
       stbench run stnn --set grid=30x84,60x168 --set relations=dense,sparse
       stbench run cnn-strain --strategy ddp --nproc 1 2 4 --budget 600
       stbench run --resume results/20261127-120000-host-stnn   # finish a study
@@ -195,7 +195,7 @@ def run(
             batch_sizes=tuple(batch_size or ()),
             epochs=tuple(epochs or ()),
             sets=tuple(set_ or ()),
-            repeat=repeat,
+            repeat=rounds,
             preset=preset,
             smoke=smoke,
             seed=seed,

@@ -171,7 +171,7 @@ def matrix_of(w: Workload, req: Request) -> MatrixSpec:
         epochs=check_positive("--epochs", req.epochs or [engine.get("epochs", 1)]),
         base_params=tuple(sorted(base.items())),
         axes=tuple(axes.items()),
-        repeats=check_positive("--repeat", [req.repeat])[0],
+        repeats=check_positive("--rounds", [req.repeat])[0],
         seed=req.seed,
         preset=req.preset or w.default_preset,
         seed_per_repeat=req.seed_per_repeat,

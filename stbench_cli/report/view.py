@@ -135,7 +135,7 @@ def declined(s: pd.DataFrame, kind: str = "") -> str | None:
             f"{len(bad)} per-epoch cost{'s' * (len(bad) > 1)} fitted {said} ({where}: "
             f"{format_number(fit.slope)} s per epoch{f', {ci}' if ci else ''})"
         )
-        todo += ["run it alone on the machine", "more repeats (--repeat N)"]
+        todo += ["run it alone on the machine", "more rounds (--rounds N)"]
     figure = {"epochs": "wall_s", "target": "time_to_target_s"}.get(kind, "samples_per_s")
     found = cells(s, figure, keys)  # the figure the kind answers with; of two values, median = mean
     # (gpu-vs-cpu states each ratio with its paired interval, and says where one is too wide)
@@ -147,7 +147,7 @@ def declined(s: pd.DataFrame, kind: str = "") -> str | None:
             f"{len(wide)} cell{'s' * (len(wide) > 1)} of two repeats with a 95% interval wider "
             f"than the mean ({wide[0].name or 'the cell'}: {wide[0].amount()})"
         )
-        todo.append(f"more repeats (--repeat {n})")
+        todo.append(f"more rounds (--rounds {n})")
     if not why:
         return None
     return f"Cannot conclude: {'; '.join(why)}. To conclude: {'; '.join(dict.fromkeys(todo))}."
