@@ -15,7 +15,7 @@ import argparse
 import time
 
 from stbench.child.checks import overhead
-from stbench.child.timing import Clock, StepMarks, resolve
+from stbench.child.timing import Clock, StepMarks, resolve_marks
 from stbench.device import Accelerator
 
 
@@ -27,7 +27,7 @@ def marks_cost(device: str, n: int) -> float:
         StepMarks(clock.mark(), clock.mark(), clock.mark(), clock.mark(), clock.mark())
         for _ in range(n)
     ]
-    resolve(clock, marks)
+    resolve_marks(clock, marks)
     return (time.perf_counter() - t) / n
 
 

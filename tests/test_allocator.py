@@ -57,7 +57,7 @@ def test_a_cell_keeps_freed_memory_unless_told_otherwise(monkeypatch):
     results = {}
     for policy in ("keep", "system"):
         p = preset_params("lstm-era5", allocator=policy, max_steps=2, max_eval_batches=1)
-        results[policy] = cell.run(
+        results[policy] = cell.train_cell(
             RunSpec("lstm-era5", "cpu", "single", 32, 1, params=tuple(sorted(p.items())))
         )
     assert calls == ["keep"]

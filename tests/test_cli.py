@@ -194,8 +194,10 @@ def test_run_takes_its_options_as_one_typed_request_whatever_typer_passes(tmp_pa
     from its own arguments, converting each: on the first H100 acceptance the GPU machine's typer
     passed --out as a str through Click's ctx.params, and every `stbench run` failed on
     `'str' object has no attribute 'exists'`. Here the callback gets Click's raw strings."""
-    from stbench.cli.running import run
+    from stbench.cli.running import run_command
 
-    run(workload="cnn-strain", smoke=True, out=str(tmp_path / "out"), resume=None)  # no exit: ok
+    run_command(
+        workload="cnn-strain", smoke=True, out=str(tmp_path / "out"), resume=None
+    )  # no exit: ok
     (folder,) = (tmp_path / "out").iterdir()
     assert (folder / "runs.csv").exists()

@@ -173,20 +173,20 @@ def test_the_parent_preloads_an_installed_allocator_and_skips_one_that_is_not(mo
 
     monkeypatch.setattr(host, "allocator_library", lambda name: f"/opt/lib{name}.so")
     monkeypatch.delenv("LD_PRELOAD", raising=False)
-    prep = hostprep.prepare(spec(allocator="jemalloc", threads=3), window_s=0.01)
+    prep = hostprep.prepare_host(spec(allocator="jemalloc", threads=3), window_s=0.01)
     assert prep.env["LD_PRELOAD"] == "/opt/libjemalloc.so" and prep.failure is None
     assert ThreadChoice.from_env(prep.env) == ThreadChoice(3, "threads=3 given")
     assert prep.others_cores is not None and prep.prefix == ()
     monkeypatch.setattr(host, "allocator_library", lambda name: None)
-    assert hostprep.prepare(spec(allocator="tcmalloc"), window_s=0.01).failure.startswith(
+    assert hostprep.prepare_host(spec(allocator="tcmalloc"), window_s=0.01).failure.startswith(
         "allocator=tcmalloc: no tcmalloc library found (looked for libtcmalloc.so"
     )
     monkeypatch.setattr(host, "numactl", lambda: None)
-    assert hostprep.prepare(spec(bind="numa"), window_s=0.01).failure == (
+    assert hostprep.prepare_host(spec(bind="numa"), window_s=0.01).failure == (
         "bind=numa: numactl is not installed (apt install numactl)"
     )
     monkeypatch.setattr(host, "numactl", lambda: "/usr/bin/numactl")
-    assert hostprep.prepare(spec(bind="numa"), window_s=0.01).prefix == (
+    assert hostprep.prepare_host(spec(bind="numa"), window_s=0.01).prefix == (
         "/usr/bin/numactl",
         "--cpunodebind=0",
         "--membind=0",

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from stbench.device import Accelerator, Device, is_cuda, parse, resolve, visible_devices
+from stbench.device import Accelerator, Device, is_cuda, parse, resolve_device, visible_devices
 
 ROOT = Path(__file__).parent.parent
 
@@ -34,9 +34,11 @@ def test_parse_and_its_errors():
 
 
 def test_a_bare_cuda_resolves_to_the_index_the_process_uses():
-    assert resolve("cuda", local_rank=3, count=2) == Device("cuda", 1)  # gloo ranks share GPUs
-    assert resolve("cuda:1", local_rank=0, count=4) == Device("cuda", 1)
-    assert resolve("cpu", local_rank=5, count=0) == Device("cpu")
+    assert resolve_device("cuda", local_rank=3, count=2) == Device(
+        "cuda", 1
+    )  # gloo ranks share GPUs
+    assert resolve_device("cuda:1", local_rank=0, count=4) == Device("cuda", 1)
+    assert resolve_device("cpu", local_rank=5, count=0) == Device("cpu")
     assert Accelerator("cuda").device == Device(
         "cuda", 0
     )  # never the bare kind: set_device needs an index

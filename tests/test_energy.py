@@ -82,9 +82,9 @@ def test_gpu_methods_and_the_short_window_rule():
     unreadable = energy.gpu_method(True, True, None)
     assert unreadable.startswith("none: NVML's energy counter is not readable")
     assert energy.gpu_method(True, False, None).startswith("none: NVML cannot see")
-    long = energy.summary(5000.0, "nvml counter", None, "none: x", 61.0)
+    long = energy.energy_columns(5000.0, "nvml counter", None, "none: x", 61.0)
     assert long["energy_short"] is False and long["energy_window_s"] == 61.0
-    nothing = energy.summary(None, "none: a", None, "none: b", 5.0)
+    nothing = energy.energy_columns(None, "none: a", None, "none: b", 5.0)
     assert nothing["energy_short"] is None and nothing["energy_window_s"] is None
 
 

@@ -5,7 +5,7 @@ import json
 
 import pandas as pd
 
-from stbench.report.labels import size_of, sort_natural
+from stbench.report.labels import size_number, sort_natural
 from stbench.report.view import finding_of, kind_of
 from tests.helpers import frame
 
@@ -269,7 +269,7 @@ def test_kinds_follow_what_varies_first_match_wins():
 
 
 def test_labels_sort_as_numbers():
-    assert [size_of(x) for x in ("30x84", "2k7", "11k", "400000")] == [
+    assert [size_number(x) for x in ("30x84", "2k7", "11k", "400000")] == [
         2520.0,
         2700.0,
         11000.0,

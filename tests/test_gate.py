@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stbench.report.judge import Verdict, exit_code, gate
+from stbench.report.judge import Verdict, gate, gate_exit_code
 from stbench.report.text import line
 from stbench.stats import repeats_needed, significant
 from stbench.store.files import read_csv  # text rows, doctored, then typed by run_of
@@ -182,10 +182,10 @@ def test_each_verdict_is_worded_as_pyperf_words_it():
         "inconclusive (needs ≥ 2 repeats)"
     )
     assert (
-        exit_code([v("ok", 0.0), v("inconclusive", 0.3)]) == 3
-        and exit_code([v("regression", 0.3, True)]) == 1
+        gate_exit_code([v("ok", 0.0), v("inconclusive", 0.3)]) == 3
+        and gate_exit_code([v("regression", 0.3, True)]) == 1
     )
-    assert exit_code([v("unchanged", 0.0)]) == 0
+    assert gate_exit_code([v("unchanged", 0.0)]) == 0
 
 
 def test_a_cell_that_no_longer_ends_ok_is_a_regression():

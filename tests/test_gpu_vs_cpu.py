@@ -16,7 +16,7 @@ from stbench.plan.spec import RunSpec, identify
 from stbench.report.gpu_vs_cpu import crossover, figure, points, words
 from stbench.report.labels import format_number
 from stbench.report.model import study
-from stbench.report.read import asked
+from stbench.report.read import with_question
 from stbench.report.view import finding_of
 from stbench.runner.envinfo import collect
 from stbench.stats import paired
@@ -84,7 +84,7 @@ def _study(speed=SPEED):
         for config, values in configs.items()
         for r, v in enumerate(values)
     ]
-    return study([asked(run_of(r, "f"), QUESTION) for r in rows]).runs
+    return study([with_question(run_of(r, "f"), QUESTION) for r in rows]).runs
 
 
 def _paired(size: str, base: str, other: str) -> tuple:
@@ -282,7 +282,7 @@ def test_the_crossover_sentence_of_synthetic_windows_names_the_size_the_gpu_star
         "size": {**QUESTION["size"], "values": list(speed), "counts": [64.0, 256.0, 1024.0]},
     }
     rows = [
-        asked(run_of(_row(size, config, r, v), "f"), record)
+        with_question(run_of(_row(size, config, r, v), "f"), record)
         for size, configs in speed.items()
         for config, values in configs.items()
         for r, v in enumerate(values)
@@ -346,7 +346,7 @@ def test_a_side_wins_from_the_first_size_of_its_last_unbroken_run_of_wins():
 
 def test_a_size_the_gpu_ran_out_of_memory_at_is_named_with_its_reason():
     rows = [
-        asked(run_of(_row(size, config, r, v), "f"), QUESTION)
+        with_question(run_of(_row(size, config, r, v), "f"), QUESTION)
         for size, configs in SPEED.items()
         for config, values in configs.items()
         for r, v in enumerate(values)
@@ -358,7 +358,7 @@ def test_a_size_the_gpu_ran_out_of_memory_at_is_named_with_its_reason():
         "reason": "OutOfMemoryError: CUDA out of memory",
         "samples_per_s": "",
     }
-    rows.append(asked(run_of(oom, "f"), QUESTION))
+    rows.append(with_question(run_of(oom, "f"), QUESTION))
     text = words(study(rows).runs)
     assert text.endswith(
         "No answer at 1,089 series: cuda ended oom (OutOfMemoryError: CUDA out of memory)."

@@ -269,6 +269,50 @@ def test_module_names_say_what_they_do_and_no_issue_number_is_left_in_the_code()
     assert mentions == []
 
 
+# Names the package gives several module-level functions on purpose: one job, one interface,
+# several implementations (each launcher, each kind of study's view, each registry, each entry
+# point). Any other name defined in two modules is two jobs under one word.
+ONE_INTERFACE = {
+    "check": "launchers",
+    "command": "launchers",
+    "describe": "launchers",
+    "opened": "launchers",
+    "run_cell": "launchers",
+    "_gather_logs": "launchers",
+    "finding": "study kinds",
+    "table": "study kinds",
+    "view": "study kinds",
+    "get": "registries",
+    "main": "entry points",
+}
+WHERE = {
+    "launchers": ("runner/launchers/",),
+    "study kinds": ("report/", "plan/judge.py"),
+    "registries": ("runner/launchers/__init__.py", "plan/levers.py", "plan/registry.py"),
+    "entry points": ("cli/__init__.py", "child/"),
+}
+
+
+def test_no_two_modules_define_a_function_of_one_name_for_different_jobs():
+    """A function's name says its job: `judge` once named a paired comparison, why a cell failed,
+    and a tune step's verdict. Methods are named within their class and stay out of it."""
+    defined: dict[str, list[str]] = {}
+    for path in ENGINE.rglob("*.py"):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                defined.setdefault(node.name, []).append(path.relative_to(ENGINE).as_posix())
+    clashes = {
+        name: where
+        for name, where in defined.items()
+        if len(where) > 1
+        and not name.startswith("__")
+        and not (
+            name in ONE_INTERFACE and all(p.startswith(WHERE[ONE_INTERFACE[name]]) for p in where)
+        )
+    }
+    assert clashes == {}
+
+
 def test_what_an_extra_installs_is_asked_for_in_one_line_naming_the_extra(monkeypatch, tmp_path):
     """The core install leaves HDF5, netCDF, zarr/gcsfs and the cluster engines to extras: a
     study that needs one of them says which, in one line (a workload's data check: ValueError)."""

@@ -134,7 +134,7 @@ def test_synchronisations_are_counted_per_profiled_step(tmp_path):
     cudaStreamSynchronize)."""
     import json
 
-    from stbench.report.profile import summary
+    from stbench.report.profile import trace_summary
     from stbench.store.trace import syncs_per_step
 
     events = [
@@ -147,7 +147,7 @@ def test_synchronisations_are_counted_per_profiled_step(tmp_path):
     path = tmp_path / "trace.json"
     path.write_text(json.dumps({"traceEvents": events}))
     assert syncs_per_step(path) == {3: [], 4: ["cudaStreamSynchronize"]}
-    assert summary(path).startswith(
+    assert trace_summary(path).startswith(
         "host-device synchronisations per profiled step: max 1, total 1 over 2 steps"
     )
 

@@ -66,7 +66,7 @@ def test_a_report_opens_with_its_findings_and_a_headline_figure():
         "samples/s per batch size"
     )  # the table behind the finding first
     assert report.headline == (section, section.blocks[1].picture)  # a batch study's first figure
-    md = html.to_markdown(report)
+    md = html.report_markdown(report)
     assert md.startswith(
         "# stbench report\n\n1 study, measured on EPYC (2 cores) (AMD EPYC, 2 cores, "
         "torch 2.13.0+cpu).\n\n## Findings\n\n- [sweep](#study-1): Samples/s goes from "

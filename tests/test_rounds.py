@@ -5,7 +5,7 @@ comparison concludes (issue 32: a study asking for more rounds on its own)."""
 import pytest
 
 from stbench.plan import planner
-from stbench.plan.rounds import NEVER, decide, open_comparisons
+from stbench.plan.rounds import NEVER, another_round, open_comparisons
 from stbench.runner import envinfo
 from stbench.store.files import read_runs
 from stbench.store.manifest import read_manifest
@@ -40,7 +40,7 @@ def test_one_round_is_open_and_asks_for_another_within_the_budget(env):
     cells, rows = study(env, {1: [100.0], 2: [150.0]})
     (o,) = open_comparisons(cells, rows)
     assert (o.base, o.other, o.rounds) == ("threads=1", "threads=2", 2)
-    d = decide(cells, rows, left_s=60, round_s=10)
+    d = another_round(cells, rows, left_s=60, round_s=10)
     assert d.more and "threads=2 against threads=1 needs ≥ 2 rounds, 1 ran" in d.why
 
 
@@ -48,7 +48,7 @@ def test_paired_rounds_that_leave_one_conclude_and_stop(env):
     # the machine drifts 20% between rounds; the ratio stays 1.5
     cells, rows = study(env, {1: [100.0, 120.0, 90.0], 2: [150.0, 180.0, 135.0]})
     assert open_comparisons(cells, rows) == []
-    d = decide(cells, rows, left_s=60, round_s=10)
+    d = another_round(cells, rows, left_s=60, round_s=10)
     assert not d.more and "concluded in 3 rounds" in d.why
 
 
@@ -56,7 +56,7 @@ def test_a_round_that_does_not_fit_the_budget_stops_with_what_is_needed(env):
     cells, rows = study(env, {1: [100.0, 120.0], 2: [150.0, 110.0]})
     (o,) = open_comparisons(cells, rows)
     assert 2 < o.rounds < NEVER
-    d = decide(cells, rows, left_s=5, round_s=10)
+    d = another_round(cells, rows, left_s=5, round_s=10)
     assert not d.more and f"needs ≥ {o.rounds} rounds, 2 ran" in d.why
     assert "5 s left and a round takes 10 s" in d.why
 
@@ -65,7 +65,7 @@ def test_cells_equal_within_the_margin_conclude_and_noisy_ones_near_1_get_more_r
     # per-round ratios 1.01, 1/1.01 and 1: their interval lies within 0.95-1.05x: they look equal
     cells, rows = study(env, {1: [100.0, 120.0, 90.0], 2: [101.0, 120.0 / 1.01, 90.0]})
     assert open_comparisons(cells, rows) == []
-    d = decide(cells, rows, left_s=600, round_s=1)
+    d = another_round(cells, rows, left_s=600, round_s=1)
     assert not d.more and "concluded in 3 rounds" in d.why
     # every run of threads=2 failed: one cell ran, nothing to compare it with
     failed = [{**r, "status": "failed"} if r["samples_per_s"] != "100.0" else r for r in rows]
@@ -75,7 +75,7 @@ def test_cells_equal_within_the_margin_conclude_and_noisy_ones_near_1_get_more_r
     cells, rows = study(env, {1: [100.0, 130.0, 90.0], 2: [130.0, 100.0, 90.0]})
     (o,) = open_comparisons(cells, rows)
     assert 3 < o.rounds < NEVER
-    assert decide(cells, rows, left_s=600, round_s=1).more
+    assert another_round(cells, rows, left_s=600, round_s=1).more
 
 
 def test_a_round_repeats_the_first_rounds_cells_with_the_next_seed_and_new_ids(env, tmp_path):

@@ -108,7 +108,7 @@ def test_the_scaling_figure_baselines_a_two_node_line_on_the_one_node_world_of_o
     (panel,) = panels(df[df["strategy"] == "ddp"], "world_size")
     two_nodes = next(ln for ln in panel.lines if (ln.rows["nodes"] == 2).all())
     assert (
-        figures._baseline(two_nodes, panel) == 101.0
+        figures._smallest_world_sps(two_nodes, panel) == 101.0
     )  # the median of the 1-node, 1-process repeats
     assert (
         figures.scaling(frame([row(1, 2, 190.0, 0.5)]), "w") is None

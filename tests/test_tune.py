@@ -9,7 +9,7 @@ import pytest
 
 from stbench.errors import StbenchError
 from stbench.plan import levers
-from stbench.plan.judge import QUALITY, SPS, TTT, concluded, finding, judge
+from stbench.plan.judge import QUALITY, SPS, TTT, concluded, finding, judge_step
 from stbench.plan.levers import BATCH, HostOffer
 from stbench.plan.tuning import TuneSpec, reproduce, request
 from stbench.runner.tune import gain, looks_better
@@ -87,19 +87,19 @@ def test_a_value_is_kept_only_when_significantly_better_and_no_worse_at_learning
     lever = levers.get("threads")
     rows = [_row(2, r, s) for r, s in enumerate((100, 120, 90))]
     rows += [_row(1, r, s) for r, s in enumerate((150, 170, 140))]
-    measure, verdicts, kept = judge(lever, rows, 2)
+    measure, verdicts, kept = judge_step(lever, rows, 2)
     assert measure == SPS and kept == 1
     one = next(v for v in verdicts if v.subject == 1)
     assert one.better and one.rounds == 3 and one.samples_per_s == 150
     worse = [_row(2, r, s) for r, s in enumerate((100, 120, 90))]
     worse += [_row(1, r, s, val=0.6) for r, s in enumerate((150, 170, 140))]
-    measure, verdicts, kept = judge(lever, worse, 2)
+    measure, verdicts, kept = judge_step(lever, worse, 2)
     assert kept == 2 and "more than 5% worse than 0.5" in verdicts[1].note
     noisy = [_row(2, r, s) for r, s in enumerate((100, 100, 100))]
     noisy += [_row(1, r, s) for r, s in enumerate((300, 80, 110))]
-    assert judge(lever, noisy, 2)[2] == 2  # faster on average, not significantly
+    assert judge_step(lever, noisy, 2)[2] == 2  # faster on average, not significantly
     failed = rows[:3] + [_row(1, 0, 150), _row(1, 1, 170), _row(1, 2, "", status="failed")]
-    measure, verdicts, kept = judge(lever, failed, 2)
+    measure, verdicts, kept = judge_step(lever, failed, 2)
     assert kept == 2 and verdicts[1].note == "1 of 3 runs not ok (failed: boom)"
 
 
@@ -108,20 +108,20 @@ def test_a_value_that_looks_better_without_being_judged_so_is_the_one_more_round
     close = [_row(2, r, s) for r, s in enumerate((100, 100))]
     close += [_row(1, r, s) for r, s in enumerate((130, 110))]  # 1.2x, two rounds: not judged
     close += [_row(4, r, s) for r, s in enumerate((90, 95))]  # looks worse: no rounds for it
-    assert looks_better(lever, close, 2, judge(lever, close, 2)[1]) == 1
+    assert looks_better(lever, close, 2, judge_step(lever, close, 2)[1]) == 1
     judged = [_row(2, r, s) for r, s in enumerate((100, 120, 90))]
     judged += [_row(1, r, s) for r, s in enumerate((150, 170, 140))]  # significantly better
-    assert looks_better(lever, judged, 2, judge(lever, judged, 2)[1]) is None
+    assert looks_better(lever, judged, 2, judge_step(lever, judged, 2)[1]) is None
     worse = [_row(2, r, s) for r, s in enumerate((100, 100))]
     worse += [_row(1, r, s) for r, s in enumerate((90, 95))]
-    assert looks_better(lever, worse, 2, judge(lever, worse, 2)[1]) is None
+    assert looks_better(lever, worse, 2, judge_step(lever, worse, 2)[1]) is None
 
 
 def test_a_cell_that_ended_inside_its_warm_up_is_judged_over_all_steps():
     lever = levers.get("threads")
     rows = [_row(2, r, "nan", steps_done=4, train_s=5.0) for r in range(3)]
     rows += [_row(1, r, 9000, steps_done=400 + r, train_s=5.0) for r in range(3)]
-    measure, verdicts, kept = judge(lever, rows, 2)  # 4 steps of 64 in 5 s: no steady steps
+    measure, verdicts, kept = judge_step(lever, rows, 2)  # 4 steps of 64 in 5 s: no steady steps
     assert measure == "samples_per_s_all_steps" and kept == 1
     assert verdicts[1].ratio == pytest.approx(401 / 4, rel=1e-3)
     assert verdicts[0].new == 4 * 64 / 5
@@ -131,11 +131,11 @@ def test_the_batch_is_judged_by_time_to_target_or_else_quality_after_the_same_se
     lever = levers.get(BATCH)
     reached = [_row(64, r, 100, ttt=t, lever=BATCH) for r, t in enumerate((10, 11, 9))]
     reached += [_row(128, r, 180, ttt=t, lever=BATCH) for r, t in enumerate((12, 13, 11))]
-    measure, verdicts, kept = judge(lever, reached, 64)
+    measure, verdicts, kept = judge_step(lever, reached, 64)
     assert measure == TTT and kept == 64  # more samples/s, later to the target
     short = [_row(64, r, 100, val=v, lever=BATCH) for r, v in enumerate((0.50, 0.52, 0.49))]
     short += [_row(32, r, 60, val=v, lever=BATCH) for r, v in enumerate((0.40, 0.41, 0.39))]
-    measure, verdicts, kept = judge(lever, short, 64)
+    measure, verdicts, kept = judge_step(lever, short, 64)
     assert measure == QUALITY and kept == 32  # fewer samples/s, it learned more in the time
 
 

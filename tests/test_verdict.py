@@ -56,7 +56,7 @@ def test_torchruns_and_sruns_words_are_read():
 
 def test_a_rank_that_aborts_after_its_world_ended_keeps_the_figures_and_says_so():
     beats = {0: beat(0, "left the world", done=True), 1: beat(1, "left the world", done=True)}
-    r = verdict.judge(WORLD, (1, 1, "agent"), SUMMARY, {0: OK}, beats)
+    r = verdict.cell_outcome(WORLD, (1, 1, "agent"), SUMMARY, {0: OK}, beats)
     assert (r.status, r.figures.wall_s) == ("failed", 1.5)
     assert r.reason == (
         "rank 1 (node 1) killed by signal 6 (SIGABRT) after it left the world, "
@@ -69,7 +69,7 @@ def test_the_rank_that_died_is_named_before_the_one_that_saw_its_peer_go():
     log = SUMMARY.replace("-6 (pid: 4642) (SIGABRT)", "1 (pid: 4642)")
     log = log.replace("terminate called", "x").replace("Fatal Python error: Aborted", "")
     lost = CellResult("failed", "RuntimeError: [pair.cc:553] Connection closed by peer [::1]:1")
-    r = verdict.judge(WORLD, (0, 1, "agent"), log, {0: lost}, {0: beat(0), 1: beat(1)})
+    r = verdict.cell_outcome(WORLD, (0, 1, "agent"), log, {0: lost}, {0: beat(0), 1: beat(1)})
     assert r == CellResult(
         "failed",
         "rank 1 (node 1) exited with code 1 in a step's forward and backward, after 3 steps",
@@ -77,19 +77,19 @@ def test_the_rank_that_died_is_named_before_the_one_that_saw_its_peer_go():
 
 
 def test_a_lost_node_a_failing_rank_and_a_clean_world():
-    r = verdict.judge(WORLD, (1, -9, "agent"), "", {}, {1: beat(1)})
+    r = verdict.cell_outcome(WORLD, (1, -9, "agent"), "", {}, {1: beat(1)})
     assert r.reason == (
         "node 1 lost: its torchrun agent was killed by signal 9 (SIGKILL) (rank 1 "
         "in a step's forward and backward, after 3 steps)"
     )
     oom = CellResult("oom", "OutOfMemoryError: CUDA out of memory")
-    r = verdict.judge(WORLD, (1, 1, "agent"), SUMMARY.replace("-6", "1"), {1: oom}, {})
+    r = verdict.cell_outcome(WORLD, (1, 1, "agent"), SUMMARY.replace("-6", "1"), {1: oom}, {})
     assert r == CellResult("oom", "rank 1 (node 1): OutOfMemoryError: CUDA out of memory")
-    assert verdict.judge(WORLD, None, "", {0: OK}, {}) is OK
-    empty = verdict.judge(WORLD, None, "", {}, {})
+    assert verdict.cell_outcome(WORLD, None, "", {0: OK}, {}) is OK
+    empty = verdict.cell_outcome(WORLD, None, "", {}, {})
     assert empty.reason == "every process exited 0, but rank 0 wrote no result"
     single = RunSpec("faulty", "cpu", "single", 16, 1)
-    assert verdict.judge(single, (0, -9, "cell"), "x\n", {}, {0: beat(0)}).reason == (
+    assert verdict.cell_outcome(single, (0, -9, "cell"), "x\n", {}, {0: beat(0)}).reason == (
         "killed by signal 9 (SIGKILL: the kernel's OOM killer sends this) in a step's forward and "
         "backward, after 3 steps; last log line: x"
     )
@@ -167,5 +167,5 @@ def test_a_rank_torchrun_ended_because_another_failed_is_not_named_as_the_cause(
     one_node = RunSpec("faulty", "cpu", "ddp", 16, 1, world_size=2, nodes=1)
     log = SUMMARY.replace("exitcode  : -6 (pid: 4642) (SIGABRT)", "exitcode  : -15 (pid: 4642)")
     own = CellResult("failed", "AssertionError: Torch not compiled with CUDA enabled")
-    r = verdict.judge(one_node, (0, 1, "agent"), log, {0: own}, {})
+    r = verdict.cell_outcome(one_node, (0, 1, "agent"), log, {0: own}, {})
     assert (r.status, r.reason) == ("failed", own.reason)

@@ -171,7 +171,9 @@ def test_an_interrupted_question_resumes_with_no_window_lost_or_doubled(tmp_path
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as a terminal's
     )
     (folder,) = _first_folder(out, started)
-    time.sleep(0.5)  # inside a process of windows: a smoke question ends seconds after its first row
+    time.sleep(
+        0.5
+    )  # inside a process of windows: a smoke question ends seconds after its first row
     started.send_signal(signal.SIGINT)
     said = started.communicate(timeout=60)[0]
     assert started.returncode == 130, said[-2000:]

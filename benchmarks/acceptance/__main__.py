@@ -136,7 +136,7 @@ def run(steps: list, args: argparse.Namespace) -> int:
     from stbench.device import device_count
     from stbench.runner import envinfo, warm
 
-    warm.start()  # every step's single-process cells are forked from it (runner/warm.py)
+    warm.start_server()  # every step's single-process cells are forked from it (runner/warm.py)
     if not device_count():
         refuse("needs a CUDA GPU, and this torch sees none (torch.cuda.device_count() is 0)")
     args.out.mkdir(parents=True, exist_ok=True)

@@ -100,7 +100,7 @@ def open_device(
     return accel, (rank, local_rank, world)
 
 
-def run(
+def train_cell(
     spec: RunSpec,
     profile_dir: Path | None = None,
     progress: Heartbeat | None = None,
@@ -198,7 +198,7 @@ def main(argv: list[str]) -> int:
     rank, node = int(os.environ.get("RANK", "0")), int(os.environ.get("GROUP_RANK", "0"))
     beat = Heartbeat(args.result.parent if args.progress else None, rank, node)
     try:
-        result = run(spec, args.profile, beat, args.pg_timeout)
+        result = train_cell(spec, args.profile, beat, args.pg_timeout)
         _leave_world(beat)
     except BaseException as exc:  # the parent turns this into a status row; the matrix goes on
         traceback.print_exc()

@@ -25,7 +25,7 @@ from ..device import Accelerator, Clock
 from ..plan.planner import preset_params
 from ..plan.registry import get
 from ..plan.spec import RunSpec
-from .timing import resolve
+from .timing import resolve_marks
 from .trainer import LoopConfig, Trainer
 
 
@@ -66,7 +66,7 @@ def phase_timing(device: str, steps: int = 40, clock: Clock | None = None) -> di
     for _ in range(steps):
         marks.append(trainer._step(it, start, loss_sum))
         start = marks[-1].end
-    times = resolve(trainer.clock, marks)
+    times = resolve_marks(trainer.clock, marks)
     # the hook runs inside a step, so step k's wall time ends at the hook of step k
     return {
         "steps": steps - 1,
@@ -137,7 +137,7 @@ def _step_kinds(trainer):
         for _ in range(n):
             marks.append(trainer._step(it, start, total))
             start = marks[-1].end
-        resolve(trainer.clock, marks)  # the per-epoch read-out belongs to the cost too
+        resolve_marks(trainer.clock, marks)  # the per-epoch read-out belongs to the cost too
 
     trainer.transfer = lambda a, b, d: (a, b)  # the batch is already on the device
     return bare, instrumented

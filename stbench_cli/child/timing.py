@@ -45,7 +45,7 @@ class EpochTimes:
         return sum(sum(s[p] for p in PHASES) for s in self.steps[skip:])
 
 
-def resolve(clock: Clock, marks: list[StepMarks]) -> EpochTimes:
+def resolve_marks(clock: Clock, marks: list[StepMarks]) -> EpochTimes:
     """Turn one epoch's marks into phase seconds (one synchronisation for the whole epoch),
     then recycle the marks.
 

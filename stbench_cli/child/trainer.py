@@ -29,7 +29,7 @@ from .loader import build_loaders, epochs
 from .step import STEP_VOTE, Stepper, to_device
 from .summary import Summary, Tally
 from .target import reached, resolve_target, target_figures
-from .timing import resolve
+from .timing import resolve_marks
 
 
 @dataclass(frozen=True)
@@ -225,7 +225,7 @@ class Trainer(Stepper, Evaluator, Summary):
         metric = self.evaluate()
         self.eval_host_s += time.perf_counter() - t_eval
         eval_end = self.clock.mark()
-        times = resolve(self.clock, marks)  # the interval's one synchronisation point
+        times = resolve_marks(self.clock, marks)  # the interval's one synchronisation point
         # eval runs from the last step's end mark: read before the next mark reuses pooled events
         eval_s = self.clock.seconds(marks[-1].end, eval_end)
         self.clock.release([eval_end])

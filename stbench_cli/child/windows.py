@@ -168,7 +168,7 @@ class Windows:
     def _window(self, spec: RunSpec, key: str) -> dict:
         import torch
 
-        from .timing import resolve
+        from .timing import resolve_marks
 
         accel = self._accel(spec.device)
         choice, math, knobs = self._apply(spec, accel)
@@ -187,7 +187,7 @@ class Windows:
         while len(warm) < REWARM_STEPS + int(built) or time.perf_counter() - t0 < floor:
             warm.append(trainer._step(batches, start, loss_sum))  # untimed: the re-warm
             start = warm[-1].end
-        resolve(clock, warm)  # waits for the re-warm's steps; their marks go back to the pool
+        resolve_marks(clock, warm)  # waits for the re-warm's steps; their marks go back to the pool
         loss_sum.zero_()
         began = time.perf_counter()
         untimed = began - self.ended
@@ -199,7 +199,7 @@ class Windows:
             enough = len(marks) >= self.job.min_steps and elapsed >= self.job.window_s
             if enough and len(marks) % cycle == 0:
                 break
-        times = resolve(clock, marks)  # the window's one synchronisation point
+        times = resolve_marks(clock, marks)  # the window's one synchronisation point
         seconds = times.step_seconds()
         self.lasted[key] = time.perf_counter() - began + untimed
         self.ended = time.perf_counter()

@@ -25,12 +25,13 @@ SKIPPED_HELP = (
 
 
 @app.command(
+    "compare",
     short_help="Each study's finding and the table behind it.",
     help=paragraph(f"""Per study, headed by its folder and command: its finding (the answer, with
 95% intervals) and the table behind it. With no PATH, the newest study in ./results/.
 {SKIPPED_HELP}"""),
 )
-def compare(
+def compare_command(
     paths: Annotated[
         list[Path] | None,
         typer.Argument(
@@ -83,6 +84,7 @@ def compare(
 
 
 @app.command(
+    "gate",
     short_help="Judge new results against a baseline (a CI gate).",
     help=paragraph(f"""Judge NEW's cells against BASELINE's (a CI gate). Exit 1 when a cell is
 significantly worse by more than --margin, or no longer ends ok; exit 4 when none is but a result
@@ -90,7 +92,7 @@ folder was left out; exit 3 when a cell is worse by more than --margin without b
 inconclusive, and the line names the repeats per side that could settle it; exit 0 otherwise.
 {SKIPPED_HELP.replace(", and the exit code is 4", "")}"""),
 )
-def gate(
+def gate_command(
     baseline: Annotated[
         Path,
         typer.Argument(metavar="BASELINE", help="baseline result folder (or a folder of them)"),
@@ -107,8 +109,8 @@ def gate(
     ] = 0.10,
 ) -> None:
     from ..report import read
-    from ..report.judge import exit_code
     from ..report.judge import gate as judge
+    from ..report.judge import gate_exit_code
     from ..report.text import lines
 
     (base, skipped), (now, skipped_new) = (read.read([p]) for p in (baseline, new))
@@ -120,7 +122,7 @@ def gate(
     )
     for line in lines(verdicts, margin):
         render.out.print(line, markup=False, soft_wrap=True)
-    render.left_out(skipped + skipped_new, exit_code(verdicts, bool(skipped + skipped_new)))
+    render.left_out(skipped + skipped_new, gate_exit_code(verdicts, bool(skipped + skipped_new)))
 
 
 def tune_answers(paths: list[Path], brief: bool = False) -> list[str]:

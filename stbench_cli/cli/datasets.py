@@ -19,8 +19,10 @@ data = typer.Typer(
 app.add_typer(data, name="data", short_help="Cache a selection of a workload's real data.")
 
 
-@data.command(short_help="Cache a selection as a local store that --set data=PATH reads.")
-def prepare(
+@data.command(
+    "prepare", short_help="Cache a selection as a local store that --set data=PATH reads."
+)
+def prepare_command(
     workload: Annotated[
         str,
         typer.Argument(metavar="WORKLOAD", help="a workload with data to prepare (`stbench list`)"),

@@ -32,7 +32,7 @@ def doctor(
     Ctrl-C stops it with one line (exit 130), writing nothing."""
     from ..runner import warm
 
-    warm.start()  # the checks' processes are forked from it, each sparing a torch import
+    warm.start_server()  # the checks' processes are forked from it, each sparing a torch import
     from ..plan.spec import check_device
     from ..runner import doctor as checks
     from ..runner import envinfo
@@ -46,12 +46,12 @@ def doctor(
         for d in devices:  # torch's own count: NVML's inventory may be missing (containers, MIG)
             if is_cuda(d) and (parse(d).index or 0) >= env.gpu_count:
                 raise StbenchError(f"--device {d}: no such GPU is visible ({env.gpu_count} GPU(s))")
-        results = checks.run(
+        results = checks.run_checks(
             devices, env, on_done=lambda c: (done.append(c), render.check_line(c)), names=names
         )
     # a result folder of its own, as every command's --out has it
     folder = out / f"{dt.datetime.now():%Y%m%d-%H%M%S}-{socket.gethostname()}-doctor"
-    path = checks.write(folder, results, env)
+    path = checks.write_doctor(folder, results, env)
     render.checks_table(results, path)
     if any(c.status == "FAIL" for c in results):
         raise typer.Exit(1)

@@ -11,8 +11,8 @@ from . import render
 from .app import app
 
 
-@app.command(short_help="Rewrite result folders of an older schema.")
-def migrate(
+@app.command("migrate", short_help="Rewrite result folders of an older schema.")
+def migrate_command(
     paths: Annotated[
         list[Path],
         typer.Argument(metavar="PATHS", help="result folders, or folders holding them"),

@@ -14,11 +14,12 @@ from .options import Out
 
 
 @app.command(
+    "report",
     short_help="A report to publish: report.html, report.md and figures.",
     help=paragraph(f"""A report to publish: every study's finding and a headline figure first, then
 per study its tables and figures. {SKIPPED_HELP}"""),
 )
-def report(
+def report_command(
     paths: Annotated[
         list[Path],
         typer.Argument(metavar="PATHS", help="result folders, or folders holding them"),
@@ -37,7 +38,7 @@ def report(
     folders, skipped = read.read(found, read.SERIES)
     written = html.build(folders, skipped, progress, tuple(tunes(paths)))
     progress(f"writing {out / 'report.html'}")
-    path = html.write(written, out)
+    path = html.write_report(written, out)
     render.out.print(
         f"wrote {path} and {path.with_suffix('.md')} (figures beside it)", soft_wrap=False
     )

@@ -28,8 +28,8 @@ from .options import (
     Out,
     Preset,
     Price,
-    Rounds,
     Resume,
+    Rounds,
     SameSeed,
     Seed,
     Sets,
@@ -141,8 +141,8 @@ class RunRequest:
         return self
 
 
-@app.command(short_help="Run a study: a matrix of cells, each a row.")
-def run(
+@app.command("run", short_help="Run a study: a matrix of cells, each a row.")
+def run_command(
     workload: StudyWorkload = None,
     device: Devices = None,
     strategy: Strategies = None,
@@ -182,7 +182,7 @@ def run(
     study ends with its finding and table (`stbench compare` shows it again)."""
     from ..runner import warm
 
-    warm.start()  # the cells' server imports torch while this process plans
+    warm.start_server()  # the cells' server imports torch while this process plans
     from ..plan import planner
     from ..runner import envinfo
 
@@ -238,7 +238,7 @@ def run_studies(plans, asked: RunRequest) -> list:
             )
         rows += done
         if done:  # a study with rows: its table and its finding
-            summary(plan.folder, done)
+            print_study(plan.folder, done)
     return rows
 
 
@@ -275,7 +275,7 @@ def resume_line(plan, command: str) -> str:
     )
 
 
-def summary(folder: Path, runs: list) -> None:
+def print_study(folder: Path, runs: list) -> None:
     """A study's rows as compare reads them (its manifest's prices and question added): the
     table of its runs, then its finding and flags."""
     from ..report import read
@@ -321,7 +321,7 @@ def profile(
     Chrome trace (stnn's offloaded relations: --set relations=offload)."""
     from ..runner import warm
 
-    warm.start()  # the cells' server imports torch while this process plans
+    warm.start_server()  # the cells' server imports torch while this process plans
     from ..plan import planner
     from ..report.profile import report
     from ..runner import envinfo

@@ -27,7 +27,7 @@ from .accelerator import (
     nccl_version,
 )
 from .clock import Clock
-from .names import KINDS, VALID, Device, is_cuda, match_gpus, parse, resolve, visible_devices
+from .names import KINDS, VALID, Device, is_cuda, match_gpus, parse, resolve_device, visible_devices
 
 __all__ = [
     "KINDS",
@@ -43,6 +43,6 @@ __all__ = [
     "match_gpus",
     "nccl_version",
     "parse",
-    "resolve",
+    "resolve_device",
     "visible_devices",
 ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 
-from .names import Device, parse, resolve
+from .names import Device, parse, resolve_device
 
 
 @dataclass(frozen=True)
@@ -53,9 +53,9 @@ class Accelerator:
     @classmethod
     def for_rank(cls, device: str, local_rank: int) -> Accelerator:
         """The device a rank of a world uses: `cuda` is GPU local_rank modulo the GPUs this node
-        shows (names.resolve)."""
+        shows (names.resolve_device)."""
         count = device_count() if parse(device).is_cuda else 1
-        return cls(resolve(device, local_rank, count))
+        return cls(resolve_device(device, local_rank, count))
 
     def __repr__(self) -> str:
         return f"Accelerator({self.device})"

@@ -1,8 +1,8 @@
 """The device's own clock, the one timing mark of a training step.
 
 On CPU a mark is `time.perf_counter()`. On CUDA a mark is an event recorded on the current
-stream; events are only read after a synchronisation (child.timing.resolve, once per epoch), so
-timing adds no host-device synchronisation to the step, and read events go back to a pool
+stream; events are only read after a synchronisation (child.timing.resolve_marks, once per
+epoch), so timing adds no host-device synchronisation to the step, and read events go back to a pool
 (creating and destroying events every step costs host time on launch-bound workloads).
 """
 

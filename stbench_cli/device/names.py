@@ -51,7 +51,7 @@ def is_cuda(text: str) -> bool:
         return False
 
 
-def resolve(text: str, local_rank: int = 0, count: int = 1) -> Device:
+def resolve_device(text: str, local_rank: int = 0, count: int = 1) -> Device:
     """The device a process will really use: `cuda` is GPU local_rank modulo the `count` GPUs
     this node shows (so that gloo ranks may share one); `cuda:N` is GPU N for every rank."""
     d = parse(text)

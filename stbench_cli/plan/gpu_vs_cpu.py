@@ -220,7 +220,7 @@ def comparisons(
             pairs += [(plain[0], fastest(gpu))] if plain and plain[0] is not top else []
         else:  # the CPU's fastest other configuration stands in for the GPU
             pairs = [(plain[0], fastest(others))] if plain and others else []
-        out += [_paired(size, a, b, values) for a, b in pairs]
+        out += [_paired_comparison(size, a, b, values) for a, b in pairs]
     return out
 
 
@@ -237,7 +237,9 @@ def against_reference(
         if not held or not values[held[0].run_id]:
             continue
         out += [
-            _paired(size, held[0], c, values) for c in here if c is not held[0] and values[c.run_id]
+            _paired_comparison(size, held[0], c, values)
+            for c in here
+            if c is not held[0] and values[c.run_id]
         ]
     return out
 
@@ -251,7 +253,7 @@ def judged(record: Mapping, cells: Sequence[RunSpec], rows: Sequence[dict]) -> l
     return comparisons(cells, rows, param, record["defaults"])
 
 
-def _paired(size: str, a: RunSpec, b: RunSpec, values: Mapping) -> Comparison:
+def _paired_comparison(size: str, a: RunSpec, b: RunSpec, values: Mapping) -> Comparison:
     base_v, other_v = values[a.run_id], values[b.run_id]
     v = compare(size, SPS, base_v, other_v)
     equal = rounds_within(base_v, other_v, MARGIN, CAP) if v.rounds else CAP

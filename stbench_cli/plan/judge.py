@@ -33,7 +33,7 @@ from ..store.rows import Run
 from .levers import BATCH, Lever
 
 QUALITY_TOLERANCE = 0.05  # a faster value that learns more than 5% worse is not kept
-__all__ = ["ALL_STEPS", "SPS", "TTT", "QUALITY", "Verdict", "judge", "value_of", "finding"]
+__all__ = ["ALL_STEPS", "SPS", "TTT", "QUALITY", "Verdict", "judge_step", "value_of", "finding"]
 
 
 def value_of(row: Run, lever: str) -> object:
@@ -46,7 +46,9 @@ def lever_measure(lever: Lever | None, rows: list[Run]) -> str:
     return measure_of(rows, LEARNING if lever is not None and lever.quality_judged else SPEED)
 
 
-def judge(lever: Lever, rows: list[Run], reference: object) -> tuple[str, list[Verdict], object]:
+def judge_step(
+    lever: Lever, rows: list[Run], reference: object
+) -> tuple[str, list[Verdict], object]:
     """(measure, a verdict per value tried, the value kept) of one step's rows: a value is kept
     where it is significantly better, round by round, and learns no worse than the reference
     by more than QUALITY_TOLERANCE."""
@@ -113,7 +115,7 @@ def _changed(result: dict) -> list[str]:
     return [f"{k}={best[k]} (torch's default: {base[k]})" for k in best if best[k] != base[k]]
 
 
-def _gain(result: dict) -> str:
+def _gain_sentence(result: dict) -> str:
     gain = result.get("gain")
     if not gain:
         return "The confirming step has no ok rows: no gain can be stated."
@@ -217,7 +219,7 @@ def finding(state: dict, brief: bool = False) -> str:
         if changed
         else "torch's defaults were the best configuration found."
     )
-    lines = [head, *([_gain(result)] if changed else [])]
+    lines = [head, *([_gain_sentence(result)] if changed else [])]
     hit = sum(int(s.get("contended") or 0) for s in steps)
     if hit:
         total = sum(int(s.get("cells") or 0) for s in steps)

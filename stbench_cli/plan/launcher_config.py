@@ -109,7 +109,7 @@ def parse_slurm(texts: list[str]) -> tuple[tuple[str, object], ...]:
     return tuple(sorted(out.items()))
 
 
-def _value(text: str) -> object:
+def _dask_value(text: str) -> object:
     """A --dask value as the cluster classes take it: a whole number as int, else the text."""
     return int(text) if text.isdigit() else text
 
@@ -122,7 +122,7 @@ def parse_dask(texts: list[str]) -> tuple[tuple[str, object], ...]:
         if key in LISTS:
             out[key] = (*out.get(key, ()), value)
         else:
-            out[key] = _value(value)
+            out[key] = _dask_value(value)
     where = [k for k in WHERE if k in out]
     if len(where) > 1:
         raise StbenchError(f"--dask: give one of {', '.join(WHERE)}, not {' and '.join(where)}")

@@ -112,7 +112,7 @@ def migrate(folder: Path) -> str:
     launcher = (manifest or {}).get("launcher") or Launch().to_dict()
     env = (manifest or {}).get("env") or {}
     system = _by_run(folder / "system.csv")
-    new = [_row(r, env, launcher["kind"], system.get(r["run_id"], [])) for r in rows]
+    new = [_migrated_row(r, env, launcher["kind"], system.get(r["run_id"], [])) for r in rows]
     cells = _cells(folder, manifest, new) if manifest else None
     epochs = folder / "epochs.csv"
     if epochs.exists():
@@ -121,7 +121,7 @@ def migrate(folder: Path) -> str:
     if path.exists():
         rewrite(path, new, _columns(path, new))
     if manifest:
-        write_manifest(folder, _manifest(manifest, cells, launcher))
+        write_manifest(folder, _migrated_manifest(manifest, cells, launcher))
     old = ", ".join(sorted(found - {str(SCHEMA)}))
     return (
         f"{folder}: schema {old} -> {SCHEMA} ({len(cells or ())} cells, {len(rows)} rows; "
@@ -138,7 +138,7 @@ def written_out(workload: str, params: dict) -> dict:
     return dict(sorted({**defaults, **params}.items()))
 
 
-def _row(row: dict, env: dict, launcher: str, samples: list[dict]) -> dict:
+def _migrated_row(row: dict, env: dict, launcher: str, samples: list[dict]) -> dict:
     if row["schema"] == str(SCHEMA):
         return row
     out = {RENAMED.get(k, k): v for k, v in row.items()}
@@ -269,7 +269,7 @@ def _cells(folder: Path, manifest: dict, rows: list[dict]) -> list[RunSpec]:
     return cells
 
 
-def _manifest(manifest: dict, cells: list[RunSpec], launcher: dict) -> dict:
+def _migrated_manifest(manifest: dict, cells: list[RunSpec], launcher: dict) -> dict:
     if str(manifest.get("schema", 1)) == str(SCHEMA):
         return manifest
     workload = manifest["workload"]

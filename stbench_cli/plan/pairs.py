@@ -95,7 +95,7 @@ class Cost:
         return self.startup_s + rounds * self.round_s(configs)
 
 
-def measured(size: str, count: float, windows: Sequence[Window], startup_s: float) -> Cost:
+def cost_of_windows(size: str, count: float, windows: Sequence[Window], startup_s: float) -> Cost:
     """A size's cost from its windows: each configuration's median window and step."""
     by: dict[str, list[Window]] = {}
     for w in windows:

@@ -188,7 +188,7 @@ def plan_new(req: Request, env: EnvInfo, command: tuple[str, ...] = ()) -> Plan:
         raise StbenchError(f"nothing to run: {skips[cells[0].run_id]}")
     check_data(w, cells)
     manifest = {
-        **_manifest(w, matrix, cells, env, launch, command),
+        **_new_manifest(w, matrix, cells, env, launch, command),
         **({"prices": dict(req.prices)} if req.prices else {}),
     }
     return Plan(w, tuple(cells), new_folder(req.out, w.name), manifest, skips, launch=launch)
@@ -282,14 +282,14 @@ def plan_question(
         seed_per_repeat=False,
     )
     manifest = {
-        **_manifest(w, matrix, cells, env, launch, command),
+        **_new_manifest(w, matrix, cells, env, launch, command),
         "question": gpu_vs_cpu.record(q, w, sizes, {**base, **fixed}, window),
     }
     folder = new_folder(q.out, f"{w.name}-gpu-vs-cpu")
     return Plan(w, tuple(cells), folder, manifest, skips, launch=launch)
 
 
-def _manifest(w, matrix: MatrixSpec, cells, env: EnvInfo, launch: Launch, command) -> dict:
+def _new_manifest(w, matrix: MatrixSpec, cells, env: EnvInfo, launch: Launch, command) -> dict:
     return {
         "schema": SCHEMA,
         "stbench_version": __version__,

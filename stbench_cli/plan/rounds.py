@@ -49,7 +49,7 @@ def key(spec: RunSpec) -> tuple:
     return (*(getattr(spec, f) for f in FIELDS), spec.params)
 
 
-def names(cells: list[RunSpec]) -> dict[tuple, str]:
+def differing_names(cells: list[RunSpec]) -> dict[tuple, str]:
     """Each cell by what differs between the cells: 'batch_size=256, threads=1'."""
     values = [{**{f: getattr(c, f) for f in FIELDS}, **c.param_dict} for c in cells]
     differ = [k for k in values[0] if len({str(v.get(k)) for v in values}) > 1]
@@ -75,7 +75,7 @@ def open_comparisons(cells: tuple[RunSpec, ...], rows: list[Run]) -> list[Open]:
     first = [c for c in cells if c.repeat == 0]
     column = measure_of(rows)  # comparison's one rule: time to target where asked, samples/s
     values = {k: v for k, group in grouped(cells, rows).items() if (v := by_round(group, column))}
-    said = names(first)
+    said = differing_names(first)
     found = [key(c) for c in first if key(c) in values]
     if len(found) < 2:
         return []
@@ -90,7 +90,7 @@ def open_comparisons(cells: tuple[RunSpec, ...], rows: list[Run]) -> list[Open]:
     return out
 
 
-def decide(cells: tuple[RunSpec, ...], rows: list[Run], left_s: float, round_s: float):
+def another_round(cells: tuple[RunSpec, ...], rows: list[Run], left_s: float, round_s: float):
     """Another round while a comparison that rounds can conclude is open and a round (as long
     as the last) fits in the seconds left of the budget."""
     have = 1 + max(c.repeat for c in cells)

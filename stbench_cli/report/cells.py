@@ -197,13 +197,15 @@ def contrast(
         return format_ratio(r, *words) + (f" ({said})" if said else "")
     p = paired_rounds(base, other, higher_is_better)
     if p is not None:
-        return _paired(base, other, p, higher_is_better, words, shown)
+        return _paired_words(base, other, p, higher_is_better, words, shown)
     if not significant(list(base.values), list(other.values)):
         return "no significant difference" + (f" ({shown})" if shown else "")
     return format_ratio(r, *words) + (f" ({shown})" if shown else "")
 
 
-def _paired(base: Cell, other: Cell, p, higher: bool, words: tuple[str, str], shown: str) -> str:
+def _paired_words(
+    base: Cell, other: Cell, p, higher: bool, words: tuple[str, str], shown: str
+) -> str:
     """'1.25x faster (paired over 3 rounds, 95% CI 1.20x to 1.31x; ...)', the interval read as
     the words read (of 'slower': the inverse); where it holds 1, the rounds a conclusion needs."""
     r, lo, hi, n = p

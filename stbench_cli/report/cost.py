@@ -134,7 +134,7 @@ def batch(s: pd.DataFrame) -> str:
     )
 
 
-def _gain(a: Cell, b: Cell) -> float:
+def _gain_per_doubling(a: Cell, b: Cell) -> float:
     """b's samples/s over a's per doubling of the batch (the last key)."""
     doublings = math.log2(float(b.key[-1]) / float(a.key[-1]))
     if not (doublings > 0 and a.median > 0):
@@ -145,7 +145,7 @@ def _gain(a: Cell, b: Cell) -> float:
 def _knee(sweep: list[Cell]) -> tuple[int, float] | None:
     """(batch, gain per doubling after it) of the first batch whose next step gains < 10%."""
     for a, b in zip(sweep, sweep[1:]):
-        gain = _gain(a, b)
+        gain = _gain_per_doubling(a, b)
         if math.isfinite(gain) and gain < 0.10:
             return a.key[0], gain
     return None
@@ -159,7 +159,7 @@ def batch_view(s: pd.DataFrame) -> tuple[str, pd.DataFrame]:
     for c in cells(s, "samples_per_s", order):
         group = c.key[:-1]
         if group in prev:
-            gain = _gain(prev[group], c)
+            gain = _gain_per_doubling(prev[group], c)
             gains[c.shown] = f"{100 * gain:+.1f}%" if math.isfinite(gain) else ""
         prev[group] = c
     rows = table[table.attrs["keys"]].itertuples(index=False)
@@ -181,7 +181,7 @@ def epoch_fits(s: pd.DataFrame) -> list[tuple[str, Fit]]:
     return [(n, f) for n, f in fits if f is not None]
 
 
-def epochs(s: pd.DataFrame) -> str:
+def epoch_cost(s: pd.DataFrame) -> str:
     """The fixed and the per-epoch cost of a run: a least-squares line of wall time against
     epochs (per setting, the cheapest and dearest per epoch where settings vary)."""
     fits = epoch_fits(s)
@@ -219,7 +219,7 @@ def epochs_view(s: pd.DataFrame) -> tuple[str, pd.DataFrame]:
     return pivot_title("wall_s"), pivot(s, "wall_s", "epochs", "device", missing_ok=True)
 
 
-def single(s: pd.DataFrame) -> str:
+def single_cell(s: pd.DataFrame) -> str:
     """A study of one cell: its throughput, wall time and memory."""
     mem, measure = peak_memory(s)
     speed, wall = cells(s, "samples_per_s", []), cells(s, "wall_s", [])
@@ -241,7 +241,7 @@ def single_view(s: pd.DataFrame) -> tuple[str, pd.DataFrame]:
     return f"the cell ({SPREAD})", cells_table(s.assign(mem_mb=mem), [], figures)
 
 
-def crossover(s: pd.DataFrame, base: str, label: str, keys: tuple[Key, ...]) -> str:
+def crossover_sentence(s: pd.DataFrame, base: str, label: str, keys: tuple[Key, ...]) -> str:
     """In a device study that varies a size (a size parameter, else the batch) on both
     hardware: the size from which `label`'s samples/s is significantly above `base`'s at every
     larger one, or that it never or always is (each side's fastest cell at each size)."""

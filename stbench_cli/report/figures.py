@@ -26,10 +26,10 @@ from .plotting import (
     grid,
     legend_below,
     look,
-    names,
     panels,
     per_x,
     png,
+    short_names,
     spread,
 )
 from .tables import MEMORY, memory_cells
@@ -90,7 +90,7 @@ def phase_bars(w: pd.DataFrame, workload: str) -> Picture | None:
         [{**g.iloc[0].to_dict(), **g[list(PHASE_COLUMNS)].median().to_dict()} for _, g in cells]
     )
     total = med[list(PHASE_COLUMNS)].sum(axis=1).to_numpy()
-    labels, unnamed = names(med, keys)
+    labels, unnamed = short_names(med, keys)
     fig, (ax,) = grid(1, size=(10.5, 0.32 * len(med) + 1.6))
     left = np.zeros(len(med))
     y = np.arange(len(med))[::-1]
@@ -129,7 +129,7 @@ def _node_boundaries(ax, rows: pd.DataFrame) -> bool:
     return drawn
 
 
-def _baseline(ln, panel) -> float | None:
+def _smallest_world_sps(ln, panel) -> float | None:
     """Median samples/s of the smallest world of this cell's settings: on the line itself, or on
     the line that differs from it only in nodes (a 2-node line starts above world size 1)."""
     rows = pd.concat([other.rows for other in panel.lines])
@@ -153,7 +153,7 @@ def _scaling_panel(axes, panel, colours: dict[str, int], handles: dict) -> bool:
     smallest = int(rows["world_size"].min())
     for ln in panel.lines:
         i = colours.setdefault(ln.name, len(colours))
-        sps, base = per_x(ln.rows, "world_size", "samples_per_s"), _baseline(ln, panel)
+        sps, base = per_x(ln.rows, "world_size", "samples_per_s"), _smallest_world_sps(ln, panel)
         if base:
             speed = sps["median"] / base
             a_speed.plot(speed.index, speed.values, **look(i))

@@ -27,7 +27,7 @@ SPS = "samples_per_s"
 QUESTION = ("q_size", "q_count", "q_unit", "q_default", "q_note")
 
 
-def asked(s: pd.DataFrame) -> bool:
+def is_question(s: pd.DataFrame) -> bool:
     """Whether a study is the answer to a gpu-vs-cpu question."""
     return "q_count" in s.columns and bool(s["q_count"].notna().any())
 
@@ -126,7 +126,7 @@ def points(s: pd.DataFrame) -> list[Point]:
     keys = [HARDWARE, *_config_keys(s)]
     gpu = has_gpu(s)
     out = []
-    sizes = sorted(dict.fromkeys(s["q_size"].dropna()), key=lambda v: _count(s, v))
+    sizes = sorted(dict.fromkeys(s["q_size"].dropna()), key=lambda v: _size_count(s, v))
     for size in sizes:
         here = s[(s["q_size"] == size) & (s["status"] == "ok")]
         is_cpu = here["device"].astype(str).str.startswith("cpu")
@@ -154,7 +154,7 @@ def points(s: pd.DataFrame) -> list[Point]:
         out.append(
             Point(
                 str(size),
-                _count(s, size),
+                _size_count(s, size),
                 other,
                 tuned if gpu else default,
                 default,
@@ -166,7 +166,7 @@ def points(s: pd.DataFrame) -> list[Point]:
     return out
 
 
-def _count(s: pd.DataFrame, size) -> float:
+def _size_count(s: pd.DataFrame, size) -> float:
     found = s.loc[s["q_size"] == size, "q_count"].dropna()
     return float(found.iloc[0]) if len(found) else math.nan
 
@@ -264,7 +264,7 @@ def _unanswered(s: pd.DataFrame, found: list[Point]) -> list[tuple[str, str]]:
     all ended otherwise than ok (out of memory, failed, skipped: its rows' first reason), else a
     side with no steady step in its window."""
     said, unit = {p.size for p in found}, _unit(s)
-    sizes = sorted(dict.fromkeys(s["q_size"].dropna()), key=lambda v: _count(s, v))
+    sizes = sorted(dict.fromkeys(s["q_size"].dropna()), key=lambda v: _size_count(s, v))
     out = []
     for v in sizes:
         if v in said:
@@ -276,7 +276,7 @@ def _unanswered(s: pd.DataFrame, found: list[Point]) -> list[tuple[str, str]]:
                 first = rows.iloc[0]
                 why = f"{device} ended {first['status']} ({first['reason']})"
                 break
-        out.append((f"{_whole(_count(s, v))} {unit}".strip(), why))
+        out.append((f"{_whole(_size_count(s, v))} {unit}".strip(), why))
     return out
 
 
@@ -527,7 +527,7 @@ def predicted_table(predicted: pd.DataFrame, s: pd.DataFrame) -> pd.DataFrame | 
     # a GPU that ran: its measured ratio beside the prediction, size by size (points once)
     measured = {str(p.size): p.vs_tuned.text() for p in points(s)} if has_gpu(s) else None
     for size, here in predicted.groupby("size", sort=False):
-        count = _count(s, size)
+        count = _size_count(s, size)
         line = {unit or "size": _whole(count) if math.isfinite(count) else str(size)}
         for gpu in gpus:
             r = here[here["gpu"] == gpu]

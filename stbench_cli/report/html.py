@@ -258,7 +258,7 @@ def to_html(report: Report) -> str:
     return "\n".join([*parts, "</body></html>"]) + "\n"
 
 
-def to_markdown(report: Report) -> str:
+def report_markdown(report: Report) -> str:
     parts = [
         "# stbench report",
         hardware_line(report),
@@ -305,14 +305,14 @@ def to_markdown(report: Report) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def write(report: Report, out: Path) -> Path:
+def write_report(report: Report, out: Path) -> Path:
     """report.html, report.md and one PNG per figure into `out`; returns report.html's path."""
     out.mkdir(parents=True, exist_ok=True)
     for v in report.views:
         for b in v.blocks:
             if b.picture is not None:
                 (out / f"{b.picture.name}.png").write_bytes(b.picture.png)
-    (out / "report.md").write_text(to_markdown(report))
+    (out / "report.md").write_text(report_markdown(report))
     path = out / "report.html"
     path.write_text(to_html(report))
     return path

@@ -15,7 +15,7 @@ Flags, each with its reason, for one cell's repeats (or one run):
 A device study adds its own (`device_flags`): a CPU cell held against a GPU with fewer threads
 than cores not chosen for the load, or another batch size; runs too short for energy meters.
 
-The machine's figures are the row's `Conditions` columns (report.read.conditions).
+The machine's figures are the row's `Conditions` columns (report.read.conditions_of).
 
 The gate gives each cell and metric one verdict, judged as `compare` judges a ratio:
 - `regression`: worse than its baseline by more than the margin *and* the difference is
@@ -48,7 +48,7 @@ from ..store.rows import Run
 from .cells import Cell, cells, groups
 from .labels import format_number
 from .model import HARDWARE, Key, axes, few_threads, frame, keys_of, name_of
-from .read import SKIPPED_EXIT, conditions
+from .read import SKIPPED_EXIT, conditions_of
 from .speed import held, matches
 
 CV_LIMIT = 0.10  # pyperf's: a standard deviation above 10% of the mean
@@ -81,7 +81,7 @@ def noise_flags(runs: Sequence[Mapping], metric: str | None = None) -> list[Flag
     """Flags of one cell's runs (Runs, or a study frame's rows); `metric` the measure whose
     spread counts (main_measure by default)."""
     metric = metric or main_measure(runs)
-    seen = [conditions(r) for r in runs]
+    seen = [conditions_of(r) for r in runs]
     return [f for f in (_spread(runs, metric), *_busy(runs, seen)) if f is not None]
 
 
@@ -265,7 +265,7 @@ def _verdict(cell: str, metric: str, base: Cell, new: Cell, margin: float) -> Ve
     return Verdict(**said, kind="inconclusive", needs=needs)
 
 
-def exit_code(verdicts: list[Verdict], skipped: bool = False) -> int:
+def gate_exit_code(verdicts: list[Verdict], skipped: bool = False) -> int:
     """1 on a regression; 4 where none is but a result folder was left out (a cell may be
     missing); 3 where a cell is inconclusive (a CI fails on it too, unless it allows 3: rerun
     with more repeats); 0 otherwise."""

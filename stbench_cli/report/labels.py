@@ -154,12 +154,12 @@ def sort_natural(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     return out
 
 
-def size_of(label) -> float:
+def size_number(label) -> float:
     """A problem-size label as a number: 30x84 -> 2520 (the product), 2k7 -> 2700, 11k ->
     11000, 1.5M -> 1.5e6, 400000 -> 400000; NaN where it is not a size."""
     text = str(label).strip().lower()
     if "x" in text:
-        parts = [size_of(p) for p in text.split("x")]
+        parts = [size_number(p) for p in text.split("x")]
         return math.prod(parts) if parts and all(math.isfinite(p) for p in parts) else math.nan
     found = re.fullmatch(r"(\d+(?:\.\d+)?)([km])?(\d*)", text)
     if not found:

@@ -21,7 +21,7 @@ from ..comparison import number
 from ..contract.params import TrainerParams
 from ..errors import StbenchError
 from ..store.rows import BOOL_COLUMNS, Run
-from .labels import labels, show, size_of
+from .labels import labels, show, size_number
 from .read import Folder
 
 CELL_KEYS = ("strategy", "world_size", "nodes", "batch_size", "epochs")
@@ -65,7 +65,7 @@ def size_axis(s: pd.DataFrame) -> Key | None:
     varied = {k.column: k for k in axes(s)}
     for name in SIZE_PARAMS:
         k = varied.get(f"{PARAM}{name}")
-        if k is not None and all(math.isfinite(size_of(v)) for v in s[k.column].dropna()):
+        if k is not None and all(math.isfinite(size_number(v)) for v in s[k.column].dropna()):
             return k
     return None
 
@@ -165,7 +165,7 @@ def _param_column(values: list, index) -> pd.Series:
     if present and all(isinstance(v, int) and not isinstance(v, bool) for v in present):
         return pd.Series(pd.array(values, dtype="Int64"), index=index)
     if present and all(isinstance(v, str) for v in present):
-        return pd.Series(_portable(values), index=index, dtype=object)
+        return pd.Series(_names_of_paths(values), index=index, dtype=object)
     return pd.Series(
         [v if not isinstance(v, (list, dict)) else str(v) for v in values],
         index=index,
@@ -173,7 +173,7 @@ def _param_column(values: list, index) -> pd.Series:
     )
 
 
-def _portable(values: list) -> list:
+def _names_of_paths(values: list) -> list:
     """Data paths by file name (a machine's folders are not part of what ran), unless two
     different paths share a name."""
     paths = {v for v in values if isinstance(v, str) and ("/" in v or "\\" in v)}

@@ -133,7 +133,7 @@ def differ(df: pd.DataFrame, x: str | None = None) -> str:
     return f"cells differ in {', '.join(keys)}" if keys else ""
 
 
-def names(cells: pd.DataFrame, keys: list[Key], spell_out: int = 3) -> tuple[list[str], str]:
+def short_names(cells: pd.DataFrame, keys: list[Key], spell_out: int = 3) -> tuple[list[str], str]:
     """Short unique names of cells (one row each), and what the names leave out.
 
     A name is the hardware and the values of the keys that vary. With more than `spell_out`
@@ -163,7 +163,7 @@ def panels(df: pd.DataFrame, x: str | None, max_lines: int = 6, max_panels: int 
     facet: list[Key] = []
     while _widest(df, facet, keys) > max_lines:
         options = [k for k in keys if k != HARDWARE and k not in facet]
-        options = [k for k in options if _count(df, facet + [k]) <= max_panels]
+        options = [k for k in options if _group_count(df, facet + [k]) <= max_panels]
         if not options:
             break
         facet.append(
@@ -173,7 +173,7 @@ def panels(df: pd.DataFrame, x: str | None, max_lines: int = 6, max_panels: int 
             )
         )
     cells = _groups(df, keys)
-    line_names, unnamed = names(pd.DataFrame([c.iloc[0] for _, c in cells]), keys)
+    line_names, unnamed = short_names(pd.DataFrame([c.iloc[0] for _, c in cells]), keys)
     by_key = {str(k): n for (k, _), n in zip(cells, line_names)}
     out = []
     for title_values, g in _groups(df, facet):
@@ -187,12 +187,12 @@ def _widest(df: pd.DataFrame, facet: list[Key], keys: list[Key]) -> int:
     distinct values: splitting the frame into every group took a minute for a 24-cell study)."""
     inner = [k for k in keys if k not in facet]
     if not facet or not inner:
-        return _count(df, inner)
+        return _group_count(df, inner)
     distinct = df[columns(facet + inner)].astype(str).drop_duplicates()
     return int(distinct.groupby(columns(facet)).size().max())
 
 
-def _count(df: pd.DataFrame, keys: list[Key]) -> int:
+def _group_count(df: pd.DataFrame, keys: list[Key]) -> int:
     """How many groups `keys` split df into (missing values a group of their own, as _groups)."""
     return len(df[columns(keys)].astype(str).drop_duplicates()) if keys else 1
 

@@ -171,7 +171,7 @@ def report(folder: Path, runs: list[Run]) -> str:
         parts.append(f"### Top operators\n\n{top}\n")
         trace = d / "trace.json"
         if trace.exists() and cuda:
-            parts.append(summary(trace) + "\n")
+            parts.append(trace_summary(trace) + "\n")
         parts.append(
             f"Chrome trace: {trace} ({trace_events(trace):,} events; open in "
             "https://ui.perfetto.dev)\n"
@@ -181,7 +181,7 @@ def report(folder: Path, runs: list[Run]) -> str:
     return "\n".join(parts)
 
 
-def summary(trace: Path) -> str:
+def trace_summary(trace: Path) -> str:
     """One line for the profile report."""
     per_step = syncs_per_step(trace)
     if not per_step:

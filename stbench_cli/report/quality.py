@@ -18,9 +18,9 @@ from .plotting import (
     grid,
     legend_below,
     look,
-    names,
     panels,
     png,
+    short_names,
     spread,
 )
 
@@ -190,7 +190,7 @@ def system_timelines(w: pd.DataFrame, system: pd.DataFrame, workload: str) -> li
     ]
     keys = cell_keys(sy)
     cells = [g for _, g in sy.groupby(columns(keys), sort=True, dropna=False)] if keys else [sy]
-    cell_names, unnamed = names(pd.DataFrame([g.iloc[0] for g in cells]), keys)
+    cell_names, unnamed = short_names(pd.DataFrame([g.iloc[0] for g in cells]), keys)
     out = []
     for start in range(0, len(cells), CELLS_PER_FIGURE):
         chunk = list(zip(cell_names, cells))[start : start + CELLS_PER_FIGURE]

@@ -27,13 +27,13 @@ SERIES = ("epochs.csv", "system.csv")
 SKIPPED_EXIT = 4  # compare, report, gate: what could be read is shown, and a folder was left out
 
 
-def conditions(run: Mapping) -> Conditions:
+def conditions_of(run: Mapping) -> Conditions:
     """How busy the machine was while a run ran (a Run, or a study frame's row): its row's
     Conditions columns."""
-    return Conditions(**{k: _value(run.get(k)) for k in asdict(Conditions())})
+    return Conditions(**{k: _none_for_nan(run.get(k)) for k in asdict(Conditions())})
 
 
-def _value(v: object) -> object:
+def _none_for_nan(v: object) -> object:
     return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
 
 
@@ -106,7 +106,7 @@ def folder_of(path: Path, runs: list[Run], epochs: tuple = (), system: tuple = (
     runs = [priced(r, prices) for r in runs] if prices else list(runs)
     # a gpu-vs-cpu study's rows carry its question (a tune's windowed step is a plain study)
     if manifest.get("question") and manifest["question"].get("kind") == "gpu-vs-cpu":
-        runs = [asked(r, manifest["question"]) for r in runs]
+        runs = [with_question(r, manifest["question"]) for r in runs]
     question = command_text(manifest.get("command") or []) if manifest.get("command") else ""
     planned = len(manifest.get("cells") or ())
     return Folder(
@@ -126,7 +126,7 @@ def predictions(path: Path) -> tuple[dict, ...]:
         return ()
 
 
-def asked(run: Run, question: Mapping) -> Run:
+def with_question(run: Run, question: Mapping) -> Run:
     """The run with what `stbench gpu-vs-cpu` asked of it (report/gpu_vs_cpu.py): its size, the
     size's count of the axis' unit, and whether its CPU levers are the workload's defaults."""
     size = question["size"]

@@ -21,7 +21,7 @@ import pandas as pd
 from ..comparison import median
 from .cells import Cell, differs, fit_line, interval, not_ok, ratio, significant
 from .cost import peak_memory
-from .labels import format_number, show, size_of
+from .labels import format_number, show, size_number
 from .model import HARDWARE, Key, axes, columns, keys_of, name_of, size_axis
 from .tables import SPREAD, cells_table, heads
 from .ttt import ttt_speedup
@@ -60,7 +60,7 @@ def _fmt(x: float, text: str) -> str:
     return text if math.isfinite(x) else "-"
 
 
-def _line(gn: pd.DataFrame, base: pd.DataFrame, base_world: int, new_node: bool) -> dict:
+def _world_line(gn: pd.DataFrame, base: pd.DataFrame, base_world: int, new_node: bool) -> dict:
     sps, one = gn["samples_per_s"].tolist(), base["samples_per_s"].tolist()
     world, nodes = int(gn["world_size"].iloc[0]), int(gn["nodes"].iloc[0])
     speed = float(np.median(sps) / np.median(one)) if one and sps else math.nan
@@ -90,7 +90,7 @@ def _group_lines(g: pd.DataFrame) -> list[dict]:
     (base_world, base_nodes), base = parts[0]
     lines, nodes_seen = [], int(base_nodes)
     for (_, nodes), gn in parts:
-        lines.append(_line(gn, base, int(base_world), int(nodes) > nodes_seen))
+        lines.append(_world_line(gn, base, int(base_world), int(nodes) > nodes_seen))
         nodes_seen = max(nodes_seen, int(nodes))
     return lines
 
@@ -200,7 +200,7 @@ def _standing(base: Cell, top: Cell) -> str:
 def _exponent(g: pd.DataFrame, key: Key, y: pd.Series) -> tuple[float, tuple[float, float]] | None:
     """The fitted exponent b of y ~ size^b over the runs (log-log least squares), with its
     interval."""
-    x = np.log(g[key.column].map(size_of).astype(float))
+    x = np.log(g[key.column].map(size_number).astype(float))
     fit = fit_line(x, np.log(y.where(y > 0).astype(float)))
     return (fit.slope, fit.slope_ci) if fit else None
 
@@ -219,18 +219,18 @@ def size(s: pd.DataFrame) -> str:
     rows, measure = _sized(s[s["status"] == "ok"])
     others = [k for k in axes(s) if k not in (HARDWARE, key)]
     groups = list(rows.groupby(columns(others), sort=False)) if others else [((), rows)]
-    labels = sorted(dict.fromkeys(s[key.column].dropna()), key=size_of)
+    labels = sorted(dict.fromkeys(s[key.column].dropna()), key=size_number)
     fits = []
     for k, g in groups:
         found = (_exponent(g, key, g["mem_mb"]), _exponent(g, key, g["step_ms"]))
         named = name_of(others, k if isinstance(k, tuple) else (k,)) if others else ""
         fits.append((named, *found))
-    times = size_of(labels[-1]) / size_of(labels[0])
+    times = size_number(labels[-1]) / size_number(labels[0])
     growth = (
         f"From {key.name}={labels[0]} to {labels[-1]} ({times:.1f}x the size), {measure} "
         f"grows as {_powers(fits, 1)} and step time as {_powers(fits, 2)}"
     )
-    return growth + _predicted(rows) + _missing(s, [key, *others])
+    return growth + _predicted(rows) + _unfinished_note(s, [key, *others])
 
 
 def _powers(fits: list, i: int) -> str:
@@ -260,7 +260,7 @@ def _predicted(rows: pd.DataFrame) -> str:
     return f"; measured {lo:.2f}–{hi:.2f}x the predicted memory"
 
 
-def _missing(s: pd.DataFrame, keys: list[Key]) -> str:
+def _unfinished_note(s: pd.DataFrame, keys: list[Key]) -> str:
     gone = not_ok(s, keys)
     return "." + (f" Did not finish: {'; '.join(gone)}." if gone else "")
 

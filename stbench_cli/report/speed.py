@@ -8,8 +8,8 @@ whatever CPU happened to run looks better than it is: "Debunking the 100X GPU vs
 (ISCA 2010) found 2.5x where 10-1000x had been reported, once both sides were tuned. A
 hardware's configurations are its cells over every key but the problem's (model.PROBLEM: the
 epochs, the world, a size); cells are compared only where the problem is the same. With time to
-target, energy and money (ttt.costs), the size from which the GPU wins (cost.crossover), and
-flags where the comparison may flatter the GPU (judge.device_flags).
+target, energy and money (ttt.costs), the size from which the GPU wins
+(cost.crossover_sentence), and flags where the comparison may flatter the GPU (judge.device_flags).
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from dataclasses import dataclass
 import pandas as pd
 
 from .cells import Cell, cells, contrast, differs, ratio, rows_of
-from .cost import crossover
+from .cost import crossover_sentence
 from .labels import format_number, hardware_order
 from .model import HARDWARE, PROBLEM, Key, at_defaults, axes, first_axes, name_of
 from .tables import SPREAD, cells_table
-from .ttt import ENERGY, MONEY, costs, reached, runs
+from .ttt import ENERGY, MONEY, costs, reached_rows, runs
 
 SPS = "samples/s"
 FIGURE = [("samples_per_s", SPS)]
@@ -113,7 +113,7 @@ def device(s: pd.DataFrame) -> str:
             f" The {who(s, found[0])} was not tuned (one configuration ran): `stbench tune "
             f"{s['workload'].iloc[0]}` finds its best configuration to run the study with."
         )
-    return text + "".join(crossover(s, m.base, m.label, m.keys) for m in compared)
+    return text + "".join(crossover_sentence(s, m.base, m.label, m.keys) for m in compared)
 
 
 def who(s: pd.DataFrame, label: str) -> str:
@@ -170,7 +170,7 @@ def _ratios(s: pd.DataFrame, m: Match) -> str:
     if m.configs > 1 and m.default is None:
         text += f"; no {who(s, m.base)} cell ran at its defaults"
     r = runs(s)
-    hit = {c.shown: c for c in cells(r[reached(r)], "time_to_target_s", [HARDWARE, *m.keys])}
+    hit = {c.shown: c for c in cells(r[reached_rows(r)], "time_to_target_s", [HARDWARE, *m.keys])}
     gpu = hit.get((m.label, *m.gpu.shown))
     said = [
         _versus(hit[key], gpu, what, "s", higher_is_better=False, words=("sooner", "later"))
@@ -188,7 +188,7 @@ def device_view(s: pd.DataFrame) -> tuple[str, pd.DataFrame]:
     framed = s.assign(energy_j=s[list(ENERGY)].sum(axis=1, min_count=1))
     figures = [("samples_per_s", SPS)]
     r = runs(s)
-    if reached(r).any():
+    if reached_rows(r).any():
         figures.append(("time_to_target_s", "time to target s"))
     if framed["energy_j"].notna().any():
         figures.append(("energy_j", "energy J"))

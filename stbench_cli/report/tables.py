@@ -73,7 +73,7 @@ def pivot(
     index = [k for k in axes(s) if k not in (row, col)] + [row]
     found = cells(s, metric, [*index, col], every=True)
     values = sorted(dict.fromkeys(c.key[-1] for c in found), key=_order(s, col))
-    base = _baseline(baseline, values, col, s, missing_ok)
+    base = _baseline_column(baseline, values, col, s, missing_ok)
     by_index: dict[tuple, dict[str, Cell]] = {}
     for c in found:
         by_index.setdefault(tuple(show(v) for v in c.key[:-1]), {})[show(c.key[-1])] = c
@@ -112,7 +112,9 @@ def parse_baseline(text: str) -> tuple[str, str]:
     return key, value
 
 
-def _baseline(baseline: str | None, values: list, col: Key, s: pd.DataFrame, missing_ok: bool):
+def _baseline_column(
+    baseline: str | None, values: list, col: Key, s: pd.DataFrame, missing_ok: bool
+):
     """The column a baseline names: the first, its exact label, or for the hardware the one
     column of that device kind (`device=cpu` when exactly one CPU is present)."""
     if baseline is None:
@@ -144,7 +146,7 @@ def check_baseline(frames: list[pd.DataFrame], cols: str, baseline: str) -> None
     every = pd.concat(frames, ignore_index=True)
     col = find(cols, keys_of(every))
     values = sorted(dict.fromkeys(every[col.column].dropna()), key=_order(every, col))
-    _baseline(baseline, values, col, every, missing_ok=False)
+    _baseline_column(baseline, values, col, every, missing_ok=False)
 
 
 def cells_table(s: pd.DataFrame, keys: list[Key], figures: list[tuple[str, str]]) -> pd.DataFrame:

@@ -221,13 +221,13 @@ def compare(
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         (out / "compare.md").write_text(to_markdown(views))
-        summary(found, options.metric).to_csv(out / "compare.csv", index=False)
+        compare_table(found, options.metric).to_csv(out / "compare.csv", index=False)
     if plot:
         write_figures(views, out or Path("."))
     return to_markdown(views, width, full, limit)
 
 
-def summary(found: list[Study], metric: str) -> pd.DataFrame:
+def compare_table(found: list[Study], metric: str) -> pd.DataFrame:
     """One line per cell of each study: its keys (each parameter that differs between any of
     the studies' runs) and `metric` over its repeats (the median, its 95% interval, how many
     ended ok); never pooled across studies."""

@@ -105,7 +105,7 @@ def runs(s: pd.DataFrame) -> pd.DataFrame:
     return s[(s["status"] != "skipped") & s["target"].notna()]
 
 
-def reached(r: pd.DataFrame) -> pd.Series:
+def reached_rows(r: pd.DataFrame) -> pd.Series:
     return (r["status"] == "ok") & (r["target_reached"] == 1)
 
 
@@ -125,7 +125,7 @@ def scored(r: pd.DataFrame, keys: list[Key]) -> list[Scored]:
     out = []
     for key, g in r.groupby(columns(keys), sort=False, dropna=False) if keys else [((), r)]:
         key = key if isinstance(key, tuple) else (key,)
-        hit = reached(g)
+        hit = reached_rows(g)
         score, how = olympic(
             [float(t) if h else math.inf for t, h in zip(g["time_to_target_s"], hit)]
         )
@@ -134,8 +134,8 @@ def scored(r: pd.DataFrame, keys: list[Key]) -> list[Scored]:
     return sorted(out, key=lambda x: tuple(natural(v) for v in x.cell.key))
 
 
-def _line(x: Scored, g: pd.DataFrame) -> dict:
-    hit = g[reached(g)]
+def _target_line(x: Scored, g: pd.DataFrame) -> dict:
+    hit = g[reached_rows(g)]
     spread = f" ± {format_number(x.cell.half)}" if len(x.cell.values) >= 2 else ""
     return {
         "target": format_number(float(g["target"].median())),
@@ -163,7 +163,7 @@ def table(s: pd.DataFrame) -> pd.DataFrame | None:
     )
     names = heads(keys, VALUES)
     lines = [
-        {**dict(zip(names, x.cell.shown)), **_line(x, groups[x.cell.shown])}
+        {**dict(zip(names, x.cell.shown)), **_target_line(x, groups[x.cell.shown])}
         for x in scored(r, keys)
     ]
     out = pd.DataFrame(lines)
@@ -171,7 +171,7 @@ def table(s: pd.DataFrame) -> pd.DataFrame | None:
     return out
 
 
-def asked(s: pd.DataFrame) -> bool:
+def asks_quality(s: pd.DataFrame) -> bool:
     """Whether a study asked about time to quality (a time budget or a stop at the target): its
     answer belongs in the headline even where no run reached the target."""
     return any(bool(p.get("time_budget")) or bool(p.get("stop_at_target")) for p in s["params"])
@@ -184,7 +184,7 @@ def budgeted(s: pd.DataFrame) -> bool:
 
 def reached_any(s: pd.DataFrame) -> bool:
     """Whether any run of these rows reached its target."""
-    return bool(reached(runs(s)).any())
+    return bool(reached_rows(runs(s)).any())
 
 
 def ttt_speedup(gn: pd.DataFrame, base: pd.DataFrame) -> str:

@@ -57,9 +57,9 @@ class Kind:
 
 
 KINDS = (
-    Kind("gpu-vs-cpu", lambda s, v: gpu_vs_cpu.asked(s), gpu_vs_cpu.words, gpu_vs_cpu.view),
+    Kind("gpu-vs-cpu", lambda s, v: gpu_vs_cpu.is_question(s), gpu_vs_cpu.words, gpu_vs_cpu.view),
     Kind("device", lambda s, v: "device" in v, speed.device, speed.device_view, device_flags),
-    Kind("target", lambda s, v: ttt.asked(s), ttt.finding, ttt.view),
+    Kind("target", lambda s, v: ttt.asks_quality(s), ttt.finding, ttt.view),
     Kind(
         "scaling",
         lambda s, v: bool(v & {"world_size", "nodes"}) and bool((s["strategy"] != "single").any()),
@@ -74,9 +74,9 @@ KINDS = (
     ),
     Kind("size", lambda s, v: size_axis(s) is not None, scaling.size, scaling.size_view),
     Kind("batch", lambda s, v: "batch_size" in v, cost.batch, cost.batch_view),
-    Kind("epochs", lambda s, v: "epochs" in v, cost.epochs, cost.epochs_view),
+    Kind("epochs", lambda s, v: "epochs" in v, cost.epoch_cost, cost.epochs_view),
     Kind("tradeoff", lambda s, v: bool(v), cost.tradeoff, cost.tradeoff_view),
-    Kind("cell", lambda s, v: True, cost.single, cost.single_view),
+    Kind("cell", lambda s, v: True, cost.single_cell, cost.single_view),
 )
 
 
@@ -227,7 +227,7 @@ def view(study: Study, options: Options = Options(), number: int = 1) -> View:
         if o.asked or finding.table is None
         else [Block(finding.title, finding.table, lead=True, kind="finding")]
     )
-    guessed = gpu_vs_cpu.predicted_table(study.predicted, s) if gpu_vs_cpu.asked(s) else None
+    guessed = gpu_vs_cpu.predicted_table(study.predicted, s) if gpu_vs_cpu.is_question(s) else None
     if guessed is not None:  # never pooled with the rows: a block and a file of its own
         title = f"{gpu_vs_cpu.PREDICTED_TITLE}; {gpu_vs_cpu.predicted_levers(study.predicted)}"
         blocks.append(Block(title, guessed, lead=True, kind="predicted"))
@@ -247,7 +247,7 @@ def view(study: Study, options: Options = Options(), number: int = 1) -> View:
 def _tables(s: pd.DataFrame, o: Options) -> list[Block]:
     """The metric's table (under a time budget it leads only where asked for another metric:
     the wall time is the budget), time to target, and with `every` the details."""
-    ttt_table, answered = ttt.table(s), ttt.asked(s) or ttt.reached_any(s)
+    ttt_table, answered = ttt.table(s), ttt.asks_quality(s) or ttt.reached_any(s)
     baseline = o.baseline or (FIRST if o.against_first else None)
     lead = o.asked and (o.metric != "wall_s" or ttt_table is None or not ttt.budgeted(s))
     table = tables.pivot(s, o.metric, o.rows, o.cols, baseline, missing_ok=True)
@@ -272,7 +272,7 @@ def _with_figures(
     s, name = study.runs, study.workload
     drawn = {
         "finding": lambda s, name: (
-            gpu_vs_cpu.figure(s, name, study.predicted) if gpu_vs_cpu.asked(s) else None
+            gpu_vs_cpu.figure(s, name, study.predicted) if gpu_vs_cpu.is_question(s) else None
         ),
         "metric": figures.time_vs_epochs,
         "phases": figures.phase_bars,

@@ -6,7 +6,7 @@ that is not stbench's own need not import the parent's launchers to start a rank
     run_rank   one task per rank, pinned to its worker: start the cell's process, `python -m
                stbench.child.cell SPEC RESULT ...` with the worker's own Python and torchrun's
                variables in its environment (dask-pytorch-ddp's pattern), and wait for it
-    free_port  a port worker 0 can listen on, for the world's rendezvous (MASTER_PORT)
+    worker_port  a port worker 0 can listen on, for the world's rendezvous (MASTER_PORT)
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def run_rank(cell: list[str], env: dict[str, str], log: str) -> dict:
     return {"code": proc.wait(), "pid": proc.pid, "host": socket.gethostname()}
 
 
-def free_port() -> int:
+def worker_port() -> int:
     """A free TCP port on this worker's machine (the rendezvous of rank 0 listens there)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("", 0))

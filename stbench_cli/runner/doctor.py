@@ -248,7 +248,7 @@ QUICK = (
 )  # under a minute: see the module's docstring
 
 
-def run(
+def run_checks(
     devices: list[str], env: EnvInfo, on_done=lambda check: None, names: tuple[str, ...] = CHECKS
 ) -> list[Check]:
     out = []
@@ -260,7 +260,7 @@ def run(
     return out
 
 
-def write(folder: Path, checks: list[Check], env: EnvInfo) -> Path:
+def write_doctor(folder: Path, checks: list[Check], env: EnvInfo) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "doctor.json"
     path.write_text(

@@ -111,7 +111,7 @@ def gpu_method(gpu_cell: bool, have_handles: bool, joules: float | None) -> str:
     return "none: NVML's energy counter is not readable (before Volta, MIG mode or a container)"
 
 
-def summary(
+def energy_columns(
     gpu_j: float | None, gpu_how: str, cpu_j: float | None, cpu_how: str, window_s: float
 ) -> dict:
     """The row's energy columns (store.rows.Derived)."""

@@ -373,7 +373,7 @@ class Engine:
             startup_s = known.startup_s if known else 1.0
         elif known is not None:
             startup_s = (startup_s + known.startup_s) / 2
-        self.costs[size] = pairs.measured(size, self.counts[size], windows, startup_s)
+        self.costs[size] = pairs.cost_of_windows(size, self.counts[size], windows, startup_s)
 
     def _keep_record(self) -> None:
         """What stopped the engine, in the manifest's question, for the answer to say."""

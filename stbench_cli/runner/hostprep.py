@@ -52,7 +52,7 @@ def measure_others(window_s: float = CHECK_S) -> float:
     return others_cores(t0, t1, own0, own1, time.monotonic() - start)
 
 
-def prepare(spec: RunSpec, window_s: float = CHECK_S) -> Prepared:
+def prepare_host(spec: RunSpec, window_s: float = CHECK_S) -> Prepared:
     """The load check, the threads and the allocator and binding levers of one local cell."""
     params = spec.param_dict
     others = measure_others(window_s)

@@ -113,7 +113,7 @@ def _group(pgid: int) -> dict:
     return {"preexec_fn": lambda: os.setpgid(0, pgid)}
 
 
-def _start(commands: list[list[str]], envs: list[dict], log) -> list[subprocess.Popen]:
+def _start_group(commands: list[list[str]], envs: list[dict], log) -> list[subprocess.Popen]:
     """Start every command in one new process group (that of the first): a timeout or Ctrl-C
     then reaches all of them with one signal, and the terminal's Ctrl-C reaches only the parent."""
     procs: list[subprocess.Popen] = []
@@ -160,7 +160,9 @@ def result_of(cell: CellJob, ending: Ending, role: str) -> CellResult:
         return verdict.hung(cell.spec, s.idle_s, s.limit_s, cell.stall, s.beats)
     log = cell.log.read_text(errors="replace") if cell.log.exists() else ""
     first = (*ending.first, role) if ending.first else None
-    return verdict.judge(cell.spec, first, log, read_results(cell.work), read_beats(cell.work))
+    return verdict.cell_outcome(
+        cell.spec, first, log, read_results(cell.work), read_beats(cell.work)
+    )
 
 
 def run_processes(
@@ -180,10 +182,12 @@ def run_processes(
     with open(cell.log, "w") as out:
         try:
             procs = (
-                [forked(commands[0], envs[0], cell.log)] if forked else _start(commands, envs, out)
+                [forked(commands[0], envs[0], cell.log)]
+                if forked
+                else _start_group(commands, envs, out)
             )
         except warm.Unavailable:  # the server is gone: this cell, and later ones, start fresh
-            procs = _start(commands, envs, out)
+            procs = _start_group(commands, envs, out)
     pids = [p.pid for p in procs]
     (cell.work / "group.json").write_text(
         json.dumps({"host": socket.gethostname(), "pids": pids, "started": started(pids)})

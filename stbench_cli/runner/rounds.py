@@ -1,7 +1,7 @@
 """Rounds added to a study while its comparisons cannot conclude: `stbench run --budget SECONDS`
 (every cell again: a noisy machine needs more rounds, and nobody knows how many
 beforehand) and `stbench gpu-vs-cpu` (the cells of the sizes still open). What to add is
-the planner's decision (plan.rounds.decide, plan.gpu_vs_cpu.decide); this module runs the rounds
+the planner's decision (plan.rounds.another_round, plan.pairs.decide); this module runs the rounds
 and times them, within the budget: wall seconds of the whole study, its planned rounds included.
 
 A round is every cell once (repeats are the study's outer loop, so a round's cells saw the same
@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 
 from ..plan.planner import Plan, plan_resume, plan_round
-from ..plan.rounds import decide
+from ..plan.rounds import another_round
 from ..store.manifest import write_manifest
 from ..store.rows import Run
 from .lock import FolderLock
@@ -64,11 +64,12 @@ def until_conclusive(
     run: Callable[[Plan], list[Run]],
     say: Callable[[str], None],
 ) -> list[Run]:
-    """`stbench run --budget`: a round of every cell more while plan.rounds.decide says so."""
+    """`stbench run --budget`: a round of every cell more while plan.rounds.another_round says
+    so."""
 
     def every_cell(plan: Plan, rows: list[Run], left_s: float, cell_s: float):
         per_round = len(plan.cells) / (1 + max(c.repeat for c in plan.cells))
-        decision = decide(plan.cells, rows, left_s, cell_s * per_round)
+        decision = another_round(plan.cells, rows, left_s, cell_s * per_round)
         return f"--budget: {decision.why}", None if decision.more else frozenset()
 
     return add_rounds(plan, env, budget_s, run, say, every_cell)

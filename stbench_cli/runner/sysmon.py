@@ -113,4 +113,4 @@ class SystemSampler:
             gpu_j = (end - self._gpu_e0) / 1000.0
         cpu_j, cpu_how = energy.cpu_energy(self._cpu_e0, energy.read_rapl(self.rapl_root))
         gpu_how = energy.gpu_method(self.gpu_cell, bool(self.gpus), gpu_j)
-        return energy.summary(gpu_j, gpu_how, cpu_j, cpu_how, time.monotonic() - self._t0)
+        return energy.energy_columns(gpu_j, gpu_how, cpu_j, cpu_how, time.monotonic() - self._t0)

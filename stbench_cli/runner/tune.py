@@ -22,7 +22,7 @@ from ..comparison import ALL_STEPS, QUALITY, SPEED, SPS, TTT, by_round, column_m
 from ..comparison import judge as compare
 from ..errors import StbenchError
 from ..plan import levers, pairs, registry
-from ..plan.judge import judge, value_of
+from ..plan.judge import judge_step, value_of
 from ..plan.levers import BATCH, HostOffer
 from ..plan.planner import Plan, plan_resume, plan_round, resolve_params
 from ..plan.rounds import NEVER
@@ -240,7 +240,7 @@ class Tuner:
             )
         if rows is None:
             return {**base, "values": list(values), "note": "not searched: the budget was spent"}
-        measure, verdicts, kept = judge(lever, rows, reference)
+        measure, verdicts, kept = judge_step(lever, rows, reference)
         if name in LIVE_LEVERS:  # the engine gave each value its rounds already
             return self._keep(
                 index, name, kept, step_record(base, folder, values, measure, verdicts, kept, rows)
@@ -257,7 +257,7 @@ class Tuner:
             if more is None:
                 break
             rows = more
-            measure, verdicts, kept = judge(lever, rows, reference)
+            measure, verdicts, kept = judge_step(lever, rows, reference)
         return self._keep(
             index, name, kept, step_record(base, folder, values, measure, verdicts, kept, rows)
         )

@@ -242,7 +242,7 @@ def cause(
     )
 
 
-def judge(
+def cell_outcome(
     spec: RunSpec,
     first: tuple[int, int, str] | None,
     log: str,

@@ -75,7 +75,7 @@ def _context():
     return multiprocessing.get_context("forkserver")
 
 
-def start() -> None:
+def start_server() -> None:
     """Start the server now, if it is not running: it imports while the parent plans."""
     global _server
     if not enabled() or _server is not None:
@@ -156,7 +156,7 @@ def helpers() -> set[int]:
 
 def fits(env: Mapping[str, str]) -> bool:
     """Whether a cell with this environment can be forked from the server (started here)."""
-    start()
+    start_server()
     return _server is not None and enabled() and compatible(env, _server)
 
 
@@ -226,7 +226,7 @@ def start_cell(
     """Fork `python -m MODULE ARGS` (the command a fresh process would run: a cell, a doctor's
     check, the peaks) from the server: the module run as __main__ in a process of its own, with
     this environment, its output appended to `log` (its errors to `errors` where given)."""
-    start()
+    start_server()
     argv = command[command.index("-m") :]
     paths = (str(log), str(errors or log))
     proc = _context().Process(target=_run_cell, args=(argv, dict(env), *paths), name="stbench-cell")
@@ -286,7 +286,7 @@ def _run_cell(argv: list[str], env: dict[str, str], log: str, errors: str) -> No
 def call(fn: Callable, *args):
     """fn(*args) in a process forked from the server, its result sent back (pickled): what the
     parent would otherwise import torch for (the inventory). Runs here where warm cells are off."""
-    start()
+    start_server()
     if _server is None or not enabled():
         return fn(*args)
     ctx = _context()

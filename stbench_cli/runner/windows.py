@@ -68,9 +68,9 @@ def run_process(
     command = [sys.executable, "-m", "stbench.child.windows", str(job), str(rows_path)]
     launched = time.time()
     environ = {**os.environ, "PYTHONUNBUFFERED": "1", LAUNCHED_ENV: str(launched)}
-    process = _start(command, environ, log)
+    process = _start_windows(command, environ, log)
     try:
-        done, first_at, broke, refork, code = _watch(
+        done, first_at, broke, refork, code = _follow_rows(
             process, rows_path, folder, env, windows, deadline, on_row
         )
     except BaseException:  # Ctrl-C, or the parent failing: the process does not outlive it
@@ -95,7 +95,9 @@ def run_process(
     return Ran(tuple(done), tuple(left), seconds, max(startup, 0.0), broke, refork)
 
 
-def _watch(process, rows_path: Path, folder: Path, env: EnvInfo, windows, deadline: float, on_row):
+def _follow_rows(
+    process, rows_path: Path, folder: Path, env: EnvInfo, windows, deadline: float, on_row
+):
     """Rows as the process writes them, until it ends (or is ended past the deadline):
     (rows, when its first window began, why it broke, whether to refork, its exit code)."""
     by_id = {w.run_id: w for w in windows}
@@ -114,7 +116,7 @@ def _watch(process, rows_path: Path, folder: Path, env: EnvInfo, windows, deadli
                 process.wait()
                 broke, refork = "CUDA cannot start in a forked process: a fresh one", True
                 break
-            row = _row(spec, env, record)
+            row = _row_of_record(spec, env, record)
             write_cell(folder, row, [], [])
             done.append(run_of(row.record(), str(folder)))
             on_row(spec, done[-1])
@@ -130,7 +132,7 @@ def _watch(process, rows_path: Path, folder: Path, env: EnvInfo, windows, deadli
     return done, first_at, broke, refork, code
 
 
-def _start(command: list[str], environ: dict[str, str], log: Path):
+def _start_windows(command: list[str], environ: dict[str, str], log: Path):
     """The process: forked from the warm server where its environment fits, else fresh (its own
     session, so a kill reaches its loader workers too)."""
     if warm.fits(environ):
@@ -162,7 +164,7 @@ def _new_lines(path: Path, offset: int) -> tuple[int, list[dict]]:
     return offset + end, lines
 
 
-def _row(spec: RunSpec, env: EnvInfo, record: dict) -> RunRow:
+def _row_of_record(spec: RunSpec, env: EnvInfo, record: dict) -> RunRow:
     return RunRow(
         identity(spec),
         record["status"],

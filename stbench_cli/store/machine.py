@@ -76,11 +76,9 @@ def fingerprint(host, cpu_model, cores, gpus, gpu_count, torch) -> str:
     Two rows with the same fingerprint ran on the same machine; a generic host name alone
     (`vm`, `localhost`) says nothing. Missing fields count as empty."""
     parts = [host, cpu_model, cores, gpus, gpu_count, torch]
-    blob = "|".join(
-        "" if _missing(p) else str(int(p) if isinstance(p, float) else p) for p in parts
-    )
+    blob = "|".join("" if _absent(p) else str(int(p) if isinstance(p, float) else p) for p in parts)
     return hashlib.sha1(blob.encode()).hexdigest()[:10]
 
 
-def _missing(value) -> bool:
+def _absent(value) -> bool:
     return value is None or value == "" or (isinstance(value, float) and math.isnan(value))

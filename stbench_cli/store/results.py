@@ -37,11 +37,11 @@ def command_text(command: list) -> str:
         elif w == "--out":
             skip = True
         elif not w.startswith("--out="):
-            out.append(_portable(w))
+            out.append(_portable_word(w))
     return " ".join(out)
 
 
-def _portable(word: str) -> str:
+def _portable_word(word: str) -> str:
     """A word of a command with each path in it by its file name: `data=/a/b/x.nc` -> `data=x.nc`,
     `/a/b/x.nc,/c/y.nc` -> `x.nc,y.nc`; a word without a slash stays as it is."""
     key, sep, value = word.partition("=") if not word.startswith("/") else ("", "", word)

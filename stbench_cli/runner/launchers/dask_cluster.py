@@ -91,7 +91,7 @@ def _class_name(name: str) -> str:
     return "distributed.LocalCluster" if name == "local" else f"dask_jobqueue.{_CLASSES[name]}"
 
 
-def start(options: dict, workers: int, logs: Path | None = None):
+def start_cluster(options: dict, workers: int, logs: Path | None = None):
     """Dask's own cluster class for `cluster=`, with --dask's other options, `workers` workers
     asked for (one per job for dask-jobqueue: a rank's worker is a node's share of its own).
     `logs`: where dask-jobqueue's jobs write their output (else the batch system's default,
@@ -121,7 +121,7 @@ def start(options: dict, workers: int, logs: Path | None = None):
 def job_script(launch: Launch) -> str:
     """The job script dask-jobqueue would submit for each worker (--dry-run): its class is made,
     which starts its scheduler in this process, and closed again; nothing is submitted."""
-    cluster = start(dict(launch.dask_options), 0)
+    cluster = start_cluster(dict(launch.dask_options), 0)
     try:
         return cluster.job_script()
     finally:
@@ -134,7 +134,7 @@ def connect(launch: Launch, workers: int, folder: Path) -> Cluster:
     from distributed import Client
 
     o, said = launch.dask_options, where(launch)
-    owned = start(dict(o), workers, folder / "dask-jobqueue") if "cluster" in o else None
+    owned = start_cluster(dict(o), workers, folder / "dask-jobqueue") if "cluster" in o else None
     try:
         if owned is not None:
             client = Client(owned)

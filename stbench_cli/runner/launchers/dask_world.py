@@ -32,7 +32,7 @@ from ...plan.spec import RunSpec
 from ...store.cell_result import CellResult
 from ...store.progress import LAUNCHED_ENV, read_beats
 from .. import verdict
-from ..dask_task import free_port, run_rank
+from ..dask_task import run_rank, worker_port
 from ..processes import CellJob, Outcome, label, read_results
 from ..watch import GRACE_S, POLL_S, Ending, Stalls, sweep
 from . import dask_cluster, torchrun
@@ -112,7 +112,7 @@ class Seen:
     lost: list[tuple[int, str]]
 
 
-def _watch(cluster, futures, workers, timeout, stalls) -> Seen:
+def _await_ranks(cluster, futures, workers, timeout, stalls) -> Seen:
     """Until every rank ended, or one failed or its worker left (the others then get GRACE_S),
     the timeout, or a stall."""
     start = look_at = time.monotonic()
@@ -159,7 +159,7 @@ def _gather_logs(cell: CellJob, workers: list[str]) -> None:
     cell.log.write_text("\n".join(parts))
 
 
-def result_of(cell: CellJob, seen: Seen, workers: list[str]) -> CellResult:
+def ranks_result(cell: CellJob, seen: Seen, workers: list[str]) -> CellResult:
     """The row's result: a lost worker first (its rank died with it), then what verdict.py
     makes of the ranks' exits, each rank named by its worker."""
     ending, lost = seen.ending, seen.lost
@@ -181,13 +181,13 @@ def result_of(cell: CellJob, seen: Seen, workers: list[str]) -> CellResult:
         return CellResult("failed", said)
     log = cell.log.read_text(errors="replace")
     first = (*ending.first, "rank") if ending.first else None
-    return verdict.judge(cell.spec, first, log, results, beats, seen.exits, places)
+    return verdict.cell_outcome(cell.spec, first, log, results, beats, seen.exits, places)
 
 
 def _submit(cluster, cell: CellJob, workers: list[str]) -> list:
     """One task per rank, pinned to its worker, each starting the cell's process there."""
     client, spec = cluster.client, cell.spec
-    port = client.run(free_port, workers=[workers[0]])[workers[0]]
+    port = client.run(worker_port, workers=[workers[0]])[workers[0]]
     args = torchrun.cell_args(cell.spec_path, cell.result_path, cell.child_args)
     launched = {LAUNCHED_ENV: f"{time.time():.3f}"}  # the timeline's zero
     nonce = uuid.uuid4().hex[:8]
@@ -220,7 +220,7 @@ def run_cell(cell: CellJob) -> Outcome:
         said = str(exc) if isinstance(exc, StbenchError) else f"{type(exc).__name__}: {exc}"
         return Outcome(CellResult("failed", said[:400]))
     try:
-        seen = _watch(
+        seen = _await_ranks(
             cluster, futures, workers, cell.timeout, Stalls(cell.work, cell.stall, spec.world_size)
         )
         if not seen.ending.clean or seen.lost:
@@ -229,7 +229,7 @@ def run_cell(cell: CellJob) -> Outcome:
         _end(cluster, futures, cell, workers)
         raise
     _gather_logs(cell, workers)
-    return Outcome(result_of(cell, seen, workers), cell_s=time.perf_counter() - t0)
+    return Outcome(ranks_result(cell, seen, workers), cell_s=time.perf_counter() - t0)
 
 
 def describe(plan: Plan, timeout: float | None) -> str:

@@ -25,7 +25,7 @@ from ..processes import CellJob, Outcome, label, run_processes
 from . import torchrun
 
 
-def free_port() -> int:
+def loopback_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -56,7 +56,7 @@ def commands(
     """(argv, environment) of each process the cell starts here."""
     base = dict(os.environ if base is None else base, PYTHONUNBUFFERED="1")
     if not spec.distributed:
-        return [(torchrun.single(python, cell), base)]
+        return [(torchrun.single_process(python, cell), base)]
     if spec.nodes == 1:
         return [(torchrun.standalone(spec, python, cell), base)]
     return [
@@ -72,10 +72,10 @@ def check(plan: Plan) -> None:
 def run_cell(cell: CellJob) -> Outcome:
     cell.prepare()
     args = torchrun.cell_args(cell.spec_path, cell.result_path, cell.child_args)
-    started = commands(cell.spec, args, port=free_port())
+    started = commands(cell.spec, args, port=loopback_port())
     role = "agent" if cell.spec.distributed else "cell"  # process i: node i's torchrun agent
     # the load check, threads, preloaded allocator and numactl
-    prep = hostprep.prepare(cell.spec)
+    prep = hostprep.prepare_host(cell.spec)
     if prep.failure:
         return Outcome(CellResult("skipped", prep.failure), others_before=prep.others_cores)
     argvs = [[*prep.prefix, *argv] for argv, _ in started]

@@ -31,7 +31,7 @@ from ...store.cell_result import CellResult
 from .. import hostprep
 from ..processes import CellJob, Outcome, label, run_processes
 from . import torchrun
-from .local import free_port
+from .local import loopback_port
 
 # torchrun's variables from Open MPI's (the layout is one node: its local ranks are the world)
 RANK_ENV = (
@@ -95,11 +95,11 @@ def _has_mpi4py() -> bool:
 
 def run_cell(cell: CellJob) -> Outcome:
     cell.prepare()
-    prep = hostprep.prepare(cell.spec)  # the load check and the ranks' threads, as local's
+    prep = hostprep.prepare_host(cell.spec)  # the load check and the ranks' threads, as local's
     if prep.failure:
         return Outcome(CellResult("skipped", prep.failure), others_before=prep.others_cores)
     args = torchrun.cell_args(cell.spec_path, cell.result_path, cell.child_args)
-    argv = command(cell.spec, args, sys.executable, free_port(), tuple(prep.prefix))
+    argv = command(cell.spec, args, sys.executable, loopback_port(), tuple(prep.prefix))
     env = {**environment(dict(os.environ)), **prep.env}
     outcome = run_processes(cell, [argv], [env], "mpirun", grace=3.0)
     return replace(outcome, others_before=prep.others_cores)

@@ -202,7 +202,7 @@ def run_cell(cell: CellJob) -> Outcome:
         forget_job(cell.folder, cell.spec.run_id)
         raise
     if stall is None:
-        return collect(cell, job.job_id)
+        return finished_row(cell, job.job_id)
     job.cancel(check=False)
     _, _, elapsed = sacct(job.job_id)  # until Slurm has ended it
     _gather_logs(cell, job.job_id)
@@ -245,21 +245,21 @@ def _gather_logs(cell: CellJob, job_id: str) -> None:
     cell.log.write_text("\n".join(parts))
 
 
-def exit_code(text: str) -> int:
+def sacct_exit_code(text: str) -> int:
     """sacct's ExitCode `CODE:SIGNAL` as one number (a signal negative, as Popen has it)."""
     code, _, sig = (text or "0:0").partition(":")
     return -int(sig) if sig.isdigit() and int(sig) else int(code) if code.isdigit() else 1
 
 
-def collect(cell: CellJob, job_id: str) -> Outcome:
+def finished_row(cell: CellJob, job_id: str) -> Outcome:
     """The row of a finished job: rank 0's result when Slurm says it COMPLETED, else sacct's
     state and what failed first (verdict.py), rank 0's figures kept if it wrote them."""
     state, code, elapsed = sacct(job_id)
     _gather_logs(cell, job_id)
     log = cell.log.read_text(errors="replace")
     results, beats = read_results(cell.work), read_beats(cell.work)
-    first = None if state == "COMPLETED" else (0, exit_code(code), "job")
-    result = verdict.judge(cell.spec, first, log, results, beats)
+    first = None if state == "COMPLETED" else (0, sacct_exit_code(code), "job")
+    result = verdict.cell_outcome(cell.spec, first, log, results, beats)
     if first is not None:
         by_state = {"TIMEOUT": "timeout", "OUT_OF_MEMORY": "oom"}
         status = by_state.get(state.split(" ")[0], result.status)

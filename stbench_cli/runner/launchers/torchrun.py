@@ -27,7 +27,7 @@ def cell_args(spec_path, result_path, extra: tuple[str, ...] = ()) -> list[str]:
     return ["-m", "stbench.child.cell", str(spec_path), str(result_path), *extra]
 
 
-def single(python: str, cell: list[str]) -> list[str]:
+def single_process(python: str, cell: list[str]) -> list[str]:
     """A `single` cell: one plain process."""
     return [python, *cell]
 
