@@ -68,7 +68,7 @@ def test_a_report_opens_with_its_findings_and_a_headline_figure():
     assert report.headline == (section, section.blocks[1].picture)  # a batch study's first figure
     md = html.report_markdown(report)
     assert md.startswith(
-        "# stbench report\n\n1 study, measured on EPYC (2 cores) (AMD EPYC, 2 cores, "
+        "# stbench report\n\n1 study, measured on EPYC (2 cores) (AMD EPYC, "
         "torch 2.13.0+cpu).\n\n## Findings\n\n- [sweep](#study-1): Samples/s goes from "
     )
     assert md.index("![Time vs epochs](study-1-w-time-vs-epochs.png)") < md.index("## Hardware")

@@ -158,17 +158,19 @@ def _figure(pic) -> str:
 
 
 def hardware_line(report: Report) -> str:
-    """The hardware in one sentence: '1 study, measured on EPYC (2 cores) (AMD EPYC, 2 cores,
-    torch 2.13.0+cpu).'"""
+    """The hardware in one sentence, each fact once: '1 study, measured on EPYC (2 cores) (AMD
+    EPYC 7B13, torch 2.13.0+cpu).' (the label says the cores; the model where it says more)."""
     parts = []
     for m in report.machines.to_dict("records"):
+        label = str(m["hardware"])
         said = [
             m.get("cpu_model", ""),
             f"{m['cores']} cores" if m.get("cores") else "",
             m.get("gpu_names", ""),
             f"torch {m['torch']}" if m.get("torch") else "",
         ]
-        parts.append(f"{m['hardware']} ({', '.join(p for p in said if p)})")
+        said = [p for p in said if p and str(p) not in label]
+        parts.append(f"{label} ({', '.join(said)})" if said else label)
     n = len(report.views)
     return f"{n} stud{'ies' if n != 1 else 'y'}, measured on " + "; ".join(parts) + "."
 

@@ -97,7 +97,9 @@ def machine_table(df: pd.DataFrame) -> pd.DataFrame:
                 str(int(v)) if isinstance(v, float) and not math.isnan(v) else _text(v)
                 for v in table[c]
             ]
-    return table.fillna("").astype(str).rename(columns={"label": "hardware"})
+    table = table.fillna("").astype(str).rename(columns={"label": "hardware"})
+    # a column no machine has a value in (gpu_names on a CPU) says nothing: left out
+    return table[[c for c in table.columns if (table[c] != "").any()]]
 
 
 def format_number(x: float) -> str:

@@ -41,8 +41,10 @@ VALUES = (
     "epochs_done",
 )  # the table's columns after its keys
 TITLE = (
-    "time to target (s): MLPerf score (fastest and slowest run dropped, a miss counts as "
-    "the slowest), median ± 95% CI of the runs that reached it"
+    "time to target (s): the MLPerf score (how MLPerf ranks training times: the mean of the "
+    "runs' times with the fastest and slowest run dropped, a run that missed the target "
+    "counting as the slowest; two misses: not scored), and the median ± 95% CI of the runs "
+    "that reached it"
 )
 
 

@@ -251,7 +251,9 @@ def _tables(s: pd.DataFrame, o: Options) -> list[Block]:
     baseline = o.baseline or (FIRST if o.against_first else None)
     lead = o.asked and (o.metric != "wall_s" or ttt_table is None or not ttt.budgeted(s))
     table = tables.pivot(s, o.metric, o.rows, o.cols, baseline, missing_ok=True)
-    out = [Block(tables.pivot_title(o.metric, baseline), table, lead=lead, kind="metric")]
+    held = any(" vs " in str(c) for c in table.columns)  # one column: nothing held against it
+    title = tables.pivot_title(o.metric, baseline if held else None)
+    out = [Block(title, table, lead=lead, kind="metric")]
     if ttt_table is not None and (o.every or answered):
         out.append(Block(ttt.TITLE, ttt_table, lead=o.asked and answered, kind="target"))
     for title, build, kind in DETAILS if o.every else ():
