@@ -27,12 +27,10 @@ from statistics import median
 from typing import Any
 
 from ..comparison import MARGIN, SPS, by_round
-from ..comparison import judge as compare
 from ..contract import BATCH, Workload
 from ..device import is_cuda
 from ..errors import StbenchError
-from ..stats import rounds_within
-from .pairs import CAP, FIRST_ROUNDS, Comparison
+from .pairs import FIRST_ROUNDS, Comparison, compared
 from .spec import LIVE_LEVERS, RunSpec
 
 # the CPU's quick levers: each changes inside a running process (no preload, no binding)
@@ -254,7 +252,4 @@ def judged(record: Mapping, cells: Sequence[RunSpec], rows: Sequence[dict]) -> l
 
 
 def _paired_comparison(size: str, a: RunSpec, b: RunSpec, values: Mapping) -> Comparison:
-    base_v, other_v = values[a.run_id], values[b.run_id]
-    v = compare(size, SPS, base_v, other_v)
-    equal = rounds_within(base_v, other_v, MARGIN, CAP) if v.rounds else CAP
-    return Comparison(size, a.run_id, b.run_id, v.ratio, v.low, v.high, v.rounds, v.needs, equal)
+    return compared(size, a.run_id, b.run_id, values[a.run_id], values[b.run_id])

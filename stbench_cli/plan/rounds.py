@@ -4,26 +4,24 @@ comparisons and the decision out.
 
 The comparisons are every cell against the first as planned (the first of each axis as given:
 the CPU of `--device cpu cuda`, the smallest batch listed first, the defaults of `--set
-threads=0,1`), on samples/s, or on the time to target where the study asks one. One is open
-while the 95% interval of its per-round ratio (comparison.judge: a round's cells saw the same
-machine) holds 1 and does not lie within the questions' margin (comparison.MARGIN: then the two
-look equal, a conclusion of its own), or has fewer than two rounds to pair. It needs the fewer of
-the rounds that would part its interval from 1 (`stats.rounds_needed`) and those that would fit
-it inside the margin (`stats.rounds_within`), were the ratios' mean and spread to stay; NEVER
-where neither count would do at the spread seen.
+threads=0,1`), on samples/s, or on the time to target where the study asks one. Where a
+comparison stands is the questions' engine's one rule (plan.pairs.compared, paired by round: a
+round's cells saw the same machine): open while its 95% interval holds 1 and does not lie within
+the margin (then the two look equal, a conclusion of its own), or while it has fewer than two
+rounds to pair. It needs the fewer of the rounds that would part its interval from 1 and those
+that would fit it inside the margin, were the ratios' mean and spread to stay; CAP where
+neither count would do at the spread seen.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..comparison import MARGIN, by_round, higher_is_better, looks_equal, measure_of
-from ..comparison import judge as compare
-from ..stats import rounds_within
+from ..comparison import MARGIN, by_round, measure_of
 from ..store.rows import Run
+from .pairs import CAP, compared
 from .spec import RunSpec
 
-NEVER = 1000  # stats.rounds_needed's cap: the per-round ratios average 1
 FIELDS = ("device", "strategy", "world_size", "nodes", "batch_size", "epochs")
 
 
@@ -33,7 +31,7 @@ class Open:
 
     base: str  # what sets the first cell apart: 'threads=0'
     other: str
-    rounds: int  # common rounds a conclusion needs (NEVER: no count would conclude it)
+    rounds: int  # common rounds a conclusion needs (CAP: no count would conclude it)
 
 
 @dataclass(frozen=True)
@@ -81,12 +79,9 @@ def open_comparisons(cells: tuple[RunSpec, ...], rows: list[Run]) -> list[Open]:
         return []
     base, out = found[0], []
     for other in found[1:]:
-        v = compare(said[other], column, values[base], values[other])
-        if v.rounds >= 2 and (v.significant or looks_equal(v.low, v.high)):
-            continue
-        a, b = values[base], values[other]
-        within = rounds_within(a, b, MARGIN, NEVER) if higher_is_better(column) else NEVER
-        out.append(Open(said[base], said[other], min(v.needs or 2, within)))
+        c = compared("", said[base], said[other], values[base], values[other], column)
+        if not c.concluded:
+            out.append(Open(c.base, c.other, min(c.to_differ or 2, c.to_equal)))
     return out
 
 
@@ -97,13 +92,13 @@ def another_round(cells: tuple[RunSpec, ...], rows: list[Run], left_s: float, ro
     found = open_comparisons(cells, rows)
     if not found:
         return Decision(False, f"every comparison with the first cell concluded in {have} rounds")
-    hopeful = [o for o in found if o.rounds < NEVER]
+    hopeful = [o for o in found if o.rounds < CAP]
     if not hopeful:
         return Decision(
             False,
             f"after {have} rounds {', '.join(o.other for o in found)} cannot be told from "
             f"{found[0].base}, nor said to be within {1 - MARGIN:.2f}-{1 + MARGIN:.2f}x of it, "
-            f"at the spread seen ({NEVER} rounds would not conclude); stopping",
+            f"at the spread seen ({CAP} rounds would not conclude); stopping",
         )
     worst = max(hopeful, key=lambda o: o.rounds)
     needs = f"{worst.other} against {worst.base} needs ≥ {worst.rounds} rounds, {have} ran"

@@ -25,7 +25,6 @@ from ..plan import levers, pairs, registry
 from ..plan.judge import judge_step, value_of
 from ..plan.levers import BATCH, HostOffer
 from ..plan.planner import Plan, plan_resume, plan_round, resolve_params
-from ..plan.rounds import NEVER
 from ..plan.spec import LIVE_LEVERS, RunSpec
 from ..plan.tuning import (
     CONFIRM,
@@ -72,7 +71,7 @@ def looks_better(lever, rows: list[Run], reference, verdicts) -> object | None:
         and v.ratio > 1
         and not v.significant
         and not v.note
-        and v.needs < NEVER
+        and v.needs < pairs.CAP
     ]
     return max(found, key=lambda v: v.ratio).subject if found else None
 
