@@ -13,7 +13,7 @@ from stbench.plan.levers import BATCH, NAMES
 from stbench.report.cells import Cell, contrast, differs
 from stbench.report.labels import format_number
 from stbench.report.model import CPU_LEVERS, study
-from stbench.report.read import priced
+from stbench.report.read import Context
 from stbench.report.view import finding_of
 from stbench.stats import rounds_needed, significant
 from stbench.store.rows import run_of
@@ -71,7 +71,7 @@ def row(device, repeat, sps, batch=64, used=2, why=AUTO, epochs=1, wall=10.0, **
 
 def find(rows, prices=None):
     runs = [run_of(r) for r in rows]
-    f = finding_of(study([priced(r, prices) for r in runs] if prices else runs).runs)
+    f = finding_of(study(runs, context=Context(prices=prices or {})).runs)
     lines = f.table.to_dict("records")
     return f, {line.get("compared as"): line for line in lines}
 

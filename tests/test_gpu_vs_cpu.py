@@ -16,7 +16,7 @@ from stbench.plan.spec import RunSpec, identify
 from stbench.report.gpu_vs_cpu import crossover, figure, points, words
 from stbench.report.labels import format_number
 from stbench.report.model import study
-from stbench.report.read import with_question
+from stbench.report.read import Context
 from stbench.report.view import finding_of
 from stbench.runner.envinfo import collect
 from stbench.stats import paired
@@ -84,7 +84,7 @@ def _study(speed=SPEED):
         for config, values in configs.items()
         for r, v in enumerate(values)
     ]
-    return study([with_question(run_of(r, "f"), QUESTION) for r in rows]).runs
+    return study([run_of(r, "f") for r in rows], context=Context(question=QUESTION)).runs
 
 
 def _paired(size: str, base: str, other: str) -> tuple:
@@ -282,12 +282,12 @@ def test_the_crossover_sentence_of_synthetic_windows_names_the_size_the_gpu_star
         "size": {**QUESTION["size"], "values": list(speed), "counts": [64.0, 256.0, 1024.0]},
     }
     rows = [
-        with_question(run_of(_row(size, config, r, v), "f"), record)
+        run_of(_row(size, config, r, v), "f")
         for size, configs in speed.items()
         for config, values in configs.items()
         for r, v in enumerate(values)
     ]
-    text = words(study(rows).runs)
+    text = words(study(rows, context=Context(question=record)).runs)
     assert "it starts to pay at 256 series" in text
     assert "0.50x (0.48-0.53x)" in text and "1.31x (1.27-1.34x)" in text
 
@@ -346,7 +346,7 @@ def test_a_side_wins_from_the_first_size_of_its_last_unbroken_run_of_wins():
 
 def test_a_size_the_gpu_ran_out_of_memory_at_is_named_with_its_reason():
     rows = [
-        with_question(run_of(_row(size, config, r, v), "f"), QUESTION)
+        run_of(_row(size, config, r, v), "f")
         for size, configs in SPEED.items()
         for config, values in configs.items()
         for r, v in enumerate(values)
@@ -358,8 +358,8 @@ def test_a_size_the_gpu_ran_out_of_memory_at_is_named_with_its_reason():
         "reason": "OutOfMemoryError: CUDA out of memory",
         "samples_per_s": "",
     }
-    rows.append(with_question(run_of(oom, "f"), QUESTION))
-    text = words(study(rows).runs)
+    rows.append(run_of(oom, "f"))
+    text = words(study(rows, context=Context(question=QUESTION)).runs)
     assert text.endswith(
         "No answer at 1,089 series: cuda ended oom (OutOfMemoryError: CUDA out of memory)."
     )

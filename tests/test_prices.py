@@ -70,7 +70,7 @@ def test_a_row_and_the_prices_give_cost_per_million_samples_and_to_target():
     assert cost_per_million_samples({**cpu, "device": "mps"}, prices) is None  # no price
 
 
-def test_run_stores_the_prices_and_rows_read_back_with_their_cost(tmp_path):
+def test_run_stores_the_prices_and_the_study_joins_each_rows_cost_beside_it(tmp_path):
     (tmp_path / "prices.json").write_text(json.dumps({"cuda": 2.99, "cpu": 0.10}))
     folder = one_study(
         tmp_path / "out",
@@ -87,10 +87,13 @@ def test_run_stores_the_prices_and_rows_read_back_with_their_cost(tmp_path):
         timeout=300,
     )
     assert read_manifest(folder)["prices"] == {"cuda": 2.99, "cpu": 0.68}  # --price over the file
-    (row,) = read_folder(folder).runs
-    assert float(row["usd_per_hour"]) == pytest.approx(0.68)
+    read = read_folder(folder)
+    (row,) = read.runs
+    assert row["usd_per_hour"] is None  # a price is the study's, never a column of its rows
+    cost = read.context.columns(row)  # joined beside the row where a view reads it
+    assert cost["usd_per_hour"] == pytest.approx(0.68)
     expected = 0.68 / 3600 * 1e6 / float(row["samples_per_s"])
-    assert float(row["usd_per_million_samples"]) == pytest.approx(expected)
+    assert cost["usd_per_million_samples"] == pytest.approx(expected)
 
 
 def test_a_bad_price_is_one_line_and_exit_2(tmp_path):

@@ -123,3 +123,22 @@ def test_compare_without_a_folder_shows_the_newest_study_of_the_users_own(tmp_pa
     assert "## 20260102-" in listed and "ref-x" not in listed
     empty = stbench("compare", cwd=tmp_path / "results" / "reference")
     assert empty.returncode == 2 and "no study in results/ yet" in empty.stderr
+
+
+def test_every_reader_returns_the_row_type_and_a_study_context_is_never_a_column_of_a_row():
+    """runs.csv read by the store, a folder read by the report, a whole tree read for compare:
+    each gives `Run` rows as written; a study's prices and gpu-vs-cpu question are its
+    `Context`, joined beside the rows in the study's table only."""
+    from stbench.report.model import studies
+    from stbench.report.read import read, read_folder
+    from stbench.store.files import read_runs
+    from stbench.store.rows import Run
+
+    reference = ROOT / "results" / "reference"
+    asked = reference / "ref-cpu2-cnn-strain-gpu-vs-cpu"
+    folders, _ = read([reference])
+    for rows in (read_runs(asked), read_folder(asked).runs, *[f.runs for f in folders]):
+        assert rows and all(type(r) is Run for r in rows)
+        assert not [c for r in rows for c in r.columns if c.startswith(("q_", "usd_"))]
+    (study,) = studies([read_folder(asked)])
+    assert study.runs["q_size"].notna().all()  # the question, beside each row in the table

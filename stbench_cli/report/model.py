@@ -22,7 +22,7 @@ from ..contract.params import TrainerParams
 from ..errors import StbenchError
 from ..store.rows import BOOL_COLUMNS, Run
 from .labels import labels, show, size_number
-from .read import Folder
+from .read import Context, Folder
 
 CELL_KEYS = ("strategy", "world_size", "nodes", "batch_size", "epochs")
 PARAM = "p."  # a parameter's column: p.<name>
@@ -131,13 +131,18 @@ class Study:
         return str(self.runs["workload"].iloc[0])
 
 
-def frame(runs: Sequence[Run]) -> pd.DataFrame:
-    """Runs as one row each: their columns (true and false as 1 and 0, so that they count), the
-    hardware's `label`, the folder as `study`, the parameters as a dict (`params`) and, for each
-    that differs between the runs, a `p.<name>` column."""
+def frame(runs: Sequence[Run], contexts: Sequence[Context] = ()) -> pd.DataFrame:
+    """Runs as one row each: their columns (true and false as 1 and 0, so that they count), each
+    beside its study's context (contexts[i] is runs[i]'s: its prices and question, joined here
+    and nowhere else), the hardware's `label`, the folder as `study`, the parameters as a dict
+    (`params`) and, for each that differs between the runs, a `p.<name>` column."""
     if not runs:
         raise StbenchError("no result rows to compare")
-    rows = [{**r.columns, "study": r.folder, "params": dict(r.params)} for r in runs]
+    joined = [c.columns(r) for r, c in zip(runs, contexts)] if contexts else [{}] * len(runs)
+    rows = [
+        {**r.columns, **extra, "study": r.folder, "params": dict(r.params)}
+        for r, extra in zip(runs, joined)
+    ]
     df = pd.DataFrame(rows)
     for col in BOOL_COLUMNS & set(df.columns):
         df[col] = df[col].map({True: 1.0, False: 0.0})
@@ -189,9 +194,10 @@ def study(
     question: str = "",
     epochs: Sequence[dict] = (),
     system: Sequence[dict] = (),
+    context: Context = Context(),
 ) -> Study:
-    """The study of these runs (hand-made rows, or one study's folders)."""
-    df = frame(runs)
+    """The study of these runs (hand-made rows, or one study's folders), in `context`."""
+    df = frame(runs, [context] * len(runs))
     return _study(df, name or str(df["workload"].iloc[0]), question, epochs, system)
 
 
@@ -220,7 +226,7 @@ def _sync_ms(runs: pd.DataFrame, epochs: pd.DataFrame) -> pd.Series:
 def studies(folders: Sequence[Folder]) -> list[Study]:
     """The studies of these folders, by workload and then command; the hardware labelled over
     them all, so one machine has one label in every study."""
-    df = frame([r for f in folders for r in f.runs])
+    df = frame([r for f in folders for r in f.runs], [f.context for f in folders for _ in f.runs])
     by_key: dict[str, list[Folder]] = {}
     for f in folders:
         by_key.setdefault(f.study, []).append(f)

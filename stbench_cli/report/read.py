@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..errors import StbenchError
@@ -38,6 +38,21 @@ def _none_for_nan(v: object) -> object:
 
 
 @dataclass(frozen=True)
+class Context:
+    """What a study's manifest says around its rows: its prices (`--price`) and, for a
+    gpu-vs-cpu study, its question. Joined beside each row in the study's table where the views
+    read it (report.model.frame), never written into a row."""
+
+    prices: Mapping[str, float] = field(default_factory=dict)
+    question: Mapping | None = None
+
+    def columns(self, run: Run) -> dict:
+        """The columns this context sets beside one run in the study's table."""
+        out = price_columns(run, self.prices) if self.prices else {}
+        return {**out, **(question_columns(run, self.question) if self.question else {})}
+
+
+@dataclass(frozen=True)
 class Folder:
     """One result folder read whole: the study it belongs to (folders that ran one matrix,
     on one machine or several) and its rows."""
@@ -50,6 +65,7 @@ class Folder:
     system: tuple[dict, ...] = ()
     planned: int = 0  # its manifest's cells: fewer rows is a study not finished
     predicted: tuple[dict, ...] = ()  # predicted.csv: a GPU's step predicted, never a row
+    context: Context = Context()  # its prices and question, beside its rows
 
     @property
     def name(self) -> str:
@@ -102,15 +118,23 @@ def folder_of(path: Path, runs: list[Run], epochs: tuple = (), system: tuple = (
         ) from None
     if not runs:
         raise StbenchError(f"{path / 'runs.csv'} holds no run yet (no cell has finished)")
-    prices = manifest.get("prices") or {}
-    runs = [priced(r, prices) for r in runs] if prices else list(runs)
-    # a gpu-vs-cpu study's rows carry its question (a tune's windowed step is a plain study)
-    if manifest.get("question") and manifest["question"].get("kind") == "gpu-vs-cpu":
-        runs = [with_question(r, manifest["question"]) for r in runs]
+    # a gpu-vs-cpu study's question (a tune's windowed step is a plain study)
+    asked = manifest.get("question")
+    context = Context(
+        manifest.get("prices") or {}, asked if asked and asked.get("kind") == "gpu-vs-cpu" else None
+    )
     question = command_text(manifest.get("command") or []) if manifest.get("command") else ""
     planned = len(manifest.get("cells") or ())
     return Folder(
-        path, key, question or path.name, tuple(runs), epochs, system, planned, predictions(path)
+        path,
+        key,
+        question or path.name,
+        tuple(runs),
+        epochs,
+        system,
+        planned,
+        predictions(path),
+        context,
     )
 
 
@@ -126,8 +150,8 @@ def predictions(path: Path) -> tuple[dict, ...]:
         return ()
 
 
-def with_question(run: Run, question: Mapping) -> Run:
-    """The run with what `stbench gpu-vs-cpu` asked of it (report/gpu_vs_cpu.py): its size, the
+def question_columns(run: Run, question: Mapping) -> dict:
+    """What `stbench gpu-vs-cpu` asked of a run (report/gpu_vs_cpu.py reads it): its size, the
     size's count of the axis' unit, and whether its CPU levers are the workload's defaults."""
     size = question["size"]
     value = run["batch_size"] if size["param"] == "batch_size" else None
@@ -141,7 +165,7 @@ def with_question(run: Run, question: Mapping) -> Run:
         "q_default": float(all(run.params.get(k) == v for k, v in defaults.items())),
         "q_note": engine_note(question),
     }
-    return replace(run, columns={**run.columns, **found})
+    return found
 
 
 def engine_note(question: Mapping) -> str | None:
@@ -168,17 +192,15 @@ def engine_note(question: Mapping) -> str | None:
     return " ".join(said) or None
 
 
-def priced(run: Run, prices: Mapping[str, float]) -> Run:
-    """The run with what it cost at the study's prices (USD per device-hour, `--price`): the
-    hour of the devices it held, a million samples, its target (None where a figure or a
-    price is missing)."""
+def price_columns(run: Run, prices: Mapping[str, float]) -> dict:
+    """What a run cost at the study's prices (USD per device-hour, `--price`): the hour of the
+    devices it held, a million samples, its target (None where a figure or a price is missing)."""
     rate = usd_per_second(run, prices)
-    found = {
+    return {
         "usd_per_hour": rate * 3600 if rate is not None else None,
         "usd_per_million_samples": cost_per_million_samples(run, prices),
         "usd_to_target": cost_to_target(run, prices),
     }
-    return replace(run, columns={**run.columns, **found})
 
 
 def read(

@@ -49,7 +49,7 @@ TITLE = (
 
 
 ENERGY = ("gpu_energy_j", "cpu_energy_j")  # a run's joules: its GPUs' and its CPU packages'
-# what a run cost at the study's prices (report.read.priced): the first that both sides have
+# what a run cost at the study's prices (report.read.price_columns): the first that both sides have
 MONEY = (
     ("usd_to_target", "to reach the target"),
     ("usd_per_million_samples", "per million samples"),
