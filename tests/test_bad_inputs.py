@@ -42,7 +42,6 @@ BAD = [
     (["list", "nope"], "unknown workload 'nope'"),
     (["doctor", "--device", "tpu"], "tpu"),
     (["data", "prepare", "nope"], "unknown workload 'nope'"),
-    (["migrate", MISSING], MISSING),
     (["env", "--bogus"], "No such option: --bogus"),
 ]
 

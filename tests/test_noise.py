@@ -88,8 +88,7 @@ def test_a_load_average_above_the_cores_is_flagged():
 
 
 def test_other_processes_using_the_cpus_are_flagged():
-    # an older row without the column gets it from its samples once, when it is migrated
-    # (test_migrate.py): no reader sums samples
+    # the row carries the share it measured: no reader sums samples
     assert [f.reason for f in noise_flags(rows(10.0, others_cpu_pct="40"))] == [
         "busy: other processes used 40% of the CPUs while it ran (limit 25%)"
     ]

@@ -142,3 +142,16 @@ def test_every_reader_returns_the_row_type_and_a_study_context_is_never_a_column
         assert not [c for r in rows for c in r.columns if c.startswith(("q_", "usd_"))]
     (study,) = studies([read_folder(asked)])
     assert study.runs["q_size"].notna().all()  # the question, beside each row in the table
+
+
+@pytest.mark.parametrize("schema, said", [("3", "run the study again"), ("9", "a newer stbench")])
+def test_a_folder_of_another_schema_is_one_line_and_read_by_no_reader(tmp_path, schema, said):
+    """No reader carries a branch for another layout: the folder is named in one line."""
+    folder = tmp_path / "old"
+    shutil.copytree(ROOT / "results" / "reference" / "ref-cpu2-dcrnn-pems-gpu-vs-cpu", folder)
+    text = (folder / "runs.csv").read_text().splitlines()
+    rows = [text[0], *(f"{schema}{line[line.index(',') :]}" for line in text[1:])]
+    (folder / "runs.csv").write_text("\n".join(rows) + "\n")
+    done = stbench("compare", folder)
+    assert done.returncode == 2 and said in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1

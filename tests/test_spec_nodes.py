@@ -16,7 +16,7 @@ from tests.helpers import committed_folders
 
 
 def test_every_committed_study_stores_its_cells_ids_and_every_parameter():
-    """Each committed manifest (today's schema, after `stbench migrate`) stores every cell with its
+    """Each committed manifest (today's schema) stores every cell with its
     run id, the id its row carries, and every parameter of its workload written out."""
     for folder in committed_folders():
         manifest = json.loads((folder / "manifest.json").read_text())

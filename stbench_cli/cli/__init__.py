@@ -30,7 +30,6 @@ def _main(argv: list[str] | None) -> None:
         datasets,
         doctoring,
         inventory,
-        migrating,  # noqa: F401
         render,
         reporting,
         running,

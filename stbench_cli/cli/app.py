@@ -18,7 +18,6 @@ ORDER = (
     "doctor",
     "data",
     "gate",
-    "migrate",
 )
 
 

@@ -4,8 +4,7 @@ its question and its prices; a folder that cannot be read is named in one line (
 and column, and what was expected there) and left out, and the others are read.
 
 Nothing is ever written back. A folder of an older schema is refused by store.files.read_runs
-(one line naming `stbench migrate`, which makes every older file current: plan/migrate.py); no
-reader knows older rows exist.
+in one line; no reader knows older rows exist.
 """
 
 from __future__ import annotations

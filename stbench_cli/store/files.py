@@ -8,7 +8,7 @@ between two writes) are dropped before a resume re-runs it.
 
 A row with a column the file lacks (a workload's `x.` figure) extends the header at the end;
 earlier rows read back with that column empty. Nothing is ever dropped. A folder of an older
-schema is read by no reader: `stbench migrate` rewrites it once (plan/migrate.py).
+schema is read by no reader (one line says so).
 """
 
 from __future__ import annotations
@@ -169,14 +169,15 @@ def _typed(path: Path, records: list[dict], make) -> list:
 
 
 def check_schema(folder: Path, schema: object) -> None:
-    """A folder of another schema than this stbench's is one line: an older one names the
-    command that rewrites it (readers carry no branch for older folders)."""
+    """A folder of another schema than this stbench's is one line (readers carry no branch for
+    older folders: every folder there is was rewritten to this schema once, and the code that
+    did it is in the git log)."""
     if str(schema) == str(SCHEMA):
         return
     if str(schema).isdigit() and int(str(schema)) < SCHEMA:
         raise StbenchError(
             f"{folder} holds results of schema {schema}; this stbench reads schema "
-            f"{SCHEMA}: run `stbench migrate {folder}` once to rewrite it"
+            f"{SCHEMA} only: run the study again with this stbench"
         )
     raise StbenchError(
         f"{folder}: schema {schema!r} is not one this stbench reads (schema "

@@ -42,7 +42,7 @@ def read_manifest(folder: Path) -> dict:
 
 
 def load_manifest(folder: Path) -> dict:
-    """The manifest as stored, of any schema (what a migration reads)."""
+    """The manifest as stored, of any schema (read_manifest checks it)."""
     path = folder / "manifest.json"
     try:
         manifest = json.loads(path.read_text())

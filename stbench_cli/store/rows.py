@@ -14,9 +14,9 @@ from dataclasses import asdict, dataclass, field, fields
 
 from .cell_result import EpochRow, Figures, RankRow
 
-# The result folder's layout: runs.csv's `schema` column and the manifest's `schema`. A folder of
-# an older one is rewritten once by `stbench migrate` (plan/migrate.py); readers take only this.
-SCHEMA = 4  # 4: facts as columns (threads_physical, matmul_math, ...), plan/migrate.py
+# The result folder's layout: runs.csv's `schema` column and the manifest's `schema`. Readers take
+# only this one; a change of layout migrates the folders there are once and moves this on.
+SCHEMA = 4  # 4: facts as columns (threads_physical, matmul_math, ...)
 PHASE_COLUMNS = ("data_s", "h2d_s", "compute_s", "sync_s", "eval_s")  # where a run's time went
 EXTRA_PREFIX = "x."
 STATUSES = ("ok", "diverged", "oom", "failed", "timeout", "skipped", "hung")  # how a cell can end
