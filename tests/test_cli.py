@@ -201,3 +201,21 @@ def test_run_takes_its_options_as_one_typed_request_whatever_typer_passes(tmp_pa
     )  # no exit: ok
     (folder,) = (tmp_path / "out").iterdir()
     assert (folder / "runs.csv").exists()
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["run", "gpu-vs-cpu", "compare", "report", "tune", "profile", "list", "env", "doctor", "gate"]
+    + ["data prepare"],
+)
+def test_help_speaks_of_values_never_of_python_types(command, capsys, monkeypatch):
+    """A user reads `PATHS` and `--metric COLUMN`, never `PATHS <list[Path]>` or `<str>`."""
+    import re
+
+    monkeypatch.setenv("COLUMNS", "100")
+    with pytest.raises(SystemExit) as ended:
+        main([*command.split(), "--help"])
+    assert ended.value.code == 0
+    said = capsys.readouterr().out
+    assert said.startswith(f"Usage: stbench {command} ")
+    assert re.findall(r"<[a-zA-Z_\[\], ]+>", said) == []

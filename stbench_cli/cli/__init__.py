@@ -35,10 +35,11 @@ def _main(argv: list[str] | None) -> None:
         running,
         tuning,
     )
-    from .app import app
+    from .app import app, plain_arguments
     from .options import spread_lists
 
     command = typer.main.get_command(app)
+    plain_arguments(command)
     errors = _click_errors()
     try:
         code = command.main(

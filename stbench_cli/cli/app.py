@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperArgument, TyperGroup
 
 # `stbench --help` lists the commands in the order a newcomer meets them
 ORDER = (
@@ -25,6 +25,16 @@ class Commands(TyperGroup):
     def list_commands(self, ctx) -> list[str]:
         names = super().list_commands(ctx)
         return sorted(names, key=lambda n: ORDER.index(n) if n in ORDER else len(ORDER))
+
+
+def plain_arguments(command) -> None:
+    """Every argument of `command` and its subcommands shown by its metavar alone: Typer adds
+    the Python type beside it (`PATHS <list[Path]>`), which says nothing to a user."""
+    for param in getattr(command, "params", ()):
+        if isinstance(param, TyperArgument) and param.metavar:
+            param.display_type_rich = lambda ctx: None
+    for sub in getattr(command, "commands", {}).values():
+        plain_arguments(sub)
 
 
 app = typer.Typer(

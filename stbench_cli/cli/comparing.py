@@ -41,11 +41,14 @@ def compare_command(
             show_default=False,
         ),
     ] = None,
-    rows: Annotated[str, typer.Option(help="row axis")] = "epochs",
-    cols: Annotated[str, typer.Option(help="column axis")] = "device",
-    metric: Annotated[str, typer.Option(help="runs.csv column to tabulate")] = "wall_s",
+    rows: Annotated[str, typer.Option(metavar="KEY", help="row axis")] = "epochs",
+    cols: Annotated[str, typer.Option(metavar="KEY", help="column axis")] = "device",
+    metric: Annotated[
+        str, typer.Option(metavar="COLUMN", help="runs.csv column to tabulate")
+    ] = "wall_s",
     baseline: Annotated[
-        str | None, typer.Option(help="key=value of the column to compare against")
+        str | None,
+        typer.Option(metavar="KEY=VALUE", help="the column to compare against"),
     ] = None,
     out: Annotated[Path | None, typer.Option(metavar="FOLDER", help=OUT_HELP)] = None,
     plot: Annotated[
@@ -102,10 +105,14 @@ def gate_command(
         typer.Argument(metavar="NEW", help="the new run's result folder (or a folder of them)"),
     ],
     metric: Annotated[
-        list[str] | None, typer.Option(help="runs.csv columns to judge (default: wall_s)")
+        list[str] | None,
+        typer.Option(metavar="COLUMN", help="runs.csv columns to judge (default: wall_s)"),
     ] = None,
     margin: Annotated[
-        float, typer.Option(help="relative change that counts as a regression when significant")
+        float,
+        typer.Option(
+            metavar="FRACTION", help="relative change that counts as a regression when significant"
+        ),
     ] = 0.10,
 ) -> None:
     from ..report import read
