@@ -1,7 +1,9 @@
-"""The one exception type the CLI turns into a single clear line and a non-zero exit, and the
-line for what needs a package that only one of stbench's extras installs."""
+"""The one exception type the CLI turns into a single clear line and a non-zero exit, the line
+for what needs a package that only one of stbench's extras installs, and the one refusal of a
+file where a command writes a folder."""
 
 import importlib
+from pathlib import Path
 
 # the package -> the extra of pyproject.toml that installs it
 EXTRAS = {
@@ -37,3 +39,11 @@ def require(module: str, what: str, error: type[Exception] = StbenchError):
         return importlib.import_module(module)
     except ImportError:
         raise error(needs(module, what)) from None
+
+
+def a_folder(path: Path, flag: str = "--out") -> Path:
+    """`path`, where a command writes a folder: a file in its place is one line, the same in
+    every command, before anything is read or written."""
+    if path.exists() and not path.is_dir():
+        raise StbenchError(f"{flag} {path} is a file; give a folder (it is made if missing)")
+    return path

@@ -32,6 +32,7 @@ def doctor(
     Ctrl-C stops it with one line (exit 130), writing nothing."""
     from ..runner import warm
 
+    render.out_folder(out)  # a file in its place: one line before any check runs
     warm.start_server()  # the checks' processes are forked from it, each sparing a torch import
     from ..plan.spec import check_device
     from ..runner import doctor as checks

@@ -198,10 +198,8 @@ def checks_table(checks, path: Path) -> None:
 
 
 def out_folder(path: Path | None, flag: str = "--out") -> Path | None:
-    """A folder a command writes into: one line and exit 2 where a file stands in its place,
-    before anything is read or written."""
-    from ..errors import StbenchError
+    """A folder a command writes into (None: none asked): errors.a_folder's one line where a
+    file stands in its place."""
+    from ..errors import a_folder
 
-    if path is not None and path.exists() and not path.is_dir():
-        raise StbenchError(f"{flag} {path} is a file; give a folder (it is made if missing)")
-    return path
+    return None if path is None else a_folder(path, flag)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..contract import BATCH, Workload
-from ..errors import StbenchError
+from ..errors import StbenchError, a_folder
 from ..store.files import read_runs
 from ..store.machine import EnvInfo
 from ..store.manifest import read_manifest
@@ -130,8 +130,7 @@ def check_data(w: Workload, cells: list[RunSpec]) -> None:
 
 
 def new_folder(out: Path, workload: str) -> Path:
-    if out.exists() and not out.is_dir():
-        raise StbenchError(f"--out {out} exists and is not a folder")
+    a_folder(out)
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     folder = out / f"{stamp}-{socket.gethostname()}-{workload}"
     n = 1
