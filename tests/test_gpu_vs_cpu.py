@@ -20,6 +20,7 @@ from stbench.report.read import Context
 from stbench.report.view import finding_of
 from stbench.runner.envinfo import collect
 from stbench.stats import paired
+from stbench.store.manifest import LEVER_KIND
 from stbench.store.rows import run_of
 
 UNIT = "series"
@@ -374,7 +375,7 @@ def test_a_tune_step_judges_every_value_against_its_reference_in_the_same_engine
         (75, "cpu", 3): _noisy(1005, 6, 3, noise=0.2),  # too noisy to tell at six rounds
     }
     cells, rows = _cells_and_rows(values)
-    record = {"kind": gpu_vs_cpu.LEVER_KIND, "size": {"param": "batch_size"}}
+    record = {"kind": LEVER_KIND, "size": {"param": "batch_size"}}
     found = gpu_vs_cpu.judged({**record, "reference": {"threads": 2}}, cells, rows)
     by_other = {
         dict(next(c for c in cells if c.run_id == f.other).params)["threads"]: f for f in found
@@ -392,3 +393,22 @@ def test_a_tune_step_judges_every_value_against_its_reference_in_the_same_engine
     )
     (more,) = d.runs
     assert set(more.configs) == {by_other[3].base, by_other[3].other}  # not the concluded value
+
+
+def test_a_windowed_tune_step_is_answered_against_its_reference_not_as_a_gpu_question():
+    """A tune's windowed step keeps the engine's record (kind "lever"): compare --full states each
+    step as the best value tried against the configuration the search stood at."""
+    speed = {"s2": {k: v for k, v in SPEED["s2"].items() if k != "gpu"}}
+    rows = [
+        run_of(_row(size, config, r, v), "f")
+        for size, configs in speed.items()
+        for config, values in configs.items()
+        for r, v in enumerate(values)
+    ]
+    step = {**QUESTION, "kind": LEVER_KIND, "gpu": ""}
+    text = words(study(rows, context=Context(question=step)).runs)
+    assert text.startswith("The best value tried besides the reference trains 2.11x (1.85-2.40x)")
+    assert "at the step's reference" in text and "A step of a tune" in text
+    assert "No GPU ran" not in text and "defaults" not in text
+    plain = words(study(rows, context=Context(question={**QUESTION, "gpu": ""})).runs)
+    assert "best configuration besides its defaults" in plain and "No GPU ran" in plain

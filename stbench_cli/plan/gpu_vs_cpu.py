@@ -30,12 +30,12 @@ from ..comparison import MARGIN, SPS, by_round
 from ..contract import BATCH, Workload
 from ..device import is_cuda
 from ..errors import StbenchError
+from ..store.manifest import GPU_VS_CPU_KIND, LEVER_KIND
 from .pairs import FIRST_ROUNDS, Comparison, compared
 from .spec import LIVE_LEVERS, RunSpec
 
 # the CPU's quick levers: each changes inside a running process (no preload, no binding)
 CPU_LEVERS = LIVE_LEVERS
-LEVER_KIND = "lever"  # a question record of a tune's step: each value against the reference
 
 
 @dataclass(frozen=True)
@@ -148,7 +148,7 @@ def record(
     answer (the size axis, each size's count of its unit, the CPU's defaults)."""
     assert w.size is not None
     return {
-        "kind": "gpu-vs-cpu",
+        "kind": GPU_VS_CPU_KIND,
         "size": {
             "param": w.size.param,
             "unit": w.size.unit,

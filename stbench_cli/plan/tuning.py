@@ -18,7 +18,7 @@ from pathlib import Path
 from ..comparison import MARGIN
 from ..errors import StbenchError
 from ..store.files import TUNE_FILE  # noqa: F401  (the tune's folder: runner.tune, cli.tuning)
-from .gpu_vs_cpu import LEVER_KIND
+from ..store.manifest import LEVER_KIND
 from .levers import BATCH, NAMES
 from .pairs import FIRST_ROUNDS, auto_window
 from .planner import Plan, Request, plan_new

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ..comparison import MARGIN, looks_equal, number, wins_from
+from ..store.manifest import LEVER_KIND
 from .cells import Cell, cells, paired_rounds, ratio, rows_of
 from .labels import format_number, short_gpu
 from .model import HARDWARE, Key, axes
@@ -178,9 +179,14 @@ def crossover(found: list[Point]) -> Point | None:
     return None if start is None else found[start]
 
 
-def _unit(s: pd.DataFrame) -> str:
-    found = s["q_unit"].dropna()
+def _first(s: pd.DataFrame, column: str) -> str:
+    """The question's value of `column` (the same beside every row of the study), '' if none."""
+    found = s[column].dropna() if column in s else ()
     return str(found.iloc[0]) if len(found) else ""
+
+
+def _unit(s: pd.DataFrame) -> str:
+    return _first(s, "q_unit")
 
 
 def _at(p: Point, unit: str) -> str:
@@ -196,8 +202,22 @@ def words(s: pd.DataFrame) -> str:
         return "No size has an ok CPU cell to hold anything against: nothing to answer."
     gpu = has_gpu(s)
     cpu = _cpu_name(s)
-    who = _gpu_name(s) if gpu else f"The {cpu}'s best configuration besides its defaults"
-    against = f"the tuned {cpu}" if gpu else f"the {cpu} at its defaults"
+    # a tune's windowed step: its "defaults" are the configuration the search stood at
+    step = _first(s, "q_kind") == LEVER_KIND
+    who = (
+        _gpu_name(s)
+        if gpu
+        else "The best value tried besides the reference"
+        if step
+        else f"The {cpu}'s best configuration besides its defaults"
+    )
+    against = (
+        f"the tuned {cpu}"
+        if gpu
+        else f"the {cpu} at the step's reference (the configuration the search stood at)"
+        if step
+        else f"the {cpu} at its defaults"
+    )
     first, *rest = found
     each = [f"{first.vs_tuned.text()} the samples/s of {against} at {_at(first, unit)}"]
     each += [f"{p.vs_tuned.text()} at {_at(p, unit)}" for p in rest]
@@ -212,9 +232,8 @@ def words(s: pd.DataFrame) -> str:
             else (f"it is significantly faster at {at}")
         )
     elif start is None and not gpu and all(p.vs_tuned.loses for p in found):
-        said = (
-            f"it is significantly slower at every size up to {_at(found[-1], unit)}: the "
-            "defaults are the CPU's best configuration here"
+        said = f"it is significantly slower at every size up to {_at(found[-1], unit)}: " + (
+            "the reference stays" if step else "the defaults are the CPU's best configuration here"
         )
     elif start is None:
         said = (
@@ -234,7 +253,9 @@ def words(s: pd.DataFrame) -> str:
             f"{p.vs_default.text()} at {_at(p, unit)}" for p in found if p.vs_default is not None
         ]
         text += f" Against the {cpu} at its defaults: {_list(plain)}."
-    if not gpu:
+    if step:
+        text += " A step of a tune: the tune's answer says what the search kept."
+    elif not gpu:
         text += " No GPU ran: on a GPU machine the same command holds the GPU against both."
     energy = [
         f"{format_number(p.energy[0])} vs {format_number(p.energy[1])} J at {_at(p, unit)}"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..errors import StbenchError
 from ..store.files import PREDICTED, TUNE_FILE, find_folders, read_runs, read_series
-from ..store.manifest import read_manifest
+from ..store.manifest import GPU_VS_CPU_KIND, read_manifest
 from ..store.prices import cost_per_million_samples, cost_to_target, usd_per_second
 from ..store.results import command_text, study_key
 from ..store.rows import Conditions, Run
@@ -117,11 +117,8 @@ def folder_of(path: Path, runs: list[Run], epochs: tuple = (), system: tuple = (
         ) from None
     if not runs:
         raise StbenchError(f"{path / 'runs.csv'} holds no run yet (no cell has finished)")
-    # a gpu-vs-cpu study's question (a tune's windowed step is a plain study)
-    asked = manifest.get("question")
-    context = Context(
-        manifest.get("prices") or {}, asked if asked and asked.get("kind") == "gpu-vs-cpu" else None
-    )
+    # a question the engine answered: gpu-vs-cpu's, or a windowed step of a tune's
+    context = Context(manifest.get("prices") or {}, manifest.get("question") or None)
     question = command_text(manifest.get("command") or []) if manifest.get("command") else ""
     planned = len(manifest.get("cells") or ())
     return Folder(
@@ -163,6 +160,7 @@ def question_columns(run: Run, question: Mapping) -> dict:
         "q_unit": size["unit"],
         "q_default": float(all(run.params.get(k) == v for k, v in defaults.items())),
         "q_note": engine_note(question),
+        "q_kind": question.get("kind", GPU_VS_CPU_KIND),
     }
     return found
 

@@ -33,7 +33,7 @@ from ..plan.planner import Plan, plan_rounds
 from ..plan.spec import RunSpec
 from ..store.files import write_cell
 from ..store.machine import EnvInfo
-from ..store.manifest import write_manifest
+from ..store.manifest import LEVER_KIND, write_manifest
 from ..store.rows import Run, RunRow, run_of
 from .lock import FolderLock
 from .study import identity, machine
@@ -77,7 +77,7 @@ class Engine:
         self.window_s = float(record["window_s"])
         self.first_rounds = int(record.get("rounds", pairs.FIRST_ROUNDS))
         self.unit = record["size"]["unit"]
-        self.who = "tune" if record.get("kind") == gpu_vs_cpu.LEVER_KIND else "gpu-vs-cpu"
+        self.who = "tune" if record.get("kind") == LEVER_KIND else "gpu-vs-cpu"
         self.counts = dict(zip(record["size"]["values"], record["size"]["counts"]))
         self.rows: list[Run] = list(plan.done)
         self.costs: dict[str, pairs.Cost] = {}
