@@ -84,3 +84,57 @@ def test_the_readmes_quoted_finding_is_what_compare_prints(capsys, monkeypatch):
         main(shlex.split(command)[1:])
     printed = " ".join(capsys.readouterr().out.split())
     assert exit_info.value.code == 0 and quoted and f"Finding: {quoted}" in printed
+
+
+OPTIONS_HEADING = "## Every command's options"
+
+
+def options_table() -> str:
+    """The table of every command's options as the CLI declares them (name, value, help): what
+    docs/running.md holds under OPTIONS_HEADING. Regenerate it with
+    `python -c "from tests.test_docs import options_table; print(options_table())"`."""
+    import typer
+
+    from stbench.cli import app as cli_app
+
+    # each command module registers its commands on the app
+    from stbench.cli import (  # noqa: F401
+        asking,
+        comparing,
+        datasets,
+        doctoring,
+        inventory,
+        reporting,
+        running,
+        tuning,
+    )
+
+    def leaves(command, path):
+        subs = getattr(command, "commands", None)
+        if not subs:
+            yield path, command
+        for name in cli_app.ORDER if not path else sorted(subs or ()):
+            if name in (subs or {}):
+                yield from leaves(subs[name], [*path, name])
+
+    lines = ["| command | option | value | what it sets |", "|---|---|---|---|"]
+    root = typer.main.get_command(cli_app.app)
+    for path, command in leaves(root, []):
+        for p in command.params:
+            names = [o for o in p.opts + p.secondary_opts if o.startswith("--") and o != "--help"]
+            if not names:
+                continue
+            value = "" if getattr(p, "is_flag", False) else (p.metavar or "").replace("|", "\\|")
+            what = " ".join((p.help or "").split()).replace("|", "\\|")
+            lines.append(f"| {' '.join(path)} | `{' / '.join(names)}` | {value} | {what} |")
+    return "\n".join(lines)
+
+
+def test_running_md_holds_every_commands_options_as_the_cli_declares_them():
+    """One table of every option of every command (docs/running.md), the CLI's own words: a new
+    or renamed option that the page does not show fails here (regenerate: options_table)."""
+    page = (ROOT / "docs" / "running.md").read_text()
+    assert OPTIONS_HEADING in page
+    section = page.split(OPTIONS_HEADING, 1)[1]
+    table = "\n".join(line for line in section.splitlines() if line.startswith("|"))
+    assert table.split("\n")[: len(options_table().splitlines())] == options_table().splitlines()

@@ -11,7 +11,7 @@ import typer
 
 from . import render
 from .app import app
-from .options import Out, Preset, Resume, Seed, Sets, Smoke, StudyWorkload
+from .options import FixedSets, Out, Preset, Resume, Seed, Smoke, StudyWorkload
 
 Budget = Annotated[
     float,
@@ -73,7 +73,7 @@ def gpu_vs_cpu(
     device: Device = "",
     cuda_graphs: CudaGraphs = False,
     gpus: Gpus = None,
-    set_: Sets = None,
+    set_: FixedSets = None,
     preset: Preset = None,
     smoke: Smoke = False,
     seed: Seed = 0,

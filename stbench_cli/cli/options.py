@@ -46,6 +46,15 @@ Sets = Annotated[
         "--set", metavar="KEY=V1,V2", help="a parameter (`stbench list WORKLOAD`); several: an axis"
     ),
 ]
+# tune and gpu-vs-cpu choose their own configurations: a --set there fixes one value
+FixedSets = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set",
+        metavar="KEY=VALUE",
+        help="a parameter fixed in every cell (`stbench list WORKLOAD`): one value each",
+    ),
+]
 Preset = Annotated[
     str | None, typer.Option(metavar="NAME", help="a workload's preset (`stbench list WORKLOAD`)")
 ]

@@ -11,7 +11,7 @@ import typer
 
 from . import render
 from .app import app
-from .options import Out, Preset, Resume, Seed, Sets, Smoke, StudyWorkload
+from .options import FixedSets, Out, Preset, Resume, Seed, Smoke, StudyWorkload
 
 ReferenceBatch = Annotated[
     int | None,
@@ -40,7 +40,7 @@ Window = Annotated[
 @app.command(short_help="Find the CPU's best configuration, lever by lever.")
 def tune(
     workload: StudyWorkload = None,
-    set_: Sets = None,
+    set_: FixedSets = None,
     preset: Preset = None,
     smoke: Smoke = False,
     batch_size: ReferenceBatch = None,
