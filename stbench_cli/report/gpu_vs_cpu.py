@@ -127,7 +127,7 @@ def points(s: pd.DataFrame) -> list[Point]:
     keys = [HARDWARE, *_config_keys(s)]
     gpu = has_gpu(s)
     out = []
-    sizes = sorted(dict.fromkeys(s["q_size"].dropna()), key=lambda v: _size_count(s, v))
+    sizes = sorted(dict.fromkeys(s["q_size"].dropna()), key=lambda v: size_count(s, v))
     for size in sizes:
         here = s[(s["q_size"] == size) & (s["status"] == "ok")]
         is_cpu = here["device"].astype(str).str.startswith("cpu")
@@ -155,7 +155,7 @@ def points(s: pd.DataFrame) -> list[Point]:
         out.append(
             Point(
                 str(size),
-                _size_count(s, size),
+                size_count(s, size),
                 other,
                 tuned if gpu else default,
                 default,
@@ -167,7 +167,8 @@ def points(s: pd.DataFrame) -> list[Point]:
     return out
 
 
-def _size_count(s: pd.DataFrame, size) -> float:
+def size_count(s: pd.DataFrame, size) -> float:
+    """A size's count of its unit (the FLOPs of a step grow with it); NaN if unknown."""
     found = s.loc[s["q_size"] == size, "q_count"].dropna()
     return float(found.iloc[0]) if len(found) else math.nan
 
@@ -185,19 +186,20 @@ def _first(s: pd.DataFrame, column: str) -> str:
     return str(found.iloc[0]) if len(found) else ""
 
 
-def _unit(s: pd.DataFrame) -> str:
+def unit_of(s: pd.DataFrame) -> str:
+    """The unit of the question's size axis ('curves a batch'), '' if none."""
     return _first(s, "q_unit")
 
 
 def _at(p: Point, unit: str) -> str:
-    return f"{_whole(p.count)} {unit}".strip()
+    return f"{whole(p.count)} {unit}".strip()
 
 
 def words(s: pd.DataFrame) -> str:
     """'The H100 is 1.10x (0.90-1.30x) the tuned 2-core CPU at 2 series and 38.00x (35-41x) at
     1,089; it starts to pay at 121 series. Against the CPU at its defaults: ...; energy per
     million samples: ...'."""
-    found, unit = points(s), _unit(s)
+    found, unit = points(s), unit_of(s)
     if not found:
         return "No size has an ok CPU cell to hold anything against: nothing to answer."
     gpu = has_gpu(s)
@@ -284,8 +286,8 @@ def _unanswered(s: pd.DataFrame, found: list[Point]) -> list[tuple[str, str]]:
     """The sizes measured that have no answer, each with why: the device whose configurations
     all ended otherwise than ok (out of memory, failed, skipped: its rows' first reason), else a
     side with no steady step in its window."""
-    said, unit = {p.size for p in found}, _unit(s)
-    sizes = sorted(dict.fromkeys(s["q_size"].dropna()), key=lambda v: _size_count(s, v))
+    said, unit = {p.size for p in found}, unit_of(s)
+    sizes = sorted(dict.fromkeys(s["q_size"].dropna()), key=lambda v: size_count(s, v))
     out = []
     for v in sizes:
         if v in said:
@@ -297,7 +299,7 @@ def _unanswered(s: pd.DataFrame, found: list[Point]) -> list[tuple[str, str]]:
                 first = rows.iloc[0]
                 why = f"{device} ended {first['status']} ({first['reason']})"
                 break
-        out.append((f"{_whole(_size_count(s, v))} {unit}".strip(), why))
+        out.append((f"{whole(size_count(s, v))} {unit}".strip(), why))
     return out
 
 
@@ -326,11 +328,11 @@ def _cpu_name(s: pd.DataFrame) -> str:
 def view(s: pd.DataFrame) -> tuple[str, pd.DataFrame]:
     """One line per size: each side's samples/s, the ratios, what the fastest cells ran with and
     (with a GPU) the energy per million samples."""
-    found, unit = points(s), _unit(s)
+    found, unit = points(s), unit_of(s)
     gpu, keys = has_gpu(s), _config_keys(s)
     rows = []
     for p in found:
-        row = {unit or "size": _whole(p.count), "GFLOP a step": _gflop(s, p.size)}
+        row = {unit or "size": whole(p.count), "GFLOP a step": _gflop(s, p.size)}
         if gpu:
             row |= {  # the ratios first: a table split to fit a screen keeps them in its first
                 "x tuned": p.vs_tuned.text(),
@@ -395,7 +397,8 @@ def _ticks(low: float, high: float) -> list[float]:
     return found
 
 
-def _whole(count: float) -> str:
+def whole(count: float) -> str:
+    """A count as people write it: 32,768."""
     return f"{int(count):,}" if float(count).is_integer() else f"{count:,.3g}"
 
 
@@ -410,7 +413,7 @@ def figure(s: pd.DataFrame, workload: str, predicted: pd.DataFrame | None = None
         return None
     import matplotlib.pyplot as plt
 
-    gpu, unit, cpu = has_gpu(s), _unit(s), _cpu_name(s)
+    gpu, unit, cpu = has_gpu(s), unit_of(s), _cpu_name(s)
     fig, ax = plt.subplots(figsize=(6.4, 4.0), layout="constrained")
     ax.grid(True, alpha=0.3)
     lines = [
@@ -453,7 +456,7 @@ def figure(s: pd.DataFrame, workload: str, predicted: pd.DataFrame | None = None
     ax.set_yscale("log")
     ax.minorticks_off()
     ax.set_xticks([p.count for p in found])
-    ax.set_xticklabels([_whole(p.count) for p in found], fontsize=8)
+    ax.set_xticklabels([whole(p.count) for p in found], fontsize=8)
     ticks = _ticks(*ax.get_ylim())
     ax.set_yticks(ticks)
     ax.set_yticklabels([f"{t:g}x" for t in ticks], fontsize=8)
@@ -522,64 +525,3 @@ def _predicted_lines(ax, predicted: pd.DataFrame | None, found: list[Point], fir
         )
         drawn = True
     return drawn
-
-
-PREDICTED_TITLE = (
-    "PREDICTED on GPUs, not measured: the most each could gain over the CPU's best, in times "
-    "its samples/s (<=, from a lower bound on its step), and an estimate (~)"
-)
-SHORT_BOUND = {"memory bandwidth": "bandwidth", "the host link": "host link", "the host": "host"}
-
-
-def _times(value) -> str:
-    """A predicted ratio: two figures below 10, whole above."""
-    v = float(value)
-    return f"{v:.2g}" if v < 10 else f"{v:,.0f}"
-
-
-def predicted_table(predicted: pd.DataFrame, s: pd.DataFrame) -> pd.DataFrame | None:
-    """One line per size: each GPU's most and estimated gain over the CPU's
-    fastest measured step (a step that does not fit the card's memory says so), and what
-    bounds the step on the last card, with the lever that would move it."""
-    if predicted is None or predicted.empty:
-        return None
-    unit, lines = _unit(s), []
-    gpus = list(dict.fromkeys(predicted["gpu"]))
-    # a GPU that ran: its measured ratio beside the prediction, size by size (points once)
-    measured = {str(p.size): p.vs_tuned.text() for p in points(s)} if has_gpu(s) else None
-    for size, here in predicted.groupby("size", sort=False):
-        count = _size_count(s, size)
-        line = {unit or "size": _whole(count) if math.isfinite(count) else str(size)}
-        for gpu in gpus:
-            r = here[here["gpu"] == gpu]
-            if r.empty:
-                continue
-            r = r.iloc[0]
-            if str(r["fits"]) == "False":
-                line[gpu] = "does not fit"
-                continue
-            most, guess = r["most_gain"], r["estimated_gain"]
-            line[gpu] = f"<={_times(most)} ~{_times(guess)}" if (number(most) or 0) > 0 else "-"
-        if measured is not None:
-            line["GPU measured"] = measured.get(str(size), "-")
-        last = here[here["gpu"] == gpus[-1]]
-        by = str(last["bound_by"].iloc[0]) if len(last) else "-"
-        line[f"{gpus[-1]} bound"] = SHORT_BOUND.get(by, by)
-        lines.append(line)
-    table = pd.DataFrame(lines)
-    table.attrs["keys"] = [table.columns[0]]
-    return table
-
-
-def predicted_levers(predicted: pd.DataFrame) -> str:
-    """What bounds the predicted steps and the lever that would move each, once."""
-    if predicted is None or predicted.empty:
-        return ""
-    said = dict(zip(predicted["bound_by"], predicted["lever"]))
-    text = "; ".join(f"bound by {k}: {v}" for k, v in said.items())
-    fits = predicted["fits"].astype(str)
-    if (fits == "True").all():
-        return f"{text}; every size fits each card's memory (the workload's prediction)"
-    if (fits == "False").any():
-        return f"{text}; 'does not fit': the workload's memory prediction exceeds the card's"
-    return f"{text}; whether it fits: the workload predicts no memory"

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from ..stats import repeats_for_width
-from . import cost, gpu_vs_cpu, scaling, speed, tables, ttt
+from . import cost, gpu_predictions, gpu_vs_cpu, scaling, speed, tables, ttt
 from .cells import cells, interval
 from .cost import epoch_fits
 from .judge import device_flags, study_flags
@@ -227,9 +227,12 @@ def view(study: Study, options: Options = Options(), number: int = 1) -> View:
         if o.asked or finding.table is None
         else [Block(finding.title, finding.table, lead=True, kind="finding")]
     )
-    guessed = gpu_vs_cpu.predicted_table(study.predicted, s) if gpu_vs_cpu.is_question(s) else None
+    guessed = (
+        gpu_predictions.predicted_table(study.predicted, s) if gpu_vs_cpu.is_question(s) else None
+    )
     if guessed is not None:  # never pooled with the rows: a block and a file of its own
-        title = f"{gpu_vs_cpu.PREDICTED_TITLE}; {gpu_vs_cpu.predicted_levers(study.predicted)}"
+        levers = gpu_predictions.predicted_levers(study.predicted)
+        title = f"{gpu_predictions.PREDICTED_TITLE}; {levers}"
         blocks.append(Block(title, guessed, lead=True, kind="predicted"))
     if o.every or o.asked:
         blocks += _tables(s, o)
