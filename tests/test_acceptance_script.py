@@ -243,3 +243,16 @@ def test_a_killed_rehearsal_leaves_the_verdicts_it_reached_and_a_second_command_
     assert again.returncode == 0, (out / "summary.md").read_text()
     assert "smoke-stnn: kept from an earlier command" in again.stdout
     assert "| PASS | two-nodes / two-nodes |" in (out / "summary.md").read_text()
+
+
+def test_a_later_commands_deadline_is_computed_from_the_device_time_left():
+    """A second command on the lent machine ends inside the lease: its deadline is the device
+    time `status` says is left, less a cold start unless the machine is warm, less the return."""
+    from benchmarks.acceptance.__main__ import COLD_START_S, RETURN_S, parse
+
+    cold = parse(["--device-left", "400", "--out", "x"])
+    assert cold.deadline == 400 - COLD_START_S - RETURN_S
+    assert parse(["--device-left", "400", "--warm", "--out", "x"]).deadline == 400 - RETURN_S
+    assert parse(["--out", "x"]).deadline == 405  # no --device-left: the first command's
+    with pytest.raises(SystemExit):
+        parse(["--device-left", "100", "--out", "x"])  # nothing left after a cold start

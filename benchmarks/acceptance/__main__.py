@@ -31,6 +31,18 @@ DEFAULT = (*STEPS, *STUDIES)  # in priority order: correctness, then the referen
 # second command (a step run again, an extra) fits the same 15-minute lease after the machine's
 # start (1-2 minutes) and this one
 DEADLINE_S = 405
+# A later command's deadline from the device time the session has left (the device tool's
+# `status`: budget_left_s): less a cold machine's start, which counts against it (1-2 minutes:
+# the longer), and the seconds the reply and the files take to come back.
+COLD_START_S = 120
+RETURN_S = 30
+
+
+def deadline_for(device_left_s: float, warm: bool) -> float:
+    """Seconds from a later command's start to end by, given the device time left."""
+    return device_left_s - (0 if warm else COLD_START_S) - RETURN_S
+
+
 REHEARSAL_SLACK = 3  # a rehearsal's cuda cells stop at once, its CPU cells run on 2 busy cores
 
 
@@ -101,6 +113,15 @@ def parse(argv: list[str]) -> argparse.Namespace:
         default=DEADLINE_S,
         help="seconds from the command's start to end by (x3 in a rehearsal)",
     )
+    p.add_argument(
+        "--device-left",
+        type=float,
+        default=None,
+        metavar="S",
+        help="the device time left (status's budget_left_s): the deadline is computed from it "
+        "(less a cold start unless --warm, and the return)",
+    )
+    p.add_argument("--warm", action="store_true", help="with --device-left: the machine is warm")
     p.add_argument("--started-at", type=float, default=None, help="the start, as time.time()")
     extras = ", ".join(s.name for s in EXTRAS)
     p.add_argument(
@@ -112,7 +133,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
     )
     p.add_argument("--rehearsal", action="store_true", help="CUDA faked: the rehearsal's verdicts")
     p.add_argument("--cpu-reference", action="store_true", help="rewrite the carried CPU rows")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.device_left is not None:
+        args.deadline = deadline_for(args.device_left, args.warm)
+        if args.deadline <= 0:
+            p.error(f"--device-left {args.device_left:.0f}: no time for a command after the start")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
