@@ -219,3 +219,20 @@ def test_help_speaks_of_values_never_of_python_types(command, capsys, monkeypatc
     said = capsys.readouterr().out
     assert said.startswith(f"Usage: stbench {command} ")
     assert re.findall(r"<[a-zA-Z_\[\], ]+>", said) == []
+
+
+def test_a_progress_line_names_what_sets_its_cell_apart_and_its_round():
+    """Two cells of one device, batch and epochs differ in a parameter: each progress line says
+    which (`run --set threads=0,1` printed identical lines before)."""
+    from stbench.cli.render_run import cell_label, varied_params
+
+    cells = [
+        identify(RunSpec("cnn-strain", "cpu", "single", 64, 3, repeat=r, params=p))
+        for r in (0, 1)
+        for p in ((("lr", 0.1), ("threads", 0)), (("lr", 0.1), ("threads", 1)))
+    ]
+    varied = varied_params(cells)
+    assert varied == ("threads",)
+    labels = [cell_label(c, varied) for c in cells]
+    assert labels[1] == "cpu single batch=64 epochs=3 threads=1 round 1"
+    assert len(set(labels)) == len(cells)

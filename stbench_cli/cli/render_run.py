@@ -13,25 +13,39 @@ from rich.table import Table
 from .render import err, out
 
 
-def cell_label(spec) -> str:
+def varied_params(cells) -> tuple[str, ...]:
+    """The parameters whose value differs between a study's cells: what tells two cells of one
+    device, batch and epochs apart in a progress line."""
+    values: dict[str, set] = {}
+    for c in cells:
+        for k, v in c.params:
+            values.setdefault(k, set()).add(str(v))
+    return tuple(k for k, seen in values.items() if len(seen) > 1)
+
+
+def cell_label(spec, varied: tuple[str, ...] = ()) -> str:
+    """'cpu single batch=64 epochs=3 threads=1 round 2': the cell's engine settings and each
+    parameter of `varied` (those that differ between the study's cells), then its round."""
     world = ""
     if spec.distributed:
         world = (
             f" x{spec.world_size}" if spec.nodes == 1 else f" {spec.nodes}x{spec.nproc_per_node}"
         )
+    params = spec.param_dict
+    said = "".join(f" {k}={params.get(k)}" for k in varied)
     return (
-        f"{spec.device} {spec.strategy}{world} batch={spec.batch_size} epochs={spec.epochs} "
-        f"repeat={spec.repeat}"
+        f"{spec.device} {spec.strategy}{world} batch={spec.batch_size} epochs={spec.epochs}"
+        f"{said} round {spec.repeat + 1}"
     )
 
 
 @contextmanager
-def progress(total: int, done: int):
+def progress(total: int, done: int, varied: tuple[str, ...] = ()):
     """A progress bar over the matrix; yields (on_start, on_done) callbacks for run_matrix.
     Into a file or a pipe (a Slurm or nohup log), where a bar shows nothing until it ends, one
-    line per finished cell instead."""
+    line per finished cell instead. Each cell is named with the parameters of `varied`."""
     if not err.is_terminal:
-        yield from _progress_lines(total, done)
+        yield from _progress_lines(total, done, varied)
         return
     bar = Progress(
         TextColumn("[bold]{task.description}"),
@@ -45,20 +59,20 @@ def progress(total: int, done: int):
         task = bar.add_task("cells", total=total, completed=done)
 
         def on_start(spec):
-            bar.update(task, description=cell_label(spec))
+            bar.update(task, description=cell_label(spec, varied))
 
         def on_done(spec, row):
             status = row["status"]
             if status != "ok":
                 bar.console.print(
-                    f"  {cell_label(spec)}: [yellow]{status}[/] {row.get('reason', '')}"
+                    f"  {cell_label(spec, varied)}: [yellow]{status}[/] {row.get('reason', '')}"
                 )
             bar.advance(task)
 
         yield on_start, on_done
 
 
-def _progress_lines(total: int, done: int):
+def _progress_lines(total: int, done: int, varied: tuple[str, ...] = ()):
     started = time.monotonic()
 
     def on_done(spec, row):
@@ -69,7 +83,7 @@ def _progress_lines(total: int, done: int):
         took = f" in {float(wall):.1f} s" if wall not in (None, "") else ""
         minutes, seconds = divmod(int(time.monotonic() - started), 60)
         err.print(
-            f"[{done}/{total}] {cell_label(spec)}: {row['status']}{took}{reason} "
+            f"[{done}/{total}] {cell_label(spec, varied)}: {row['status']}{took}{reason} "
             f"({minutes}:{seconds:02d} so far)",
             markup=False,
         )

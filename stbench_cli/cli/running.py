@@ -82,7 +82,7 @@ def run_with_progress(plan, env, timeout: float | None, stall: float | None = No
             for reason in sorted(set(plan.skips.values())):
                 render.warn(f"skipping cells: {reason}")
             bar["start"], bar["done"] = stack.enter_context(
-                render_run.progress(len(plan.cells), done)
+                render_run.progress(len(plan.cells), done, render_run.varied_params(plan.cells))
             )
 
         return study.run_study(
