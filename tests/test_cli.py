@@ -236,3 +236,14 @@ def test_a_progress_line_names_what_sets_its_cell_apart_and_its_round():
     labels = [cell_label(c, varied) for c in cells]
     assert labels[1] == "cpu single batch=64 epochs=3 threads=1 round 1"
     assert len(set(labels)) == len(cells)
+
+
+def test_the_run_summary_says_what_threads_auto_chose():
+    """`threads 0` asks stbench to choose: the summary says so and what it chose."""
+    import math
+
+    from stbench.cli.render_run import _summary_cell
+
+    assert _summary_cell({"p.threads": 0, "threads": 2.0}, "p.threads") == "auto: 2"
+    assert _summary_cell({"p.threads": 0, "threads": math.nan}, "p.threads") == "auto"
+    assert _summary_cell({"p.threads": 1, "threads": 1.0}, "p.threads") == "1"

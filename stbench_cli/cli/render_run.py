@@ -119,9 +119,13 @@ _FORMATS = {
 
 
 def _summary_cell(row: dict, key: str) -> str:
+    from ..comparison import number
     from ..report.labels import show
 
     value = row.get(key)
+    if key == "p.threads" and show(value) == "0":  # 0 asks stbench to choose: say what it chose
+        used = number(row.get("threads"))
+        return "auto" if used is None else f"auto: {used:.0f}"
     if key == "time_to_target_s" and show(value) == "-":
         return "not reached" if row.get("target_reached") == 0 else "-"
     if key not in _FORMATS:
