@@ -13,7 +13,7 @@ from stbench.plan import gpu_vs_cpu, pairs
 from stbench.plan.planner import plan_question
 from stbench.plan.registry import get
 from stbench.plan.spec import RunSpec, identify
-from stbench.report.gpu_vs_cpu import crossover, figure, points, words
+from stbench.report.gpu_vs_cpu import crossover, figure, points, view, words
 from stbench.report.labels import format_number
 from stbench.report.model import study
 from stbench.report.read import Context
@@ -412,3 +412,6 @@ def test_a_windowed_tune_step_is_answered_against_its_reference_not_as_a_gpu_que
     assert "No GPU ran" not in text and "defaults" not in text
     plain = words(study(rows, context=Context(question={**QUESTION, "gpu": ""})).runs)
     assert "best configuration besides its defaults" in plain and "No GPU ran" in plain
+    _, table = view(study(rows, context=Context(question=step)).runs)
+    assert {"x reference", "best tried", "reference"} <= set(table.columns)
+    assert "CPU defaults" not in table.columns

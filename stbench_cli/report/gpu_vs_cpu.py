@@ -330,6 +330,7 @@ def view(s: pd.DataFrame) -> tuple[str, pd.DataFrame]:
     (with a GPU) the energy per million samples."""
     found, unit = points(s), unit_of(s)
     gpu, keys = has_gpu(s), _config_keys(s)
+    step = _first(s, "q_kind") == LEVER_KIND
     rows = []
     for p in found:
         row = {unit or "size": whole(p.count), "GFLOP a step": _gflop(s, p.size)}
@@ -343,6 +344,13 @@ def view(s: pd.DataFrame) -> tuple[str, pd.DataFrame]:
                 "GPU ran": _settings(keys, p.other, p.default),
                 "CPU tuned": _settings(keys, p.tuned, p.default),
                 "J per M samples": f"{format_number(p.energy[0])} vs {format_number(p.energy[1])}",
+            }
+        elif step:  # a tune's windowed step: the best value tried against its reference
+            row |= {
+                "x reference": p.vs_tuned.text(),
+                "best tried": p.other.amount(),
+                "reference": p.tuned.amount(),
+                "best ran": _settings(keys, p.other, p.default),
             }
         else:
             row |= {
