@@ -25,7 +25,7 @@ from .labels import format_number, short_gpu
 from .model import HARDWARE, Key, axes
 
 SPS = "samples_per_s"
-QUESTION = ("q_size", "q_count", "q_unit", "q_default", "q_note")
+QUESTION = ("q_size", "q_count", "q_unit", "q_default", "q_note", "q_kind")
 
 
 def is_question(s: pd.DataFrame) -> bool:
@@ -186,6 +186,12 @@ def _first(s: pd.DataFrame, column: str) -> str:
     return str(found.iloc[0]) if len(found) else ""
 
 
+def is_tune_step(s: pd.DataFrame) -> bool:
+    """Whether the study is a windowed step of a tune (its "defaults" are the configuration the
+    search stood at), not a gpu-vs-cpu question."""
+    return _first(s, "q_kind") == LEVER_KIND
+
+
 def unit_of(s: pd.DataFrame) -> str:
     """The unit of the question's size axis ('curves a batch'), '' if none."""
     return _first(s, "q_unit")
@@ -204,8 +210,7 @@ def words(s: pd.DataFrame) -> str:
         return "No size has an ok CPU cell to hold anything against: nothing to answer."
     gpu = has_gpu(s)
     cpu = _cpu_name(s)
-    # a tune's windowed step: its "defaults" are the configuration the search stood at
-    step = _first(s, "q_kind") == LEVER_KIND
+    step = is_tune_step(s)
     who = (
         _gpu_name(s)
         if gpu
@@ -276,9 +281,9 @@ def words(s: pd.DataFrame) -> str:
             f" At {_list(equal)} the two look equal: the interval lies within "
             f"{1 - MARGIN:.2f}-{1 + MARGIN:.2f}x."
         )
-    note = s["q_note"].dropna() if "q_note" in s else ()
-    if len(note):
-        text += f" {note.iloc[0]}"
+    note = _first(s, "q_note")
+    if note:
+        text += f" {note}"
     return text
 
 
@@ -330,7 +335,7 @@ def view(s: pd.DataFrame) -> tuple[str, pd.DataFrame]:
     (with a GPU) the energy per million samples."""
     found, unit = points(s), unit_of(s)
     gpu, keys = has_gpu(s), _config_keys(s)
-    step = _first(s, "q_kind") == LEVER_KIND
+    step = is_tune_step(s)
     rows = []
     for p in found:
         row = {unit or "size": whole(p.count), "GFLOP a step": _gflop(s, p.size)}
