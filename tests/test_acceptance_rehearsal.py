@@ -69,6 +69,19 @@ def test_torchruns_echo_and_interleaved_ranks_are_not_another_failure():
     # two ranks writing at once: one's caret line cut from its indent is not its exception
     carets = TRACEBACK.format(NOT_COMPILED).replace("    g()\n", "    g()\n^^^^\n")
     assert rehearsal.judge(1, carets) == (True, "reached CUDA")
+    # two agents' echoes in one log: the other's header inside this one's box leaves its
+    # "Failures:" line where an exception would end (seen in CI's rehearsal of two-nodes)
+    ruler = "=" * 60
+    echo = "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: "
+    cut = (
+        TRACEBACK.format(NOT_COMPILED)
+        + TRACEBACK.format(echo)
+        + f"{ruler}\nstbench.child.cell FAILED\n{'-' * 60}\n"
+        + header
+        + f"Failures:\n  <NO_OTHER_FAILURES>\n{ruler}\n"
+    )
+    assert rehearsal.exceptions(cut)[-1].startswith("torch.distributed")
+    assert rehearsal.judge(1, cut) == (True, "reached CUDA")
 
 
 def test_a_doctor_check_failing_another_way_fails_the_rehearsal(tmp_path):

@@ -31,11 +31,15 @@ LOG_RECORD = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ ")
 # a traceback's last line names its exception (`torch.AcceleratorError: ...`); two ranks writing
 # one log at once can leave a frame's caret line (`^^^^`) unindented, which is not an end
 EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(:|$)")
+# torchrun's ChildFailedError box, between two rulers of "=": its lines ("Failures:") are the
+# echo's message, and two nodes' agents writing one log can cut it into another's traceback
+TORCHRUN_BOX = re.compile(r"^={20,}\n.*?^={20,}$", re.MULTILINE | re.DOTALL)
 
 
 def exceptions(text: str) -> list[str]:
     """The final line of every Python traceback in text (the exception it ended in)."""
     out = []
+    text = TORCHRUN_BOX.sub("", text)
     for block in text.split("Traceback (most recent call last):")[1:]:
         lines = [ln for ln in block.splitlines() if not LOG_RECORD.match(ln)]
         end = next((ln for ln in lines[1:] if EXCEPTION_LINE.match(ln)), "")
