@@ -1,15 +1,18 @@
-"""`stbench run --budget`: the decision after each round (plan.rounds, on hand-made
-rows), the round it plans (plan.planner.plan_round) and a real study that adds rounds until its
-comparison concludes (issue 32: a study asking for more rounds on its own)."""
+"""`stbench run --budget`: which studies run as windows of warm processes (plan.rounds,
+`windows_refused`, `run_as_windows`) and a real one that does; for the others, the decision
+after each round of whole cells (on hand-made rows), the round it plans
+(plan.planner.plan_round) and a real study that adds rounds until its comparison concludes."""
 
 import pytest
 
+from stbench.errors import StbenchError
 from stbench.plan import planner
+from stbench.plan.gpu_vs_cpu import against_first
 from stbench.plan.pairs import CAP
-from stbench.plan.rounds import another_round, open_comparisons
+from stbench.plan.rounds import another_round, open_comparisons, run_as_windows, windows_refused
 from stbench.runner import envinfo
 from stbench.store.files import read_runs
-from stbench.store.manifest import read_manifest
+from stbench.store.manifest import RUN_KIND, read_manifest
 from stbench.store.progress import TIMELINE
 from tests.helpers import one_study, stbench
 
@@ -95,7 +98,8 @@ def test_a_round_repeats_the_first_rounds_cells_with_the_next_seed_and_new_ids(e
 
 @pytest.mark.slow
 def test_a_study_adds_rounds_until_its_comparison_concludes_and_resumes_as_any(tmp_path):
-    """cnn-strain's smoke at batch 16 and 256: samples/s differ several times over, so the
+    """cnn-strain's smoke at batch 16 and 256 with inter-op threads set (whole cells: a warm
+    process cannot change them): samples/s differ several times over, so the
     paired rounds conclude within the budget, which a first round alone cannot (one round has
     no interval). The rounds, however many, are whole and in the manifest."""
     folder = one_study(
@@ -107,6 +111,8 @@ def test_a_study_adds_rounds_until_its_comparison_concludes_and_resumes_as_any(t
         "--batch-size",
         "16",
         "256",
+        "--set",
+        "interop_threads=1",  # a process of its own: whole cells a round, not windows
         "--budget",
         "90",
     )
@@ -131,3 +137,61 @@ def test_a_budget_that_is_not_positive_is_one_line_and_exit_2(tmp_path, budget):
     proc = stbench("run", "cnn-strain", "--smoke", "--budget", budget, "--out", out)
     assert proc.returncode == 2 and f"--budget {budget} must be a positive number" in proc.stderr
     assert proc.stderr.count("\n") == 1 and not out.exists()
+
+
+def plan_of(env, **asked):
+    return planner.plan_new(planner.Request("cnn-strain", smoke=True, **asked), env)
+
+
+def test_cells_a_warm_process_can_switch_or_build_are_windows_the_others_a_process_each(env):
+    assert windows_refused(plan_of(env, sets=("threads=1,2", "precision=default,bf16"))) is None
+    assert windows_refused(plan_of(env, batch_sizes=(16, 256), devices=("cpu", "cuda"))) is None
+    refused = {
+        "a torchrun world (--strategy) is a process per cell": {"strategies": ("single", "ddp")},
+        "--epochs compares whole trainings": {"epochs": (1, 2)},
+        "interop_threads=1 needs a process of its own": {"sets": ("interop_threads=0,1",)},
+        "allocator=system needs a process of its own": {"sets": ("allocator=system",)},
+        "a time to target needs whole trainings": {"sets": ("time_budget=5", "threads=1,2")},
+    }
+    for why, asked in refused.items():
+        assert windows_refused(plan_of(env, **asked)) == why
+
+
+def test_a_windowed_run_is_a_question_of_every_cell_against_the_first(env):
+    plan = plan_of(env, sets=("threads=1,2",), repeat=8)
+    q = run_as_windows(plan, 60, rounds=8).manifest["question"]
+    assert q["kind"] == RUN_KIND and q["rounds"] == 8 and q["budget_s"] == 60
+    assert run_as_windows(plan, 60).manifest["question"]["rounds"] == 6  # FIRST_ROUNDS at least
+    assert run_as_windows(plan, 60).manifest["matrix"]["seed_per_repeat"] is False
+    with pytest.raises(StbenchError, match=r"--budget 3: too small .* give at least --budget 6"):
+        run_as_windows(plan, 3)
+    # the pairs: every other cell against the first, paired by round; none before it has a row
+    cells, rows = study(env, {1: [100.0, 120.0, 90.0], 2: [150.0, 180.0, 135.0]})
+    (c,) = against_first(cells, rows)
+    assert (c.base, c.other) == (cells[0].run_id, cells[1].run_id) and c.concluded
+    ones = {x.run_id for x in cells if x.param_dict["threads"] == 1}
+    assert against_first(cells, [r for r in rows if r["run_id"] not in ones]) == []
+
+
+def test_run_with_a_budget_measures_its_cells_as_paired_windows_and_resumes(tmp_path):
+    """cnn-strain's smoke at batch 16 and 256 (samples/s ~3x apart) as windows: six paired
+    rounds over two warm processes, each window a row, the comparison concluded."""
+    folder = one_study(
+        tmp_path / "out", "cnn-strain", "--smoke", "--batch-size", "16", "256", "--budget", "30"
+    )
+    runs = read_runs(folder)
+    manifest = read_manifest(folder)
+    assert manifest["question"]["kind"] == RUN_KIND
+    assert manifest["question"]["stopped"] == ["every size concluded"]
+    repeats = sorted({int(r["repeat"]) for r in runs})
+    assert repeats == list(range(6)) and len(runs) == 12  # both cells in every round, once each
+    assert {r["job_id"] for r in runs} == {r["job_id"] for r in runs[:1]} | {runs[-1]["job_id"]}
+    assert len({r["job_id"] for r in runs}) == 2  # two warm processes (pyperf's workers)
+    assert sorted(p.name for p in (folder / "logs").glob("windows-*.log")) == [
+        "windows-1.log",
+        "windows-2.log",
+    ]
+    shown = stbench("compare", folder, check=True).stdout
+    assert "paired over 6 rounds" in shown
+    again = stbench("run", "--resume", folder, check=True)
+    assert len(read_runs(folder)) == len(runs), again.stderr

@@ -72,8 +72,8 @@ Budget = Annotated[
     typer.Option(
         "--budget",
         metavar="SECONDS",
-        help="wall seconds for the study: rounds are added while a cell cannot yet be told "
-        "from the first, until spent",
+        help="wall seconds for the whole study: paired rounds (windows of warm processes "
+        "where the cells allow) while a cell cannot yet be told from the first",
     ),
 ]
 Timeout = Annotated[

@@ -223,19 +223,33 @@ def run_command(
 
 
 def run_studies(plans, asked: RunRequest) -> list:
-    """Each study under its progress bar (with --budget, round after round until it concludes or
-    the budget is spent), then its table and finding; every row."""
+    """Each study under its progress bar, then its table and finding; every row. With --budget,
+    round after round until it concludes or the budget is spent: as windows of warm processes
+    where its cells can be (the questions' engine), else whole cells a round."""
+    import time
+
+    from ..plan.rounds import windows_refused
     from ..runner import envinfo, rounds
+    from ..runner.engine import answer
+    from ..store.manifest import RUN_KIND
 
     env = envinfo.inventory()
     rows, go = [], partial(run_with_progress, env=env, timeout=asked.timeout, stall=asked.stall)
     for plan in plans:
+        question = plan.manifest.get("question") or {}
         with render.interrupted(partial(resume_line, plan, "stbench run")):
-            done = (
-                go(plan)
-                if asked.budget is None
-                else rounds.until_conclusive(plan, env, asked.budget, go, render.note)
-            )
+            if question.get("kind") == RUN_KIND:
+                for reason in sorted(set(plan.skips.values())):
+                    render.warn(f"skipping cells: {reason}")
+                budget = asked.budget or float(question["budget_s"])
+                done = answer(plan, env, time.time() + budget, render.note)
+            elif asked.budget is None:
+                done = go(plan)
+            else:
+                render.note(
+                    f"--budget: a process a cell, whole cells a round: {windows_refused(plan)}"
+                )
+                done = rounds.until_conclusive(plan, env, asked.budget, go, render.note)
         rows += done
         if done:  # a study with rows: its table and its finding
             print_study(plan.folder, done)
@@ -244,17 +258,25 @@ def run_studies(plans, asked: RunRequest) -> list:
 
 def study_plans(asked: RunRequest, env) -> list:
     """The plan of the study --resume finishes, or a new study's per workload (--all: every
-    registered one)."""
+    registered one); with --budget, each as windows of warm processes where its cells can be
+    (plan.rounds.run_as_windows)."""
     from dataclasses import replace
 
     from ..plan import planner, registry
+    from ..plan.rounds import run_as_windows, windows_refused
 
     if asked.resume:
         return [planner.plan_resume(asked.matrix.workload or None, asked.resume, env)]
     names = [w.name for w in registry.all_workloads()] if asked.every else [asked.matrix.workload]
-    return [
+    plans = [
         planner.plan_new(replace(asked.matrix, workload=name), env, tuple(sys.argv))
         for name in names
+    ]
+    if asked.budget is None:
+        return plans
+    return [
+        p if windows_refused(p) else run_as_windows(p, asked.budget, asked.matrix.repeat)
+        for p in plans
     ]
 
 

@@ -30,7 +30,7 @@ from ..comparison import MARGIN, SPS, by_round
 from ..contract import BATCH, Workload
 from ..device import is_cuda
 from ..errors import StbenchError
-from ..store.manifest import GPU_VS_CPU_KIND, LEVER_KIND
+from ..store.manifest import GPU_VS_CPU_KIND, LEVER_KIND, RUN_KIND
 from .pairs import FIRST_ROUNDS, Comparison, compared
 from .spec import LIVE_LEVERS, RunSpec
 
@@ -172,6 +172,10 @@ def record(
 
 
 def size_of(spec: RunSpec, param: str) -> str:
+    """A cell's size as the question's record names it ('' where the record has no size axis:
+    `run --budget`'s windows, every cell one size)."""
+    if not param:
+        return ""
     return str(spec.batch_size if param == BATCH else spec.param_dict.get(param))
 
 
@@ -242,10 +246,22 @@ def against_reference(
     return out
 
 
+def against_first(cells: Sequence[RunSpec], rows: Sequence[dict]) -> list[Comparison]:
+    """Every other configuration against the study's first (`run --budget`'s windows: the first
+    of each axis as given, as a run's comparisons are read)."""
+    values = _by_cell(cells, rows)
+    firsts = [c for c in cells if c.repeat == 0 and values[c.run_id]]
+    if not firsts or firsts[0] is not next(c for c in cells if c.repeat == 0):
+        return []  # the first has no ok window yet: nothing to hold the others against
+    return [_paired_comparison("", firsts[0], c, values) for c in firsts[1:]]
+
+
 def judged(record: Mapping, cells: Sequence[RunSpec], rows: Sequence[dict]) -> list[Comparison]:
-    """The pairs a question's record judges: gpu-vs-cpu's (`comparisons`), or a tune step's
-    (`against_reference`, kind "lever")."""
+    """The pairs a question's record judges: gpu-vs-cpu's (`comparisons`), a tune step's
+    (`against_reference`, kind "lever"), or `run --budget`'s (`against_first`, kind "run")."""
     param = record["size"]["param"]
+    if record.get("kind") == RUN_KIND:
+        return against_first(cells, rows)
     if record.get("kind") == LEVER_KIND:
         return against_reference(cells, rows, param, record["reference"])
     return comparisons(cells, rows, param, record["defaults"])

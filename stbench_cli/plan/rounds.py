@@ -1,6 +1,12 @@
-"""Whether a study's comparisons can conclude yet, and how many rounds they would need: what
-`stbench run --budget` asks after every round. Pure: a study's cells and rows in, its open
-comparisons and the decision out.
+"""`stbench run --budget`: rounds until a study's comparisons conclude. Pure: a study's cells and
+rows in, the plan of its rounds, its open comparisons and the decision out.
+
+Where the cells differ only in what a warm process can build or switch (the device, the batch,
+the workload's parameters, threads, loader workers, precision; `windows_refused` says what
+else), the study is a question of the engine's (kind "run", `run_as_windows`): every
+configuration in timed windows inside warm processes, paired round by round against the first,
+until each pair concludes or the budget ends (runner/engine.py). Otherwise every cell stays a
+process and another round of every cell runs while `another_round` says so:
 
 The comparisons are every cell against the first as planned (the first of each axis as given:
 the CPU of `--device cpu cuda`, the smallest batch listed first, the defaults of `--set
@@ -15,12 +21,30 @@ neither count would do at the spread seen.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, fields, replace
+from typing import TYPE_CHECKING
 
 from ..comparison import MARGIN, by_round, measure_of
+from ..contract import TrainerParams
+from ..errors import StbenchError
+from ..store.manifest import RUN_KIND
 from ..store.rows import Run
-from .pairs import CAP, compared
+from .pairs import CAP, FIRST_ROUNDS, auto_window, budget_floor, compared
 from .spec import RunSpec
+
+if TYPE_CHECKING:
+    from .planner import Plan
+
+# what a warm process of windows runs with and cannot change (its threads pool, its binding, its
+# allocator are the process's): a cell that sets another value needs a process of its own
+PROCESS_PARAMS = {
+    f.name: f.default
+    for f in fields(TrainerParams)
+    if f.name in ("interop_threads", "bind", "allocator")
+}
+# a warm process's start to its first window, before one is measured: the budget's floor
+STARTUP_S = 5.0
 
 FIELDS = ("device", "strategy", "world_size", "nodes", "batch_size", "epochs")
 
@@ -40,6 +64,53 @@ class Decision:
 
     more: bool
     why: str
+
+
+def windows_refused(plan: Plan) -> str | None:
+    """Why a study's cells need a process each under --budget (None: they can be windows of
+    warm processes), in words: the first reason found."""
+    first = [c for c in plan.cells if c.repeat == 0]
+    if plan.launch.kind != "local":
+        return f"the {plan.launch.kind} launcher starts every cell itself"
+    if any(c.distributed for c in first):
+        return "a torchrun world (--strategy) is a process per cell"
+    if len({c.epochs for c in first}) > 1:
+        return "--epochs compares whole trainings"
+    for c in first:
+        p = c.param_dict
+        if p.get("time_budget") or p.get("stop_at_target"):
+            return "a time to target needs whole trainings"
+        for k, v in PROCESS_PARAMS.items():
+            if k in p and p[k] != v:
+                return f"{k}={p[k]} needs a process of its own"
+    return None
+
+
+def run_as_windows(plan: Plan, budget_s: float, rounds: int = 1) -> Plan:
+    """The study as a question of the engine's (kind "run"): one size (every cell), every
+    configuration against the first, at least FIRST_ROUNDS paired rounds (more where --rounds
+    asks), every round with the study's seed (a process builds a configuration once and
+    measures it round after round). A budget that cannot measure every configuration twice is
+    refused here, before anything is written."""
+    configs = sum(c.repeat == 0 for c in plan.cells)
+    window = auto_window(budget_s, 1, configs)
+    floor = budget_floor(1, configs, window, STARTUP_S)
+    if budget_s < floor:
+        raise StbenchError(
+            f"--budget {budget_s:g}: too small to measure {configs} cells twice in windows of "
+            f"{window:g} s; give at least --budget {math.ceil(floor)}, or fewer cells"
+        )
+    record = {
+        "kind": RUN_KIND,
+        "size": {"param": "", "unit": "", "values": [""], "counts": [1]},
+        "defaults": {},
+        "window_s": window,
+        "budget_s": budget_s,
+        "rounds": max(FIRST_ROUNDS, rounds),
+        "margin": MARGIN,
+    }
+    matrix = {**plan.manifest["matrix"], "seed_per_repeat": False}
+    return replace(plan, manifest={**plan.manifest, "matrix": matrix, "question": record})
 
 
 def key(spec: RunSpec) -> tuple:

@@ -68,11 +68,12 @@ class Flag:
 
 
 def main_measure(runs: Sequence[Mapping]) -> str:
-    """The measure whose spread over a cell's repeats is flagged: samples/s in a gpu-vs-cpu
-    study (every cell trains the same window), the time to target where two or more reached
-    it (a target none reached has no spread to judge), else the wall time the report's tables
-    show first (a run's whole cost, start-up included: what its repeats should agree on)."""
-    if any(r.get("q_size") is not None for r in runs):
+    """The measure whose spread over a cell's repeats is flagged: samples/s in a study of the
+    questions' engine (gpu-vs-cpu, `run --budget`'s windows: every cell trains a window), the
+    time to target where two or more reached it (a target none reached has no spread to
+    judge), else the wall time the report's tables show first (a run's whole cost, start-up
+    included: what its repeats should agree on)."""
+    if any(isinstance(r.get("q_kind"), str) for r in runs):  # a frame's gap is NaN, not None
         return SPS
     return TTT if sum(number(r.get(TTT)) is not None for r in runs) >= 2 else WALL
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..errors import StbenchError
 from ..store.files import PREDICTED, TUNE_FILE, find_folders, read_runs, read_series
-from ..store.manifest import GPU_VS_CPU_KIND, read_manifest
+from ..store.manifest import CONCLUDED, GPU_VS_CPU_KIND, RUN_KIND, read_manifest
 from ..store.prices import cost_per_million_samples, cost_to_target, usd_per_second
 from ..store.results import command_text, study_key
 from ..store.rows import Conditions, Run
@@ -149,6 +149,8 @@ def predictions(path: Path) -> tuple[dict, ...]:
 def question_columns(run: Run, question: Mapping) -> dict:
     """What `stbench gpu-vs-cpu` asked of a run (report/gpu_vs_cpu.py reads it): its size, the
     size's count of the axis' unit, and whether its CPU levers are the workload's defaults."""
+    if question.get("kind") == RUN_KIND:  # `run --budget`'s windows: a run study, read as one
+        return {"q_kind": RUN_KIND, "q_note": engine_note(question)}
     size = question["size"]
     value = run["batch_size"] if size["param"] == "batch_size" else None
     value = str(value if value is not None else run.params.get(size["param"]))
@@ -183,7 +185,7 @@ def engine_note(question: Mapping) -> str | None:
             for x in left
         ]
         said.append(f"Not measured (the budget could not pay for two rounds): {', '.join(named)}.")
-    stopped = [w for w in question.get("stopped") or () if w != "every size concluded"]
+    stopped = [w for w in question.get("stopped") or () if w != CONCLUDED]
     if stopped:
         said.append(f"Not concluded: {'; '.join(stopped)}.")
     return " ".join(said) or None

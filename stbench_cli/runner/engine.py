@@ -1,4 +1,5 @@
-"""`stbench gpu-vs-cpu`, and each windowed step of `stbench tune`, run by the questions' engine:
+"""`stbench gpu-vs-cpu`, each windowed step of `stbench tune` and `stbench run --budget` where its
+cells can be windows (plan/rounds.py), run by the questions' engine:
 paired rounds of windows inside warm processes, within the budget. plan/gpu_vs_cpu.py says what
 each size measures and which pairs its answer judges, plan/pairs.py where each pair stands and
 what runs next, runner/windows.py runs one process; this module is the loop.
@@ -30,10 +31,12 @@ from dataclasses import dataclass, replace
 
 from ..plan import gpu_vs_cpu, pairs
 from ..plan.planner import Plan, plan_rounds
+from ..plan.rounds import differing_names
+from ..plan.rounds import key as cell_key
 from ..plan.spec import RunSpec
 from ..store.files import write_cell
 from ..store.machine import EnvInfo
-from ..store.manifest import LEVER_KIND, write_manifest
+from ..store.manifest import CONCLUDED, LEVER_KIND, RUN_KIND, write_manifest
 from ..store.rows import Run, RunRow, run_of
 from .lock import FolderLock
 from .study import identity, machine
@@ -77,7 +80,7 @@ class Engine:
         self.window_s = float(record["window_s"])
         self.first_rounds = int(record.get("rounds", pairs.FIRST_ROUNDS))
         self.unit = record["size"]["unit"]
-        self.who = "tune" if record.get("kind") == LEVER_KIND else "gpu-vs-cpu"
+        self.who = {LEVER_KIND: "tune", RUN_KIND: "run"}.get(record.get("kind"), "gpu-vs-cpu")
         self.counts = dict(zip(record["size"]["values"], record["size"]["counts"]))
         self.rows: list[Run] = list(plan.done)
         self.costs: dict[str, pairs.Cost] = {}
@@ -91,6 +94,8 @@ class Engine:
         return gpu_vs_cpu.size_of(spec, self.param)
 
     def describe(self, size: str) -> str:
+        if not self.param:  # `run --budget`: the study's cells are one size
+            return "the study's cells"
         return f"{self.counts.get(size, 0):,.0f} {self.unit}".strip()
 
     def firsts(self, size: str) -> list[RunSpec]:
@@ -141,13 +146,14 @@ class Engine:
             found = gpu_vs_cpu.judged(self.record, self.plan.cells, self.rows)
             decision = pairs.decide(found, self.costs, self._left(), self.describe)
             if not decision.runs:
-                self.stopped = list(decision.why) or ["every size concluded"]
+                self.stopped = list(decision.why) or [CONCLUDED]
                 break
             for more in decision.runs:
                 self._process([Segment(more.size, more.configs, more.rounds)])
         for why in self.stopped:  # a tune's step says only what left it open
-            if self.who != "tune" or why != "every size concluded":
-                self.say(f"{self.who}: {why}")
+            if self.who != "tune" or why != CONCLUDED:
+                said = "every pair with the first cell concluded" if why == CONCLUDED else why
+                self.say(f"{self.who}: {said if self.who == 'run' else why}")
         self._keep_record()
         return self.rows
 
@@ -343,6 +349,8 @@ class Engine:
     def label(self, run_id: str) -> str:
         """A configuration in words: its device and what it sets apart from the defaults."""
         spec = next(c for c in self.plan.cells if c.run_id == run_id)
+        if self.who == "run":  # what sets the cell apart from the study's others
+            return differing_names([c for c in self.plan.cells if c.repeat == 0])[cell_key(spec)]
         p = spec.param_dict
         moved = [
             "threads=auto" if k == "threads" and p.get(k) == 0 else f"{k}={p.get(k)}"

@@ -16,6 +16,8 @@ from .files import atomic_write, check_schema
 # A manifest's question record (the questions' engine's): its kind says whose it is
 GPU_VS_CPU_KIND = "gpu-vs-cpu"  # `stbench gpu-vs-cpu`: the sizes, the CPU's and the GPU's sides
 LEVER_KIND = "lever"  # a windowed step of `stbench tune`: each value against the step's reference
+RUN_KIND = "run"  # `stbench run --budget` in windows: every cell against the first
+CONCLUDED = "every size concluded"  # a question's `stopped` where the engine left no pair open
 WIDTH = 160  # a list or mapping that fits this many characters is written on one line (a cell)
 
 
