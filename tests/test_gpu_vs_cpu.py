@@ -13,7 +13,8 @@ from stbench.plan import gpu_vs_cpu, pairs
 from stbench.plan.planner import plan_question
 from stbench.plan.registry import get
 from stbench.plan.spec import RunSpec, identify
-from stbench.report.gpu_vs_cpu import crossover, figure, points, view, words
+from stbench.report.gpu_vs_cpu import crossover, points, view, words
+from stbench.report.gpu_vs_cpu_picture import figure
 from stbench.report.labels import format_number
 from stbench.report.model import study
 from stbench.report.read import Context

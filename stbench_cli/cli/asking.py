@@ -172,7 +172,7 @@ def answered(folder: Path, rows: list) -> None:
 def picture(folder: Path) -> Path | None:
     """The answer's picture (advantage against size) as gpu-vs-cpu.png in the study's folder."""
     from ..report import read
-    from ..report.gpu_vs_cpu import figure
+    from ..report.gpu_vs_cpu_picture import figure
     from ..report.model import studies
 
     (study,) = studies([read.read_folder(folder, ())])

@@ -1,7 +1,7 @@
 """The answer to `stbench gpu-vs-cpu`: at each size, the GPU's fastest configuration
 against the CPU's fastest (the tuned CPU) and the CPU at its defaults, paired round by round;
-the size from which the GPU pays; energy per million samples on both; and its picture. Pure: a
-study's frame in, sentences, a table and a PNG out.
+the size from which the GPU pays; energy per million samples on both (its picture:
+gpu_vs_cpu_picture.py). Pure: a study's frame in, sentences and a table out.
 
 A question study's rows carry the question (report/read.py, from its manifest): `q_size` (the
 size axis' value), `q_count` (how many of `q_unit` that is), `q_default` (1 where the row's CPU
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..comparison import MARGIN, looks_equal, number, wins_from
+from ..comparison import MARGIN, looks_equal, wins_from
 from ..store.manifest import LEVER_KIND
 from .cells import Cell, cells, paired_rounds, ratio, rows_of
 from .labels import format_number, short_gpu
@@ -197,7 +197,8 @@ def unit_of(s: pd.DataFrame) -> str:
     return _first(s, "q_unit")
 
 
-def _at(p: Point, unit: str) -> str:
+def at_size(p: Point, unit: str) -> str:
+    """A size as people say it: '4,096 curves a batch'."""
     return f"{whole(p.count)} {unit}".strip()
 
 
@@ -209,10 +210,10 @@ def words(s: pd.DataFrame) -> str:
     if not found:
         return "No size has an ok CPU cell to hold anything against: nothing to answer."
     gpu = has_gpu(s)
-    cpu = _cpu_name(s)
+    cpu = cpu_name(s)
     step = is_tune_step(s)
     who = (
-        _gpu_name(s)
+        gpu_name(s)
         if gpu
         else "The best value tried besides the reference"
         if step
@@ -226,38 +227,40 @@ def words(s: pd.DataFrame) -> str:
         else f"the {cpu} at its defaults"
     )
     first, *rest = found
-    each = [f"{first.vs_tuned.text()} the samples/s of {against} at {_at(first, unit)}"]
-    each += [f"{p.vs_tuned.text()} at {_at(p, unit)}" for p in rest]
+    each = [f"{first.vs_tuned.text()} the samples/s of {against} at {at_size(first, unit)}"]
+    each += [f"{p.vs_tuned.text()} at {at_size(p, unit)}" for p in rest]
     head = f"{who} trains {_list(each)}"
     start = crossover(found)
     wins = [p for p in found if p.vs_tuned.pays]
     if start is None and wins:
-        at = f"{_list([_at(p, unit) for p in wins])} but not at {_at(found[-1], unit)}"
+        at = f"{_list([at_size(p, unit) for p in wins])} but not at {at_size(found[-1], unit)}"
         said = (
             f"it {'pays' if gpu else 'is faster'} significantly at {at}"
             if gpu
             else (f"it is significantly faster at {at}")
         )
     elif start is None and not gpu and all(p.vs_tuned.loses for p in found):
-        said = f"it is significantly slower at every size up to {_at(found[-1], unit)}: " + (
+        said = f"it is significantly slower at every size up to {at_size(found[-1], unit)}: " + (
             "the reference stays" if step else "the defaults are the CPU's best configuration here"
         )
     elif start is None:
         said = (
-            f"it does not pay significantly at any size up to {_at(found[-1], unit)}"
+            f"it does not pay significantly at any size up to {at_size(found[-1], unit)}"
             if gpu
-            else f"it is not significantly faster at any size up to {_at(found[-1], unit)}"
+            else f"it is not significantly faster at any size up to {at_size(found[-1], unit)}"
         )
     elif start is found[0]:
-        said = f"it {'pays' if gpu else 'is faster'} at every size, from {_at(start, unit)}"
+        said = f"it {'pays' if gpu else 'is faster'} at every size, from {at_size(start, unit)}"
     elif gpu:
-        said = f"it starts to pay at {_at(start, unit)}"
+        said = f"it starts to pay at {at_size(start, unit)}"
     else:
-        said = f"it is faster from {_at(start, unit)}"
+        said = f"it is faster from {at_size(start, unit)}"
     text = f"{head}; {said}."
     if gpu and any(p.vs_default is not None for p in found):
         plain = [
-            f"{p.vs_default.text()} at {_at(p, unit)}" for p in found if p.vs_default is not None
+            f"{p.vs_default.text()} at {at_size(p, unit)}"
+            for p in found
+            if p.vs_default is not None
         ]
         text += f" Against the {cpu} at its defaults: {_list(plain)}."
     if step:
@@ -265,7 +268,7 @@ def words(s: pd.DataFrame) -> str:
     elif not gpu:
         text += " No GPU ran: on a GPU machine the same command holds the GPU against both."
     energy = [
-        f"{format_number(p.energy[0])} vs {format_number(p.energy[1])} J at {_at(p, unit)}"
+        f"{format_number(p.energy[0])} vs {format_number(p.energy[1])} J at {at_size(p, unit)}"
         for p in found
         if all(math.isfinite(e) for e in p.energy)
     ]
@@ -275,7 +278,7 @@ def words(s: pd.DataFrame) -> str:
         text += f" Energy per million samples: not measured on both ({_energy_why(s)})."
     for size, why in _unanswered(s, found):
         text += f" No answer at {size}: {why}."
-    equal = [_at(p, unit) for p in found if p.vs_tuned.equal]
+    equal = [at_size(p, unit) for p in found if p.vs_tuned.equal]
     if equal:
         text += (
             f" At {_list(equal)} the two look equal: the interval lies within "
@@ -318,13 +321,13 @@ def _energy_why(s: pd.DataFrame) -> str:
     return none[0] if none else "no energy figure in the rows"
 
 
-def _gpu_name(s: pd.DataFrame) -> str:
+def gpu_name(s: pd.DataFrame) -> str:
     gpu = s[~s["device"].astype(str).str.startswith("cpu")]
     names = gpu["device_name"].dropna().astype(str) if "device_name" in gpu else pd.Series()
     return f"The {short_gpu(names.iloc[0])}" if len(names) else "The GPU"  # as every label
 
 
-def _cpu_name(s: pd.DataFrame) -> str:
+def cpu_name(s: pd.DataFrame) -> str:
     cpu = s[s["device"].astype(str).str.startswith("cpu")]
     cores = cpu["cores"].dropna() if "cores" in cpu else pd.Series(dtype=float)
     return f"{int(cores.iloc[0])}-core CPU" if len(cores) else "CPU"
@@ -395,146 +398,6 @@ def _settings(keys: list[Key], cell: Cell, default: Cell | None) -> str:
     return ", ".join(changed) or "its defaults"
 
 
-def _ticks(low: float, high: float) -> list[float]:
-    """Ratios to mark on a log axis from low to high: the finest of these mantissas x 10^k that
-    puts at most 8 marks on it (at least the one at 1x)."""
-    for mantissas in (
-        (1, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.8, 2, 2.5, 3, 4, 5, 6, 7, 8, 9),
-        (1, 1.5, 2, 3, 4, 5, 6, 7, 8, 9),
-        (1, 2, 5),
-        (1,),
-    ):
-        found = [m * 10.0**e for e in range(-3, 5) for m in mantissas if low <= m * 10.0**e <= high]
-        if len(found) <= 8:
-            return found or [1.0]
-    return found
-
-
 def whole(count: float) -> str:
     """A count as people write it: 32,768."""
     return f"{int(count):,}" if float(count).is_integer() else f"{count:,.3g}"
-
-
-def figure(s: pd.DataFrame, workload: str, predicted: pd.DataFrame | None = None):
-    """The advantage (x) against the size: one line against the tuned CPU, one against the CPU at
-    its defaults, each with its 95% band; the crossover marked; each GPU's predicted gain over
-    the CPU's best (its estimate, `predicted`: predicted.csv) a line of its own, marked so."""
-    from .plotting import Picture, caption, look, png
-
-    found = [p for p in points(s) if math.isfinite(p.count) and math.isfinite(p.vs_tuned.value)]
-    if len(found) < 2:
-        return None
-    import matplotlib.pyplot as plt
-
-    gpu, unit, cpu = has_gpu(s), unit_of(s), _cpu_name(s)
-    fig, ax = plt.subplots(figsize=(6.4, 4.0), layout="constrained")
-    ax.grid(True, alpha=0.3)
-    lines = [
-        (
-            "vs_tuned",
-            f"against the tuned {cpu}" if gpu else "against the CPU at its defaults",
-        )
-    ]
-    if gpu:
-        lines.append(("vs_default", f"against the {cpu} at its defaults"))
-    for i, (attr, label) in enumerate(lines):
-        pts = [(p.count, getattr(p, attr)) for p in found if getattr(p, attr) is not None]
-        x = [c for c, _ in pts]
-        y = [r.value for _, r in pts]
-        ax.plot(x, y, label=label, linewidth=1.8, **look(i))
-        banded = [(c, r) for c, r in pts if r.low is not None]
-        if banded:
-            ax.fill_between(
-                [c for c, _ in banded],
-                [r.low for _, r in banded],
-                [r.high for _, r in banded],
-                color=look(i)["color"],
-                alpha=0.18,
-                linewidth=0,
-            )
-    guessed = _predicted_lines(ax, predicted, found, len(lines))
-    ax.axhline(1.0, color="#555555", linewidth=1, linestyle="--")
-    start = crossover(found)
-    if start is not None:
-        ax.axvline(start.count, color="#D55E00", linewidth=1.2, linestyle=":")
-        ax.annotate(
-            f"{'pays' if gpu else 'faster'} from {_at(start, unit)}",
-            (start.count, 1.0),
-            xytext=(6, 10),
-            textcoords="offset points",
-            fontsize=8,
-            color="#D55E00",
-        )
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.minorticks_off()
-    ax.set_xticks([p.count for p in found])
-    ax.set_xticklabels([whole(p.count) for p in found], fontsize=8)
-    ticks = _ticks(*ax.get_ylim())
-    ax.set_yticks(ticks)
-    ax.set_yticklabels([f"{t:g}x" for t in ticks], fontsize=8)
-    ax.set_xlabel(unit or "size")
-    ax.set_ylabel(
-        "GPU's samples/s over the CPU's"
-        if gpu
-        else "samples/s, times the other's"
-        if guessed
-        else "samples/s over the defaults'"
-    )
-    who = (
-        f"{_gpu_name(s).removeprefix('The ')} over the {cpu}"
-        if gpu
-        else f"{cpu}, best configuration over its defaults"
-    )
-    also = "; GPUs predicted" if guessed and not gpu else ""
-    ax.set_title(f"{workload}: {who}, by size{also}", fontsize=10)
-    ax.legend(loc="best", fontsize=8, frameon=False)
-    said = caption(
-        f"samples/s of the {'GPU' if gpu else 'fastest CPU configuration'}'s fastest cell over "
-        f"each CPU cell at every size",
-        "bands: 95% intervals of the per-round ratios",
-        f"dashed: parity; dotted: where it starts to pay ({_at(start, unit)})"
-        if start
-        else "dashed: parity",
-        *(
-            [
-                "hollow markers, thin dashes: PREDICTED, not measured: each GPU's estimated "
-                "gain over the CPU's best (predicted.csv; no interval)"
-            ]
-            if guessed
-            else []
-        ),
-    )
-    return Picture(f"{workload}-gpu-vs-cpu", f"{workload}: advantage by size", said, png(fig))
-
-
-def _predicted_lines(ax, predicted: pd.DataFrame | None, found: list[Point], first: int) -> bool:
-    """Each GPU's estimated gain over the CPU's best at the measured sizes, drawn thin, dashed
-    and hollow (never a band: a prediction has no interval); whether any was drawn."""
-    from .plotting import look
-
-    if predicted is None or predicted.empty:
-        return False
-    counts = {str(p.size): p.count for p in found}
-    drawn = False
-    for i, (gpu, lines) in enumerate(predicted.groupby("gpu", sort=False)):
-        pts = [
-            (counts[str(r["size"])], float(r["estimated_gain"]))
-            for r in lines.to_dict("records")
-            if str(r["size"]) in counts and (number(r.get("estimated_gain")) or 0) > 0
-        ]
-        if len(pts) < 1:
-            continue
-        style = look(first + i)
-        ax.plot(
-            [c for c, _ in pts],
-            [g for _, g in pts],
-            label=f"{gpu}: predicted over the CPU's best (not measured)",
-            linewidth=0.9,
-            linestyle=(0, (4, 2)),
-            marker="o",
-            markerfacecolor="none",
-            color=style["color"],
-        )
-        drawn = True
-    return drawn

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from ..stats import repeats_for_width
-from . import cost, gpu_predictions, gpu_vs_cpu, scaling, speed, tables, ttt
+from . import cost, gpu_predictions, gpu_vs_cpu, gpu_vs_cpu_picture, scaling, speed, tables, ttt
 from .cells import cells, interval
 from .cost import epoch_fits
 from .judge import device_flags, study_flags
@@ -277,7 +277,9 @@ def _with_figures(
     s, name = study.runs, study.workload
     drawn = {
         "finding": lambda s, name: (
-            gpu_vs_cpu.figure(s, name, study.predicted) if gpu_vs_cpu.is_question(s) else None
+            gpu_vs_cpu_picture.figure(s, name, study.predicted)
+            if gpu_vs_cpu.is_question(s)
+            else None
         ),
         "metric": figures.time_vs_epochs,
         "phases": figures.phase_bars,
