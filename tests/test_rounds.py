@@ -195,3 +195,19 @@ def test_run_with_a_budget_measures_its_cells_as_paired_windows_and_resumes(tmp_
     assert "paired over 6 rounds" in shown
     again = stbench("run", "--resume", folder, check=True)
     assert len(read_runs(folder)) == len(runs), again.stderr
+
+
+def test_a_windowed_run_with_one_configuration_left_says_it_has_nothing_to_pair(tmp_path):
+    """--device cpu cuda on a machine without a GPU: the cuda cell is a skipped row, the CPU's
+    windows run, and the engine says no pair was judged (not that every pair concluded)."""
+    proc = stbench(
+        "run", "cnn-strain", "--smoke", "--device", "cpu", "cuda", "--budget", "20",
+        "--out", tmp_path / "out", "--expect", "skipped",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    said = "run: no pair to judge: fewer than two configurations have ok windows"
+    assert said in proc.stdout + proc.stderr
+    (folder,) = (tmp_path / "out").iterdir()
+    runs = read_runs(folder)
+    assert [r["status"] for r in runs].count("skipped") == 1
+    assert sum(r["status"] == "ok" for r in runs) == 6

@@ -42,6 +42,9 @@ from .lock import FolderLock
 from .study import identity, machine
 from .windows import run_process
 
+# where no pair has ok windows on both sides (one configuration ran, or none)
+NOTHING_PAIRED = "no pair to judge: fewer than two configurations have ok windows"
+
 
 @dataclass(frozen=True)
 class Segment:
@@ -146,7 +149,7 @@ class Engine:
             found = gpu_vs_cpu.judged(self.record, self.plan.cells, self.rows)
             decision = pairs.decide(found, self.costs, self._left(), self.describe)
             if not decision.runs:
-                self.stopped = list(decision.why) or [CONCLUDED]
+                self.stopped = list(decision.why) or ([CONCLUDED] if found else [NOTHING_PAIRED])
                 break
             for more in decision.runs:
                 self._process([Segment(more.size, more.configs, more.rounds)])
