@@ -315,3 +315,32 @@ def test_the_question_check_has_nothing_to_judge_in_a_question_without_a_cuda_ro
     )
     with pytest.raises(NothingToJudge, match="no cuda row"):
         rows.question_concluded(tmp_path)
+
+
+def test_the_kernel_count_fails_where_the_cpus_count_exceeds_the_measured_launches(tmp_path):
+    """The GPU predictions count a step's launches on the CPU and call the count a floor: a
+    profile's kernels.csv with fewer launches a step than that count proves it wrong."""
+    assert traces.judge_kernel_count("x", 60.0, 49.0).status == PASS
+    bad = traces.judge_kernel_count("x", 40.0, 49.0)
+    assert bad.status == FAIL and "the count is no floor" in bad.detail
+    assert traces.judge_kernel_count("x", 60.0, 0.0).status == FAIL  # nothing was counted
+
+    from tests.helpers import preset_params
+
+    params = json.dumps(preset_params("lstm-era5"))
+    folder = write_runs(
+        tmp_path / "a", [{"run_id": "p", "workload": "lstm-era5", "params": params}]
+    )
+    profiled = folder / "study" / "profile" / "p"
+    profiled.mkdir(parents=True)
+    (profiled / "trace.json").write_text(json.dumps({"traceEvents": []}))
+    check = one("kernel-count", traces.kernel_count, folder)
+    assert check.status == FAIL and "no kernels.csv" in check.detail
+    # the CPU counts 45 launches a step of the smoke LSTM: 40 measured fails, 50 passes
+    for measured, status in ((40.0, FAIL), (50.0, PASS)):
+        (profiled / "kernels.csv").write_text(
+            f"kind,kernel,calls,per_step,device_ms\nkernel,a,{measured * 10},{measured},1.0\n"
+        )
+        check = one("kernel-count", traces.kernel_count, folder)
+        assert check.status == status, check.detail
+        assert f"{measured:,.1f} kernels, copies and memsets a step measured" in check.detail

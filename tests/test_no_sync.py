@@ -281,3 +281,44 @@ def test_a_driver_call_inside_a_runtime_sync_is_that_sync_not_a_second(tmp_path)
         _call("cuStreamSynchronize", 30, "cuda_driver", tid=2),
     )  # another thread's own call
     assert syncs_per_step(path) == {1: ["cudaStreamSynchronize", "cuStreamSynchronize"]}
+
+
+def test_the_kernels_a_step_launches_are_tabled_by_name():
+    """The GPU timeline's kernels, copies and memsets, by name, over the host's profiled steps
+    (their GPU copies are not steps): the launches the predictions' CPU count is checked against."""
+    from stbench.store.trace import kernel_table
+
+    events = [
+        {"name": "ProfilerStep#1", "ts": 0, "dur": 100, "cat": "user_annotation"},
+        {"name": "ProfilerStep#2", "ts": 100, "dur": 100, "cat": "user_annotation"},
+        {"name": "ProfilerStep#1", "ts": 150, "dur": 100, "cat": "gpu_user_annotation"},
+        _call("cudaLaunchKernel", 10),
+        *[_call("sgemm", 20 + 90 * i, cat="kernel", dur=30) for i in range(4)],
+        *[_call("elementwise", 30 + 90 * i, cat="kernel", dur=2) for i in range(2)],
+        _call("Memcpy HtoD (Pinned -> Device)", 40, cat="gpu_memcpy", dur=7),
+        _call("Memset (Device)", 41, cat="gpu_memset", dur=1),
+    ]
+    table = kernel_table(events)
+    assert [(r["kind"], r["kernel"], r["calls"], r["per_step"]) for r in table] == [
+        ("kernel", "sgemm", 4, 2.0),
+        ("memcpy", "Memcpy HtoD (Pinned -> Device)", 1, 0.5),
+        ("kernel", "elementwise", 2, 1.0),
+        ("memset", "Memset (Device)", 1, 0.5),
+    ]
+    assert table[0]["device_ms"] == 0.12
+    assert sum(r["per_step"] for r in table) == 4.0  # launches a step
+    assert kernel_table([e for e in events if e["cat"] == "cuda_runtime"]) == []  # a CPU trace
+
+
+def test_a_gpu_profiles_finding_says_the_kernels_a_step_launches(tmp_path):
+    from stbench.report.profile import finding
+    from stbench.store.rows import run_of
+
+    run = run_of({"run_id": "p", "status": "ok", "device": "cuda", "compute_s": 1.0, "data_s": 0.5})
+    cell = tmp_path / "profile" / "p"
+    cell.mkdir(parents=True)
+    assert "kernels" not in finding(run, tmp_path)  # no kernels.csv: a CPU profile
+    (cell / "kernels.csv").write_text(
+        "kind,kernel,calls,per_step,device_ms\nkernel,sgemm,40,4.0,1.0\nmemset,m,20,2.0,0.1\n"
+    )
+    assert "6 kernels, copies and memsets a step (kernels.csv)" in finding(run, tmp_path)

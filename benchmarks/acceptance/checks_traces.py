@@ -1,12 +1,15 @@
-"""The acceptance's checks on profiler traces: host-device synchronisation inside profiled steps
-and stnn's offload side stream (readers of a `stbench profile` folder and pure judges)."""
+"""The acceptance's checks on profiler traces: host-device synchronisation inside profiled steps,
+stnn's offload side stream, and the kernels a step launches against the CPU's count of them
+that the GPU predictions use (readers of a `stbench profile` folder and pure judges)."""
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from stbench.runner.doctor import Check
+from stbench.runner.predictions import SMALL_BATCHES
 from stbench.store.trace import step_windows, syncs_per_step
 
 from .verdicts import NothingToJudge, combine, cuda_rows, param, rows_ok, studies, verdict
@@ -167,3 +170,37 @@ def offload_stream(folder: Path) -> Check:
     if any(c[3] is None for c in copies):  # Kineto writes each copy's bytes; judge none without
         raise NothingToJudge("host-to-device copies without their bytes in the trace")
     return judge_side_stream(copies, [k[:3] for k in spans("kernel")])
+
+
+def judge_kernel_count(workload: str, measured: float, counted: float) -> Check:
+    """The launches a step makes on the GPU (its profile's kernels.csv) against the CPU's count
+    of them (child/anatomy.py, which the GPU predictions' launch term uses): the count claims to
+    be a floor, so a count above the measurement fails; their ratio is the figure."""
+    ok = 0 < counted <= measured
+    return verdict(
+        "kernel-count",
+        ok,
+        f"{workload}: {measured:,.1f} kernels, copies and memsets a step measured, "
+        f"{counted:,.1f} counted on the CPU ({measured / counted if counted else math.nan:.2f}x)"
+        + ("" if ok else ": the count is no floor"),
+        {"measured": measured, "counted": counted},
+    )
+
+
+def kernel_count(folder: Path) -> Check:
+    """Each cuda cell of a profile step: its kernels.csv's launches a step against the CPU's
+    count for the cell's parameters (measured here, on this machine's CPU)."""
+    import csv
+
+    from stbench.child.anatomy import measure
+
+    out = []
+    for r in cuda_rows(rows_ok(folder)):
+        table = _trace(folder, r["run_id"]).parent / "kernels.csv"
+        if not table.is_file():
+            raise NothingToJudge(f"no kernels.csv beside {r['run_id']}'s trace")
+        with open(table) as f:
+            measured = sum(float(k["per_step"]) for k in csv.DictReader(f))
+        counted = measure(r["workload"], dict(r.params), SMALL_BATCHES).launches
+        out.append(judge_kernel_count(r["workload"], measured, counted))
+    return combine("kernel-count", out)

@@ -75,6 +75,9 @@ SMOKE_SETS = {
 }
 AGREE = (Probe("cpu-gpu-agree", cpu_gpu_agree), Probe("phases-sum", rows.phases_sum))
 NO_SYNCS = Probe("no-syncs", traces.no_syncs)
+# the GPU predictions' launch count (counted on the CPU: a floor) against the profile's kernels;
+# not stnn's: its profiled steps are a few of an epoch's mix of two passes, its count the mean
+KERNEL_COUNT = Probe("kernel-count", traces.kernel_count)
 
 
 def smoke_argv(workload: str, device: str) -> tuple[str, ...]:
@@ -119,7 +122,15 @@ STEPS = (
     smoke("dcrnn-pems", 9),  # its index cell: 9 s on the H100, cold
     smoke("lstm-era5", 7, Probe("tf32-peak", rows.tf32_peak)),  # 10 s, cold
     smoke("stnn", 7),  # 9 s, cold
-    profile("cnn-strain", 12, "--smoke", NO_SYNCS, Probe("h2d-plausible", rows.h2d_plausible)),
+    profile(
+        "cnn-strain",
+        12,
+        "--smoke",
+        NO_SYNCS,
+        Probe("h2d-plausible", rows.h2d_plausible),
+        KERNEL_COUNT,
+        what="no host-device sync, plausible h2d, kernels counted",
+    ),
     # gpu-index, the path only a GPU runs, and the device-data check's row (the host index path
     # is the DataLoader path cnn-strain and lstm-era5 profile): a dcrnn cell profiled 10 steps in
     # 18 s on the H100 (245,000 trace events), 4 steps keep it ~25 s
@@ -129,10 +140,13 @@ STEPS = (
         "--smoke --set batching=gpu-index",
         NO_SYNCS,
         Probe("dcrnn-device-data", rows.device_data),
-        what="dcrnn gpu-index: no sync, no data or h2d time",
+        KERNEL_COUNT,
+        what="dcrnn gpu-index: no sync, no data or h2d time, kernels counted",
         steps=4,
     ),
-    profile("lstm-era5", 7, "--smoke"),  # 11 s, cold
+    profile(  # 11 s, cold
+        "lstm-era5", 7, "--smoke", NO_SYNCS, KERNEL_COUNT, what="no sync, kernels counted"
+    ),
     # the grid and chunk at which offload streams its relations in chunks (60x168: 9,072 cells);
     # dense and sparse beside it for sparse = dense and the memory model: 3 cells
     profile(  # 30-37 s on the H100, cold

@@ -4,6 +4,9 @@ The profiler waits through the warm-up steps and records the steady ones. It lea
 cell's profile folder:
     trace.json     Chrome trace (chrome://tracing, https://ui.perfetto.dev)
     operators.csv  operators by self time on the device (CUDA) or the CPU
+    kernels.csv    on CUDA: every kernel, copy and memset of the profiled steps by name, its
+                   calls a step and device time (store.trace.kernel_table): the launches a
+                   step makes, which the GPU predictions count on a CPU (child/anatomy.py)
     memory.csv     per step: allocator peak above the step's start (from the trace's memory
                    events), and on CUDA the step's max_memory_allocated; RSS at the step's end.
                    (The allocator's peak is reset after every step for that column, so the
@@ -25,7 +28,7 @@ import psutil
 from torch.profiler import profile, schedule
 
 from ..device import Accelerator
-from ..store.trace import step_windows
+from ..store.trace import kernel_table, step_windows
 
 TOP_OPERATORS = 25
 
@@ -102,9 +105,15 @@ class StepProfiler:
     def finish(self) -> None:
         if not self.done:
             self.prof.stop()
-        peaks = (
-            step_memory_peaks(self.out / "trace.json") if (self.out / "trace.json").exists() else {}
-        )
+        trace = self.out / "trace.json"
+        events = json.loads(trace.read_text())["traceEvents"] if trace.exists() else []
+        peaks = step_memory_peaks(events)
+        kernels = kernel_table(events)
+        if kernels:  # a GPU's timeline: its launches, kept where the trace is too big to keep
+            with open(self.out / "kernels.csv", "w", newline="") as f:
+                w = csv.DictWriter(f, list(kernels[0]))
+                w.writeheader()
+                w.writerows(kernels)
         with open(self.out / "memory.csv", "w", newline="") as f:
             cols = ["step", "profiled", "alloc_peak_above_start_mb", "rss_mb"] + (
                 ["cuda_max_allocated_mb"]
@@ -124,10 +133,10 @@ class StepProfiler:
                 )
 
 
-def step_memory_peaks(trace: Path) -> dict[int, float]:
+def step_memory_peaks(events: list[dict]) -> dict[int, float]:
     """Per profiled step (numbered like the trainer's global step): the highest allocator
-    total inside the step above its value at the step's start, in MiB, over all devices."""
-    events = json.loads(trace.read_text())["traceEvents"]
+    total inside the step above its value at the step's start, in MiB, over all devices (a
+    trace's events)."""
     steps = step_windows(events)
     memory = sorted(
         (e["ts"], e["args"].get("Device Type", 0), e["args"]["Total Allocated"], e["args"]["Bytes"])

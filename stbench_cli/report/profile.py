@@ -140,6 +140,10 @@ def finding(run: Run, folder: Path) -> str:
         counts = [len(v) for v in syncs_per_step(trace).values()]
         if counts:
             parts.append(f"at most {max(counts)} host-device synchronisations per profiled step")
+    kernels = _read(cell / "kernels.csv")
+    if kernels:  # a GPU's timeline: what a step launches (the predictions count it on a CPU)
+        launches = sum(float(k["per_step"]) for k in kernels)
+        parts.append(f"{launches:,.0f} kernels, copies and memsets a step (kernels.csv)")
     return "; ".join(parts) + "."
 
 

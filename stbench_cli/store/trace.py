@@ -21,7 +21,12 @@ Counted:
 
 Names are taken without the driver's version and per-thread suffixes (cuMemcpyDtoH_v2,
 cudaStreamSynchronize_ptsz). A driver call inside a counted runtime call on the same thread is
-that call's own work, not a second sync. Pure JSON reading.
+that call's own work, not a second sync.
+
+The kernels a step launches (`kernel_table`): every event on the GPU's timeline that is a kernel,
+a copy or a memset (cats `kernel`, `gpu_memcpy`, `gpu_memset`), by name, over the profiled steps:
+what plan/predict.py's launch count (counted on a CPU, child/anatomy.py) is checked against on a
+GPU. Pure JSON reading.
 """
 
 from __future__ import annotations
@@ -43,6 +48,37 @@ def step_windows(events: list[dict]) -> list[tuple[float, float, int]]:
         and "dur" in e
         and e.get("cat") == HOST_ANNOTATION
     )
+
+
+# what runs on the GPU's timeline, by the trace's category: each event one launch of it
+GPU_WORK = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
+
+
+def kernel_table(events: list[dict]) -> list[dict]:
+    """Each kernel, copy and memset the trace's GPU timeline holds, by name: its kind, calls,
+    calls a profiled step (over the host's `ProfilerStep` ranges) and device milliseconds,
+    the most device time first; [] where the trace has none (a CPU run) or no step."""
+    steps = len(step_windows(events))
+    found: dict[tuple[str, str], list[float]] = {}
+    for e in events:
+        kind = GPU_WORK.get(str(e.get("cat")))
+        if kind is not None:
+            seen = found.setdefault((kind, str(e.get("name", ""))), [0, 0.0])
+            seen[0] += 1
+            seen[1] += float(e.get("dur", 0.0))
+    if not steps:
+        return []
+    table = [
+        {
+            "kind": kind,
+            "kernel": name,
+            "calls": calls,
+            "per_step": calls / steps,
+            "device_ms": us / 1e3,
+        }
+        for (kind, name), (calls, us) in found.items()
+    ]
+    return sorted(table, key=lambda r: -r["device_ms"])
 
 
 API_CATEGORIES = ("cuda_runtime", "cuda_driver")
