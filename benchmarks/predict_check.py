@@ -3,7 +3,9 @@ the first H100 run's, docs/acceptance-runs/h100-2026-11-26) predicted from this 
 `stbench gpu-vs-cpu` predicts a size on a machine without a GPU.
 
 For each row: what its step is made of, measured here (child/anatomy.py at batches 2 and 8, the
-row's own parameters), the lower bound and the estimate for the card the row ran on (gpus.toml),
+row's own parameters; and, as `gpu-vs-cpu` takes them from its CPU rows, a short CPU training at
+the row's batch for its data loading in the step's own thread and the bytes it streams from host
+memory), the lower bound and the estimate for the card the row ran on (gpus.toml),
 the measured step (the row's batch over its samples/s), measured / bound and the estimate's
 error. The estimate's one fitted figure, eager PyTorch's host time per kernel on the GPU's host
 (`launch_s`), is fitted on the rows of FIT_WORKLOADS (the median of each row's measured step,
@@ -26,12 +28,39 @@ from pathlib import Path
 import pandas as pd
 
 from stbench.child.anatomy import measure
-from stbench.plan.predict import Step, bound_terms, estimated_step_s, read_gpus
+from stbench.plan.predict import Step, bound_terms, bounded_by, estimated_step_s, read_gpus
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "docs" / "acceptance-runs" / "h100-2026-11-26"
 FIT_WORKLOADS = ("cnn-strain", "lstm-era5")
 SMALL = (2, 8)
+CPU_STEPS = 20  # steps of the short CPU training that measures a row's loading, where the row
+# sets none of its own (a row's max_steps is kept: stnn cuts its two passes in proportion to it,
+# and each pass streams and loads its own share)
+
+
+def cpu_loading(workload: str, params: dict, batch: int, on_host: bool) -> tuple[float, float]:
+    """(seconds of data loading a step in the step's own thread, bytes streamed from host memory
+    a step) of a short training on this CPU at the row's batch: what `gpu-vs-cpu` reads from its
+    CPU rows (runner/predictions.py); the loading counts only with no loader workers and the
+    batches cut on the host."""
+    from stbench.child.trainer import LoopConfig, Trainer
+    from stbench.contract import BuildContext
+    from stbench.device import Accelerator
+    from stbench.plan.registry import get
+    from stbench.plan.spec import RunSpec
+
+    asked = {
+        **params,
+        "max_steps": int(params.get("max_steps") or CPU_STEPS),
+        "max_eval_batches": 1,
+    }
+    spec = RunSpec(workload, "cpu", "single", batch, 1, params=tuple(sorted(asked.items())))
+    task = get(workload).build(asked, BuildContext(0, 0, 1, "cpu"))
+    done = Trainer(task, LoopConfig.from_spec(spec), Accelerator("cpu")).run()
+    steps = done.figures.steps_done or 1
+    serial = done.figures.data_s / steps if on_host and not params.get("workers") else 0.0
+    return serial, float(done.extras.get("stream_mb", 0.0)) * 2**20 / steps
 
 
 def rows_of(run: Path) -> pd.DataFrame:
@@ -53,13 +82,16 @@ def main() -> None:
     ask.add_argument("--out", type=Path)
     args = ask.parse_args()
     gpu = read_gpus()[args.gpu]
-    lines, anatomy = [], {}
+    lines, anatomy, loading = [], {}, {}
     for _, r in rows_of(args.run).iterrows():
         params = json.loads(r["params"])
         key = r["params"]
         if key not in anatomy:
             anatomy[key] = measure(r["workload"], params, SMALL)
         a, batch = anatomy[key], int(r["batch_size"])
+        if (key, batch) not in loading:
+            loading[key, batch] = cpu_loading(r["workload"], params, batch, a.data_on_host)
+        serial, streamed = loading[key, batch]
         step = Step(
             f"{batch} {config_of(params)}".strip(),
             batch,
@@ -69,12 +101,15 @@ def main() -> None:
             a.saved_bytes(batch),
             a.batch_bytes(batch),
             a.host_step_s,
+            data_s=serial,
+            serial_data_s=serial,
+            streamed_bytes=streamed,
         )
         lines.append((r, step))
     # eager PyTorch's host time per kernel: each fitted row's measured step, less the host's own
     # time measured here, over its launches
     fit = [
-        (int(r["batch_size"]) / float(r["samples_per_s"]) - s.host_s) / s.launches
+        (int(r["batch_size"]) / float(r["samples_per_s"]) - s.host_s - s.serial_data_s) / s.launches
         for r, s in lines
         if r["workload"] in FIT_WORKLOADS
     ]
@@ -82,9 +117,9 @@ def main() -> None:
     table = []
     for r, s in lines:
         terms = bound_terms(s, gpu)
-        by = max(terms, key=lambda k: terms[k])
+        by, bound = bounded_by(s, terms), max(terms.values())
         measured = int(r["batch_size"]) / float(r["samples_per_s"])
-        estimate = estimated_step_s(s, gpu, launch_s)
+        estimate = max(estimated_step_s(s, gpu, launch_s), bound)
         table.append(
             {
                 "workload": r["workload"],
@@ -96,11 +131,13 @@ def main() -> None:
                 "saved_bytes": s.saved_bytes,
                 "batch_bytes": s.batch_bytes,
                 "host_s": s.host_s,
-                "bound_s": terms[by],
+                "serial_data_s": s.serial_data_s,
+                "streamed_bytes": s.streamed_bytes,
+                "bound_s": bound,
                 "bound_by": by,
                 "estimate_s": estimate,
                 "measured_s": measured,
-                "measured_over_bound": measured / terms[by],
+                "measured_over_bound": measured / bound,
                 "estimate_error": estimate / measured - 1,
                 "fitted": r["workload"] in FIT_WORKLOADS,
                 "launch_s": launch_s,

@@ -12,6 +12,7 @@ import pytest
 
 from stbench.errors import StbenchError
 from stbench.plan.predict import (
+    DATA_SPEEDUP,
     DEFAULT_GPUS,
     HOST_SPEEDUP,
     Step,
@@ -55,6 +56,20 @@ def _step(**changed) -> Step:
         cpu_step_s=0.05,
     )
     return Step(**{**base, **changed})
+
+
+def test_the_hosts_own_thread_adds_its_loading_and_the_link_carries_what_is_streamed():
+    """A step whose loader runs in its own thread (no workers) waits for it on any host, at most
+    DATA_SPEEDUP faster than here; bytes streamed from host memory cross the host link."""
+    h100 = read_gpus()["H100"]
+    plain = predict(_step(), h100)
+    loading = predict(_step(serial_data_s=8e-3, data_s=8e-3), h100)
+    assert loading.bound_by == "the host's data loading" and "workers" in loading.lever
+    assert loading.bound_s == pytest.approx(plain.terms["the host"] + 8e-3 / DATA_SPEEDUP)
+    assert loading.estimate_s >= loading.bound_s  # an estimate is never below its bound
+    streamed = predict(_step(streamed_bytes=200e6), h100)
+    assert streamed.bound_by == "the host link"
+    assert streamed.bound_s == pytest.approx((200e6 + 1e5) / (h100.host_link_gbps * 1e9))
 
 
 def test_the_bound_is_its_longest_term_and_names_what_bounds_it():
@@ -114,13 +129,15 @@ def test_every_h100_row_is_predicted_and_no_bound_exceeds_its_measured_step():
             line["saved_bytes"],
             line["batch_bytes"],
             line["host_s"],
+            data_s=line["serial_data_s"],
+            serial_data_s=line["serial_data_s"],
+            streamed_bytes=line["streamed_bytes"],
         )
         terms = bound_terms(step, h100)
         assert max(terms.values()) == pytest.approx(line["bound_s"], rel=1e-6)
         assert line["bound_s"] <= line["measured_s"], line["run_id"]
-        assert estimated_step_s(step, h100, line["launch_s"]) == pytest.approx(
-            line["estimate_s"], rel=1e-6
-        )
+        estimate = max(estimated_step_s(step, h100, line["launch_s"]), line["bound_s"])
+        assert estimate == pytest.approx(line["estimate_s"], rel=1e-6)
     assert lines["fitted"].any() and (~lines["fitted"]).any()  # judged on rows not fitted on
 
 

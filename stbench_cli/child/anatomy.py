@@ -208,6 +208,7 @@ def measure(workload: str, params: dict, batches: tuple[int, int]) -> Anatomy:
         per_batch,
         host,
         task.flops_per_sample,
+        task.data.placement != "device",
     )
 
 

@@ -10,11 +10,15 @@ For one GPU and one size, two figures, both marked predicted wherever they are s
     written once, every saved activation written and read once, the batch read once) at the
     card's memory bandwidth; a working set that fits the card's L2 cache may never reach its
     memory, and then counts nothing here,
-  - the batch crossing the host link (the data lives in host memory),
+  - the batch crossing the host link (the data lives in host memory), and what else the step
+    copies from host memory (stnn's offloaded relation rows, `streamed_bytes`),
   - its kernel launches at the published per-launch floor,
   - the host's own time of the step (Python, dispatcher, autograd: measured here with the math
-    next to nothing) at HOST_SPEEDUP times this CPU's speed (a GPU's host may be faster), and
-    then the driver's call for each launch at that floor (one thread does both in turn);
+    next to nothing) and its data loading where that runs in the step's own thread (no loader
+    workers, the data in host memory: `serial_data_s`, measured here), the first at
+    HOST_SPEEDUP, the loading at DATA_SPEEDUP times this CPU's speed (a GPU's host may be
+    faster), and then the driver's call for each launch at that floor (one thread does all of it
+    in turn); where the loading is most of that, the bound is named the host's data loading;
   whichever is longest names what bounds the size, and the lever that would move it;
 - **an estimate**: the host's time (its own share of a step and its data loading, measured
   here, and eager PyTorch's host cost of each kernel it launches, `launch_s`) against the GPU's
@@ -37,12 +41,16 @@ import tomllib
 from ..errors import StbenchError
 
 HOST_SPEEDUP = 2.0  # the bound takes a GPU's host as up to 2x this CPU's speed per thread
+# and its loading of a batch as up to 4x this CPU's (gathers that torch spreads over threads and
+# memory bandwidth): the first H100 run's 16-core host loaded cnn-strain's batches 2.3x as fast as
+# this project's 2-vCPU VM did (benchmarks/predict_check.py)
+DATA_SPEEDUP = 4.0
 FLOP_EFFICIENCY = 0.5  # the estimate's share of the fp32 peak a step's math reaches
 BANDWIDTH_EFFICIENCY = 0.7  # and of the memory bandwidth its bytes reach
 # eager PyTorch's host time per kernel on a GPU's host (its dispatch, the caching allocator, the
 # launch), fitted on the first H100 run's cnn-strain and lstm-era5 rows by
 # `python benchmarks/predict_check.py` (its dcrnn-pems and stnn rows judge it)
-EAGER_LAUNCH_S = 52.4e-6
+EAGER_LAUNCH_S = 33.1e-6
 MEMORY_SHARE = 0.9  # of a card's memory a step may use (the CUDA context, the allocator's slack)
 SHIPPED = Path(__file__).resolve().parents[1] / "store" / "gpus.toml"
 DEFAULT_GPUS = ("T4", "A100-80GB", "H100")  # the answer's cards where none is asked
@@ -64,6 +72,9 @@ class Anatomy:
     batch_per_sample: float  # and per sample
     host_step_s: float  # a step's host time at the smaller batch, one thread
     flops_per_sample: float | None  # the workload's own count where it has one
+    # the loader builds batches on the host (not sliced where the data lives, on the device):
+    # with no workers, in the step's own thread (False for an anatomy.json written before it)
+    data_on_host: bool = False
 
     def saved_bytes(self, batch: int) -> float:
         return max(self.saved_fixed + self.saved_per_sample * batch, 0.0)
@@ -112,6 +123,9 @@ class Step:
     batch_bytes: float
     host_s: float  # the host's own time of a step here (the math next to nothing)
     data_s: float = 0.0  # the loader's time of a step here (the CPU's rows), 0 where unknown
+    # of which in the step's own thread (no loader workers, the data on the host): the bound's
+    serial_data_s: float = 0.0
+    streamed_bytes: float = 0.0  # copied from host memory a step besides the batch (offload)
     predicted_mb: float | None = None  # the workload's memory prediction of the step
     cpu_step_s: float | None = None  # the CPU's fastest measured step at this size
 
@@ -133,6 +147,7 @@ class Prediction:
 LEVERS = {
     "launches": "CUDA graphs (--cuda-graphs) or a bigger batch: fewer launches per sample",
     "the host": "CUDA graphs or torch.compile (less Python a step), or a bigger batch",
+    "the host's data loading": "loader workers (--set workers=N) or the data on the GPU",
     "FLOPs": "bf16 autocast on the tensor cores",
     "memory bandwidth": "bf16 (half the bytes) or a bigger batch (the weights read once per step)",
     "the host link": "keep the data on the GPU (a device-resident dataset, index batching)",
@@ -145,11 +160,14 @@ def bound_terms(step: Step, gpu: Gpu, precision: str = "default") -> dict[str, f
     return {
         "FLOPs": step.flops / gpu.peak_flops(precision, best=True),
         "memory bandwidth": 0.0 if in_l2 else moved / (gpu.memory_gbps * 1e9),
-        "the host link": step.batch_bytes / (gpu.host_link_gbps * 1e9),
+        "the host link": (step.batch_bytes + step.streamed_bytes) / (gpu.host_link_gbps * 1e9),
         "launches": step.launches * gpu.launch_floor_us * 1e-6,
-        # one thread does both, one after the other: the step's Python and dispatcher work, then
-        # the driver's call for each kernel (the floor is a measured launch rate on the host)
-        "the host": step.host_s / HOST_SPEEDUP + step.launches * gpu.launch_floor_us * 1e-6,
+        # one thread does it all, one after the other: the step's Python and dispatcher work,
+        # its batch where no worker loads it, and the driver's call for each kernel (the floor is
+        # a measured launch rate on the host)
+        "the host": step.host_s / HOST_SPEEDUP
+        + step.serial_data_s / DATA_SPEEDUP
+        + step.launches * gpu.launch_floor_us * 1e-6,
     }
 
 
@@ -162,13 +180,24 @@ def estimated_step_s(step: Step, gpu: Gpu, launch_s: float = EAGER_LAUNCH_S) -> 
         + moved / (gpu.memory_gbps * 1e9 * BANDWIDTH_EFFICIENCY)
         + launch
     )
-    return max(host, device)
+    link = (step.batch_bytes + step.streamed_bytes) / (gpu.host_link_gbps * 1e9)
+    return max(host, device, link)
+
+
+def bounded_by(step: Step, terms: Mapping[str, float]) -> str:
+    """What bounds the step: the longest term, the host's named for its data loading where
+    that is most of it."""
+    by = max(terms, key=lambda k: terms[k])
+    if by == "the host" and step.serial_data_s / DATA_SPEEDUP > terms[by] / 2:
+        return "the host's data loading"
+    return by
 
 
 def predict(step: Step, gpu: Gpu, launch_s: float = EAGER_LAUNCH_S) -> Prediction:
     terms = bound_terms(step, gpu)
-    by = max(terms, key=lambda k: terms[k])
-    bound, estimate = terms[by], estimated_step_s(step, gpu, launch_s)
+    by = bounded_by(step, terms)
+    bound = max(terms.values())
+    estimate = max(estimated_step_s(step, gpu, launch_s), bound)  # never below the bound
     fits = (
         None
         if step.predicted_mb is None

@@ -140,25 +140,27 @@ def _predicted_lines(ax, predicted: pd.DataFrame | None, found: list[Point], fir
     if predicted is None or predicted.empty:
         return False
     counts = {str(p.size): p.count for p in found}
-    drawn = False
-    for i, (gpu, lines) in enumerate(predicted.groupby("gpu", sort=False)):
-        pts = [
-            (counts[str(r["size"])], float(r["estimated_gain"]))
-            for r in lines.to_dict("records")
+    # cards whose predictions coincide (a host-bound step is the same on every card) share one
+    # line, named for all of them: otherwise the last drawn hides the others
+    lines: dict[tuple, list[str]] = {}
+    for gpu, rows in predicted.groupby("gpu", sort=False):
+        pts = tuple(
+            (counts[str(r["size"])], round(float(r["estimated_gain"]), 2))
+            for r in rows.to_dict("records")
             if str(r["size"]) in counts and (number(r.get("estimated_gain")) or 0) > 0
-        ]
-        if len(pts) < 1:
-            continue
+        )
+        if pts:
+            lines.setdefault(pts, []).append(str(gpu))
+    for i, (pts, names) in enumerate(lines.items()):
         style = look(first + i)
         ax.plot(
             [c for c, _ in pts],
             [g for _, g in pts],
-            label=f"{gpu}: predicted over the CPU's best (not measured)",
+            label=f"{' = '.join(names)}: predicted over the CPU's best (not measured)",
             linewidth=0.9,
             linestyle=(0, (4, 2)),
             marker="o",
             markerfacecolor="none",
             color=style["color"],
         )
-        drawn = True
-    return drawn
+    return bool(lines)

@@ -63,6 +63,7 @@ def steps(folder: Path, manifest: dict, found: Anatomy) -> list[Step]:
     """Each measured size's step: its FLOPs and data loading from the CPU's rows at that size,
     its launches and bytes from the anatomy, its memory from the workload's prediction."""
     asked = manifest["question"]["size"]
+    defaults = manifest["question"].get("defaults") or {}
     w = registry.get(manifest["workload"])
     rows = [r for r in read_runs(folder) if r["status"] == "ok" and r["device"] == "cpu"]
     cells = {c["run_id"]: c for c in manifest["cells"]}
@@ -79,9 +80,15 @@ def steps(folder: Path, manifest: dict, found: Anatomy) -> list[Step]:
                 float(r["samples_per_s"] or 0.0)
             )
         fastest = max(statistics.median(v) for v in by_config.values())
-        data_s = statistics.median(
-            float(r["data_s"] or 0.0) / int(r["steps_done"]) for r in here if r["steps_done"]
+        data_s = _per_step(here, "data_s")
+        # the loading in the step's own thread: batches cut on the host, and no loader workers
+        # in the configuration the GPU runs (the defaults': gpu-vs-cpu's GPU keeps them)
+        serial = (
+            [r for r in here if not r.params.get("workers")]
+            if found.data_on_host and not defaults.get("workers")
+            else []
         )
+        streamed = _per_step(here, "x.stream_mb") * 2**20  # stnn's offloaded relation rows
         params = dict(cells[here[0]["run_id"]]["params"]) if here[0]["run_id"] in cells else {}
         out.append(
             Step(
@@ -93,12 +100,24 @@ def steps(folder: Path, manifest: dict, found: Anatomy) -> list[Step]:
                 found.saved_bytes(batch),
                 found.batch_bytes(batch),
                 found.host_step_s,
-                data_s,
-                _memory_mb(w, params or dict(here[0].params), batch),
-                batch / fastest if fastest > 0 else None,
+                data_s=data_s,
+                serial_data_s=_per_step(serial, "data_s"),
+                streamed_bytes=streamed,
+                predicted_mb=_memory_mb(w, params or dict(here[0].params), batch),
+                cpu_step_s=batch / fastest if fastest > 0 else None,
             )
         )
     return out
+
+
+def _per_step(rows, column: str) -> float:
+    """The median of a column a step over the rows that have it (0 where none does)."""
+    found = [
+        float(r[column]) / int(r["steps_done"])
+        for r in rows
+        if r[column] is not None and r["steps_done"]
+    ]
+    return statistics.median(found) if found else 0.0
 
 
 def _size(row, param: str) -> str:
