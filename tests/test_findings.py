@@ -142,6 +142,18 @@ def test_precision_and_compile_against_fp32_eager_with_payback():
     assert f.table["vs fp32 eager"].tolist() == ["1.50x faster", "2.00x faster", "baseline"]
 
 
+def test_precision_against_torchs_default_where_no_cell_sets_strict_fp32():
+    """`--set precision=default,bf16`: the default (fp32 matmul, what every cell runs unless one
+    sets another) is the baseline, named as it is."""
+    rows = []
+    for prec, sps in (("default", 100.0), ("bf16", 150.0)):
+        rows += repeats(sps=sps, batch=64, params={"precision": prec})
+    f = find(rows)
+    assert f.kind == "precision"
+    assert f.text.startswith("Against torch's default precision, eager (100.0 ± 2.48 samples/s)")
+    assert f.table["vs torch's default precision, eager"].tolist() == ["1.50x faster", "baseline"]
+
+
 def test_epochs_fit_fixed_and_per_epoch_cost():
     rows = [
         row(r, epochs=e, wall=2.0 + 3.0 * e + d)

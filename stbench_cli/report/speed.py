@@ -206,16 +206,19 @@ def device_view(s: pd.DataFrame) -> tuple[str, pd.DataFrame]:
 
 
 def is_eager_fp32(key: dict) -> bool:
-    return str(key.get("precision", "fp32")) in ("fp32", "-") and str(
+    """fp32 math, eager: strict fp32, or torch's default (fp32 matmul; TF32 convolutions on CUDA:
+    the precision every cell has unless one sets another)."""
+    return str(key.get("precision", "fp32")) in ("fp32", "default", "-") and str(
         key.get("compile", "none")
     ) in ("none", "-")
 
 
 def _eager(keys: list[Key], sweep: list[Cell]) -> Cell | None:
-    """The fp32 eager cell of a sweep: the baseline of precision and compilation."""
-    return next(
-        (c for c in sweep if is_eager_fp32(dict(zip((k.name for k in keys), c.shown)))), None
-    )
+    """The fp32 eager cell of a sweep, the baseline of precision and compilation: strict fp32
+    where the sweep has it, else torch's default."""
+    found = [c for c in sweep if is_eager_fp32(dict(zip((k.name for k in keys), c.shown)))]
+    strict = [c for c in found if "fp32" in c.shown]
+    return (strict or found or [None])[0]
 
 
 def precision(s: pd.DataFrame) -> str:
@@ -233,7 +236,11 @@ def precision(s: pd.DataFrame) -> str:
         for c in sweep
         if c is not base
     ]
-    return f"Against fp32 eager ({base.amount(SPS)}): " + "; ".join(parts) + "."
+    return f"Against {_baseline(base)} ({base.amount(SPS)}): " + "; ".join(parts) + "."
+
+
+def _baseline(base: Cell) -> str:
+    return "fp32 eager" if "fp32" in base.shown else "torch's default precision, eager"
 
 
 def _payback(s: pd.DataFrame, keys: list[Key], base: Cell, cell: Cell) -> str:
@@ -257,9 +264,10 @@ def precision_view(s: pd.DataFrame) -> tuple[str, pd.DataFrame]:
     said = {c.shown: "baseline" if c is base else _against(base, c) for c in sweep} if base else {}
     compiled = {c.shown: format_number(c.median) for c in cells(s, "compile_s", keys)}
     rows = [tuple(r) for r in table[table.attrs["keys"]].itertuples(index=False)]
-    table["vs fp32 eager"] = [said.get(r, "-") for r in rows]
+    named = _baseline(base) if base else "fp32 eager"
+    table[f"vs {named}"] = [said.get(r, "-") for r in rows]
     table["compile s"] = [compiled.get(r, "-") for r in rows]
-    return f"samples/s ({SPREAD}) against fp32 eager, and the median seconds spent compiling", table
+    return f"samples/s ({SPREAD}) against {named}, and the median seconds spent compiling", table
 
 
 def _against(base: Cell, c: Cell) -> str:
