@@ -315,7 +315,7 @@ class Engine:
                 for f in pairs.rotated(list(seg.configs), r)
                 if (c := cell(f, r)) and c.run_id not in done
             ]
-            names = ", ".join(self.label(c) for c in seg.configs)
+            names = "; ".join(self.label(c) for c in seg.configs)
             span = f"{repeats[0] + 1}-{repeats[-1] + 1}" if len(repeats) > 1 else repeats[0] + 1
             said.append(
                 f"{self.describe(seg.size)}: round{'s' * (len(repeats) > 1)} {span} of {names}"
