@@ -238,6 +238,19 @@ def test_a_progress_line_names_what_sets_its_cell_apart_and_its_round():
     assert len(set(labels)) == len(cells)
 
 
+def test_a_questions_progress_into_a_pipe_names_only_the_windows_that_did_not_end_ok(capsys):
+    """A bar over the budget on a terminal; into a file or a pipe (here), a line for each window
+    that did not end ok, named by what sets it apart and its round, and nothing for the others."""
+    from stbench.cli.render_run import budget_progress, window_label
+
+    spec = identify(RunSpec("cnn-strain", "cuda", "single", 4096, 1, repeat=2, params=()))
+    with budget_progress(60, lambda s: window_label(s)) as on_row:
+        on_row(spec, {"status": "ok", "reason": ""})
+        on_row(spec, {"status": "oom", "reason": "CUDA out of memory"})
+    said = capsys.readouterr().err
+    assert said == "  cuda batch=4096 round 3: oom CUDA out of memory\n"
+
+
 def test_the_run_summary_says_what_threads_auto_chose():
     """`threads 0` asks stbench to choose: the summary says so and what it chose."""
     import math

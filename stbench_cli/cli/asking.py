@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from . import render
+from . import render, render_run
 from .app import app
 from .options import FixedSets, Out, Preset, Resume, Seed, Smoke, StudyWorkload
 
@@ -142,8 +142,12 @@ def gpu_vs_cpu(
                 "no GPU here: the answer holds the CPU's best configuration besides its defaults "
                 "against them (run it on a GPU machine for the GPU's)"
             )
-    with render.interrupted(partial(resume_line, plan, "stbench gpu-vs-cpu")):
-        rows = answer(plan, env, deadline, render.note)
+    name = partial(render_run.window_label, varied=render_run.varied_params(plan.cells))
+    with (
+        render.interrupted(partial(resume_line, plan, "stbench gpu-vs-cpu")),
+        render_run.budget_progress(deadline - time.time(), name) as on_row,
+    ):
+        rows = answer(plan, env, deadline, render.note, on_row)
     if rows and cards:
         from ..runner import predictions
 

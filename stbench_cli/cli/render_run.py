@@ -72,6 +72,56 @@ def progress(total: int, done: int, varied: tuple[str, ...] = ()):
         yield on_start, on_done
 
 
+def window_label(spec, varied: tuple[str, ...] = ()) -> str:
+    """'cpu batch=64 threads=1 round 2': a window of the questions' engine (a window trains
+    for seconds, not epochs, in a process of one rank)."""
+    params = spec.param_dict
+    said = "".join(f" {k}={params.get(k)}" for k in varied)
+    return f"{spec.device} batch={spec.batch_size}{said} round {spec.repeat + 1}"
+
+
+@contextmanager
+def budget_progress(budget_s: float, name):
+    """A bar over a question's budget (its seconds spent, the windows done, the last one named by
+    `name(spec)`), for the questions' engine; yields its on_row callback. A window that did not
+    end ok is a line of its own; into a file or a pipe, only those lines (the engine says what
+    each process runs)."""
+    started, windows = time.monotonic(), 0
+    if not err.is_terminal:
+
+        def on_row(spec, row):
+            if row["status"] != "ok":
+                err.print(f"  {name(spec)}: {row['status']} {row['reason'] or ''}", markup=False)
+
+        yield on_row
+        return
+    bar = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.fields[windows]} windows"),
+        TimeElapsedColumn(),
+        TextColumn(f"of {budget_s:,.0f} s"),
+        console=err,
+        transient=True,  # the engine's lines and the answer stay; the bar was the wait
+    )
+    with bar:
+        task = bar.add_task("starting", total=budget_s, windows=0)
+
+        def on_row(spec, row):
+            nonlocal windows
+            windows += 1
+            if row["status"] != "ok":
+                bar.console.print(f"  {name(spec)}: [yellow]{row['status']}[/] {row['reason']}")
+            bar.update(
+                task,
+                completed=min(time.monotonic() - started, budget_s),
+                description=name(spec),
+                windows=windows,
+            )
+
+        yield on_row
+
+
 def _progress_lines(total: int, done: int, varied: tuple[str, ...] = ()):
     started = time.monotonic()
 

@@ -242,7 +242,9 @@ def run_studies(plans, asked: RunRequest) -> list:
                 for reason in sorted(set(plan.skips.values())):
                     render.warn(f"skipping cells: {reason}")
                 budget = asked.budget or float(question["budget_s"])
-                done = answer(plan, env, time.time() + budget, render.note)
+                name = partial(render_run.window_label, varied=render_run.varied_params(plan.cells))
+                with render_run.budget_progress(budget, name) as on_row:
+                    done = answer(plan, env, time.time() + budget, render.note, on_row)
             elif asked.budget is None:
                 done = go(plan)
             else:
