@@ -180,3 +180,26 @@ def test_gpu_vs_cpu_windows_on_cuda_reach_cuda_while_the_cpus_windows_go_on(fake
     logs = list((folder / "logs").glob("windows-*.log"))
     assert {f for log in logs for f in _cuda_failures(log)} == {"accelerator.py:select"}
     assert "best configuration besides its defaults" in " ".join(proc.stdout.split())
+
+
+def test_run_with_a_budget_as_windows_on_cuda_reaches_cuda_while_the_cpus_go_on(
+    fake_cuda, tmp_path
+):
+    """`run --device cpu cuda --budget`: the cuda cell's windows reach the build's own CUDA
+    error at the device's selection, a row each; the CPU's windows are measured; exit 1."""
+    proc = stbench(
+        "run", "cnn-strain", "--smoke", "--device", "cpu", "cuda", "--budget", 20,
+        "--out", tmp_path / "o",
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    (folder,) = (tmp_path / "o").iterdir()
+    assert read_manifest(folder)["question"]["kind"] == "run"
+    rows = read_runs(folder)
+    gpu = [r for r in rows if r["device"] == "cuda"]
+    cpu = [r for r in rows if r["device"] == "cpu"]
+    assert gpu and all(
+        r["status"] == "failed" and r["reason"].startswith(NOT_COMPILED) for r in gpu
+    )
+    assert cpu and all(r["status"] == "ok" for r in cpu)
+    logs = list((folder / "logs").glob("windows-*.log"))
+    assert {f for log in logs for f in _cuda_failures(log)} == {"accelerator.py:select"}
