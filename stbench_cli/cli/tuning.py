@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from . import render
+from . import render, render_run
 from .app import app
 from .options import FixedSets, Out, Preset, Resume, Seed, Smoke, StudyWorkload
 
@@ -87,7 +88,12 @@ def tune(
     )
     env = envinfo.inventory()
     run = lambda plan: run_with_progress(plan, env, None)  # noqa: E731
-    Tuner(spec, root, env, run, tuple(sys.argv), render.note).search()
+
+    def watch(plan, seconds: float):  # a windowed step: a bar over its share of the budget
+        name = partial(render_run.window_label, varied=render_run.varied_params(plan.cells))
+        return render_run.budget_progress(seconds, name)
+
+    Tuner(spec, root, env, run, tuple(sys.argv), render.note, watch).search()
     render.out.print(finding(read_tune(root)), markup=False)
     render.out.print(f"tune in {root} (tune.json, tune.csv; a study per step)", markup=False)
 

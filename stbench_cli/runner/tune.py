@@ -16,6 +16,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 from ..comparison import ALL_STEPS, QUALITY, SPEED, SPS, TTT, by_round, column_median, measure_of
@@ -173,7 +174,8 @@ def estimate_s(spec: TuneSpec, cells: int, costs: list[float]) -> float:
 
 class Tuner:
     """One tune's search over its folder; `run` runs a plan and returns every row of its study
-    (the CLI's progress bar around runner.study.run_study)."""
+    (the CLI's progress bar around runner.study.run_study); `watch(plan, seconds)`, a context
+    that yields the engine's on_row for a windowed step (the CLI's bar over those seconds)."""
 
     def __init__(
         self,
@@ -183,9 +185,12 @@ class Tuner:
         run: Callable[[Plan], list[Run]],
         command: tuple[str, ...] = (),
         say: Callable[[str], None] = lambda line: None,
+        watch: Callable[[Plan, float], AbstractContextManager] = (
+            lambda plan, seconds: nullcontext(lambda spec, row: None)
+        ),
     ):
         self.spec, self.root, self.env, self.run, self.command = spec, root, env, run, command
-        self.say = say
+        self.say, self.watch = say, watch
         self.host = offer(env)
         self.start = starting_point(spec, self.host)
         self.best = dict(self.start)
@@ -340,7 +345,8 @@ class Tuner:
             else make()
         )
         load, started, before = os.getloadavg(), time.time(), _seconds(folder)
-        answer(plan, self.env, started + max(left, floor), self.say)
+        with self.watch(plan, max(left, floor)) as on_row:
+            answer(plan, self.env, started + max(left, floor), self.say, on_row)
         seconds = time.time() - started + before
         (folder / "load.json").write_text(
             json.dumps({"load_before": load, "load_after": os.getloadavg(), "seconds": seconds})
