@@ -189,7 +189,8 @@ def phase_shares(s: pd.DataFrame) -> pd.DataFrame | None:
         {h: [show(v) for v in table[k.column]] for k, h in zip(keys, heads(keys, taken))}
     )
     for p in PHASES:
-        out[p.removesuffix("_s")] = [f"{100 * v:.1f}%" for v in table[p]]
+        # a phase no run of the cell timed (a window never evaluates) is "-", not "nan%"
+        out[p.removesuffix("_s")] = [f"{100 * v:.1f}%" if pd.notna(v) else "-" for v in table[p]]
     for c in ["samples_per_s", *read]:
         scale = 1e6 if c == "bytes_read" else 1.0
         out[READ_COST.get(c, c)] = [format_number(v / scale) for v in table[c]]

@@ -256,7 +256,10 @@ def _tables(s: pd.DataFrame, o: Options) -> list[Block]:
     table = tables.pivot(s, o.metric, o.rows, o.cols, baseline, missing_ok=True)
     held = any(" vs " in str(c) for c in table.columns)  # one column: nothing held against it
     title = tables.pivot_title(o.metric, baseline if held else None)
-    out = [Block(title, table, lead=lead, kind="metric")]
+    # a study of windows (the questions' engine) says nothing by their wall time, which is the
+    # window's floor: its samples/s are the finding's table; a metric asked by name still shows
+    windows = "q_kind" in s and s["q_kind"].map(lambda v: isinstance(v, str)).any()
+    out = [] if windows and not o.asked else [Block(title, table, lead=lead, kind="metric")]
     if ttt_table is not None and (o.every or answered):
         out.append(Block(ttt.TITLE, ttt_table, lead=o.asked and answered, kind="target"))
     for title, build, kind in DETAILS if o.every else ():
