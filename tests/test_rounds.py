@@ -211,3 +211,39 @@ def test_a_windowed_run_with_one_configuration_left_says_it_has_nothing_to_pair(
     runs = read_runs(folder)
     assert [r["status"] for r in runs].count("skipped") == 1
     assert sum(r["status"] == "ok" for r in runs) == 6
+
+
+def test_a_windowed_run_interrupted_resumes_with_no_row_lost_or_doubled(tmp_path):
+    """Ctrl-C inside a process of windows: exit 130 and the resume line; `run --resume` finishes
+    the study as the engine's (the manifest's question), every planned window a row once."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "out"
+    started = subprocess.Popen(
+        [sys.executable, "-m", "stbench", "run", "cnn-strain", "--smoke"]
+        + ["--set", "threads=1,2", "--budget", "30", "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as a terminal's
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not list(out.glob("*/runs.csv")):
+            time.sleep(0.1)
+        time.sleep(0.5)  # inside the first process of windows
+        started.send_signal(signal.SIGINT)
+        said = started.communicate(timeout=60)[0]
+    finally:
+        started.kill()
+    (folder,) = out.iterdir()
+    assert started.returncode == 130, said[-2000:]
+    assert f"finish it: stbench run --resume {folder}" in " ".join(said.split())
+    have = len(read_runs(folder))
+    stbench("run", "--resume", folder, check=True)
+    ids = [r["run_id"] for r in read_runs(folder)]
+    assert len(ids) == len(set(ids)) == len(read_manifest(folder)["cells"]) > have
+    assert read_manifest(folder)["question"]["stopped"]  # the engine ended it, and said why
