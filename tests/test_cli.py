@@ -241,10 +241,10 @@ def test_a_progress_line_names_what_sets_its_cell_apart_and_its_round():
 def test_a_questions_progress_into_a_pipe_names_only_the_windows_that_did_not_end_ok(capsys):
     """A bar over the budget on a terminal; into a file or a pipe (here), a line for each window
     that did not end ok, named by what sets it apart and its round, and nothing for the others."""
-    from stbench.cli.render_run import budget_progress, window_label
+    from stbench.cli.render_run import budget_progress
 
     spec = identify(RunSpec("cnn-strain", "cuda", "single", 4096, 1, repeat=2, params=()))
-    with budget_progress(60, lambda s: window_label(s)) as on_row:
+    with budget_progress(60, [spec]) as on_row:
         on_row(spec, {"status": "ok", "reason": ""})
         on_row(spec, {"status": "oom", "reason": "CUDA out of memory"})
     said = capsys.readouterr().err

@@ -142,10 +142,9 @@ def gpu_vs_cpu(
                 "no GPU here: the answer holds the CPU's best configuration besides its defaults "
                 "against them (run it on a GPU machine for the GPU's)"
             )
-    name = partial(render_run.window_label, varied=render_run.varied_params(plan.cells))
     with (
         render.interrupted(partial(resume_line, plan, "stbench gpu-vs-cpu")),
-        render_run.budget_progress(deadline - time.time(), name) as on_row,
+        render_run.budget_progress(deadline - time.time(), plan.cells) as on_row,
     ):
         rows = answer(plan, env, deadline, render.note, on_row)
     if rows and cards:

@@ -81,11 +81,16 @@ def window_label(spec, varied: tuple[str, ...] = ()) -> str:
 
 
 @contextmanager
-def budget_progress(budget_s: float, name):
+def budget_progress(budget_s: float, cells):
     """A bar over a question's budget (its seconds spent, the windows done, the last one named by
-    `name(spec)`), for the questions' engine; yields its on_row callback. A window that did not
-    end ok is a line of its own; into a file or a pipe, only those lines (the engine says what
-    each process runs)."""
+    what sets it apart among `cells`, the study's), for the questions' engine; yields its on_row
+    callback. A window that did not end ok is a line of its own; into a file or a pipe, only
+    those lines (the engine says what each process runs)."""
+    varied = varied_params(cells)
+
+    def name(spec) -> str:
+        return window_label(spec, varied)
+
     started, windows = time.monotonic(), 0
     if not err.is_terminal:
 

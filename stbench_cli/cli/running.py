@@ -69,6 +69,12 @@ def exit_for(rows: list, ok: tuple[str, ...]) -> None:
         raise typer.Exit(1)
 
 
+def warn_skips(plan) -> None:
+    """One line for each reason cells of the plan cannot run here (a GPU it does not have)."""
+    for reason in sorted(set(plan.skips.values())):
+        render.warn(f"skipping cells: {reason}")
+
+
 def run_with_progress(plan, env, timeout: float | None, stall: float | None = None) -> list:
     """Run a plan under a progress bar, naming the cells that cannot run here. Both start once
     the study's folder is ours, so a refused folder (another parent runs it) is one line."""
@@ -79,8 +85,7 @@ def run_with_progress(plan, env, timeout: float | None, stall: float | None = No
         bar = {}
 
         def begin():
-            for reason in sorted(set(plan.skips.values())):
-                render.warn(f"skipping cells: {reason}")
+            warn_skips(plan)
             bar["start"], bar["done"] = stack.enter_context(
                 render_run.progress(len(plan.cells), done, render_run.varied_params(plan.cells))
             )
@@ -239,11 +244,9 @@ def run_studies(plans, asked: RunRequest) -> list:
         question = plan.manifest.get("question") or {}
         with render.interrupted(partial(resume_line, plan, "stbench run")):
             if question.get("kind") == RUN_KIND:
-                for reason in sorted(set(plan.skips.values())):
-                    render.warn(f"skipping cells: {reason}")
+                warn_skips(plan)
                 budget = asked.budget or float(question["budget_s"])
-                name = partial(render_run.window_label, varied=render_run.varied_params(plan.cells))
-                with render_run.budget_progress(budget, name) as on_row:
+                with render_run.budget_progress(budget, plan.cells) as on_row:
                     done = answer(plan, env, time.time() + budget, render.note, on_row)
             elif asked.budget is None:
                 done = go(plan)

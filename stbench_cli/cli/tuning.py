@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from functools import partial
 from pathlib import Path
 from typing import Annotated
 
@@ -90,8 +89,7 @@ def tune(
     run = lambda plan: run_with_progress(plan, env, None)  # noqa: E731
 
     def watch(plan, seconds: float):  # a windowed step: a bar over its share of the budget
-        name = partial(render_run.window_label, varied=render_run.varied_params(plan.cells))
-        return render_run.budget_progress(seconds, name)
+        return render_run.budget_progress(seconds, plan.cells)
 
     Tuner(spec, root, env, run, tuple(sys.argv), render.note, watch).search()
     render.out.print(finding(read_tune(root)), markup=False)

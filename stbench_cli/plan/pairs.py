@@ -31,6 +31,7 @@ FIRST_ROUNDS = 6  # paired rounds of every configuration at each size, before on
 PROCESSES = 2  # a size's first rounds are spread over this many processes (pyperf's workers)
 MIN_STEPS = 3  # a window's floor in steps, beside its floor in seconds
 MORE_AT_ONCE = 8  # the most rounds one later process runs
+STARTUP_S = 5.0  # a warm process's start to its first window, before one is measured
 SWITCH_S = 0.03  # a window's own cost besides its steps: the switch, the rows, the clock
 
 

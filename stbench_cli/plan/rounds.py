@@ -30,7 +30,7 @@ from ..contract import TrainerParams
 from ..errors import StbenchError
 from ..store.manifest import RUN_KIND
 from ..store.rows import Run
-from .pairs import CAP, FIRST_ROUNDS, auto_window, budget_floor, compared
+from .pairs import CAP, FIRST_ROUNDS, STARTUP_S, auto_window, budget_floor, compared
 from .spec import RunSpec
 
 if TYPE_CHECKING:
@@ -43,8 +43,6 @@ PROCESS_PARAMS = {
     for f in fields(TrainerParams)
     if f.name in ("interop_threads", "bind", "allocator")
 }
-# a warm process's start to its first window, before one is measured: the budget's floor
-STARTUP_S = 5.0
 
 FIELDS = ("device", "strategy", "world_size", "nodes", "batch_size", "epochs")
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import pandas as pd
@@ -67,13 +67,19 @@ class Flag:
         return self.reason
 
 
+def of_windows(kinds: Iterable) -> bool:
+    """Whether rows are windows of the questions' engine: any of their `q_kind` values is a
+    question's kind (a study without one has None, or NaN in a frame)."""
+    return any(isinstance(k, str) for k in kinds)
+
+
 def main_measure(runs: Sequence[Mapping]) -> str:
     """The measure whose spread over a cell's repeats is flagged: samples/s in a study of the
     questions' engine (gpu-vs-cpu, `run --budget`'s windows: every cell trains a window), the
     time to target where two or more reached it (a target none reached has no spread to
     judge), else the wall time the report's tables show first (a run's whole cost, start-up
     included: what its repeats should agree on)."""
-    if any(isinstance(r.get("q_kind"), str) for r in runs):  # a frame's gap is NaN, not None
+    if of_windows(r.get("q_kind") for r in runs):
         return SPS
     return TTT if sum(number(r.get(TTT)) is not None for r in runs) >= 2 else WALL
 

@@ -35,7 +35,7 @@ from ..stats import repeats_for_width
 from . import cost, gpu_predictions, gpu_vs_cpu, gpu_vs_cpu_picture, scaling, speed, tables, ttt
 from .cells import cells, interval
 from .cost import epoch_fits
-from .judge import device_flags, study_flags
+from .judge import device_flags, of_windows, study_flags
 from .labels import format_number
 from .model import Study, axes, name_of, size_axis
 from .tables import FIRST
@@ -253,13 +253,14 @@ def _tables(s: pd.DataFrame, o: Options) -> list[Block]:
     ttt_table, answered = ttt.table(s), ttt.asks_quality(s) or ttt.reached_any(s)
     baseline = o.baseline or (FIRST if o.against_first else None)
     lead = o.asked and (o.metric != "wall_s" or ttt_table is None or not ttt.budgeted(s))
-    table = tables.pivot(s, o.metric, o.rows, o.cols, baseline, missing_ok=True)
-    held = any(" vs " in str(c) for c in table.columns)  # one column: nothing held against it
-    title = tables.pivot_title(o.metric, baseline if held else None)
+    out = []
     # a study of windows (the questions' engine) says nothing by their wall time, which is the
     # window's floor: its samples/s are the finding's table; a metric asked by name still shows
-    windows = "q_kind" in s and s["q_kind"].map(lambda v: isinstance(v, str)).any()
-    out = [] if windows and not o.asked else [Block(title, table, lead=lead, kind="metric")]
+    if o.asked or not of_windows(s.get("q_kind", ())):
+        table = tables.pivot(s, o.metric, o.rows, o.cols, baseline, missing_ok=True)
+        held = any(" vs " in str(c) for c in table.columns)  # one column: nothing held against it
+        title = tables.pivot_title(o.metric, baseline if held else None)
+        out.append(Block(title, table, lead=lead, kind="metric"))
     if ttt_table is not None and (o.every or answered):
         out.append(Block(ttt.TITLE, ttt_table, lead=o.asked and answered, kind="target"))
     for title, build, kind in DETAILS if o.every else ():

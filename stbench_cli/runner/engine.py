@@ -154,9 +154,12 @@ class Engine:
             for more in decision.runs:
                 self._process([Segment(more.size, more.configs, more.rounds)])
         for why in self.stopped:  # a tune's step says only what left it open
-            if self.who != "tune" or why != CONCLUDED:
-                said = "every pair with the first cell concluded" if why == CONCLUDED else why
-                self.say(f"{self.who}: {said if self.who == 'run' else why}")
+            if why == CONCLUDED:
+                why = {"tune": "", "run": "every pair with the first cell concluded"}.get(
+                    self.who, why
+                )
+            if why:
+                self.say(f"{self.who}: {why}")
         self._keep_record()
         return self.rows
 

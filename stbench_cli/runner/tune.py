@@ -51,7 +51,6 @@ from .tune_files import result_csv, step_record
 
 CELL_OVERHEAD_S = 1.5  # a cell's cost beyond its rows' wall and set-up: load check, writes
 MORE_ROUNDS = 4  # rounds a step may add for a value that looks better (within the budget)
-STARTUP_S = 5.0  # a warm process's start to its first window, before one is measured
 
 
 def lever_value(spec: RunSpec, lever: str) -> object:
@@ -336,7 +335,7 @@ class Tuner:
         spent, costs = spent_s(self.root)
         reserve = 0.0 if confirming else self._reserve_s(costs)
         left = self.spec.budget_s - spent - reserve
-        floor = pairs.budget_floor(1, configs, window_s, STARTUP_S)
+        floor = pairs.budget_floor(1, configs, window_s, pairs.STARTUP_S)
         if left < floor and not confirming:
             return self._cannot(spent, floor + reserve, "two rounds of its windows")
         plan = (
@@ -368,7 +367,7 @@ class Tuner:
         differs from torch's defaults only in levers a process switches, else its cells."""
         if windowed([self.start, self.best]):
             window_s = step_window_s(self.spec, 2)
-            return pairs.PROCESSES * STARTUP_S + 2 * pairs.FIRST_ROUNDS * (window_s + 0.5)
+            return pairs.PROCESSES * pairs.STARTUP_S + 2 * pairs.FIRST_ROUNDS * (window_s + 0.5)
         return estimate_s(self.spec, 2 * self.spec.repeats, costs)
 
     def _confirm(self, index: int) -> dict:

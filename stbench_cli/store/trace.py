@@ -59,6 +59,8 @@ def kernel_table(events: list[dict]) -> list[dict]:
     calls a profiled step (over the host's `ProfilerStep` ranges) and device milliseconds,
     the most device time first; [] where the trace has none (a CPU run) or no step."""
     steps = len(step_windows(events))
+    if not steps:
+        return []
     found: dict[tuple[str, str], list[float]] = {}
     for e in events:
         kind = GPU_WORK.get(str(e.get("cat")))
@@ -66,8 +68,6 @@ def kernel_table(events: list[dict]) -> list[dict]:
             seen = found.setdefault((kind, str(e.get("name", ""))), [0, 0.0])
             seen[0] += 1
             seen[1] += float(e.get("dur", 0.0))
-    if not steps:
-        return []
     table = [
         {
             "kind": kind,
