@@ -16,7 +16,12 @@ PREDICTED_TITLE = (
     "PREDICTED on GPUs, not measured: the most each could gain over the CPU's best, in times "
     "its samples/s (<=, from a lower bound on its step), and an estimate (~)"
 )
-SHORT_BOUND = {"memory bandwidth": "bandwidth", "the host link": "host link", "the host": "host"}
+SHORT_BOUND = {
+    "memory bandwidth": "bandwidth",
+    "the host link": "host link",
+    "the host": "host",
+    "the host's data loading": "data loading",
+}
 
 
 def _times(value) -> str:
