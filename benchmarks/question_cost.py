@@ -7,7 +7,9 @@ For each workload (all four by default), each version in turn runs `stbench gpu-
 --budget B` alone. From its runs.csv: the measurements (a window, or before the engine a cell),
 the seconds that feed samples/s (each ok row's `train_s`), and the gap per measurement: the
 command's wall time less those seconds, over the measurements (what the study paid besides its
-timed steps: processes, imports, data, models, warm-ups, switches, the answer). Also: the paired
+timed steps: processes, imports, data, models, warm-ups, switches, the answer), split three ways
+(the processes' first windows, each later window's switch and re-warm, and the rest: the CLI,
+the warm server, the answer and its picture). Also: the paired
 rounds each size got, and how each size ended (concluded, equal, or open) as the answer says.
 
 REV's stbench is a git worktree of that revision put first on PYTHONPATH (cell_cost.py's
@@ -71,6 +73,14 @@ def study(workload: str, budget: float, out: Path, env: dict) -> dict:
         rows = list(csv.DictReader(f))
     ok = [r for r in rows if r["status"] == "ok"]
     timed = sum(float(r["train_s"]) for r in ok)
+    # where the rest went: a row's setup_s is what its process ran since its window before (its
+    # first window: the fork, the build, the warm-up); all else ran outside the windows' processes
+    setup = [(r["job_id"], float(r["setup_s"] or 0)) for r in rows]
+    firsts = {}
+    for job, s in setup:
+        firsts.setdefault(job, s)
+    builds = sum(firsts.values())
+    switches = sum(s for _, s in setup) - builds
     params = [json.loads(r["params"]) for r in rows]
     rounds = Counter()
     for r, p in zip(rows, params):
@@ -83,6 +93,9 @@ def study(workload: str, budget: float, out: Path, env: dict) -> dict:
         "measurements": len(rows),
         "timed_s": timed,
         "gap_s": (wall - timed) / max(len(rows), 1),
+        "builds_s": builds,
+        "switch_s": switches / max(len(rows) - len(firsts), 1),
+        "outside_s": wall - timed - builds - switches,
         "rounds": dict(rounds),
         "finding": " ".join(finding.split()),
         "stopped": [x for x in done.stdout.splitlines() if x.startswith("gpu-vs-cpu:")],
@@ -110,6 +123,11 @@ def main() -> None:
                     f"{w} {name}: exit {got['exit']}, {got['wall_s']:.1f} s, "
                     f"{got['measurements']} measurements, {got['timed_s']:.1f} s timed, "
                     f"gap {got['gap_s']:.2f} s a measurement; rounds by size {got['rounds']}"
+                )
+                print(
+                    f"  the gap: {got['builds_s']:.1f} s in processes' first windows (fork, "
+                    f"build, warm-up), {got['switch_s']:.3f} s a later window (its switch and "
+                    f"re-warm), {got['outside_s']:.1f} s outside them (start, answer, picture)"
                 )
                 for line in got["stopped"]:
                     print(f"  {line}")

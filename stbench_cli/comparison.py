@@ -107,7 +107,8 @@ def measure_of(rows: Sequence[Mapping], judged: str = "") -> str:
     """What the comparisons of these runs judge, one rule for every layer:
 
     - a lever that changes only speed (`judged=SPEED`: a tune's threads, precision...), or a
-      gpu-vs-cpu study (its rows carry `q_size`: every cell trains one window): samples/s;
+      question of the engine's windows (its caller says SPEED: every cell trains one window):
+      samples/s;
     - a lever that changes what is learned (`judged=LEARNING`: a tune's batch): the time to
       target where every ok run reached it, else the validation metric after the same seconds;
     - a study's own comparisons: the time to target where its runs train to one (a time
@@ -118,8 +119,7 @@ def measure_of(rows: Sequence[Mapping], judged: str = "") -> str:
     reached = [r for r in done if number(r.get(TTT)) is not None]
     if judged == LEARNING:
         return TTT if done and len(reached) == len(done) else QUALITY
-    question = any(r.get("q_size") is not None for r in rows)
-    if not judged and not question and asks_target(rows) and len(reached) >= 2:
+    if not judged and asks_target(rows) and len(reached) >= 2:
         return TTT
     return SPS if all(number(r.get(SPS)) is not None for r in done) else ALL_STEPS
 

@@ -144,6 +144,33 @@ def test_every_reader_returns_the_row_type_and_a_study_context_is_never_a_column
     assert study.runs["q_size"].notna().all()  # the question, beside each row in the table
 
 
+def test_a_row_is_a_frozen_dataclass_of_typed_fields_and_a_misspelt_column_is_an_error():
+    """A field per column of runs.csv, typed as its part of RunRow declares it: a gap None, a
+    flag a bool, a count an int; a name that is no column raises rather than reading as a gap."""
+    import dataclasses
+
+    from stbench.store.files import read_runs
+    from stbench.store.rows import RUN_COLUMNS, Run
+
+    (row, *_) = read_runs(ROOT / "results" / "reference" / "ref-cpu2-cnn-strain-gpu-vs-cpu")
+    assert dataclasses.is_dataclass(row) and {f.name for f in dataclasses.fields(Run)} == {
+        *RUN_COLUMNS,
+        "extras",
+        "folder",
+    }
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        row.status = "failed"
+    assert isinstance(row.batch_size, int) and isinstance(row.samples_per_s, float)
+    assert row.samples_per_s == row["samples_per_s"] and isinstance(row.params, dict)
+    assert row.time_to_target_s is None and row.get("time_to_target_s", "gap") == "gap"
+    assert row.contended in (True, False, None) and not isinstance(row.contended, str)
+    with pytest.raises(KeyError, match="'samples_per_sec' is no column of runs.csv"):
+        row["samples_per_sec"]
+    with pytest.raises(KeyError):
+        row.get("q_size")  # the question is the study's context, never a column of its rows
+    assert row["x.never_reported"] is None  # a workload's own figures differ between workloads
+
+
 @pytest.mark.parametrize("schema, said", [("3", "run the study again"), ("9", "a newer stbench")])
 def test_a_folder_of_another_schema_is_one_line_and_read_by_no_reader(tmp_path, schema, said):
     """No reader carries a branch for another layout: the folder is named in one line."""

@@ -73,21 +73,24 @@ def of_windows(kinds: Iterable) -> bool:
     return any(isinstance(k, str) for k in kinds)
 
 
-def main_measure(runs: Sequence[Mapping]) -> str:
+def main_measure(runs: Sequence[Mapping], windows: bool = False) -> str:
     """The measure whose spread over a cell's repeats is flagged: samples/s in a study of the
-    questions' engine (gpu-vs-cpu, `run --budget`'s windows: every cell trains a window), the
+    questions' engine (`windows`: gpu-vs-cpu, `run --budget`'s windows, where every cell trains a
+    window; a fact of the study's question, never of its rows), the
     time to target where two or more reached it (a target none reached has no spread to
     judge), else the wall time the report's tables show first (a run's whole cost, start-up
     included: what its repeats should agree on)."""
-    if of_windows(r.get("q_kind") for r in runs):
+    if windows:
         return SPS
     return TTT if sum(number(r.get(TTT)) is not None for r in runs) >= 2 else WALL
 
 
-def noise_flags(runs: Sequence[Mapping], metric: str | None = None) -> list[Flag]:
+def noise_flags(
+    runs: Sequence[Mapping], metric: str | None = None, windows: bool = False
+) -> list[Flag]:
     """Flags of one cell's runs (Runs, or a study frame's rows); `metric` the measure whose
-    spread counts (main_measure by default)."""
-    metric = metric or main_measure(runs)
+    spread counts (main_measure's, for a study whose rows are `windows` or not, by default)."""
+    metric = metric or main_measure(runs, windows)
     seen = [conditions_of(r) for r in runs]
     return [f for f in (_spread(runs, metric), *_busy(runs, seen)) if f is not None]
 
@@ -165,10 +168,11 @@ def study_flags(s: pd.DataFrame) -> list[str]:
     """A study's flags: one line per kind, naming the first cell it hit and how many others."""
     hits: dict[str, list[tuple[str, str]]] = {}
     varied = axes(s)
+    windows = of_windows(s.get("q_kind", ()))
     for _, rows in groups(s, keys_of(s), ordered=False):
         first = rows.iloc[0]
         name = name_of(varied, [first[k.column] for k in varied])
-        for flag in noise_flags(rows.to_dict("records")):
+        for flag in noise_flags(rows.to_dict("records"), windows=windows):
             hits.setdefault(flag.kind, []).append((name, flag.reason))
     lines = []
     for found in hits.values():

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, make_dataclass
 
 from .cell_result import EpochRow, Figures, RankRow
 
@@ -177,12 +177,18 @@ def _types(*classes) -> dict[str, type]:
     return {f.name: _kind(str(f.type)) for cls in classes for f in fields(cls)}
 
 
+RUN_PARTS = (Identity, Figures, Derived, Machine, Conditions)
+
+
 RUN_TYPES = {
     "schema": int,
     "status": str,
     "reason": str,
-    **_types(Identity, Figures, Derived, Machine, Conditions),
+    **_types(*RUN_PARTS),
 }
+# a Run's field types: each column's kind, None where the row has no value
+RUN_ANNOTATIONS = {name: kind | None for name, kind in RUN_TYPES.items()}
+RUN_ANNOTATIONS["params"] = dict
 EPOCH_TYPES, SYSTEM_TYPES = _types(EpochRow), _types(SystemRow)
 BOOL_COLUMNS = frozenset(k for k, t in RUN_TYPES.items() if t is bool)
 EXPECTED = {float: "a number", int: "a whole number", bool: "True or False"}
@@ -219,35 +225,62 @@ def typed(column: str, value: object, kind: type) -> object:
     return number
 
 
-@dataclass(frozen=True)
-class Run(Mapping):
-    """One runs.csv row as every reader takes it (run_study's rows, read_runs, a report's
-    folders): every column RUN_TYPES declares, typed (None where the row has none), the
-    workload's `x.` figures, and `params` as a dict. A read-only mapping of its columns, in
-    which a column the row lacks reads as None."""
+class _Columns(Mapping):
+    """A row's columns by name, for the code that takes rows as columns (tables, CSV): a name
+    that is no column of runs.csv raises KeyError, so a misspelt column never reads as a gap; a
+    workload's `x.` figure the row lacks reads None (workloads report different ones)."""
 
-    columns: Mapping[str, object]
-    folder: str = ""  # the result folder it was read from
+    __slots__ = ()
 
     def __getitem__(self, name: str) -> object:
-        return self.columns.get(name)
+        if name in _RUN_FIELD_SET:
+            return getattr(self, name)
+        if isinstance(name, str) and name.startswith(EXTRA_PREFIX):
+            return self.extras.get(name)
+        raise KeyError(f"{name!r} is no column of runs.csv")
 
-    def __contains__(self, name: object) -> bool:  # Mapping's would ask r[name], never absent
-        return name in self.columns
+    def __contains__(self, name: object) -> bool:
+        return name in _RUN_FIELD_SET or name in self.extras
 
     def __iter__(self):
-        return iter(self.columns)
+        yield from _RUN_FIELDS
+        yield from self.extras
 
     def __len__(self) -> int:
-        return len(self.columns)
+        return len(_RUN_FIELDS) + len(self.extras)
 
     def get(self, name: str, default: object = None) -> object:
-        value = self.columns.get(name)
+        """The column's value, `default` where the row has none (a gap); KeyError where `name`
+        is no column at all."""
+        value = self[name]
         return default if value is None else value
 
     @property
-    def params(self) -> Mapping[str, object]:
-        return self.columns.get("params") or {}
+    def columns(self) -> dict[str, object]:
+        """Every column of the row, the workload's `x.` figures last."""
+        return {name: self[name] for name in self}
+
+
+_RUN_FIELDS = tuple(RUN_COLUMNS)  # the order runs.csv holds them in
+_RUN_FIELD_SET = frozenset(_RUN_FIELDS)
+# One runs.csv row as the study wrote it and every reader reads it back (run_study's rows,
+# read_runs, a report's folders): a field per column of RUN_COLUMNS, typed as the dataclass that
+# declares it says (a gap is None, a flag a bool), `params` as a dict, the workload's `x.`
+# figures in `extras`, and the folder it was read from. Made from the column lists above, so a
+# column added to Figures (or any part of RunRow) is a field here with no change.
+Run = make_dataclass(
+    "Run",
+    [
+        *[(name, RUN_ANNOTATIONS[name], field(default=None)) for name in _RUN_FIELDS],
+        ("extras", Mapping[str, float], field(default_factory=dict)),
+        ("folder", str, field(default="")),
+    ],
+    bases=(_Columns,),
+    frozen=True,
+    eq=True,
+    namespace={"__module__": __name__},
+)
+Run.__doc__ = "One runs.csv row, typed: a field per column (store/rows.py)."
 
 
 def run_of(record: Mapping[str, object], folder: str = "") -> Run:
@@ -256,16 +289,18 @@ def run_of(record: Mapping[str, object], folder: str = "") -> Run:
     out = {name: typed(name, record.get(name), kind) for name, kind in RUN_TYPES.items()}
     if out["status"] not in STATUSES:
         raise BadValue("status", f"one of {', '.join(STATUSES)}", out["status"])
-    for name, value in record.items():
-        if name not in RUN_TYPES:
-            out[name] = typed(name, value, float if name.startswith(EXTRA_PREFIX) else str)
+    extras = {
+        name: typed(name, value, float)
+        for name, value in record.items()
+        if name not in RUN_TYPES and name.startswith(EXTRA_PREFIX)
+    }
     try:
         params = json.loads(out["params"] or "{}")
     except ValueError:
         raise BadValue("params", "the parameters as JSON", out["params"]) from None
     if not isinstance(params, dict):
         raise BadValue("params", "the parameters as a JSON object", out["params"])
-    return Run({**out, "params": params}, folder)
+    return Run(**{**out, "params": params}, extras=extras, folder=folder)
 
 
 def series_of(record: Mapping[str, object], types: Mapping[str, type]) -> dict:
