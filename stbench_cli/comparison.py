@@ -23,7 +23,7 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from .stats import paired, rounds_needed, significant
+from .stats import paired, rounds_needed, rounds_within, significant
 
 SPS, TTT, QUALITY, WALL = "samples_per_s", "time_to_target_s", "val_value", "wall_s"
 # samples/s over every step, warm-up included: the measure of a cell that ended inside its
@@ -36,6 +36,7 @@ HIGHER_IS_BETTER = frozenset(
 # Two configurations "look equal" when the paired 95% interval of their ratio lies within
 # 1 -/+ MARGIN: a conclusion of its own, never drawn from a large estimate of the rounds needed
 MARGIN = 0.05
+CAP = 1000  # the most rounds an estimate names (stats' cap): no count of rounds would conclude
 
 
 def looks_equal(low: float | None, high: float | None) -> bool:
@@ -149,6 +150,9 @@ class Verdict:
     kind: str = ""
     repeats: tuple[int, int] = (0, 0)  # ok runs on the reference's side and this one's
     needs: int = 0  # where not significant: the rounds (or repeats a side) that could settle it
+    # where paired and not significant: the rounds at which the two would look equal (within
+    # MARGIN); CAP where the ratio itself lies outside the margin
+    to_equal: int = 0
     note: str = ""
     samples_per_s: float | None = None  # a tune's value: its median samples/s beside its measure
     quality: float | None = None  # and its median validation metric (lower is better)
@@ -189,9 +193,11 @@ def judge(
         ratio, low, high, n = paired(base, new, not higher)
         sig = low is not None and (low > 1 or high < 1)
         needs = 0 if sig else rounds_needed(base, new, not higher)
+        # equality is symmetric: whichever way the measure is better, the margin is the same
+        equal = 0 if sig else rounds_within(base, new, MARGIN, CAP)
         return Verdict(
             subject, measure, m_base, m_new, ratio, low, high, n, change, sig,
-            repeats=(len(a), len(b)), needs=needs,
+            repeats=(len(a), len(b)), needs=needs, to_equal=equal,
         )  # fmt: skip
     ratio = None
     if m_base > 0 and m_new > 0:

@@ -233,6 +233,28 @@ def test_the_gain_over_torchs_defaults_and_the_finding_sentences():
     assert "2 of 6 search cells ran contended" in text
 
 
+def test_an_open_step_names_the_rounds_that_would_settle_it_either_way_as_the_engine_does():
+    """A value about as fast as the reference (1.01x, rounds 8% apart): many rounds would tell
+    them apart, fewer would show them equal within the margin; the step's line and the engine's
+    comparison (plan/pairs.py) name those fewer rounds; "no count would" only where neither."""
+    from stbench.comparison import judge
+    from stbench.plan.judge import _open
+    from stbench.plan.pairs import compared
+    from stbench.runner.tune_files import verdict_record
+
+    base = {r: 100.0 for r in range(6)}
+    other = {r: 100.0 * (1.05 if r % 2 else 0.97) for r in range(6)}
+    v = judge(1, SPS, base, other)
+    assert not v.significant and 6 < v.to_equal < v.needs < 1000
+    c = compared("64", "a", "b", base, other)
+    assert c.rounds + c.more == v.to_equal
+    assert _open(verdict_record(v)) == f"open: ~{v.to_equal} rounds could settle it"
+    apart = {r: 100.0 * (3.0 if r % 2 else 1 / 3) for r in range(6)}  # 1.0x, rounds 9x apart
+    w = judge(1, SPS, base, apart)
+    assert (w.needs, w.to_equal) == (1000, 1000)
+    assert _open(verdict_record(w)).endswith("no count of rounds would at the spread seen")
+
+
 @pytest.mark.slow
 def test_a_tune_stops_at_its_budget_and_resume_continues_it(tmp_path):
     fixed = [

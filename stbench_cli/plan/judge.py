@@ -15,6 +15,7 @@ from dataclasses import replace
 
 from ..comparison import (
     ALL_STEPS,
+    CAP,
     LEARNING,
     QUALITY,
     SPEED,
@@ -163,7 +164,9 @@ def _open(v: dict) -> str:
     needs = v.get("needs")  # (a tune.json from before it was kept has none)
     if needs is None:
         return f"open: {wide}more rounds (--rounds) could settle it"
-    if 0 < needs < 1000:
+    # settled either way: apart, or within the margin (the engine's rule, plan/pairs.py's more)
+    needs = min(needs, v.get("to_equal") or needs)
+    if 0 < needs < CAP:
         return f"open: {wide}~{needs} rounds could settle it"
     return f"open: {wide}no count of rounds would at the spread seen"
 

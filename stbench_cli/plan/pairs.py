@@ -22,11 +22,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import median
 
-from ..comparison import MARGIN, SPS, looks_equal
+from ..comparison import CAP, MARGIN, SPS, looks_equal
 from ..comparison import judge as paired
-from ..stats import rounds_within
 
-CAP = 1000  # stats' cap on the rounds needed: the per-round ratios average 1 (or sit outside)
 FIRST_ROUNDS = 6  # paired rounds of every configuration at each size, before only open pairs
 PROCESSES = 2  # a size's first rounds are spread over this many processes (pyperf's workers)
 MIN_STEPS = 3  # a window's floor in steps, beside its floor in seconds
@@ -76,8 +74,7 @@ def compared(
     """Where one pair stands, from each side's values by round: the one rule of the questions'
     engine, tune's steps and `stbench run --budget` (plan/rounds.py)."""
     v = paired(size, measure, base_values, other_values)
-    # equality is symmetric: whichever way the measure is better, the margin is the same
-    equal = rounds_within(base_values, other_values, MARGIN, CAP) if v.rounds else CAP
+    equal = v.to_equal if v.rounds else CAP
     return Comparison(size, base, other, v.ratio, v.low, v.high, v.rounds, v.needs, equal)
 
 

@@ -70,7 +70,8 @@ def verdict_record(v: Verdict) -> dict:
         "samples_per_s": v.samples_per_s,
         "quality": v.quality,
         "note": v.note,
-        "needs": v.needs,  # where not concluded: the rounds that could settle it (stats)
+        "needs": v.needs,  # where not concluded: the rounds that could tell the two apart
+        "to_equal": v.to_equal,  # and those at which they would look equal (within MARGIN)
     }
 
 
