@@ -7,10 +7,11 @@ row's own parameters; and, as `gpu-vs-cpu` takes them from its CPU rows, a short
 the row's batch for its data loading in the step's own thread and the bytes it streams from host
 memory), the lower bound and the estimate for the card the row ran on (gpus.toml),
 the measured step (the row's batch over its samples/s), measured / bound and the estimate's
-error. The estimate's one fitted figure, eager PyTorch's host time per kernel on the GPU's host
-(`launch_s`), is fitted on the rows of FIT_WORKLOADS (the median of each row's measured step,
-less the host's own time measured here, over its launches) and judged on the others: "fitted"
-says which rows a line's error was fitted on. Set plan/predict.py's EAGER_LAUNCH_S to it.
+error. The estimate's one fitted figure, eager PyTorch's host time per operator on the GPU's
+host (`launch_s`), is fitted on the rows of FIT_WORKLOADS whose host thread loads no data (the
+median of each row's measured step, less the host's own time measured here and its kernels
+beyond one an operator at the launch floor, over its operators) and judged on the others:
+"fitted" says which rows a line's error was fitted on. Set plan/predict.py's EAGER_LAUNCH_S to it.
 
     python benchmarks/predict_check.py [--run DIR] [--gpu H100] [--out FILE.csv]
 
@@ -75,6 +76,11 @@ def config_of(params: dict) -> str:
     return " ".join(f"{k}={params[k]}" for k in keys if params.get(k) not in (None, ""))
 
 
+def fitted_row(row, step: Step) -> bool:
+    """Whether a row fits launch_s: one of FIT_WORKLOADS' whose host thread loads no data."""
+    return row["workload"] in FIT_WORKLOADS and step.serial_data_s == 0
+
+
 def main() -> None:
     ask = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ask.add_argument("--run", type=Path, default=RUN)
@@ -104,14 +110,25 @@ def main() -> None:
             data_s=serial,
             serial_data_s=serial,
             streamed_bytes=streamed,
+            operators=a.operators,
         )
         lines.append((r, step))
     # eager PyTorch's host time per kernel: each fitted row's measured step, less the host's own
-    # time measured here, over its launches
+    # time measured here and its kernels beyond one an operator at the launch floor, over its
+    # operators; only rows whose host thread loads no data, where
+    # the step less the loading would be a difference of two large figures, the loading measured
+    # on another host (this VM's loading varied 1.6x between two days: the fit went from 33 to
+    # 8 us a kernel with it)
+    fitted = [(r, s) for r, s in lines if fitted_row(r, s)]
     fit = [
-        (int(r["batch_size"]) / float(r["samples_per_s"]) - s.host_s - s.serial_data_s) / s.launches
-        for r, s in lines
-        if r["workload"] in FIT_WORKLOADS
+        (
+            int(r["batch_size"]) / float(r["samples_per_s"])
+            - s.host_s
+            - s.serial_data_s
+            - (s.launches - s.operators) * gpu.launch_floor_us * 1e-6
+        )
+        / s.operators
+        for r, s in fitted
     ]
     launch_s = statistics.median(fit) if fit else 0.0
     table = []
@@ -127,6 +144,7 @@ def main() -> None:
                 "size": s.size,
                 "flops": s.flops,
                 "launches": s.launches,
+                "operators": s.operators,
                 "state_bytes": s.state_bytes,
                 "saved_bytes": s.saved_bytes,
                 "batch_bytes": s.batch_bytes,
@@ -139,7 +157,7 @@ def main() -> None:
                 "measured_s": measured,
                 "measured_over_bound": measured / bound,
                 "estimate_error": estimate / measured - 1,
-                "fitted": r["workload"] in FIT_WORKLOADS,
+                "fitted": fitted_row(r, s),
                 "launch_s": launch_s,
                 "gpu": gpu.name,
             }
@@ -168,7 +186,10 @@ def main() -> None:
             ]
         ].to_string(index=False, float_format=lambda v: f"{v:.3g}")
     )
-    print(f"launch_s {launch_s * 1e6:.1f} us (fitted on {', '.join(FIT_WORKLOADS)}); wrote {path}")
+    print(
+        f"launch_s {launch_s * 1e6:.1f} us (fitted on {len(fit)} rows of "
+        f"{', '.join(FIT_WORKLOADS)} whose host thread loads no data); wrote {path}"
+    )
 
 
 if __name__ == "__main__":

@@ -132,6 +132,7 @@ def test_every_h100_row_is_predicted_and_no_bound_exceeds_its_measured_step():
             data_s=line["serial_data_s"],
             serial_data_s=line["serial_data_s"],
             streamed_bytes=line["streamed_bytes"],
+            operators=line["operators"],
         )
         terms = bound_terms(step, h100)
         assert max(terms.values()) == pytest.approx(line["bound_s"], rel=1e-6)
@@ -166,3 +167,21 @@ def test_gpu_vs_cpu_without_a_gpu_predicts_the_cards_of_a_users_file(tmp_path):
     assert anatomy["launches"] > 10 and anatomy["state_bytes"] > 0
     assert "PREDICTED on GPUs, not measured" in done.stdout and "MyCard" in done.stdout
     assert all(math.isfinite(v) for v in predicted["estimated_gain"])
+
+
+def test_a_recurrent_layer_counts_two_kernels_a_timestep_as_cudnn_launches_them():
+    """oneDNN runs an LSTM layer's whole sequence as one operator; cuDNN's standard algorithm
+    launches a GEMM and a pointwise kernel a timestep (and one GEMM over all inputs): the
+    anatomy counts 1 + 2 a timestep per layer, forward and backward."""
+    import torch
+
+    from stbench.child.anatomy import _Launches
+
+    lstm = torch.nn.LSTM(3, 8, num_layers=2, batch_first=True)
+    x = torch.randn(4, 10, 3)  # 10 timesteps, batch first
+    counter = _Launches()
+    with counter:
+        lstm(x)[0].sum().backward()
+    per_layer = 1 + 2 * 10
+    # 2 layers, forward and backward: 4 operators counted 21 launches each, the rest 1 each
+    assert counter.launches - counter.operators == 4 * (per_layer - 1)

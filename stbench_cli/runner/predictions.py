@@ -105,6 +105,7 @@ def steps(folder: Path, manifest: dict, found: Anatomy) -> list[Step]:
                 streamed_bytes=streamed,
                 predicted_mb=_memory_mb(w, params or dict(here[0].params), batch),
                 cpu_step_s=batch / fastest if fastest > 0 else None,
+                operators=found.operators,
             )
         )
     return out
