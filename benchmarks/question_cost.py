@@ -85,7 +85,11 @@ def study(workload: str, budget: float, out: Path, env: dict) -> dict:
     rounds = Counter()
     for r, p in zip(rows, params):
         rounds[r["batch_size"]] = max(rounds[r["batch_size"]], int(r["repeat"]) + 1)
-    finding = next((x for x in done.stdout.split("\n\n") if x.startswith("Finding")), "")
+    blocks = done.stdout.split("\n\n")
+    finding = next((x for x in blocks if x.startswith("Finding")), "")
+    # the GPUs' predictions where no GPU ran: the heading's line and the table under it
+    heading = next((i for i, x in enumerate(blocks) if x.startswith("### PREDICTED")), None)
+    predicted = blocks[heading + 1] if heading is not None and heading + 1 < len(blocks) else ""
     return {
         "workload": workload,
         "exit": done.returncode,  # or how it was ended
@@ -98,6 +102,7 @@ def study(workload: str, budget: float, out: Path, env: dict) -> dict:
         "outside_s": wall - timed - builds - switches,
         "rounds": dict(rounds),
         "finding": " ".join(finding.split()),
+        "predicted": predicted.split("\n"),
         "stopped": [x for x in done.stdout.splitlines() if x.startswith("gpu-vs-cpu:")],
     }
 
@@ -132,6 +137,8 @@ def main() -> None:
                 for line in got["stopped"]:
                     print(f"  {line}")
                 print(f"  {got['finding']}", flush=True)
+                for line in got["predicted"]:
+                    print(f"  {line}", flush=True)
                 if args.keep and name == "after":
                     args.keep.mkdir(parents=True, exist_ok=True)
                     for folder in out.iterdir():
