@@ -3,6 +3,8 @@
 after each round of whole cells (on hand-made rows), the round it plans
 (plan.planner.plan_round) and a real study that adds rounds until its comparison concludes."""
 
+from dataclasses import replace
+
 import pytest
 
 from stbench.errors import StbenchError
@@ -14,6 +16,7 @@ from stbench.runner import envinfo
 from stbench.store.files import read_runs
 from stbench.store.manifest import RUN_KIND, read_manifest
 from stbench.store.progress import TIMELINE
+from stbench.store.rows import run_of
 from tests.helpers import one_study, stbench
 
 
@@ -24,17 +27,19 @@ def env():
 
 def study(env, values: dict[int, list[float]]):
     """Cells of threads=1 and 2 over as many rounds as values given, and a row of samples/s
-    for each (round r of threads t: values[t][r])."""
+    for each (round r of threads t: values[t][r]), typed as every reader has it."""
     rounds = len(next(iter(values.values())))
     base = planner.Request("cnn-strain", smoke=True, sets=("threads=1,2",), repeat=rounds)
     cells = planner.plan_new(base, env).cells  # plans a folder's name, writes nothing
     rows = [
-        {
-            "run_id": c.run_id,
-            "repeat": c.repeat,
-            "status": "ok",
-            "samples_per_s": str(values[c.param_dict["threads"]][c.repeat]),
-        }
+        run_of(
+            {
+                "run_id": c.run_id,
+                "repeat": c.repeat,
+                "status": "ok",
+                "samples_per_s": str(values[c.param_dict["threads"]][c.repeat]),
+            }
+        )
         for c in cells
     ]
     return cells, rows
@@ -72,7 +77,7 @@ def test_cells_equal_within_the_margin_conclude_and_noisy_ones_near_1_get_more_r
     d = another_round(cells, rows, left_s=600, round_s=1)
     assert not d.more and "concluded in 3 rounds" in d.why
     # every run of threads=2 failed: one cell ran, nothing to compare it with
-    failed = [{**r, "status": "failed"} if r["samples_per_s"] != "100.0" else r for r in rows]
+    failed = [replace(r, status="failed") if r.samples_per_s != 100.0 else r for r in rows]
     assert open_comparisons(cells, failed) == []
     # ratios 1.3, 1/1.3 and 1 also average 1, but their interval is wide: not "equal", and not
     # given up on either; the rounds that could fit the interval within the margin are asked for

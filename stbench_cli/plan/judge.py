@@ -39,7 +39,7 @@ __all__ = ["ALL_STEPS", "SPS", "TTT", "QUALITY", "Verdict", "judge_step", "value
 
 def value_of(row: Run, lever: str) -> object:
     """The lever's value in a run."""
-    return row["batch_size"] if lever == BATCH else row.params[lever]
+    return row.batch_size if lever == BATCH else row.params[lever]
 
 
 def lever_measure(lever: Lever | None, rows: list[Run]) -> str:

@@ -131,8 +131,8 @@ def grouped(cells: tuple[RunSpec, ...], rows: list[Run]) -> dict[tuple, list[Run
     spec = {c.run_id: c for c in cells}
     out: dict[tuple, list[Run]] = {}
     for r in rows:
-        if r["run_id"] in spec:
-            out.setdefault(key(spec[r["run_id"]]), []).append(r)
+        if r.run_id in spec:
+            out.setdefault(key(spec[r.run_id]), []).append(r)
     return out
 
 

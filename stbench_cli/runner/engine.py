@@ -104,7 +104,7 @@ class Engine:
     def firsts(self, size: str) -> list[RunSpec]:
         """The size's configurations (first-round cells) that can still run: not skipped, no
         failed window (a configuration that ran out of memory is its rows; the others go on)."""
-        bad = {r["run_id"] for r in self.rows if r["status"] != "ok"}
+        bad = {r.run_id for r in self.rows if r.status != "ok"}
         first_of = gpu_vs_cpu.first_rounds(self.plan.cells)
         broken = {first_of[x] for x in bad if x in first_of}
         return [
@@ -120,14 +120,12 @@ class Engine:
         """The rounds in which any of these configurations (first-round run ids) has a row."""
         first_of = gpu_vs_cpu.first_rounds(self.plan.cells)
         repeat = {c.run_id: c.repeat for c in self.plan.cells}
-        return {repeat[r["run_id"]] for r in self.rows if first_of.get(r["run_id"]) in configs}
+        return {repeat[r.run_id] for r in self.rows if first_of.get(r.run_id) in configs}
 
     def rounds_at(self, size: str) -> set[int]:
         """The rounds measured at a size (a skipped configuration's row is none)."""
         ids = {c.run_id: c.repeat for c in self.plan.cells if self.size_of(c) == size}
-        return {
-            ids[r["run_id"]] for r in self.rows if r["run_id"] in ids and r["status"] != "skipped"
-        }
+        return {ids[r.run_id] for r in self.rows if r.run_id in ids and r.status != "skipped"}
 
     # -- the loop ---------------------------------------------------------------------------
     def run(self) -> list[Run]:
@@ -174,7 +172,7 @@ class Engine:
     def _skipped(self, size: str) -> None:
         """A skipped row for each configuration of a size measured that cannot run here (a GPU
         it does not fit): the answer names it."""
-        done = {r["run_id"] for r in self.rows}
+        done = {r.run_id for r in self.rows}
         for spec in self.plan.cells:
             if self.size_of(spec) == size and spec.run_id in self.plan.skips:
                 if spec.run_id not in done:
@@ -292,7 +290,7 @@ class Engine:
         if not segments:
             return
         windows, said = [], []
-        done = {r["run_id"] for r in self.rows}
+        done = {r.run_id for r in self.rows}
         for seg in segments:
             ran = self.rounds_of(seg.configs)
             top = max(ran, default=-1) + 1 + seg.rounds
@@ -372,13 +370,13 @@ class Engine:
         ids = {c.run_id for c in self.plan.cells if self.size_of(c) == size}
         windows = [
             pairs.Window(
-                first_of[r["run_id"]],
-                float(r["wall_s"]),
-                float(r["setup_s"] or 0.0),
-                float(r["train_s"]) / int(r["steps_done"]),
+                first_of[r.run_id],
+                r.wall_s,
+                r.setup_s or 0.0,
+                r.train_s / r.steps_done,
             )
             for r in self.rows
-            if r["run_id"] in ids and r["status"] == "ok" and r["steps_done"]
+            if r.run_id in ids and r.status == "ok" and r.steps_done
         ]
         if not windows:
             return

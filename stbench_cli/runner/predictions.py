@@ -65,19 +65,19 @@ def steps(folder: Path, manifest: dict, found: Anatomy) -> list[Step]:
     asked = manifest["question"]["size"]
     defaults = manifest["question"].get("defaults") or {}
     w = registry.get(manifest["workload"])
-    rows = [r for r in read_runs(folder) if r["status"] == "ok" and r["device"] == "cpu"]
+    rows = [r for r in read_runs(folder) if r.status == "ok" and r.device == "cpu"]
     cells = {c["run_id"]: c for c in manifest["cells"]}
     out = []
     for size in asked["values"]:
         here = [r for r in rows if _size(r, asked["param"]) == size]
         if not here:
             continue
-        batch = int(here[0]["batch_size"])
-        flops = statistics.median(float(r["flops_per_sample"] or 0.0) for r in here) * batch
+        batch = here[0].batch_size
+        flops = statistics.median(r.flops_per_sample or 0.0 for r in here) * batch
         by_config: dict[str, list[float]] = {}
         for r in here:
             by_config.setdefault(json.dumps(r.params, sort_keys=True, default=str), []).append(
-                float(r["samples_per_s"] or 0.0)
+                r.samples_per_s or 0.0
             )
         fastest = max(statistics.median(v) for v in by_config.values())
         data_s = _per_step(here, "data_s")
@@ -89,7 +89,7 @@ def steps(folder: Path, manifest: dict, found: Anatomy) -> list[Step]:
             else []
         )
         streamed = _per_step(here, "x.stream_mb") * 2**20  # stnn's offloaded relation rows
-        params = dict(cells[here[0]["run_id"]]["params"]) if here[0]["run_id"] in cells else {}
+        params = dict(cells[here[0].run_id]["params"]) if here[0].run_id in cells else {}
         out.append(
             Step(
                 size,
@@ -113,16 +113,12 @@ def steps(folder: Path, manifest: dict, found: Anatomy) -> list[Step]:
 
 def _per_step(rows, column: str) -> float:
     """The median of a column a step over the rows that have it (0 where none does)."""
-    found = [
-        float(r[column]) / int(r["steps_done"])
-        for r in rows
-        if r[column] is not None and r["steps_done"]
-    ]
+    found = [r[column] / r.steps_done for r in rows if r[column] is not None and r.steps_done]
     return statistics.median(found) if found else 0.0
 
 
 def _size(row, param: str) -> str:
-    return str(row["batch_size"] if param == BATCH else row.params.get(param))
+    return str(row.batch_size if param == BATCH else row.params.get(param))
 
 
 def _memory_mb(w, params: dict, batch: int) -> float | None:

@@ -250,7 +250,7 @@ class Tuner:
             )
         # A value that looks better gets rounds until it is judged, up to MORE_ROUNDS in all;
         # never once a later step ran (a replay must reach the decisions the search took).
-        added = max(r["repeat"] for r in rows) + 1 - self.spec.repeats
+        added = max(r.repeat for r in rows) + 1 - self.spec.repeats
         later = any(
             "." not in p.name and int(p.name[:2]) > index for p in self.root.glob("[0-9][0-9]-*")
         )
@@ -437,6 +437,6 @@ def gain(rows: list[Run], start: dict, best: dict) -> dict | None:
                 "best": v.new,
             }
     out["quality"] = {k: column_median(v, QUALITY) for k, v in sides.items()}
-    contended = [r for v in sides.values() for r in v if r["contended"]]
+    contended = [r for v in sides.values() for r in v if r.contended]
     out["contended"], out["cells"] = len(contended), sum(map(len, sides.values()))
     return out if SPS in out else None

@@ -43,7 +43,7 @@ def step_record(
         load = json.loads((folder / "load.json").read_text())
     except (OSError, ValueError):
         load = {}  # a step run by an older tune, or copied without it
-    contended = sum(bool(r["contended"]) for r in rows)
+    contended = sum(bool(r.contended) for r in rows)
     return {
         **base,
         "folder": folder.name,
