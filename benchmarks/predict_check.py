@@ -29,7 +29,7 @@ from pathlib import Path
 import pandas as pd
 
 from stbench.child.anatomy import measure
-from stbench.plan.predict import Step, bound_terms, bounded_by, estimated_step_s, read_gpus
+from stbench.plan.predict import Step, at_floor, predict, read_gpus
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "docs" / "acceptance-runs" / "h100-2026-11-26"
@@ -113,19 +113,18 @@ def main() -> None:
             operators=a.operators,
         )
         lines.append((r, step))
-    # eager PyTorch's host time per kernel: each fitted row's measured step, less the host's own
-    # time measured here and its kernels beyond one an operator at the launch floor, over its
-    # operators; only rows whose host thread loads no data, where
-    # the step less the loading would be a difference of two large figures, the loading measured
-    # on another host (this VM's loading varied 1.6x between two days: the fit went from 33 to
-    # 8 us a kernel with it)
+    # eager PyTorch's host time per operator: each fitted row's measured step, less the host's
+    # own time measured here and its kernels beyond one an operator at the launch floor, over
+    # its operators; only rows whose host thread loads no data, where the step less the loading
+    # would be a difference of two large figures, the loading measured on another host (this
+    # VM's loading varied 1.6x between two days: a fit with it went from 33 to 8 us)
     fitted = [(r, s) for r, s in lines if fitted_row(r, s)]
     fit = [
         (
             int(r["batch_size"]) / float(r["samples_per_s"])
             - s.host_s
             - s.serial_data_s
-            - (s.launches - s.operators) * gpu.launch_floor_us * 1e-6
+            - at_floor(s.launches - s.operators, gpu)
         )
         / s.operators
         for r, s in fitted
@@ -133,10 +132,8 @@ def main() -> None:
     launch_s = statistics.median(fit) if fit else 0.0
     table = []
     for r, s in lines:
-        terms = bound_terms(s, gpu)
-        by, bound = bounded_by(s, terms), max(terms.values())
+        p = predict(s, gpu, launch_s)  # the bound and the estimate, as gpu-vs-cpu predicts them
         measured = int(r["batch_size"]) / float(r["samples_per_s"])
-        estimate = max(estimated_step_s(s, gpu, launch_s), bound)
         table.append(
             {
                 "workload": r["workload"],
@@ -151,12 +148,12 @@ def main() -> None:
                 "host_s": s.host_s,
                 "serial_data_s": s.serial_data_s,
                 "streamed_bytes": s.streamed_bytes,
-                "bound_s": bound,
-                "bound_by": by,
-                "estimate_s": estimate,
+                "bound_s": p.bound_s,
+                "bound_by": p.bound_by,
+                "estimate_s": p.estimate_s,
                 "measured_s": measured,
-                "measured_over_bound": measured / bound,
-                "estimate_error": estimate / measured - 1,
+                "measured_over_bound": measured / p.bound_s,
+                "estimate_error": p.estimate_s / measured - 1,
                 "fitted": fitted_row(r, s),
                 "launch_s": launch_s,
                 "gpu": gpu.name,

@@ -91,12 +91,15 @@ def budget_progress(budget_s: float, cells):
     def name(spec) -> str:
         return window_label(spec, varied)
 
+    def not_ok(spec, row) -> str:
+        return f"  {name(spec)}: {row['status']} {row['reason'] or ''}"
+
     started, windows = time.monotonic(), 0
     if not err.is_terminal:
 
         def on_row(spec, row):
             if row["status"] != "ok":
-                err.print(f"  {name(spec)}: {row['status']} {row['reason'] or ''}", markup=False)
+                err.print(not_ok(spec, row), markup=False)
 
         yield on_row
         return
@@ -116,7 +119,7 @@ def budget_progress(budget_s: float, cells):
             nonlocal windows
             windows += 1
             if row["status"] != "ok":
-                bar.console.print(f"  {name(spec)}: [yellow]{row['status']}[/] {row['reason']}")
+                bar.console.print(not_ok(spec, row), markup=False, style="yellow")
             bar.update(
                 task,
                 completed=min(time.monotonic() - started, budget_s),

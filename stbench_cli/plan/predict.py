@@ -159,25 +159,40 @@ LEVERS = {
 }
 
 
+def at_floor(kernels: float, gpu: Gpu) -> float:
+    """Seconds of `kernels` launches at the card's per-launch floor."""
+    return kernels * gpu.launch_floor_us * 1e-6
+
+
+def _moved_bytes(step: Step) -> float:
+    """What a step moves through the card's memory at least: the state written once, every
+    saved activation written and read once, the batch read once."""
+    return 2 * step.state_bytes + 2 * step.saved_bytes + step.batch_bytes
+
+
+def _link_s(step: Step, gpu: Gpu) -> float:
+    """The batch and whatever else is streamed from host memory, over the host link."""
+    return (step.batch_bytes + step.streamed_bytes) / (gpu.host_link_gbps * 1e9)
+
+
 def bound_terms(step: Step, gpu: Gpu, precision: str = "default") -> dict[str, float]:
-    moved = 2 * step.state_bytes + 2 * step.saved_bytes + step.batch_bytes
+    moved = _moved_bytes(step)
     in_l2 = moved / 2 <= gpu.l2_mb * 1e6  # the working set, each byte once
     return {
         "FLOPs": step.flops / gpu.peak_flops(precision, best=True),
         "memory bandwidth": 0.0 if in_l2 else moved / (gpu.memory_gbps * 1e9),
-        "the host link": (step.batch_bytes + step.streamed_bytes) / (gpu.host_link_gbps * 1e9),
-        "launches": step.launches * gpu.launch_floor_us * 1e-6,
+        "the host link": _link_s(step, gpu),
+        "launches": at_floor(step.launches, gpu),
         # one thread does it all, one after the other: the step's Python and dispatcher work,
         # its batch where no worker loads it, and the driver's call for each kernel (the floor is
         # a measured launch rate on the host)
         "the host": step.host_s / HOST_SPEEDUP
         + step.serial_data_s / DATA_SPEEDUP
-        + step.launches * gpu.launch_floor_us * 1e-6,
+        + at_floor(step.launches, gpu),
     }
 
 
 def estimated_step_s(step: Step, gpu: Gpu, launch_s: float = EAGER_LAUNCH_S) -> float:
-    launch = step.launches * gpu.launch_floor_us * 1e-6
     # eager PyTorch's cost is per operator it dispatches; the kernels an operator launches
     # beyond its first (cuDNN's, from C++) cost the driver's call, the floor
     operators = step.operators or step.launches
@@ -185,16 +200,14 @@ def estimated_step_s(step: Step, gpu: Gpu, launch_s: float = EAGER_LAUNCH_S) -> 
         step.host_s
         + step.data_s
         + operators * launch_s
-        + max(step.launches - operators, 0.0) * gpu.launch_floor_us * 1e-6
+        + at_floor(max(step.launches - operators, 0.0), gpu)
     )
-    moved = 2 * step.state_bytes + 2 * step.saved_bytes + step.batch_bytes
     device = (
         step.flops / (gpu.peak_flops("default", best=False) * FLOP_EFFICIENCY)
-        + moved / (gpu.memory_gbps * 1e9 * BANDWIDTH_EFFICIENCY)
-        + launch
+        + _moved_bytes(step) / (gpu.memory_gbps * 1e9 * BANDWIDTH_EFFICIENCY)
+        + at_floor(step.launches, gpu)
     )
-    link = (step.batch_bytes + step.streamed_bytes) / (gpu.host_link_gbps * 1e9)
-    return max(host, device, link)
+    return max(host, device, _link_s(step, gpu))
 
 
 def bounded_by(step: Step, terms: Mapping[str, float]) -> str:
