@@ -7,7 +7,9 @@ row's own parameters; and, as `gpu-vs-cpu` takes them from its CPU rows, a short
 the row's batch for its data loading in the step's own thread and the bytes it streams from host
 memory), the lower bound and the estimate for the card the row ran on (gpus.toml),
 the measured step (the row's batch over its samples/s), measured / bound and the estimate's
-error. The estimate's one fitted figure, eager PyTorch's host time per operator on the GPU's
+error; and the step's memory as `gpu-vs-cpu` predicts it (the workload's own prediction where it
+has one, else the anatomy's: runner/predictions.py) against the row's measured peak
+(`peak_gpu_mb`, the allocator's most allocated), with its error. The estimate's one fitted figure, eager PyTorch's host time per operator on the GPU's
 host (`launch_s`), is fitted on the rows of FIT_WORKLOADS whose host thread loads no data (the
 median of each row's measured step, less the host's own time measured here and its kernels
 beyond one an operator at the launch floor, over its operators) and judged on the others:
@@ -30,6 +32,8 @@ import pandas as pd
 
 from stbench.child.anatomy import measure
 from stbench.plan.predict import Step, at_floor, predict, read_gpus
+from stbench.plan.registry import get
+from stbench.runner.predictions import memory_mb
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "docs" / "acceptance-runs" / "h100-2026-11-26"
@@ -111,6 +115,7 @@ def main() -> None:
             serial_data_s=serial,
             streamed_bytes=streamed,
             operators=a.operators,
+            predicted_mb=memory_mb(get(r["workload"]), params, batch, a),
         )
         lines.append((r, step))
     # eager PyTorch's host time per operator: each fitted row's measured step, less the host's
@@ -155,6 +160,10 @@ def main() -> None:
                 "measured_over_bound": measured / p.bound_s,
                 "estimate_error": p.estimate_s / measured - 1,
                 "fitted": fitted_row(r, s),
+                "memory_mb": s.predicted_mb,
+                "memory_from": "workload" if get(r["workload"]).predict else "anatomy",
+                "measured_mb": float(r["peak_gpu_mb"]),
+                "memory_error": s.predicted_mb / float(r["peak_gpu_mb"]) - 1,
                 "launch_s": launch_s,
                 "gpu": gpu.name,
             }
@@ -180,6 +189,9 @@ def main() -> None:
                 "measured_over_bound",
                 "estimate_error",
                 "fitted",
+                "memory_mb",
+                "measured_mb",
+                "memory_error",
             ]
         ].to_string(index=False, float_format=lambda v: f"{v:.3g}")
     )

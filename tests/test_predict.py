@@ -185,3 +185,80 @@ def test_a_recurrent_layer_counts_two_kernels_a_timestep_as_cudnn_launches_them(
     per_layer = 1 + 2 * 10
     # 2 layers, forward and backward: 4 operators counted 21 launches each, the rest 1 each
     assert counter.launches - counter.operators == 4 * (per_layer - 1)
+
+
+def test_the_peak_lines_envelope_is_the_highest_line_at_every_batch():
+    """upper_envelope keeps exactly the lines that set the peak somewhere from the first batch
+    on: at each batch its highest equals the highest of all the lines."""
+    import random
+
+    from stbench.plan.predict import upper_envelope
+
+    rng = random.Random(3)
+    for _ in range(200):
+        lines = [(rng.uniform(-50, 100), rng.uniform(0, 5)) for _ in range(rng.randint(1, 12))]
+        kept = upper_envelope(lines, 2)
+        assert len(kept) <= len(lines)
+        for batch in (2, 3, 8, 17, 64, 1000, 10**6):
+            assert max(a + b * batch for a, b in kept) == pytest.approx(
+                max(a + b * batch for a, b in lines)
+            )
+    # the peak moves: an optimizer's fixed transient at small batches, activations at large
+    assert upper_envelope([(10.0, 0.0), (0.0, 1.0), (-5.0, 0.5)], 2) == ((10.0, 0.0), (0.0, 1.0))
+
+
+def test_live_bytes_counts_each_storage_from_its_making_to_its_freeing():
+    import torch
+
+    from stbench.child.anatomy import _LiveBytes
+
+    counter = _LiveBytes()
+    with counter:
+        a = torch.ones(1000)  # 4,000 bytes
+        b = a * 2  # 8,000 alive
+        view = b[:10]  # a view: no new storage
+        b.add_(1)  # in place: none either
+        del a  # freed: 4,000
+        c = b + view.sum()  # the sum's 4 bytes, freed at once; c 4,000
+    assert counter.trace[:2] == [4000, 8000]
+    assert max(counter.trace) == 8000 + 4  # a and b, and the scalar sum while c is made
+    assert counter.live == 8000  # b and c
+    del b, c, view
+    assert counter.live == 0
+
+
+def test_a_steps_memory_holds_at_least_its_state_and_saved_activations_and_fits_or_not():
+    """The anatomy's memory: at the end of the forward pass every saved activation is alive
+    beside the parameters and optimizer state, so the peak is at least their sum; a size whose
+    predicted memory exceeds a card's is 'does not fit'."""
+    from stbench.child.anatomy import measure
+    from stbench.plan.predict import LIBRARY_WORKSPACE_MB, anatomy_memory_mb
+
+    from tests.helpers import preset_params
+
+    found = measure("lstm-era5", preset_params("lstm-era5"), (2, 8))
+    assert found.peak_lines and found.resident_bytes > 0
+    for batch in (8, 256, 4096):
+        least = found.resident_bytes + found.saved_bytes(batch) + found.batch_bytes(batch)
+        assert found.memory_bytes(batch) >= least
+        assert anatomy_memory_mb(found, batch) == pytest.approx(
+            found.memory_bytes(batch) / 2**20 + LIBRARY_WORKSPACE_MB
+        )
+    assert found.memory_bytes(4096) > found.memory_bytes(256)
+    t4 = read_gpus()["T4"]
+    step = Step("4096", 4096, 1e9, 100, 1e6, 1e6, 1e6, 1e-3, predicted_mb=17 * 1024)
+    assert predict(step, t4).fits is False
+    assert predict(step, read_gpus()["H100"]).fits is True
+
+
+def test_the_training_and_validation_windows_share_one_copy_of_the_series_on_the_device():
+    import torch
+
+    from workloads.dcrnn_pems.windows import IndexWindows
+
+    speed, tod = torch.rand(60, 4), torch.rand(60)
+    train = IndexWindows(speed, tod, 0.0, 1.0, 4, 4, first=0, count=30)
+    val = IndexWindows(speed, tod, 0.0, 1.0, 4, 4, first=30, count=10)
+    on_train, on_val = train.to("meta"), val.to("meta")
+    assert on_train.speed is on_val.speed and on_train.tod is on_val.tod
+    assert on_train.speed.device.type == "meta" and train.to("cpu").speed is speed

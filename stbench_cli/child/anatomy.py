@@ -18,7 +18,15 @@ clip, the optimizer's step. At two small batches (b1 < b2) it counts:
   bytes), the activations autograd saved for backward (each storage once, by
   saved_tensors_hooks), and the batch itself (inputs and targets: what crosses the host link
   each step when the data lives in host memory); the saved bytes and the batch's are linear in
-  the batch (per sample and fixed parts, from the two batches);
+  the batch (per sample and fixed parts, from the two batches); and **the most tensor bytes
+  alive at once** in a step (what a GPU's caching allocator must hold at the step's peak, less
+  its rounding): every storage an operator makes is counted from its making to its freeing
+  (`_LiveBytes`), after each operator; the same operator's count at the two batches gives a
+  line in the batch, and the lines' upper envelope gives the peak at any batch (the peak moves:
+  at a small batch the optimizer's step may set it, at a large one the activations), on top of
+  what the step holds before it (parameters, optimizer state, the data a workload keeps on the
+  device) and its batch. A sparse tensor's storages are not counted (stnn's sparse relations:
+  it predicts its memory itself);
 - **the host's own time of a step**: a step's time at b1 on one thread less the time spent
   inside its operators (their kernels, timed by the same dispatch mode in the steps between):
   Python, autograd and the dispatch above the kernels, the part of a step a GPU does not speed
@@ -36,13 +44,15 @@ import math
 import statistics
 import sys
 import time
+import weakref
 from dataclasses import asdict
 from pathlib import Path
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
-from ..plan.predict import Anatomy
+from ..plan.predict import Anatomy, upper_envelope
 
 # operators that launch no kernel on a GPU: they make or describe a tensor, move no data
 NO_KERNEL = frozenset(
@@ -93,6 +103,57 @@ class _Launches(TorchDispatchMode):
         else:
             self.launches += 1
         return out
+
+
+class _LiveBytes(TorchDispatchMode):
+    """The bytes of the tensor storages made inside it that are alive, after each operator
+    (`trace`): a storage counts once from its making (a view or an in-place result shares it)
+    until Python frees it (a weak reference's callback)."""
+
+    def __init__(self):
+        super().__init__()
+        self.live, self.trace, self._seen = 0, [], set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in tree_leaves(out):
+            if isinstance(t, torch.Tensor) and t.layout == torch.strided:
+                self._count(t.untyped_storage())
+        self.trace.append(self.live)
+        return out
+
+    def _count(self, storage) -> None:
+        key, size = storage.data_ptr(), storage.nbytes()
+        if size == 0 or key in self._seen:
+            return
+        self._seen.add(key)
+        self.live += size
+        weakref.finalize(storage, self._free, key, size)
+
+    def _free(self, key: int, size: int) -> None:
+        self._seen.discard(key)
+        self.live -= size
+
+
+def _live_trace(step, x, y) -> list[int]:
+    """The bytes a step's own tensors hold after each of its operators (its gradients among
+    them: zero_grad frees the last step's first)."""
+    counter = _LiveBytes()
+    with counter:
+        step(x, y)
+    return counter.trace
+
+
+def _peak_lines(small: list[int], large: list[int], b1: int, b2: int) -> list[tuple]:
+    """Lines (fixed, per sample) of a step's live bytes, an operator's each, from its traces at
+    batches b1 < b2; where the two ran different operators, one line through their peaks."""
+    if len(small) != len(large) or not small:
+        small, large = [max(small, default=0)], [max(large, default=0)]
+    lines = []
+    for at1, at2 in zip(small, large):
+        per = (at2 - at1) / (b2 - b1)
+        lines.append((at1 - per * b1, per))
+    return lines
 
 
 def _timesteps(args) -> int:
@@ -188,6 +249,7 @@ def measure(workload: str, params: dict, batches: tuple[int, int]) -> Anatomy:
     step = _stepper(task, optimizer)
     max_steps = int(params.get("max_steps", 0) or 0)
     launches, operators, saved, sizes = [], [], [], []
+    traces: list[list[list[int]]] = []  # each batch's live bytes, each kind's trace
     for b in batches:
         kinds = _kinds(task, b, max_steps)
         for _, (x, y) in kinds:
@@ -202,15 +264,23 @@ def measure(workload: str, params: dict, batches: tuple[int, int]) -> Anatomy:
         operators.append(sum(w * c.operators for (w, _), c in zip(kinds, counted)))
         saved.append(sum(w * _saved_bytes(step, x, y) for w, (x, y) in kinds))
         sizes.append(sum(w * (_nbytes(x) + _nbytes(y)) for w, (x, y) in kinds))
+        traces.append([_live_trace(step, x, y) for _, (x, y) in kinds])
     state = sum(p.numel() * p.element_size() for p in task.model.module.parameters())
     state += sum(
         _nbytes(p.grad) for p in task.model.module.parameters() if p.grad is not None
     ) + sum(_nbytes(s) for s in optimizer.state.values())
+    optimizer.zero_grad(set_to_none=True)  # what a step holds before it: no gradients yet
+    resident = _nbytes([p for p in task.model.module.parameters()]) + _nbytes(
+        list(optimizer.state.values())
+    )
+    if task.data.placement == "device":  # the dataset moves to the GPU whole
+        resident += (task.data.mb or 0.0) * 2**20
+    b1, b2 = batches
+    lines = [line for small, large in zip(*traces) for line in _peak_lines(small, large, b1, b2)]
     torch.set_num_threads(1)
     host = 0.0
     for weight, (x, y) in _kinds(task, batches[0], max_steps):
         host += weight * _host_s(step, x, y)
-    b1, b2 = batches
     per_saved = (saved[1] - saved[0]) / (b2 - b1)
     per_batch = (sizes[1] - sizes[0]) / (b2 - b1)
     return Anatomy(
@@ -226,6 +296,8 @@ def measure(workload: str, params: dict, batches: tuple[int, int]) -> Anatomy:
         host,
         task.flops_per_sample,
         task.data.placement != "device",
+        upper_envelope(lines, b1),
+        float(resident),
     )
 
 

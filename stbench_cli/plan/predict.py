@@ -27,7 +27,10 @@ For one GPU and one size, two figures, both marked predicted wherever they are s
   the GPU, so the slower side sets the pace. `launch_s` is fitted on measured GPU rows
   (benchmarks/predict_check.py, EAGER_LAUNCH_S) and checked on rows it was not fitted on.
 
-And whether the size fits the card's memory (the workload's memory prediction, where it has one).
+And whether the size fits the card's memory: the workload's own memory prediction where it has
+one, else the step's (`Anatomy.memory_bytes`: the most tensor bytes alive at once in a step,
+counted here, the batch and the data the workload keeps on the device) and the GPU libraries'
+workspaces (LIBRARY_WORKSPACE_MB).
 """
 
 from __future__ import annotations
@@ -52,6 +55,11 @@ BANDWIDTH_EFFICIENCY = 0.7  # and of the memory bandwidth its bytes reach
 # whose host thread loads no data) by `python benchmarks/predict_check.py` (its other rows
 # judge it)
 EAGER_LAUNCH_S = 39.2e-6
+# what a GPU step holds besides its tensors: cuBLAS's and cuBLASLt's workspaces, 32 MiB each on
+# a Hopper card in PyTorch (pytorch/pytorch#89027, #120925; less on older cards: taken for all,
+# the prediction errs toward "does not fit"); the first H100 run's peaks lay 64-65 MiB above the
+# tensors of its cnn-strain and dcrnn-pems steps (benchmarks/predict_check.py)
+LIBRARY_WORKSPACE_MB = 64.0
 MEMORY_SHARE = 0.9  # of a card's memory a step may use (the CUDA context, the allocator's slack)
 SHIPPED = Path(__file__).resolve().parents[1] / "store" / "gpus.toml"
 DEFAULT_GPUS = ("T4", "A100-80GB", "H100")  # the answer's cards where none is asked
@@ -76,6 +84,18 @@ class Anatomy:
     # the loader builds batches on the host (not sliced where the data lives, on the device):
     # with no workers, in the step's own thread (False for an anatomy.json written before it)
     data_on_host: bool = False
+    # the tensor bytes alive at once in a step, as lines (fixed, per sample) whose highest at a
+    # batch is the step's peak there (upper_envelope; () for an anatomy.json written before it)
+    peak_lines: tuple[tuple[float, float], ...] = ()
+    resident_bytes: float = 0.0  # held before a step: parameters, optimizer state, device data
+
+    def memory_bytes(self, batch: int) -> float | None:
+        """The most tensor bytes a step holds at once at `batch`: what it holds before, its
+        peak inside, the batch (None where the anatomy did not count it)."""
+        if not self.peak_lines:
+            return None
+        inside = max(fixed + per * batch for fixed, per in self.peak_lines)
+        return self.resident_bytes + max(inside, 0.0) + self.batch_bytes(batch)
 
     def saved_bytes(self, batch: int) -> float:
         return max(self.saved_fixed + self.saved_per_sample * batch, 0.0)
@@ -217,6 +237,39 @@ def bounded_by(step: Step, terms: Mapping[str, float]) -> str:
     if by == "the host" and step.serial_data_s / DATA_SPEEDUP > terms[by] / 2:
         return "the host's data loading"
     return by
+
+
+def upper_envelope(
+    lines: Sequence[tuple[float, float]], start: float
+) -> tuple[tuple[float, float], ...]:
+    """The lines (fixed, per sample) that are the highest at some batch from `start` on, by
+    slope: the rest never set a peak there (the convex hull trick)."""
+    best: dict[float, float] = {}
+    for fixed, per in lines:
+        best[per] = max(best.get(per, fixed), fixed)
+    hull: list[tuple[float, float]] = []
+    for per in sorted(best):
+        fixed = best[per]
+        while hull:
+            top_fixed, top_per = hull[-1]
+            overtakes = (top_fixed - fixed) / (per - top_per)  # where the new line passes the top
+            below = len(hull) > 1 and overtakes <= _crossing(hull[-2], hull[-1])
+            if overtakes <= start or below:
+                hull.pop()
+            else:
+                break
+        hull.append((fixed, per))
+    return tuple(hull)
+
+
+def _crossing(a: tuple[float, float], b: tuple[float, float]) -> float:
+    return (a[0] - b[0]) / (b[1] - a[1])
+
+
+def anatomy_memory_mb(found: Anatomy, batch: int) -> float | None:
+    """A GPU step's memory from its anatomy, MiB: its tensors and the libraries' workspaces."""
+    held = found.memory_bytes(batch)
+    return None if held is None else held / 2**20 + LIBRARY_WORKSPACE_MB
 
 
 def predict(step: Step, gpu: Gpu, launch_s: float = EAGER_LAUNCH_S) -> Prediction:

@@ -71,8 +71,10 @@ def predicted_levers(predicted: pd.DataFrame) -> str:
     said = dict(zip(predicted["bound_by"], predicted["lever"]))
     text = "; ".join(f"bound by {k}: {v}" for k, v in said.items())
     fits = predicted["fits"].astype(str)
+    memory = pd.to_numeric(predicted.get("memory_mb", pd.Series(dtype=float)), errors="coerce")
+    most = f"{memory.max():,.0f} MiB" if memory.notna().any() else ""
     if (fits == "True").all():
-        return f"{text}; every size fits each card's memory (the workload's prediction)"
+        return f"{text}; every size fits each card's memory (a step's predicted, at most {most})"
     if (fits == "False").any():
-        return f"{text}; 'does not fit': the workload's memory prediction exceeds the card's"
-    return f"{text}; whether it fits: the workload predicts no memory"
+        return f"{text}; 'does not fit': a step's predicted memory (to {most}) exceeds the card's"
+    return f"{text}; whether it fits: no memory predicted for this study"

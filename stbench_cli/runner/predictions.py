@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..contract import BATCH
 from ..plan import registry
-from ..plan.predict import Anatomy, Gpu, Step, predict
+from ..plan.predict import Anatomy, Gpu, Step, anatomy_memory_mb, predict
 from ..store.files import ANATOMY, PREDICTED, atomic_write, read_runs
 from ..store.manifest import read_manifest
 from . import warm
@@ -32,7 +32,7 @@ def anatomy(folder: Path, manifest: dict) -> Anatomy | None:
     if kept.exists():
         try:
             stored = json.loads(kept.read_text())
-            return Anatomy(**{**stored, "batches": tuple(stored["batches"])})
+            return _anatomy_of(stored)
         except (OSError, ValueError, TypeError):
             pass
     first = next(
@@ -55,8 +55,13 @@ def anatomy(folder: Path, manifest: dict) -> Anatomy | None:
         if done.returncode != 0 or not out.exists():
             return None
         atomic_write(kept, out.read_text())
-    stored = json.loads(kept.read_text())
-    return Anatomy(**{**stored, "batches": tuple(stored["batches"])})
+    return _anatomy_of(json.loads(kept.read_text()))
+
+
+def _anatomy_of(stored: dict) -> Anatomy:
+    """An Anatomy as anatomy.json keeps it (its tuples as JSON's lists)."""
+    lines = tuple(tuple(line) for line in stored.get("peak_lines") or ())
+    return Anatomy(**{**stored, "batches": tuple(stored["batches"]), "peak_lines": lines})
 
 
 def steps(folder: Path, manifest: dict, found: Anatomy) -> list[Step]:
@@ -103,7 +108,7 @@ def steps(folder: Path, manifest: dict, found: Anatomy) -> list[Step]:
                 data_s=data_s,
                 serial_data_s=_per_step(serial, "data_s"),
                 streamed_bytes=streamed,
-                predicted_mb=_memory_mb(w, params or dict(here[0].params), batch),
+                predicted_mb=memory_mb(w, params or dict(here[0].params), batch, found),
                 cpu_step_s=batch / fastest if fastest > 0 else None,
                 operators=found.operators,
             )
@@ -121,15 +126,18 @@ def _size(row, param: str) -> str:
     return str(row.batch_size if param == BATCH else row.params.get(param))
 
 
-def _memory_mb(w, params: dict, batch: int) -> float | None:
-    """The workload's prediction of a GPU step's memory, MiB (None: it has none)."""
-    if not w.predict:
-        return None
-    try:
-        predicted = w.predict(params, batch, "cuda", capability=None)
-    except (KeyError, ValueError, TypeError):
-        return None
-    return predicted["device_bytes"] / 2**20 if predicted else None
+def memory_mb(w, params: dict, batch: int, found: Anatomy) -> float | None:
+    """A GPU step's memory, MiB: the workload's own prediction where it has one, else the
+    step's anatomy's (None: neither)."""
+    predicted = None
+    if w.predict:
+        try:
+            predicted = w.predict(params, batch, "cuda", capability=None)
+        except (KeyError, ValueError, TypeError):
+            predicted = None
+    if predicted:
+        return predicted["device_bytes"] / 2**20
+    return anatomy_memory_mb(found, batch)
 
 
 COLUMNS = (
@@ -144,6 +152,7 @@ COLUMNS = (
     "lever",
     "estimate_ms",
     "fits",
+    "memory_mb",
     "cpu_step_ms",
     "most_gain",
     "estimated_gain",
@@ -180,6 +189,7 @@ def write_predictions(folder: Path, gpus: Sequence[Gpu]) -> list[dict]:
                     "lever": p.lever,
                     "estimate_ms": p.estimate_s * 1e3,
                     "fits": "" if p.fits is None else p.fits,
+                    "memory_mb": "" if step.predicted_mb is None else step.predicted_mb,
                     "cpu_step_ms": (step.cpu_step_s or 0.0) * 1e3,
                     "most_gain": p.most_gain,
                     "estimated_gain": p.estimated_gain,

@@ -5,6 +5,23 @@ from __future__ import annotations
 
 import torch
 from torch.utils.data import Dataset
+from torch.utils.weak import WeakIdKeyDictionary
+
+# a host series' copies by device: the training and validation windows are views of one series,
+# and each is moved to the device on its own (the trainer's `.to`): one copy there, not two (the
+# first H100 run's gpu-index rows held the series twice)
+_COPIES: WeakIdKeyDictionary = WeakIdKeyDictionary()
+
+
+def _on(t: torch.Tensor, device) -> torch.Tensor:
+    """`t` on `device`, the one copy there of a series already moved."""
+    device = torch.device(device)
+    if t.device == device:
+        return t
+    copies = _COPIES.setdefault(t, {})
+    if str(device) not in copies:
+        copies[str(device)] = t.to(device)
+    return copies[str(device)]
 
 
 class IndexWindows(Dataset):
@@ -53,8 +70,8 @@ class IndexWindows(Dataset):
 
     def to(self, device) -> IndexWindows:
         return IndexWindows(
-            self.speed.to(device),
-            self.tod.to(device),
+            _on(self.speed, device),
+            _on(self.tod, device),
             self.mean,
             self.std,
             self.in_steps,
