@@ -5,15 +5,16 @@ the first H100 run's, docs/acceptance-runs/h100-2026-11-26) predicted from this 
 For each row: what its step is made of, measured here (child/anatomy.py at batches 2 and 8, the
 row's own parameters; and, as `gpu-vs-cpu` takes them from its CPU rows, a short CPU training at
 the row's batch for its data loading in the step's own thread and the bytes it streams from host
-memory), the lower bound and the estimate for the card the row ran on (gpus.toml),
-the measured step (the row's batch over its samples/s), measured / bound and the estimate's
-error; and the step's memory as `gpu-vs-cpu` predicts it (the workload's own prediction where it
-has one, else the anatomy's: runner/predictions.py) against the row's measured peak
-(`peak_gpu_mb`, the allocator's most allocated), with its error. The estimate's one fitted figure, eager PyTorch's host time per operator on the GPU's
-host (`launch_s`), is fitted on the rows of FIT_WORKLOADS whose host thread loads no data (the
-median of each row's measured step, less the host's own time measured here and its kernels
-beyond one an operator at the launch floor, over its operators) and judged on the others:
-"fitted" says which rows a line's error was fitted on. Set plan/predict.py's EAGER_LAUNCH_S to it.
+memory), the lower bound and the estimate for the card the row ran on (gpus.toml), the measured
+step (the row's batch over its samples/s), measured / bound and the estimate's error; and the
+step's memory as `gpu-vs-cpu` predicts it (the workload's own prediction where it has one, else
+the anatomy's: runner/predictions.py) against the row's measured peak (`peak_gpu_mb`, the
+allocator's most allocated), with its error. The estimate's one fitted figure, eager PyTorch's
+host time per operator on the GPU's host (`launch_s`), is fitted on the rows of FIT_WORKLOADS
+whose host thread loads no data (the median of each row's measured step, less the host's own
+time measured here and its kernels beyond one an operator at the launch floor, over its
+operators) and judged on the others: "fitted" says which rows a line's error was fitted on. Set
+plan/predict.py's EAGER_LAUNCH_S to it.
 
     python benchmarks/predict_check.py [--run DIR] [--gpu H100] [--out FILE.csv]
 

@@ -233,7 +233,6 @@ def test_a_steps_memory_holds_at_least_its_state_and_saved_activations_and_fits_
     predicted memory exceeds a card's is 'does not fit'."""
     from stbench.child.anatomy import measure
     from stbench.plan.predict import LIBRARY_WORKSPACE_MB, anatomy_memory_mb
-
     from tests.helpers import preset_params
 
     found = measure("lstm-era5", preset_params("lstm-era5"), (2, 8))
