@@ -142,6 +142,25 @@ def test_every_h100_row_is_predicted_and_no_bound_exceeds_its_measured_step():
     assert lines["fitted"].any() and (~lines["fitted"]).any()  # judged on rows not fitted on
 
 
+def test_every_h100_row_has_its_memory_predicted_beside_the_peak_it_measured():
+    """predicted.csv also holds each row's step memory as gpu-vs-cpu predicts it, beside the
+    allocator's peak the H100 measured (the row's peak_gpu_mb) and the error between them; where
+    the anatomy predicted it (a workload with no memory model of its own) the error stays within
+    a third: the tensors a step holds at once, counted on this CPU, are what a GPU holds too,
+    but for cuDNN's larger RNN reserve (lstm-era5) and a series moved twice (dcrnn-pems'
+    gpu-index before the one-copy fix)."""
+    lines = pd.read_csv(H100_RUN / "predicted.csv")
+    rows = pd.concat(pd.read_csv(p) for p in sorted(H100_RUN.glob("studies/*/runs.csv")))
+    peaks = dict(zip(rows["run_id"], rows["peak_gpu_mb"]))
+    for line in lines.to_dict("records"):
+        assert line["measured_mb"] == pytest.approx(peaks[line["run_id"]])
+        assert line["memory_mb"] > 0 and line["memory_from"] in ("workload", "anatomy")
+        assert line["memory_error"] == pytest.approx(line["memory_mb"] / line["measured_mb"] - 1)
+    by_anatomy = lines[lines["memory_from"] == "anatomy"]
+    assert set(by_anatomy["workload"]) == {"cnn-strain", "dcrnn-pems", "lstm-era5"}
+    assert (by_anatomy["memory_error"].abs() < 1 / 3).all()
+
+
 def test_gpu_vs_cpu_without_a_gpu_predicts_the_cards_of_a_users_file(tmp_path):
     mine = tmp_path / "gpus.toml"
     mine.write_text(
@@ -253,7 +272,7 @@ def test_a_steps_memory_holds_at_least_its_state_and_saved_activations_and_fits_
 def test_the_training_and_validation_windows_share_one_copy_of_the_series_on_the_device():
     import torch
 
-    from workloads.dcrnn_pems.windows import IndexWindows
+    from stbench.workloads.dcrnn_pems.windows import IndexWindows
 
     speed, tod = torch.rand(60, 4), torch.rand(60)
     train = IndexWindows(speed, tod, 0.0, 1.0, 4, 4, first=0, count=30)
