@@ -263,11 +263,15 @@ def test_checkpoint_fails_unless_full_lowers_the_peak_with_sqrt_between():
 
 
 def test_nvml_fails_on_an_empty_field_no_sample_or_no_energy():
-    good = {"gpu_util_pct": "97", "gpu_mem_mb": "2000", "gpu_power_w": "310"}
+    from dataclasses import replace
+
+    from stbench.store.rows import SystemRow
+
+    good = SystemRow("r", 1.0, 90.0, 500.0, 95.0, 40.0, 97.0, 2000.0, 310.0)
     assert rows.judge_nvml([good], [950.0]).status == PASS
     assert (
         "empty fields ['gpu_power_w']"
-        in rows.judge_nvml([{**good, "gpu_power_w": ""}], [950.0]).detail
+        in rows.judge_nvml([replace(good, gpu_power_w=None)], [950.0]).detail
     )
     assert rows.judge_nvml([], [950.0]).status == FAIL
     assert rows.judge_nvml([good], [0.0]).status == FAIL

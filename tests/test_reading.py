@@ -144,6 +144,23 @@ def test_every_reader_returns_the_row_type_and_a_study_context_is_never_a_column
     assert study.runs["q_size"].notna().all()  # the question, beside each row in the table
 
 
+def test_every_series_reader_returns_its_row_dataclass():
+    """epochs.csv and system.csv read back as the dataclasses their writers wrote (EpochRow,
+    SystemRow), each field typed, a gap None; the report's folders carry them as such."""
+    from stbench.report.read import read_folder
+    from stbench.store.cell_result import EpochRow
+    from stbench.store.files import read_series
+    from stbench.store.rows import SystemRow
+
+    epochs, system = read_series(GOOD, "epochs.csv"), read_series(GOOD, "system.csv")
+    assert epochs and all(type(e) is EpochRow for e in epochs)
+    assert system and all(type(s) is SystemRow for s in system)
+    assert all(isinstance(e.steps, int) and isinstance(e.train_loss, float) for e in epochs)
+    assert all(s.gpu_util_pct is None and isinstance(s.proc_rss_mb, float) for s in system)
+    folder = read_folder(GOOD, ("epochs.csv", "system.csv"))
+    assert folder.epochs == tuple(epochs) and folder.system == tuple(system)
+
+
 def test_a_row_is_a_frozen_dataclass_of_typed_fields_and_a_misspelt_column_is_an_error():
     """A field per column of runs.csv, typed as its part of RunRow declares it: a gap None, a
     flag a bool, a count an int; a name that is no column raises rather than reading as a gap."""

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from stbench.runner.doctor import Check
 from stbench.store.files import read_series
+from stbench.store.rows import SystemRow
 
 from .verdicts import (
     FAIL,
@@ -148,16 +149,14 @@ def h2d_plausible(folder: Path) -> Check:
         batch_bytes = int(
             number(r, "data_mb") * 2**20 / param(r, "n_samples") * int(r["batch_size"])
         )
-        steps = sum(
-            int(e["steps"]) for e in read_series(study, "epochs.csv") if e["run_id"] == r["run_id"]
-        )
+        steps = sum(e.steps for e in read_series(study, "epochs.csv") if e.run_id == r["run_id"])
         out.append(judge_h2d(number(r, "h2d_s") / steps, pinned_copy_s(batch_bytes)))
     return combine("h2d-plausible", out)
 
 
-def judge_nvml(samples: list[dict], energies: list[float]) -> Check:
+def judge_nvml(samples: list[SystemRow], energies: list[float]) -> Check:
     fields = ("gpu_util_pct", "gpu_mem_mb", "gpu_power_w")
-    missing = sorted({f for s in samples for f in fields if s.get(f) in (None, "")})
+    missing = sorted({f for s in samples for f in fields if getattr(s, f) is None})
     if not samples or missing:
         return verdict(
             "nvml",
@@ -179,10 +178,7 @@ def nvml(folder: Path) -> Check:
     cuda = cuda_rows(rows_ok(folder))
     ids = {r["run_id"] for r in cuda}
     samples = [
-        s
-        for study in studies(folder)
-        for s in read_series(study, "system.csv")
-        if s["run_id"] in ids
+        s for study in studies(folder) for s in read_series(study, "system.csv") if s.run_id in ids
     ]
     return judge_nvml(samples, [number(r, "gpu_energy_j") for r in cuda])
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import PurePath
 
 import pandas as pd
@@ -233,8 +233,8 @@ def studies(folders: Sequence[Folder]) -> list[Study]:
     out = []
     for group in by_key.values():
         paths = {str(f.path) for f in group}
-        epochs = [{**e, "study": str(f.path)} for f in group for e in f.epochs]
-        system = [{**s, "study": str(f.path)} for f in group for s in f.system]
+        epochs = [{**asdict(e), "study": str(f.path)} for f in group for e in f.epochs]
+        system = [{**asdict(s), "study": str(f.path)} for f in group for s in f.system]
         name = " + ".join(sorted(dict.fromkeys(f.name for f in group)))
         found = _study(df[df["study"].isin(paths)], name, group[0].question, epochs, system)
         unfinished = tuple(f.incomplete for f in group if f.incomplete)

@@ -16,11 +16,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..errors import StbenchError
+from ..store.cell_result import EpochRow
 from ..store.files import PREDICTED, TUNE_FILE, find_folders, read_runs, read_series
 from ..store.manifest import CONCLUDED, GPU_VS_CPU_KIND, RUN_KIND, read_manifest
 from ..store.prices import cost_per_million_samples, cost_to_target, usd_per_second
 from ..store.results import command_text, study_key
-from ..store.rows import Conditions, Run
+from ..store.rows import Conditions, Run, SystemRow
 
 SERIES = ("epochs.csv", "system.csv")
 SKIPPED_EXIT = 4  # compare, report, gate: what could be read is shown, and a folder was left out
@@ -60,8 +61,8 @@ class Folder:
     study: str  # the key of its study (store.results.study_key)
     question: str  # the command that made it, as a user types it
     runs: tuple[Run, ...]
-    epochs: tuple[dict, ...] = ()
-    system: tuple[dict, ...] = ()
+    epochs: tuple[EpochRow, ...] = ()
+    system: tuple[SystemRow, ...] = ()
     planned: int = 0  # its manifest's cells: fewer rows is a study not finished
     predicted: tuple[dict, ...] = ()  # predicted.csv: a GPU's step predicted, never a row
     context: Context = Context()  # its prices and question, beside its rows

@@ -24,12 +24,10 @@ from ..errors import StbenchError
 from .cell_result import EpochRow, RankRow
 from .rows import (
     EPOCH_COLUMNS,
-    EPOCH_TYPES,
     RANK_COLUMNS,
     RUN_COLUMNS,
     SCHEMA,
     SYSTEM_COLUMNS,
-    SYSTEM_TYPES,
     BadValue,
     Run,
     RunRow,
@@ -149,13 +147,14 @@ def read_runs(folder: Path) -> list[Run]:
     return _typed(path, rows, lambda r: run_of(r, str(folder)))
 
 
-def read_series(folder: Path, name: str) -> list[dict]:
-    """The rows of folder/epochs.csv or system.csv, typed ([] where the file is absent)."""
+def read_series(folder: Path, name: str) -> list[EpochRow] | list[SystemRow]:
+    """The rows of folder/epochs.csv (EpochRow) or system.csv (SystemRow), typed ([] where the
+    file is absent)."""
     path = folder / name
     if not path.exists():
         return []
-    types = SYSTEM_TYPES if name == "system.csv" else EPOCH_TYPES
-    return _typed(path, read_csv(path, ["run_id"]), lambda r: series_of(r, types))
+    kind = SystemRow if name == "system.csv" else EpochRow
+    return _typed(path, read_csv(path, ["run_id"]), lambda r: series_of(r, kind))
 
 
 def _typed(path: Path, records: list[dict], make) -> list:

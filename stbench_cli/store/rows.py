@@ -189,7 +189,6 @@ RUN_TYPES = {
 # a Run's field types: each column's kind, None where the row has no value
 RUN_ANNOTATIONS = {name: kind | None for name, kind in RUN_TYPES.items()}
 RUN_ANNOTATIONS["params"] = dict
-EPOCH_TYPES, SYSTEM_TYPES = _types(EpochRow), _types(SystemRow)
 BOOL_COLUMNS = frozenset(k for k, t in RUN_TYPES.items() if t is bool)
 EXPECTED = {float: "a number", int: "a whole number", bool: "True or False"}
 
@@ -303,13 +302,11 @@ def run_of(record: Mapping[str, object], folder: str = "") -> Run:
     return Run(**{**out, "params": params}, extras=extras, folder=folder)
 
 
-def series_of(record: Mapping[str, object], types: Mapping[str, type]) -> dict:
-    """An epochs.csv or system.csv row typed (`run_id` text, any other column a number), with
-    every column the current stbench writes (None where a row has none)."""
-    return {
-        **{k: typed(k, record.get(k), t) for k, t in types.items()},
-        **{k: typed(k, v, float) for k, v in record.items() if k not in types},
-    }
+def series_of(record: Mapping[str, object], kind: type[EpochRow] | type[SystemRow]):
+    """An epochs.csv or system.csv row as the dataclass its writer wrote (EpochRow, SystemRow),
+    each field typed as the dataclass declares it (None where the row has no value); a column
+    no field names is left out."""
+    return kind(**{k: typed(k, record.get(k), t) for k, t in _types(kind).items()})
 
 
 def unexpected(rows: list[dict], accepted: tuple[str, ...] = ("ok",)) -> dict[str, int]:
