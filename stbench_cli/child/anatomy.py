@@ -135,15 +135,6 @@ class _LiveBytes(TorchDispatchMode):
         self.live -= size
 
 
-def _live_trace(step, x, y) -> list[int]:
-    """The bytes a step's own tensors hold after each of its operators (its gradients among
-    them: zero_grad frees the last step's first)."""
-    counter = _LiveBytes()
-    with counter:
-        step(x, y)
-    return counter.trace
-
-
 def _peak_lines(small: list[int], large: list[int], b1: int, b2: int) -> list[tuple]:
     """Lines (fixed, per sample) of a step's live bytes, an operator's each, from its traces at
     batches b1 < b2; where the two ran different operators, one line through their peaks."""
@@ -203,8 +194,11 @@ def _stepper(task, optimizer):
     return step
 
 
-def _saved_bytes(step, x, y) -> int:
-    """Bytes of the activations autograd saves for backward in one step (each storage once)."""
+def _instrumented(step, x, y) -> tuple[_Launches, int, list[int]]:
+    """One step, counted three ways at once: its operators and launches (`_Launches`), the bytes
+    of the activations autograd saves for backward (each storage once), and the bytes its own
+    tensors hold after each operator (`_LiveBytes`: its gradients among them, zero_grad having
+    freed the last step's)."""
     seen: dict[int, int] = {}
 
     def pack(t: torch.Tensor):
@@ -215,9 +209,10 @@ def _saved_bytes(step, x, y) -> int:
             seen[id(t)] = _nbytes(t.values() if t.is_sparse else t)
         return t
 
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    launches, live = _Launches(), _LiveBytes()
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), launches, live:
         step(x, y)
-    return sum(seen.values())
+    return launches, sum(seen.values()), live.trace
 
 
 def _host_s(step, x, y) -> float:
@@ -254,17 +249,12 @@ def measure(workload: str, params: dict, batches: tuple[int, int]) -> Anatomy:
         kinds = _kinds(task, b, max_steps)
         for _, (x, y) in kinds:
             step(x, y)  # optimizer state exists, first-use paths taken
-        counted = []
-        for _, (x, y) in kinds:
-            counter = _Launches()
-            with counter:
-                step(x, y)
-            counted.append(counter)
-        launches.append(sum(w * c.launches for (w, _), c in zip(kinds, counted)))
-        operators.append(sum(w * c.operators for (w, _), c in zip(kinds, counted)))
-        saved.append(sum(w * _saved_bytes(step, x, y) for w, (x, y) in kinds))
+        counted = [_instrumented(step, x, y) for _, (x, y) in kinds]
+        launches.append(sum(w * c.launches for (w, _), (c, _, _) in zip(kinds, counted)))
+        operators.append(sum(w * c.operators for (w, _), (c, _, _) in zip(kinds, counted)))
+        saved.append(sum(w * bytes_ for (w, _), (_, bytes_, _) in zip(kinds, counted)))
         sizes.append(sum(w * (_nbytes(x) + _nbytes(y)) for w, (x, y) in kinds))
-        traces.append([_live_trace(step, x, y) for _, (x, y) in kinds])
+        traces.append([trace for _, _, trace in counted])
     state = sum(p.numel() * p.element_size() for p in task.model.module.parameters())
     state += sum(
         _nbytes(p.grad) for p in task.model.module.parameters() if p.grad is not None
