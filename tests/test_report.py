@@ -252,8 +252,13 @@ def values(text: str) -> set[str]:
 def test_narrow_tables_keep_every_value_whole(width):
     views = views_of(committed_studies(), Options(every=True))
     full, narrow = to_markdown(views), to_markdown(views, width=width)
-    keyed_values = values(full) - values(narrow)  # a key moved into a heading is there as key=value
-    assert all(f"={v}" in narrow for v in keyed_values), sorted(keyed_values)[:5]
+    # a key moved into a heading is there as key=value, a value every line shares once after
+    # the tables ("Same on every line: column value")
+    moved = values(full) - values(narrow)
+    said = " ".join(
+        p.replace("\n", " ") for p in narrow.split("\n\n") if p.startswith("Same on every line:")
+    )
+    assert all(f"={v}" in narrow or f" {v}" in said for v in moved), sorted(moved)[:5]
     assert "…" not in narrow
     tables = [line for line in narrow.splitlines() if line.startswith("|")]
     assert max(map(len, tables)) <= width
@@ -271,16 +276,17 @@ def test_fit_table_splits_only_what_does_not_fit():
     )
     table.attrs["keys"] = ["grid", "epochs"]
     assert fit_table(table, 200, markdown) == [("", table)]
-    pieces = fit_table(table, 30, markdown)
+    *pieces, shared = fit_table(table, 30, markdown)
     assert all(max(map(len, markdown(t).splitlines())) <= 30 for _, t in pieces)
-    # nothing lost: values in the tables, what every line shares once in the heading
+    # nothing lost: values in the tables, what every line shares once, after them
     assert sorted(v for _, t in pieces for c in ("a", "b") if c in t for v in t[c]) == [
         "1.00 ± 0.5",
         "1.50 ± 0.5",
         "2.00",
         "3.00",
     ]
-    assert all(heading.startswith("target=0.1") and "target" not in t for heading, t in pieces)
+    assert all("target" not in t and "target" not in heading for heading, t in pieces)
+    assert shared == ("Same on every line: target 0.1", None)
 
 
 def test_profile_memory_is_summarised_not_listed():

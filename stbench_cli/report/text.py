@@ -38,33 +38,37 @@ def text_width(text: str) -> int:
 
 def fit_table(
     table: pd.DataFrame, width: int, render: Render, heading: str = "", whole: bool = True
-) -> list[tuple[str, pd.DataFrame]]:
-    """(heading, table) pieces, each rendering within `width` where any layout can.
+) -> list[tuple[str, pd.DataFrame | None]]:
+    """(heading, table) pieces, each rendering within `width` where any layout can; a last
+    piece without a table says what every line shares.
 
     `table.attrs["keys"]` names the key columns (the rest are values); the last key, the
-    table's row axis, always stays a column. In order: keys (and values) with one value become
-    the heading; then value columns spread over tables that repeat the keys, or the key with
-    the fewest values splitting the rows into sections, whichever reads shorter (sections only,
-    if the keys and the widest value do not fit)."""
+    table's row axis, always stays a column. In order: keys with one value become the heading
+    (values with one value the last piece); then value columns spread over tables that repeat
+    the keys, or the key with the fewest values splitting the rows into sections, whichever
+    reads shorter (sections only, if the keys and the widest value do not fit)."""
     keys = [k for k in table.attrs.get("keys", []) if k in table.columns]
     if text_width(render(table)) <= width or len(table) == 0:
         return [(heading, table)]
     constant = [k for k in keys[:-1] if table[k].nunique(dropna=False) == 1]
     if constant:
         return _split_rows(table, constant[0], keys, width, render, heading)
-    # a value every line of the whole table shares (a target, "3/3") is said once, in the heading
-    # (not one a section's few lines happen to share: that would scatter the sections)
+    # a value every line of the whole table shares (a target, "3/3") is said once, after the
+    # tables (a table cut to a screen's lines keeps its rows first), not one a section's few
+    # lines happen to share: that would scatter the sections
     same = [
         c
         for c in table.columns
         if c not in keys and whole and len(table) > 1 and table[c].nunique(dropna=False) == 1
     ]
     if same:
-        said = ", ".join(f"{c}={table[c].iloc[0]}" for c in same)
+        said = "; ".join(f"{c} {table[c].iloc[0]}" for c in same)
         rest = table.drop(columns=same)
         rest.attrs["keys"] = keys
-        heading = f"{heading}, {said}" if heading else said
-        return fit_table(rest, width, render, heading, whole=False)
+        return [
+            *fit_table(rest, width, render, heading, whole=False),
+            (f"Same on every line: {said}", None),
+        ]
     values = [c for c in table.columns if c not in keys]
     by_rows = None
     if len(keys) > 1:
@@ -142,6 +146,9 @@ def section(title: str, table: pd.DataFrame, width: int | None = None) -> str:
         return f"{title}\n\n{markdown(table)}"
     parts = [textwrap.fill(title, width, break_on_hyphens=False)]  # a long title wraps too
     for heading, piece in fit_table(table, width, markdown):
+        if piece is None:  # what every line shares, said once
+            parts.append(fold_pairs(heading, width))
+            continue
         parts.append((f"{fold_pairs(heading, width)}\n\n" if heading else "") + markdown(piece))
     return "\n\n".join(parts)
 
