@@ -55,6 +55,14 @@ PRECISIONS = ("default", "fp32", "tf32", "bf16")  # the device layer's Accelerat
 ALLOCATORS = ("keep", "system", "jemalloc", "tcmalloc")
 
 
+def setting(name: str, value: Any) -> str:
+    """A parameter as a user reads it: `threads` 0 is 'threads=auto' (the physical cores not
+    busy: its knob's own meaning), any other `name=value`."""
+    if name == "threads" and str(value) in ("0", "0.0"):
+        return "threads=auto"
+    return f"{name}={value}"
+
+
 def _knob(default: Any, help: str, choices: tuple | None = None, minimum: float | None = None):
     return field(default=default, metadata={"help": help, "choices": choices, "minimum": minimum})
 

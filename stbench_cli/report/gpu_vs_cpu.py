@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ..comparison import MARGIN, looks_equal, wins_from
+from ..contract.params import setting
 from ..store.manifest import LEVER_KIND
 from .cells import Cell, cells, paired_rounds, ratio, rows_of
 from .labels import format_number, short_gpu
@@ -390,11 +391,7 @@ def _settings(keys: list[Key], cell: Cell, default: Cell | None) -> str:
         return cell.name
     mine = dict(zip((k.name for k in keys), cell.key[1:]))
     theirs = dict(zip((k.name for k in keys), default.key[1:]))
-    changed = [
-        "threads=auto" if k == "threads" and str(v) == "0" else f"{k}={v}"
-        for k, v in mine.items()
-        if str(v) != str(theirs.get(k))
-    ]
+    changed = [setting(k, v) for k, v in mine.items() if str(v) != str(theirs.get(k))]
     return ", ".join(changed) or "its defaults"
 
 

@@ -18,7 +18,7 @@ from pathlib import PurePath
 import pandas as pd
 
 from ..comparison import number
-from ..contract.params import TrainerParams
+from ..contract.params import TrainerParams, setting
 from ..errors import StbenchError
 from ..store.rows import BOOL_COLUMNS, Run
 from .labels import labels, show, size_number
@@ -108,7 +108,7 @@ def name_of(keys: Sequence[Key], values: Sequence) -> str:
     """A cell's name from its key values: 'batch_size=75, lr_scaling=none', the hardware by its
     label alone."""
     return ", ".join(
-        show(v) if k == HARDWARE else f"{k.name}={show(v)}" for k, v in zip(keys, values)
+        show(v) if k == HARDWARE else setting(k.name, show(v)) for k, v in zip(keys, values)
     )
 
 

@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from ..contract.params import setting
 from ..plan import gpu_vs_cpu, pairs
 from ..plan.planner import Plan, plan_rounds
 from ..plan.rounds import differing_names
@@ -357,9 +358,7 @@ class Engine:
             return differing_names([c for c in self.plan.cells if c.repeat == 0])[cell_key(spec)]
         p = spec.param_dict
         moved = [
-            "threads=auto" if k == "threads" and p.get(k) == 0 else f"{k}={p.get(k)}"
-            for k in gpu_vs_cpu.CPU_LEVERS
-            if p.get(k) != self.defaults.get(k)
+            setting(k, p.get(k)) for k in gpu_vs_cpu.CPU_LEVERS if p.get(k) != self.defaults.get(k)
         ]
         moved += [f"compile={p['compile']}"] if p.get("compile", "none") != "none" else []
         return f"{spec.device} {' '.join(moved) or 'defaults'}"
