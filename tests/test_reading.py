@@ -161,6 +161,22 @@ def test_every_series_reader_returns_its_row_dataclass():
     assert folder.epochs == tuple(epochs) and folder.system == tuple(system)
 
 
+def test_a_questions_predictions_read_back_as_their_dataclass():
+    """predicted.csv's lines as runner/predictions.py wrote them (PredictedLine): a figure a
+    float, whether a size fits a bool (None where no memory was predicted)."""
+    from stbench.report.read import read_folder
+    from stbench.store.files import read_predicted
+    from stbench.store.rows import PredictedLine
+
+    asked = REF / "ref-cpu2-lstm-era5-gpu-vs-cpu"
+    lines = read_predicted(asked)
+    assert lines and all(type(p) is PredictedLine for p in lines)
+    assert all(p.fits is True and p.memory_mb > 0 and p.bound_ms > 0 for p in lines)
+    assert {p.gpu for p in lines} == {"T4", "A100-80GB", "H100"}
+    assert read_folder(asked).predicted == tuple(lines)
+    assert read_predicted(GOOD) == []  # a study that asked no question has none
+
+
 def test_a_row_is_a_frozen_dataclass_of_typed_fields_and_a_misspelt_column_is_an_error():
     """A field per column of runs.csv, typed as its part of RunRow declares it: a gap None, a
     flag a bool, a count an int; a name that is no column raises rather than reading as a gap."""

@@ -17,11 +17,11 @@ from pathlib import Path
 
 from ..errors import StbenchError
 from ..store.cell_result import EpochRow
-from ..store.files import PREDICTED, TUNE_FILE, find_folders, read_runs, read_series
+from ..store.files import TUNE_FILE, find_folders, read_predicted, read_runs, read_series
 from ..store.manifest import CONCLUDED, GPU_VS_CPU_KIND, RUN_KIND, read_manifest
 from ..store.prices import cost_per_million_samples, cost_to_target, usd_per_second
 from ..store.results import command_text, study_key
-from ..store.rows import Conditions, Run, SystemRow
+from ..store.rows import Conditions, PredictedLine, Run, SystemRow
 
 SERIES = ("epochs.csv", "system.csv")
 SKIPPED_EXIT = 4  # compare, report, gate: what could be read is shown, and a folder was left out
@@ -64,7 +64,7 @@ class Folder:
     epochs: tuple[EpochRow, ...] = ()
     system: tuple[SystemRow, ...] = ()
     planned: int = 0  # its manifest's cells: fewer rows is a study not finished
-    predicted: tuple[dict, ...] = ()  # predicted.csv: a GPU's step predicted, never a row
+    predicted: tuple[PredictedLine, ...] = ()  # predicted.csv: a GPU's step predicted, never a row
     context: Context = Context()  # its prices and question, beside its rows
 
     @property
@@ -135,15 +135,12 @@ def folder_of(path: Path, runs: list[Run], epochs: tuple = (), system: tuple = (
     )
 
 
-def predictions(path: Path) -> tuple[dict, ...]:
-    """A gpu-vs-cpu study's predictions (runner/predictions.py), each line as written; none
-    where the study has no predicted.csv or it cannot be read (the answer stands without)."""
-    import csv
-
+def predictions(path: Path) -> tuple[PredictedLine, ...]:
+    """A gpu-vs-cpu study's predictions (runner/predictions.py), typed; none where the study
+    has no predicted.csv or it cannot be read (the answer stands without)."""
     try:
-        with open(path / PREDICTED) as f:
-            return tuple(csv.DictReader(f))
-    except OSError:
+        return tuple(read_predicted(path))
+    except StbenchError:
         return ()
 
 

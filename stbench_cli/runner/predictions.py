@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
+from dataclasses import asdict, fields
 from pathlib import Path
 
 from ..contract import BATCH
@@ -20,6 +21,7 @@ from ..plan import registry
 from ..plan.predict import Anatomy, Gpu, Step, anatomy_memory_mb, predict
 from ..store.files import ANATOMY, PREDICTED, atomic_write, read_runs
 from ..store.manifest import read_manifest
+from ..store.rows import PredictedLine
 from . import warm
 
 ANATOMY_TIMEOUT_S = 120.0
@@ -140,32 +142,7 @@ def memory_mb(w, params: dict, batch: int, found: Anatomy) -> float | None:
     return anatomy_memory_mb(found, batch)
 
 
-COLUMNS = (
-    "gpu",
-    "variant",
-    "size",
-    "batch",
-    "gflop",
-    "launches",
-    "bound_ms",
-    "bound_by",
-    "lever",
-    "estimate_ms",
-    "fits",
-    "memory_mb",
-    "cpu_step_ms",
-    "most_gain",
-    "estimated_gain",
-    "flops_ms",
-    "bandwidth_ms",
-    "host_link_ms",
-    "launches_ms",
-    "host_ms",
-    "launch_floor_us",
-)
-
-
-def write_predictions(folder: Path, gpus: Sequence[Gpu]) -> list[dict]:
+def write_predictions(folder: Path, gpus: Sequence[Gpu]) -> list[PredictedLine]:
     """predicted.csv for the study in `folder` on each of `gpus` (its lines; none where the
     anatomy could not be measured)."""
     manifest = read_manifest(folder)  # once: the anatomy's configuration and the sizes
@@ -176,39 +153,39 @@ def write_predictions(folder: Path, gpus: Sequence[Gpu]) -> list[dict]:
     for step in steps(folder, manifest, found):
         for gpu in gpus:
             p = predict(step, gpu)
+            ms = {k: v * 1e3 for k, v in p.terms.items()}
             lines.append(
-                {
-                    "gpu": gpu.name,
-                    "variant": gpu.variant,
-                    "size": step.size,
-                    "batch": step.batch,
-                    "gflop": step.flops / 1e9,
-                    "launches": step.launches,
-                    "bound_ms": p.bound_s * 1e3,
-                    "bound_by": p.bound_by,
-                    "lever": p.lever,
-                    "estimate_ms": p.estimate_s * 1e3,
-                    "fits": "" if p.fits is None else p.fits,
-                    "memory_mb": "" if step.predicted_mb is None else step.predicted_mb,
-                    "cpu_step_ms": (step.cpu_step_s or 0.0) * 1e3,
-                    "most_gain": p.most_gain,
-                    "estimated_gain": p.estimated_gain,
-                    "flops_ms": p.terms["FLOPs"] * 1e3,
-                    "bandwidth_ms": p.terms["memory bandwidth"] * 1e3,
-                    "host_link_ms": p.terms["the host link"] * 1e3,
-                    "launches_ms": p.terms["launches"] * 1e3,
-                    "host_ms": p.terms["the host"] * 1e3,
-                    "launch_floor_us": gpu.launch_floor_us,
-                }
+                PredictedLine(
+                    gpu=gpu.name,
+                    variant=gpu.variant,
+                    size=step.size,
+                    batch=step.batch,
+                    gflop=step.flops / 1e9,
+                    launches=step.launches,
+                    bound_ms=p.bound_s * 1e3,
+                    bound_by=p.bound_by,
+                    lever=p.lever,
+                    estimate_ms=p.estimate_s * 1e3,
+                    fits=p.fits,
+                    memory_mb=step.predicted_mb,
+                    cpu_step_ms=(step.cpu_step_s or 0.0) * 1e3,
+                    most_gain=p.most_gain,
+                    estimated_gain=p.estimated_gain,
+                    flops_ms=ms["FLOPs"],
+                    bandwidth_ms=ms["memory bandwidth"],
+                    host_link_ms=ms["the host link"],
+                    launches_ms=ms["launches"],
+                    host_ms=ms["the host"],
+                    launch_floor_us=gpu.launch_floor_us,
+                )
             )
-    text = _as_csv(lines)
-    atomic_write(folder / PREDICTED, text)
+    atomic_write(folder / PREDICTED, _as_csv(lines))
     return lines
 
 
-def _as_csv(lines: list[dict]) -> str:
+def _as_csv(lines: list[PredictedLine]) -> str:
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=COLUMNS)
+    writer = csv.DictWriter(buffer, fieldnames=[f.name for f in fields(PredictedLine)])
     writer.writeheader()
-    writer.writerows(lines)
+    writer.writerows(asdict(line) for line in lines)
     return buffer.getvalue()

@@ -29,11 +29,12 @@ from .rows import (
     SCHEMA,
     SYSTEM_COLUMNS,
     BadValue,
+    PredictedLine,
     Run,
     RunRow,
     SystemRow,
+    row_of,
     run_of,
-    series_of,
 )
 
 REQUIRED = ["schema", "run_id", "workload", "device", "status"]
@@ -154,7 +155,15 @@ def read_series(folder: Path, name: str) -> list[EpochRow] | list[SystemRow]:
     if not path.exists():
         return []
     kind = SystemRow if name == "system.csv" else EpochRow
-    return _typed(path, read_csv(path, ["run_id"]), lambda r: series_of(r, kind))
+    return _typed(path, read_csv(path, ["run_id"]), lambda r: row_of(r, kind))
+
+
+def read_predicted(folder: Path) -> list[PredictedLine]:
+    """The lines of folder/predicted.csv, typed ([] where the file is absent)."""
+    path = folder / PREDICTED
+    if not path.exists():
+        return []
+    return _typed(path, read_csv(path, ["gpu", "size"]), lambda r: row_of(r, PredictedLine))
 
 
 def _typed(path: Path, records: list[dict], make) -> list:

@@ -45,6 +45,34 @@ class SystemRow:
 
 
 @dataclass(frozen=True)
+class PredictedLine:
+    """One line of a gpu-vs-cpu study's predicted.csv (runner/predictions.py): one size's step
+    predicted on one GPU model, never a row of runs.csv (plan/predict.py says what each is)."""
+
+    gpu: str
+    variant: str
+    size: str
+    batch: int
+    gflop: float
+    launches: float
+    bound_ms: float
+    bound_by: str
+    lever: str
+    estimate_ms: float
+    fits: bool | None  # None: no memory predicted
+    memory_mb: float | None
+    cpu_step_ms: float | None
+    most_gain: float | None
+    estimated_gain: float | None
+    flops_ms: float  # the bound's terms, each in ms
+    bandwidth_ms: float
+    host_link_ms: float
+    launches_ms: float
+    host_ms: float
+    launch_floor_us: float
+
+
+@dataclass(frozen=True)
 class Identity:
     """What ran: the cell of the matrix and its repeat."""
 
@@ -302,10 +330,10 @@ def run_of(record: Mapping[str, object], folder: str = "") -> Run:
     return Run(**{**out, "params": params}, extras=extras, folder=folder)
 
 
-def series_of(record: Mapping[str, object], kind: type[EpochRow] | type[SystemRow]):
-    """An epochs.csv or system.csv row as the dataclass its writer wrote (EpochRow, SystemRow),
-    each field typed as the dataclass declares it (None where the row has no value); a column
-    no field names is left out."""
+def row_of(record: Mapping[str, object], kind: type):
+    """A results file's row as the dataclass its writer wrote (EpochRow, SystemRow, RankRow,
+    PredictedLine), each field typed as the dataclass declares it (None where the row has no
+    value); a column no field names is left out. BadValue names a value that is not one."""
     return kind(**{k: typed(k, record.get(k), t) for k, t in _types(kind).items()})
 
 
