@@ -299,14 +299,14 @@ def test_the_kernels_a_step_launches_are_tabled_by_name():
         _call("Memset (Device)", 41, cat="gpu_memset", dur=1),
     ]
     table = kernel_table(events)
-    assert [(r["kind"], r["kernel"], r["calls"], r["per_step"]) for r in table] == [
+    assert [(r.kind, r.kernel, r.calls, r.per_step) for r in table] == [
         ("kernel", "sgemm", 4, 2.0),
         ("memcpy", "Memcpy HtoD (Pinned -> Device)", 1, 0.5),
         ("kernel", "elementwise", 2, 1.0),
         ("memset", "Memset (Device)", 1, 0.5),
     ]
-    assert table[0]["device_ms"] == 0.12
-    assert sum(r["per_step"] for r in table) == 4.0  # launches a step
+    assert table[0].device_ms == 0.12
+    assert sum(r.per_step for r in table) == 4.0  # launches a step
     assert kernel_table([e for e in events if e["cat"] == "cuda_runtime"]) == []  # a CPU trace
 
 

@@ -290,15 +290,9 @@ def test_fit_table_splits_only_what_does_not_fit():
 
 
 def test_profile_memory_is_summarised_not_listed():
-    rows = [
-        {
-            "step": str(i),
-            "profiled": "True",
-            "alloc_peak_above_start_mb": str(float(i % 17)),
-            "rss_mb": "1000",
-        }
-        for i in range(1, 201)
-    ]
+    from stbench.store.rows import StepMemory
+
+    rows = [StepMemory(i, True, float(i % 17), 1000.0) for i in range(1, 201)]
     text = memory_summary(rows)
     assert len(text.splitlines()) < 20
     assert "| alloc_peak_above_start_mb | 0     | 8        | 16    | 200     |" in text

@@ -10,6 +10,8 @@ from pathlib import Path
 
 from stbench.runner.doctor import Check
 from stbench.runner.predictions import SMALL_BATCHES
+from stbench.store.files import read_lines
+from stbench.store.rows import KernelLine
 from stbench.store.trace import step_windows, syncs_per_step
 
 from .verdicts import NothingToJudge, combine, cuda_rows, param, rows_ok, studies, verdict
@@ -190,7 +192,6 @@ def judge_kernel_count(workload: str, measured: float, counted: float) -> Check:
 def kernel_count(folder: Path) -> Check:
     """Each cuda cell of a profile step: its kernels.csv's launches a step against the CPU's
     count for the cell's parameters (measured here, on this machine's CPU)."""
-    import csv
 
     from stbench.child.anatomy import measure
 
@@ -199,8 +200,7 @@ def kernel_count(folder: Path) -> Check:
         table = _trace(folder, r["run_id"]).parent / "kernels.csv"
         if not table.is_file():
             raise NothingToJudge(f"no kernels.csv beside {r['run_id']}'s trace")
-        with open(table) as f:
-            measured = sum(float(k["per_step"]) for k in csv.DictReader(f))
+        measured = sum(k.per_step for k in read_lines(table, KernelLine))
         counted = measure(r["workload"], dict(r.params), SMALL_BATCHES).launches
         out.append(judge_kernel_count(r["workload"], measured, counted))
     return combine("kernel-count", out)

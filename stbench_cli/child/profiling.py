@@ -20,7 +20,6 @@ cell's profile folder:
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 
@@ -28,6 +27,8 @@ import psutil
 from torch.profiler import profile, schedule
 
 from ..device import Accelerator
+from ..store.files import write_lines
+from ..store.rows import OperatorLine, StepMemory
 from ..store.trace import kernel_table, step_windows
 
 TOP_OPERATORS = 25
@@ -78,29 +79,22 @@ class StepProfiler:
             key=lambda e: (e.self_device_time_total, e.self_cpu_time_total),
             reverse=True,
         )
-        with open(self.out / "operators.csv", "w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(
+        kept = [e for e in ops if not e.key.startswith("ProfilerStep")][:TOP_OPERATORS]
+        if kept:
+            write_lines(
+                self.out / "operators.csv",
                 [
-                    "operator",
-                    "calls",
-                    "self_cpu_ms",
-                    "cpu_total_ms",
-                    "self_device_ms",
-                    "self_cpu_mem_mb",
-                ]
-            )
-            for e in [e for e in ops if not e.key.startswith("ProfilerStep")][:TOP_OPERATORS]:
-                w.writerow(
-                    [
+                    OperatorLine(
                         e.key,
                         e.count,
                         e.self_cpu_time_total / 1e3,
                         e.cpu_time_total / 1e3,
                         e.self_device_time_total / 1e3,
                         e.self_cpu_memory_usage / 2**20,
-                    ]
-                )
+                    )
+                    for e in kept
+                ],
+            )
 
     def finish(self) -> None:
         if not self.done:
@@ -110,27 +104,21 @@ class StepProfiler:
         peaks = step_memory_peaks(events)
         kernels = kernel_table(events)
         if kernels:  # a GPU's timeline: its launches, kept where the trace is too big to keep
-            with open(self.out / "kernels.csv", "w", newline="") as f:
-                w = csv.DictWriter(f, list(kernels[0]))
-                w.writeheader()
-                w.writerows(kernels)
-        with open(self.out / "memory.csv", "w", newline="") as f:
-            cols = ["step", "profiled", "alloc_peak_above_start_mb", "rss_mb"] + (
-                ["cuda_max_allocated_mb"]
-                if any("cuda_max_allocated_mb" in r for r in self.steps)
-                else []
+            write_lines(self.out / "kernels.csv", kernels)
+        if self.steps:
+            write_lines(
+                self.out / "memory.csv",
+                [
+                    StepMemory(
+                        row["step"],
+                        row["step"] in peaks,
+                        peaks.get(row["step"]),
+                        row["rss_mb"],
+                        row.get("cuda_max_allocated_mb"),
+                    )
+                    for row in self.steps
+                ],
             )
-            w = csv.DictWriter(f, cols, extrasaction="ignore")
-            w.writeheader()
-            for row in self.steps:
-                peak = peaks.get(row["step"])
-                w.writerow(
-                    {
-                        **row,
-                        "profiled": peak is not None,
-                        "alloc_peak_above_start_mb": "" if peak is None else peak,
-                    }
-                )
 
 
 def step_memory_peaks(events: list[dict]) -> dict[int, float]:

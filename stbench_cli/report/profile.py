@@ -6,28 +6,20 @@ Markdown from the result folder's runs.csv rows and profile/<run_id>/ files.
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 from statistics import median
 
 from tabulate import tabulate
 
-from ..comparison import number
 from ..device import is_cuda
-from ..store.rows import PHASE_COLUMNS, Run
+from ..store.files import read_lines
+from ..store.rows import PHASE_COLUMNS, KernelLine, OperatorLine, Run, StepMemory
 from ..store.trace import syncs_per_step
 
 TOP = 10
 MEMORY_COLUMNS = ("alloc_peak_above_start_mb", "cuda_max_allocated_mb", "rss_mb")
 LARGEST = 5
-
-
-def _read(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
 
 
 def _phases(run: Run) -> list[tuple[str, float]]:
@@ -48,17 +40,17 @@ def phase_table(run: Run) -> str:
     return tabulate(lines, headers=["phase", "seconds", "share"], tablefmt="github")
 
 
-def memory_summary(rows: list[dict]) -> str:
+def memory_summary(rows: list[StepMemory]) -> str:
     """Per-step memory in a few lines, whatever the number of steps: min / median / max of
     each series over the profiled steps, then the five steps with the largest allocation
     peak. The full series stays in memory.csv."""
-    shown = [r for r in rows if r.get("profiled") == "True"] or rows
-    cols = [c for c in MEMORY_COLUMNS if any(number(r.get(c)) is not None for r in shown)]
+    shown = [r for r in rows if r.profiled] or rows
+    cols = [c for c in MEMORY_COLUMNS if any(getattr(r, c) is not None for r in shown)]
     if not cols:
         return "no per-step memory was recorded"
     stats = []
     for c in cols:
-        values = sorted(v for r in shown if (v := number(r.get(c))) is not None)
+        values = sorted(v for r in shown if (v := getattr(r, c)) is not None)
         stats.append(
             [
                 c,
@@ -76,10 +68,10 @@ def memory_summary(rows: list[dict]) -> str:
     )
     key = cols[0]
     largest = sorted(
-        (r for r in shown if number(r.get(key)) is not None), key=lambda r: -number(r.get(key))
+        (r for r in shown if getattr(r, key) is not None), key=lambda r: -getattr(r, key)
     )
     body = [
-        [r["step"], *(f"{v:,.4g}" if (v := number(r.get(c))) is not None else "-" for c in cols)]
+        [r.step, *(f"{v:,.4g}" if (v := getattr(r, c)) is not None else "-" for c in cols)]
         for r in largest[:LARGEST]
     ]
     return (
@@ -89,11 +81,10 @@ def memory_summary(rows: list[dict]) -> str:
     )
 
 
-def operator_table(rows: list[dict], cuda: bool) -> str:
+def operator_table(rows: list[OperatorLine], cuda: bool) -> str:
     key = "self_device_ms" if cuda else "self_cpu_ms"
     body = [
-        [r["operator"], r["calls"], f"{float(r[key]):.3f}", f"{float(r['cpu_total_ms']):.3f}"]
-        for r in rows[:TOP]
+        [r.operator, r.calls, f"{getattr(r, key):.3f}", f"{r.cpu_total_ms:.3f}"] for r in rows[:TOP]
     ]
     return tabulate(body, headers=["operator", "calls", key, "cpu_total_ms"], tablefmt="github")
 
@@ -126,7 +117,11 @@ def finding(run: Run, folder: Path) -> str:
         )
     cell = folder / "profile" / str(run["run_id"])
     key = "self_device_ms" if is_cuda(str(run["device"])) else "self_cpu_ms"
-    ops = [(r["operator"], float(r[key])) for r in _read(cell / "operators.csv") if r.get(key)]
+    ops = [
+        (r.operator, getattr(r, key))
+        for r in read_lines(cell / "operators.csv", OperatorLine)
+        if getattr(r, key)
+    ]
     spent = sum(ms for _, ms in ops)
     if ops and spent > 0:
         name, ms = max(ops, key=lambda o: o[1])
@@ -140,9 +135,9 @@ def finding(run: Run, folder: Path) -> str:
         counts = [len(v) for v in syncs_per_step(trace).values()]
         if counts:
             parts.append(f"at most {max(counts)} host-device synchronisations per profiled step")
-    kernels = _read(cell / "kernels.csv")
+    kernels = read_lines(cell / "kernels.csv", KernelLine)
     if kernels:  # a GPU's timeline: what a step launches (the predictions count it on a CPU)
-        launches = sum(float(k["per_step"]) for k in kernels)
+        launches = sum(k.per_step for k in kernels)
         parts.append(f"{launches:,.0f} kernels, copies and memsets a step (kernels.csv)")
     return "; ".join(parts) + "."
 
@@ -167,11 +162,11 @@ def report(folder: Path, runs: list[Run]) -> str:
         parts.append("### Phases (profiled run, seconds)\n\n" + phase_table(run) + "\n")
         parts.append(
             "### Memory per step (MiB; every step in memory.csv)\n\n"
-            + memory_summary(_read(d / "memory.csv"))
+            + memory_summary(read_lines(d / "memory.csv", StepMemory))
             + "\n"
         )
         cuda = is_cuda(str(run["device"]))
-        top = operator_table(_read(d / "operators.csv"), cuda)
+        top = operator_table(read_lines(d / "operators.csv", OperatorLine), cuda)
         parts.append(f"### Top operators\n\n{top}\n")
         trace = d / "trace.json"
         if trace.exists() and cuda:

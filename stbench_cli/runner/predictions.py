@@ -5,21 +5,18 @@ on each GPU asked, into predicted.csv beside runs.csv: a file of its own, never 
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import statistics
 import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
-from dataclasses import asdict, fields
 from pathlib import Path
 
 from ..contract import BATCH
 from ..plan import registry
 from ..plan.predict import Anatomy, Gpu, Step, anatomy_memory_mb, predict
-from ..store.files import ANATOMY, PREDICTED, atomic_write, read_runs
+from ..store.files import ANATOMY, PREDICTED, atomic_write, read_runs, write_lines
 from ..store.manifest import read_manifest
 from ..store.rows import PredictedLine
 from . import warm
@@ -179,13 +176,6 @@ def write_predictions(folder: Path, gpus: Sequence[Gpu]) -> list[PredictedLine]:
                     launch_floor_us=gpu.launch_floor_us,
                 )
             )
-    atomic_write(folder / PREDICTED, _as_csv(lines))
+    if lines:
+        write_lines(folder / PREDICTED, lines)
     return lines
-
-
-def _as_csv(lines: list[PredictedLine]) -> str:
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=[f.name for f in fields(PredictedLine)])
-    writer.writeheader()
-    writer.writerows(asdict(line) for line in lines)
-    return buffer.getvalue()

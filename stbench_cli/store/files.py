@@ -17,7 +17,7 @@ import csv
 import io
 import json
 import os
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from pathlib import Path
 
 from ..errors import StbenchError
@@ -151,19 +151,30 @@ def read_runs(folder: Path) -> list[Run]:
 def read_series(folder: Path, name: str) -> list[EpochRow] | list[SystemRow]:
     """The rows of folder/epochs.csv (EpochRow) or system.csv (SystemRow), typed ([] where the
     file is absent)."""
-    path = folder / name
-    if not path.exists():
-        return []
-    kind = SystemRow if name == "system.csv" else EpochRow
-    return _typed(path, read_csv(path, ["run_id"]), lambda r: row_of(r, kind))
+    return read_lines(folder / name, SystemRow if name == "system.csv" else EpochRow)
 
 
 def read_predicted(folder: Path) -> list[PredictedLine]:
     """The lines of folder/predicted.csv, typed ([] where the file is absent)."""
-    path = folder / PREDICTED
+    return read_lines(folder / PREDICTED, PredictedLine)
+
+
+def read_lines(path: Path, kind: type) -> list:
+    """A results file whose lines are one dataclass (`kind`: its first field the one every line
+    has), each typed ([] where the file is absent); StbenchError names a line that is not."""
     if not path.exists():
         return []
-    return _typed(path, read_csv(path, ["gpu", "size"]), lambda r: row_of(r, PredictedLine))
+    first = fields(kind)[0].name
+    return _typed(path, read_csv(path, [first]), lambda r: row_of(r, kind))
+
+
+def write_lines(path: Path, lines: list) -> None:
+    """A results file of dataclass lines (its columns their fields), written at once."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=[f.name for f in fields(lines[0])])
+    writer.writeheader()
+    writer.writerows(asdict(line) for line in lines)
+    atomic_write(path, buffer.getvalue())
 
 
 def _typed(path: Path, records: list[dict], make) -> list:

@@ -73,6 +73,42 @@ class PredictedLine:
 
 
 @dataclass(frozen=True)
+class OperatorLine:
+    """One line of a profiled run's operators.csv (child/profiling.py): an operator's totals
+    over the profiled steps, the most time first."""
+
+    operator: str
+    calls: int
+    self_cpu_ms: float
+    cpu_total_ms: float
+    self_device_ms: float
+    self_cpu_mem_mb: float
+
+
+@dataclass(frozen=True)
+class KernelLine:
+    """One line of a profiled CUDA run's kernels.csv (store.trace.kernel_table): a kernel, copy
+    or memset on the GPU's timeline, by name."""
+
+    kind: str  # kernel | copy | memset
+    kernel: str
+    calls: int
+    per_step: float  # calls a profiled step
+    device_ms: float
+
+
+@dataclass(frozen=True)
+class StepMemory:
+    """One line of a profiled run's memory.csv: one training step's memory."""
+
+    step: int
+    profiled: bool  # inside the profiler's window (its allocator peak is known)
+    alloc_peak_above_start_mb: float | None  # from the trace's memory events
+    rss_mb: float | None
+    cuda_max_allocated_mb: float | None = None
+
+
+@dataclass(frozen=True)
 class Identity:
     """What ran: the cell of the matrix and its repeat."""
 
@@ -332,8 +368,9 @@ def run_of(record: Mapping[str, object], folder: str = "") -> Run:
 
 def row_of(record: Mapping[str, object], kind: type):
     """A results file's row as the dataclass its writer wrote (EpochRow, SystemRow, RankRow,
-    PredictedLine), each field typed as the dataclass declares it (None where the row has no
-    value); a column no field names is left out. BadValue names a value that is not one."""
+    PredictedLine; a profile's OperatorLine, KernelLine, StepMemory), each field typed as the
+    dataclass declares it (None where the row has no value); a column no field names is left
+    out. BadValue names a value that is not one."""
     return kind(**{k: typed(k, record.get(k), t) for k, t in _types(kind).items()})
 
 

@@ -35,6 +35,8 @@ import json
 import re
 from pathlib import Path
 
+from .rows import KernelLine
+
 STEP_PREFIX = "ProfilerStep#"
 HOST_ANNOTATION = "user_annotation"
 
@@ -54,7 +56,7 @@ def step_windows(events: list[dict]) -> list[tuple[float, float, int]]:
 GPU_WORK = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
 
 
-def kernel_table(events: list[dict]) -> list[dict]:
+def kernel_table(events: list[dict]) -> list[KernelLine]:
     """Each kernel, copy and memset the trace's GPU timeline holds, by name: its kind, calls,
     calls a profiled step (over the host's `ProfilerStep` ranges) and device milliseconds,
     the most device time first; [] where the trace has none (a CPU run) or no step."""
@@ -69,16 +71,10 @@ def kernel_table(events: list[dict]) -> list[dict]:
             seen[0] += 1
             seen[1] += float(e.get("dur", 0.0))
     table = [
-        {
-            "kind": kind,
-            "kernel": name,
-            "calls": calls,
-            "per_step": calls / steps,
-            "device_ms": us / 1e3,
-        }
+        KernelLine(kind, name, calls, calls / steps, us / 1e3)
         for (kind, name), (calls, us) in found.items()
     ]
-    return sorted(table, key=lambda r: -r["device_ms"])
+    return sorted(table, key=lambda r: -r.device_ms)
 
 
 API_CATEGORIES = ("cuda_runtime", "cuda_driver")
