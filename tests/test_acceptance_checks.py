@@ -354,3 +354,29 @@ def test_the_kernel_count_fails_where_the_cpus_count_exceeds_the_measured_launch
         check = one("kernel-count", traces.kernel_count, folder)
         assert check.status == status, check.detail
         assert f"{measured:,.1f} kernels, copies and memsets a step measured" in check.detail
+
+
+def test_the_memory_estimate_holds_the_allocators_peak_against_the_anatomys_prediction(
+    tmp_path,
+):
+    """A profile step's cuda cell of a workload with no memory model: its peak within
+    0.67-1.5x of the step's memory as gpu-vs-cpu predicts it on a CPU, or FAIL; a workload with
+    its own model (stnn) is the memory-prediction check's, so alone it is nothing to judge."""
+    from stbench.child.anatomy import measure
+    from stbench.plan.predict import anatomy_memory_mb
+    from stbench.runner.predictions import SMALL_BATCHES
+    from tests.helpers import preset_params
+
+    params = json.dumps(preset_params("lstm-era5"))
+    batch = 128
+    predicted = anatomy_memory_mb(measure("lstm-era5", json.loads(params), SMALL_BATCHES), batch)
+    assert predicted > 64  # the workspaces and the step's tensors
+    cell = {"run_id": "p", "workload": "lstm-era5", "params": params, "batch_size": batch}
+    for i, (peak, status) in enumerate(((1.2 * predicted, PASS), (3.0 * predicted, FAIL))):
+        folder = write_runs(tmp_path / str(i), [{**cell, "peak_gpu_mb": peak}])
+        check = one("memory-estimate", traces.memory_estimate, folder)
+        assert check.status == status, check.detail
+        assert "GPU peak / predicted: lstm-era5 p" in check.detail
+    stnn = write_runs(tmp_path / "s", [{**cell, "workload": "stnn", "peak_gpu_mb": 100}])
+    with pytest.raises(NothingToJudge, match="without a memory model"):
+        traces.memory_estimate(stnn)

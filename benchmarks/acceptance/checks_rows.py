@@ -238,12 +238,14 @@ def tf32_peak(folder: Path) -> Check:
     )
 
 
-def judge_memory(ratios: dict[str, float], low: float = 0.5, high: float = 1.5) -> Check:
+def judge_memory(
+    ratios: dict[str, float], low: float = 0.5, high: float = 1.5, kind: str = "memory-prediction"
+) -> Check:
     """name -> the allocator's peak / the memory model's prediction: each within low..high."""
     bad = {k: v for k, v in ratios.items() if not low <= v <= high}
     text = "GPU peak / predicted: " + ", ".join(f"{k} {v:.2f}x" for k, v in ratios.items())
     return verdict(
-        "memory-prediction",
+        kind,
         bool(ratios) and not bad,
         text + (f" (must be {low}-{high}x)" if bad else ""),
         ratios,

@@ -4,6 +4,7 @@ that the GPU predictions use (readers of a `stbench profile` folder and pure jud
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from pathlib import Path
@@ -14,6 +15,7 @@ from stbench.store.files import read_lines
 from stbench.store.rows import KernelLine
 from stbench.store.trace import step_windows, syncs_per_step
 
+from .checks_rows import judge_memory
 from .verdicts import NothingToJudge, combine, cuda_rows, param, rows_ok, studies, verdict
 
 
@@ -189,18 +191,52 @@ def judge_kernel_count(workload: str, measured: float, counted: float) -> Check:
     )
 
 
-def kernel_count(folder: Path) -> Check:
-    """Each cuda cell of a profile step: its kernels.csv's launches a step against the CPU's
-    count for the cell's parameters (measured here, on this machine's CPU)."""
-
+@functools.cache
+def _anatomy(workload: str, params: str):
+    """A cell's step as the CPU counts it (child/anatomy.py, measured here, on this machine's
+    CPU, once for the kernel count and the memory estimate of the same cell)."""
     from stbench.child.anatomy import measure
 
+    return measure(workload, json.loads(params), SMALL_BATCHES)
+
+
+def _anatomy_of(row):
+    return _anatomy(row["workload"], json.dumps(dict(row.params), sort_keys=True, default=str))
+
+
+def kernel_count(folder: Path) -> Check:
+    """Each cuda cell of a profile step: its kernels.csv's launches a step against the CPU's
+    count for the cell's parameters."""
     out = []
     for r in cuda_rows(rows_ok(folder)):
         table = _trace(folder, r["run_id"]).parent / "kernels.csv"
         if not table.is_file():
             raise NothingToJudge(f"no kernels.csv beside {r['run_id']}'s trace")
         measured = sum(k.per_step for k in read_lines(table, KernelLine))
-        counted = measure(r["workload"], dict(r.params), SMALL_BATCHES).launches
-        out.append(judge_kernel_count(r["workload"], measured, counted))
+        out.append(judge_kernel_count(r["workload"], measured, _anatomy_of(r).launches))
     return combine("kernel-count", out)
+
+
+MEMORY_ESTIMATE = (0.67, 1.5)  # the allocator's peak over the anatomy's prediction
+
+
+def memory_estimate(folder: Path) -> Check:
+    """Each cuda cell of a profile step whose workload predicts no memory itself: the
+    allocator's peak against the step's memory as `gpu-vs-cpu` predicts it on a machine
+    without a GPU (its anatomy's tensors and the libraries' workspaces), within
+    MEMORY_ESTIMATE (the first H100 run's rows: 1.00-1.35x, dcrnn-pems' gpu-index the
+    highest, its series then held twice on the GPU)."""
+    from stbench.plan.predict import anatomy_memory_mb
+    from stbench.plan.registry import get
+
+    ratios = {}
+    for r in cuda_rows(rows_ok(folder)):
+        if get(r["workload"]).predict:  # its own model: the memory-prediction check's
+            continue
+        predicted = anatomy_memory_mb(_anatomy_of(r), int(r["batch_size"]))
+        if predicted is None or r["peak_gpu_mb"] is None:
+            raise NothingToJudge(f"{r['run_id']}: no predicted or no measured peak")
+        ratios[f"{r['workload']} {r['run_id']}"] = r["peak_gpu_mb"] / predicted
+    if not ratios:
+        raise NothingToJudge("no cuda row of a workload without a memory model")
+    return judge_memory(ratios, *MEMORY_ESTIMATE, kind="memory-estimate")

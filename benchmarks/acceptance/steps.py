@@ -78,6 +78,9 @@ NO_SYNCS = Probe("no-syncs", traces.no_syncs)
 # the GPU predictions' launch count (counted on the CPU: a floor) against the profile's kernels;
 # not stnn's: its profiled steps are a few of an epoch's mix of two passes, its count the mean
 KERNEL_COUNT = Probe("kernel-count", traces.kernel_count)
+# the step's memory as the predictions count it on a CPU, against the allocator's peak (the
+# workloads without a memory model of their own; the same anatomy as the kernel count)
+MEMORY_ESTIMATE = Probe("memory-estimate", traces.memory_estimate)
 
 
 def smoke_argv(workload: str, device: str) -> tuple[str, ...]:
@@ -129,6 +132,7 @@ STEPS = (
         NO_SYNCS,
         Probe("h2d-plausible", rows.h2d_plausible),
         KERNEL_COUNT,
+        MEMORY_ESTIMATE,
         what="no host-device sync, plausible h2d, kernels counted",
     ),
     # gpu-index, the path only a GPU runs, and the device-data check's row (the host index path
@@ -141,11 +145,18 @@ STEPS = (
         NO_SYNCS,
         Probe("dcrnn-device-data", rows.device_data),
         KERNEL_COUNT,
+        MEMORY_ESTIMATE,
         what="dcrnn gpu-index: no sync, no data or h2d time, kernels counted",
         steps=4,
     ),
     profile(  # 11 s, cold
-        "lstm-era5", 7, "--smoke", NO_SYNCS, KERNEL_COUNT, what="no sync, kernels counted"
+        "lstm-era5",
+        7,
+        "--smoke",
+        NO_SYNCS,
+        KERNEL_COUNT,
+        MEMORY_ESTIMATE,
+        what="no sync, kernels and memory counted",
     ),
     # the grid and chunk at which offload streams its relations in chunks (60x168: 9,072 cells);
     # dense and sparse beside it for sparse = dense and the memory model: 3 cells
