@@ -251,7 +251,8 @@ def test_a_steps_memory_holds_at_least_its_state_and_saved_activations_and_fits_
     beside the parameters and optimizer state, so the peak is at least their sum; a size whose
     predicted memory exceeds a card's is 'does not fit'."""
     from stbench.child.anatomy import measure
-    from stbench.plan.predict import LIBRARY_WORKSPACE_MB, anatomy_memory_mb
+    from stbench.contract.memory import cuda_library_bytes
+    from stbench.plan.predict import anatomy_memory_mb
     from tests.helpers import preset_params
 
     found = measure("lstm-era5", preset_params("lstm-era5"), (2, 8))
@@ -260,7 +261,7 @@ def test_a_steps_memory_holds_at_least_its_state_and_saved_activations_and_fits_
         least = found.resident_bytes + found.saved_bytes(batch) + found.batch_bytes(batch)
         assert found.memory_bytes(batch) >= least
         assert anatomy_memory_mb(found, batch) == pytest.approx(
-            found.memory_bytes(batch) / 2**20 + LIBRARY_WORKSPACE_MB
+            found.memory_bytes(batch) / 2**20 + cuda_library_bytes(None) / 2**20
         )
     assert found.memory_bytes(4096) > found.memory_bytes(256)
     t4 = read_gpus()["T4"]

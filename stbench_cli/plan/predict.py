@@ -29,8 +29,9 @@ For one GPU and one size, two figures, both marked predicted wherever they are s
 
 And whether the size fits the card's memory: the workload's own memory prediction where it has
 one, else the step's (`Anatomy.memory_bytes`: the most tensor bytes alive at once in a step,
-counted here, the batch and the data the workload keeps on the device) and the GPU libraries'
-workspaces (LIBRARY_WORKSPACE_MB).
+counted here, the batch and the data the workload keeps on the device) and the CUDA
+libraries' allocations a training process holds (contract.memory.cuda_library_bytes, the one
+stnn's own prediction adds too).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from pathlib import Path
 
 import tomllib
 
+from ..contract.memory import cuda_library_bytes
 from ..errors import StbenchError
 
 HOST_SPEEDUP = 2.0  # the bound takes a GPU's host as up to 2x this CPU's speed per thread
@@ -55,11 +57,6 @@ BANDWIDTH_EFFICIENCY = 0.7  # and of the memory bandwidth its bytes reach
 # whose host thread loads no data) by `python benchmarks/predict_check.py` (its other rows
 # judge it)
 EAGER_LAUNCH_S = 39.2e-6
-# what a GPU step holds besides its tensors: cuBLAS's and cuBLASLt's workspaces, 32 MiB each on
-# a Hopper card in PyTorch (pytorch/pytorch#89027, #120925; less on older cards: taken for all,
-# the prediction errs toward "does not fit"); the first H100 run's peaks lay 64-65 MiB above the
-# tensors of its cnn-strain and dcrnn-pems steps (benchmarks/predict_check.py)
-LIBRARY_WORKSPACE_MB = 64.0
 MEMORY_SHARE = 0.9  # of a card's memory a step may use (the CUDA context, the allocator's slack)
 SHIPPED = Path(__file__).resolve().parents[1] / "store" / "gpus.toml"
 DEFAULT_GPUS = ("T4", "A100-80GB", "H100")  # the answer's cards where none is asked
@@ -267,9 +264,12 @@ def _crossing(a: tuple[float, float], b: tuple[float, float]) -> float:
 
 
 def anatomy_memory_mb(found: Anatomy, batch: int) -> float | None:
-    """A GPU step's memory from its anatomy, MiB: its tensors and the libraries' workspaces."""
+    """A GPU step's memory from its anatomy, MiB: its tensors and the CUDA libraries'
+    allocations, at an unknown card's (the larger: the table holds no capability, so "fits"
+    errs toward no; the first H100 run's peaks lay 64-65 MiB above cnn-strain's and
+    dcrnn-pems' tensors, those two 32 MiB cuBLAS workspaces)."""
     held = found.memory_bytes(batch)
-    return None if held is None else held / 2**20 + LIBRARY_WORKSPACE_MB
+    return None if held is None else (held + cuda_library_bytes(None)) / 2**20
 
 
 def predict(step: Step, gpu: Gpu, launch_s: float = EAGER_LAUNCH_S) -> Prediction:

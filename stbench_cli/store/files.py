@@ -170,11 +170,7 @@ def read_lines(path: Path, kind: type) -> list:
 
 def write_lines(path: Path, lines: list) -> None:
     """A results file of dataclass lines (its columns their fields), written at once."""
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=[f.name for f in fields(lines[0])])
-    writer.writeheader()
-    writer.writerows(asdict(line) for line in lines)
-    atomic_write(path, buffer.getvalue())
+    rewrite(path, [asdict(line) for line in lines], [f.name for f in fields(lines[0])])
 
 
 def _typed(path: Path, records: list[dict], make) -> list:
