@@ -116,7 +116,7 @@ def test_report_opens_with_findings_the_hardware_and_a_figure(committed_report):
     )
     listed = re.findall(r"^- \[(ref-[^]]+)\]\(#study-\d+\): \S", head, flags=re.M)
     assert sorted(listed) == sorted(p.name for p in COMMITTED)
-    # the headline: the question stbench answers first, where a study asked it (issue 37)
+    # the headline: the question stbench answers first, where a study asked it
     assert re.search(r"!\[[^]]*advantage by size\]\(study-\d+-[\w-]+-gpu-vs-cpu\.png\)", head)
     assert "all cells:" not in md and "on a logarithmic axis" in md
     page = re.sub(
@@ -124,7 +124,10 @@ def test_report_opens_with_findings_the_hardware_and_a_figure(committed_report):
     )
     assert not re.search(r"/(tmp|work|home)/|\.venv|--out", md + page)
     progress = (committed_report / "progress.txt").read_text().splitlines()
-    assert progress[0].startswith("reading ") and re.fullmatch(r"\[1/\d+\] ref-\S+", progress[1])
+    # the many studies' figures are drawn by worker processes, said, then each study in order
+    assert progress[0].startswith("reading ")
+    assert re.fullmatch(r"drawing \d+ studies' figures in \d+ processes", progress[1])
+    assert re.fullmatch(r"\[1/\d+\] ref-\S+", progress[2])
     assert progress[-1].startswith("writing ")
 
 
