@@ -174,7 +174,7 @@ def test_gpu_vs_cpu_without_a_gpu_predicts_the_cards_of_a_users_file(tmp_path):
     assert refused.returncode == 2 and "Half lacks" in refused.stderr
     assert not (tmp_path / "o").exists()
     done = stbench(
-        "gpu-vs-cpu", "cnn-strain", "--smoke", "--budget", "40", "--gpus", mine,
+        "gpu-vs-cpu", "cnn-strain", "--smoke", "--budget", "15", "--gpus", mine,
         "--out", tmp_path / "o", timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]

@@ -182,7 +182,7 @@ def test_run_with_a_budget_measures_its_cells_as_paired_windows_and_resumes(tmp_
     """cnn-strain's smoke at batch 16 and 256 (samples/s ~3x apart) as windows: six paired
     rounds over two warm processes, each window a row, the comparison concluded."""
     folder = one_study(
-        tmp_path / "out", "cnn-strain", "--smoke", "--batch-size", "16", "256", "--budget", "30"
+        tmp_path / "out", "cnn-strain", "--smoke", "--batch-size", "16", "256", "--budget", "15"
     )
     runs = read_runs(folder)
     manifest = read_manifest(folder)
@@ -229,7 +229,7 @@ def test_a_windowed_run_interrupted_resumes_with_no_row_lost_or_doubled(tmp_path
     out = tmp_path / "out"
     started = subprocess.Popen(
         [sys.executable, "-m", "stbench", "run", "cnn-strain", "--smoke"]
-        + ["--set", "threads=1,2", "--budget", "30", "--out", str(out)],
+        + ["--set", "threads=1,2", "--budget", "15", "--out", str(out)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

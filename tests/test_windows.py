@@ -164,7 +164,7 @@ def test_an_interrupted_question_resumes_with_no_window_lost_or_doubled(tmp_path
 
     out = tmp_path / "out"
     started = subprocess.Popen(
-        ["stbench", "gpu-vs-cpu", "cnn-strain", "--smoke", "--budget", "30", "--out", str(out)],
+        ["stbench", "gpu-vs-cpu", "cnn-strain", "--smoke", "--budget", "15", "--out", str(out)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -180,7 +180,7 @@ def test_an_interrupted_question_resumes_with_no_window_lost_or_doubled(tmp_path
     have = len(read_runs(folder))
     cells = len(read_manifest(folder)["cells"])
     assert f"{have} of {cells} cells have their row in {folder}" in " ".join(said.split())
-    done = stbench("gpu-vs-cpu", "--resume", folder, "--budget", 30)
+    done = stbench("gpu-vs-cpu", "--resume", folder, "--budget", 15)
     assert done.returncode == 0, done.stderr[-2000:]
     rows = read_runs(folder)
     ids = [r["run_id"] for r in rows]
