@@ -54,6 +54,9 @@ def test_repeats_whose_spread_exceeds_10_percent_of_the_mean_are_flagged_as_pype
     failed = texts(10.0, 30.0, 10.2)
     failed[1]["status"] = "failed"
     assert noise_flags([run_of(r) for r in failed]) == []  # only the ok repeats count
+    # a question's rows are windows of one process, and say so
+    (flag,) = noise_flags(rows(10.0, 13.0, 10.5), "wall_s", windows=True)
+    assert flag.reason.endswith("over 3 windows (limit 10%)")
 
 
 def test_the_main_measure_is_the_time_to_target_where_one_was_set():

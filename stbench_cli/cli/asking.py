@@ -139,8 +139,8 @@ def gpu_vs_cpu(
         )
         if not device:
             render.note(
-                "no GPU here: the answer holds the CPU's best configuration besides its defaults "
-                "against them (run it on a GPU machine for the GPU's)"
+                "no GPU here: the answer holds the CPU's best configuration against its "
+                "defaults, and predicts each GPU's"
             )
     with (
         render.interrupted(partial(resume_line, plan, "stbench gpu-vs-cpu")),

@@ -27,8 +27,9 @@ def warn(message: str) -> None:
 
 
 def note(message: str) -> None:
-    """A line of progress that is neither a result nor a warning (on stderr, as the bar)."""
-    err.print(message, markup=False)
+    """A line of progress that is neither a result nor a warning (on stderr, as the bar): on a
+    terminal folded between words at its width, in a log or a pipe one line, whole for grep."""
+    err.print(message, markup=False, soft_wrap=not err.is_terminal)
 
 
 @contextmanager

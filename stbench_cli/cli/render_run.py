@@ -10,6 +10,7 @@ from pathlib import Path
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ..contract.params import setting
 from .render import err, out
 
 
@@ -73,10 +74,10 @@ def progress(total: int, done: int, varied: tuple[str, ...] = ()):
 
 
 def window_label(spec, varied: tuple[str, ...] = ()) -> str:
-    """'cpu batch=64 threads=1 round 2': a window of the questions' engine (a window trains
-    for seconds, not epochs, in a process of one rank)."""
+    """'cpu batch=64 threads=auto round 2': a window of the questions' engine (a window trains
+    for seconds, not epochs, in a process of one rank), its parameters as a user reads them."""
     params = spec.param_dict
-    said = "".join(f" {k}={params.get(k)}" for k in varied)
+    said = "".join(f" {setting(k, params.get(k))}" for k in varied)
     return f"{spec.device} batch={spec.batch_size}{said} round {spec.repeat + 1}"
 
 

@@ -92,10 +92,11 @@ def noise_flags(
     spread counts (main_measure's, for a study whose rows are `windows` or not, by default)."""
     metric = metric or main_measure(runs, windows)
     seen = [conditions_of(r) for r in runs]
-    return [f for f in (_spread(runs, metric), *_busy(runs, seen)) if f is not None]
+    spread = _spread(runs, metric, "windows" if windows else "repeats")
+    return [f for f in (spread, *_busy(runs, seen)) if f is not None]
 
 
-def _spread(runs: Sequence[Mapping], metric: str) -> Flag | None:
+def _spread(runs: Sequence[Mapping], metric: str, over: str) -> Flag | None:
     values = [
         v for r in runs if r.get("status") == "ok" and (v := number(r.get(metric))) is not None
     ]
@@ -107,8 +108,8 @@ def _spread(runs: Sequence[Mapping], metric: str) -> Flag | None:
     return Flag(
         "spread",
         f"unstable: the standard deviation of {metric} ({format_number(sd)}) is "
-        f"{sd / mean:.0%} of the mean ({format_number(mean)}) over {len(values)} "
-        f"repeats (limit {CV_LIMIT:.0%})",
+        f"{sd / mean:.0%} of the mean ({format_number(mean)}) over {len(values)} {over} "
+        f"(limit {CV_LIMIT:.0%})",
     )
 
 
