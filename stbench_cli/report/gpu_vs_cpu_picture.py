@@ -81,16 +81,22 @@ def figure(s: pd.DataFrame, workload: str, predicted: pd.DataFrame | None = None
     start = crossover(found)
     if start is not None:
         ax.axvline(start.count, color="#D55E00", linewidth=1.2, linestyle=":")
+        # below parity, right of where it starts to pay: no measured point lies there (every
+        # size from the crossover on is above 1x), so the words never cross a line
         ax.annotate(
             f"{'pays' if gpu else 'faster'} from {at_size(start, unit)}",
             (start.count, 1.0),
-            xytext=(6, 10),
+            xytext=(6, -4),
             textcoords="offset points",
+            va="top",
             fontsize=8,
             color="#D55E00",
         )
     ax.set_xscale("log")
     ax.set_yscale("log")
+    if start is not None:  # room under parity for those words
+        low, high = ax.get_ylim()
+        ax.set_ylim(min(low, 0.8), high)
     ax.minorticks_off()
     ax.set_xticks([p.count for p in found])
     ax.set_xticklabels([whole(p.count) for p in found], fontsize=8)
