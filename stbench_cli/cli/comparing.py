@@ -136,8 +136,6 @@ def tune_answers(paths: list[Path], brief: bool = False) -> list[str]:
     """Each tune's answer under `paths` (its best configuration, its gain, what reproduces it),
     headed by its folder as a study is: what compare shows of a tune (its step studies follow
     with --full); `brief`: within a study's lines (report.text.STUDY_LINES)."""
-    import textwrap
-
     from ..plan.judge import finding
     from ..report.text import capped
     from ..store.files import TUNE_FILE, find_tunes, read_tune
@@ -152,11 +150,7 @@ def tune_answers(paths: list[Path], brief: bool = False) -> list[str]:
             continue
         spec = state.get("spec", {})
         command = f"stbench tune {spec.get('workload', '')}".strip()
-        width = render.table_width() or 100
-        said = "\n".join(
-            textwrap.fill(line, width, subsequent_indent="    " if line.startswith("  ") else "")
-            for line in said.splitlines()
-        )
-        said = f"## {root.name} (a tune: its answer; its steps with --full)\n{command}\n\n{said}"
+        head = f"## {root.name} (a tune: its answer; its steps with --full)\n{command}\n\n"
+        said = head + render.folded(said)
         out.append((capped(said) if brief else said) + "\n")
     return out

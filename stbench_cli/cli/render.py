@@ -51,6 +51,18 @@ def table_width() -> int | None:
     return out.width if out.is_terminal or os.environ.get("COLUMNS") else None
 
 
+def folded(text: str) -> str:
+    """An answer in lines that fit the terminal (100 columns into a file or a pipe), folded
+    between words; a step's line ("  ...") goes on indented."""
+    import textwrap
+
+    width = table_width() or 100
+    return "\n".join(
+        textwrap.fill(line, width, subsequent_indent="    " if line.startswith("  ") else "")
+        for line in text.splitlines()
+    )
+
+
 def left_out(skipped, code: int | None = None) -> None:
     """Each result folder left out, one line on stderr, then the exit: `code`, or where none is
     given 4 when a folder was left out (report.read.SKIPPED_EXIT)."""

@@ -92,7 +92,7 @@ def tune(
         return render_run.budget_progress(seconds, plan.cells)
 
     Tuner(spec, root, env, run, tuple(sys.argv), render.note, watch).search()
-    render.out.print(finding(read_tune(root)), markup=False)
+    render.out.print(render.folded(finding(read_tune(root))), markup=False)
     render.out.print(f"tune in {root} (tune.json, tune.csv; a study per step)", markup=False)
 
 

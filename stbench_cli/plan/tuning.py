@@ -19,6 +19,7 @@ from ..comparison import MARGIN
 from ..errors import StbenchError
 from ..store.files import TUNE_FILE  # noqa: F401  (the tune's folder: runner.tune, cli.tuning)
 from ..store.manifest import LEVER_KIND
+from . import registry
 from .levers import BATCH, NAMES
 from .pairs import FIRST_ROUNDS, auto_window
 from .planner import Plan, Request, plan_new
@@ -202,11 +203,12 @@ def as_windows(
     """The plan as a question of the engine's (kind "lever"): one size (the batch), every
     configuration against the one holding `reference`; every round keeps the study's seed (a
     process builds each configuration once and measures it round after round)."""
+    axis = registry.get(spec.workload).size  # its batch's unit, where its size is the batch
     record = {
         "kind": LEVER_KIND,
         "size": {
             "param": BATCH,
-            "unit": "samples a batch",
+            "unit": axis.unit if axis is not None and axis.param == BATCH else "samples a batch",
             "values": [str(batch)],
             "counts": [batch],
         },

@@ -195,6 +195,7 @@ class Tuner:
         self.best = dict(self.start)
         self.steps: list[dict] = []
         self.stopped: str | None = None
+        self.unpaid = ""  # why the last step the budget could not pay was not run
 
     def search(self) -> dict:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -242,7 +243,7 @@ class Tuner:
                 len(values),
             )
         if rows is None:
-            return {**base, "values": list(values), "note": "not searched: the budget was spent"}
+            return {**base, "values": list(values), "note": f"not searched: {self.unpaid}"}
         measure, verdicts, kept = judge_step(lever, rows, reference)
         if name in LIVE_LEVERS:  # the engine gave each value its rounds already
             return self._keep(
@@ -355,6 +356,11 @@ class Tuner:
     def _cannot(self, spent: float, need: float, what: str) -> None:
         """A step the budget cannot pay for: it is not run, the search goes on to the next
         (a windowed step may still fit), and the result says what a full search would need."""
+        left = max(self.spec.budget_s - spent, 0.0)
+        self.unpaid = (
+            f"about {need:.0f} s for {what} and the confirming step; {left:.0f} s of the budget "
+            "were left"
+        )
         self.stopped = (
             f"the budget of {self.spec.budget_s:g} s could not pay for every step ({spent:.0f} "
             f"s spent when a step needed about {need:.0f} s more for {what} and the confirming "
