@@ -81,7 +81,9 @@ class LoopbackCluster:
         for proc in reversed(self.procs):
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
-        _, alive = psutil.wait_procs(tree, timeout=15)
+        # a nanny's graceful close waits ~10 s on its worker: nothing reads the cluster after
+        # this, so a few seconds' grace, then SIGKILL
+        _, alive = psutil.wait_procs(tree, timeout=3)
         for p in alive:
             try:
                 p.kill()
