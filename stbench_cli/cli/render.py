@@ -28,8 +28,13 @@ def warn(message: str) -> None:
 
 def note(message: str) -> None:
     """A line of progress that is neither a result nor a warning (on stderr, as the bar): on a
-    terminal folded between words at its width, in a log or a pipe one line, whole for grep."""
-    err.print(message, markup=False, soft_wrap=not err.is_terminal)
+    terminal folded between words at its width, a long word (a path) never cut, so it copies
+    whole; in a log or a pipe one line, whole for grep."""
+    import textwrap
+
+    if err.is_terminal:
+        message = textwrap.fill(message, err.width, break_long_words=False, break_on_hyphens=False)
+    err.print(message, markup=False)
 
 
 @contextmanager
