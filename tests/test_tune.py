@@ -345,6 +345,10 @@ def test_levers_a_process_switches_are_tuned_in_paired_windows_until_each_conclu
         steps[BATCH]["note"],
     )
     assert "threads in paired windows of" in done.stdout
+    # a step of cells that did not fit names the other way to fit it: shorter cells
+    assert "or search again with shorter cells (--window, 8 s a cell now)" in " ".join(
+        done.stdout.split()
+    )
 
 
 def test_an_older_tune_json_with_contended_in_words_is_read_as_counts_in_one_place(tmp_path):

@@ -366,6 +366,11 @@ class Tuner:
             f"s spent when a step needed about {need:.0f} s more for {what} and the confirming "
             "step): resume with a larger --budget"
         )
+        if what == "its cells":  # a cell's training is most of a step of cells: shorter ones fit
+            self.stopped += (
+                f", or search again with shorter cells (--window, {self.spec.cell_s:g} s a cell "
+                "now)"
+            )
         return None
 
     def _reserve_s(self, costs: list[float]) -> float:
