@@ -303,3 +303,34 @@ def test_profile_memory_is_summarised_not_listed():
         line.split("|")[1].strip() for line in text.split("Largest steps")[1].splitlines()[4:]
     ]
     assert largest == ["16", "33", "50", "67", "84"]
+
+
+def test_studies_drawn_in_worker_processes_are_the_ones_drawn_here():
+    """The report's worker processes start fresh (spawned): what they draw must not depend on
+    anything only the parent set up. Four small committed studies, drawn both ways: the same
+    findings and the same PNG bytes, in the same order."""
+    from stbench.report import html
+    from stbench.report.model import studies
+    from stbench.report.read import SERIES, read
+
+    names = ("grid1089", "default-10epochs", "bay-memory", "pacific")
+    folders, _ = read([f for f in COMMITTED if f.name.endswith(names)], SERIES)
+    found = studies(folders)
+    assert len(found) == html.POOLED_FROM == 4
+    heard: list[str] = []
+    pooled = list(html._views(found, heard.append, workers=2))
+    assert heard[0] == "drawing 4 studies' figures in 2 processes"
+    here = [html.view(s, html.REPORT, i) for i, s in enumerate(found, 1)]
+
+    def drawn(views):
+        return [
+            (
+                v.study.name,
+                v.finding.text,
+                [(b.picture.name, b.picture.png) for b in v.blocks if b.picture],
+            )
+            for v in views
+        ]
+
+    assert drawn(pooled) == drawn(here)
+    assert sum(len(d[2]) for d in drawn(here)) >= 4  # figures were drawn, not only words

@@ -28,6 +28,7 @@ def report_command(
 ) -> None:
     from ..report import html, read
     from ..store.files import find_folders
+    from ..store.host import allowed_cpus
 
     def progress(line: str) -> None:  # drawing the figures takes a while: say where it is
         render.err.print(line, markup=False, highlight=False)
@@ -36,7 +37,10 @@ def report_command(
     found = find_folders(paths)
     progress(f"reading {len(found)} result folder{'s' if len(found) != 1 else ''}")
     folders, skipped = read.read(found, read.SERIES)
-    written = html.build(folders, skipped, progress, tuple(tunes(paths)))
+    # one process per CPU this one may use draws the figures (the console script guards its
+    # main module, as a spawned worker needs)
+    cpus = len(allowed_cpus())
+    written = html.build(folders, skipped, progress, tuple(tunes(paths)), workers=cpus)
     progress(f"writing {out / 'report.html'}")
     path = html.write_report(written, out)
     render.out.print(

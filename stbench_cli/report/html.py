@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from ..store.host import allowed_cpus
 from .labels import machine_table
 from .model import Study, studies
 from .read import Folder, Skipped
@@ -114,11 +113,13 @@ def build(
     skipped: list[Skipped] = (),
     progress: Callable[[str], None] | None = None,
     tunes: tuple[tuple[str, str, str], ...] = (),
+    workers: int = 1,
 ) -> Report:
     """The report of these result folders; `progress` hears of each study as its figures are
-    drawn (the slow part)."""
+    drawn (the slow part), by up to `workers` processes (the command's choice: a spawned worker
+    imports the caller's main module, which a script without a main guard would run again)."""
     found = studies(folders)
-    views = list(_views(found, progress or (lambda line: None)))
+    views = list(_views(found, progress or (lambda line: None), workers))
     runs = pd.concat([s.runs for s in found], ignore_index=True)
     listed = pd.DataFrame(
         [
@@ -141,12 +142,12 @@ def build(
 POOLED_FROM = 4
 
 
-def _views(found: list[Study], progress: Callable[[str], None]):
+def _views(found: list[Study], progress: Callable[[str], None], workers: int = 1):
     """Each study's view, in order. Its figures are the slow part (~0.3 s each; the committed
-    references draw ~270): from POOLED_FROM studies on, one worker process per allowed CPU draws
-    them, a study at a time (spawned, not forked: a fork copies the parent's BLAS threads)."""
+    references draw ~270): from POOLED_FROM studies on, up to `workers` processes draw them, a
+    study at a time (spawned, not forked: a fork copies the parent's BLAS threads)."""
     numbers = range(1, len(found) + 1)
-    workers = min(len(allowed_cpus()), len(found))
+    workers = min(workers, len(found))
     if len(found) < POOLED_FROM or workers < 2:
         for i, s in zip(numbers, found):
             progress(f"[{i}/{len(found)}] {s.name}")
