@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import textwrap
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -30,8 +31,6 @@ def note(message: str) -> None:
     """A line of progress that is neither a result nor a warning (on stderr, as the bar): on a
     terminal folded between words at its width, a long word (a path) never cut, so it copies
     whole; in a log or a pipe one line, whole for grep."""
-    import textwrap
-
     if err.is_terminal:
         message = textwrap.fill(message, err.width, break_long_words=False, break_on_hyphens=False)
     err.print(message, markup=False)
@@ -59,8 +58,6 @@ def table_width() -> int | None:
 def folded(text: str) -> str:
     """An answer in lines that fit the terminal (100 columns into a file or a pipe), folded
     between words; a step's line ("  ...") goes on indented."""
-    import textwrap
-
     width = table_width() or 100
     return "\n".join(
         textwrap.fill(line, width, subsequent_indent="    " if line.startswith("  ") else "")

@@ -11,6 +11,7 @@ import multiprocessing
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from itertools import repeat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -156,7 +157,7 @@ def _views(found: list[Study], progress: Callable[[str], None], workers: int = 1
     spawn = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(workers, mp_context=spawn) as pool:
         progress(f"drawing {len(found)} studies' figures in {workers} processes")
-        for i, done in zip(numbers, pool.map(view, found, [REPORT] * len(found), numbers)):
+        for i, done in zip(numbers, pool.map(view, found, repeat(REPORT), numbers)):
             progress(f"[{i}/{len(found)}] {done.study.name}")
             yield done
 

@@ -140,7 +140,7 @@ def predictions(path: Path) -> tuple[PredictedLine, ...]:
     has no predicted.csv or it cannot be read (the answer stands without)."""
     try:
         return tuple(read_predicted(path))
-    except StbenchError:
+    except (OSError, StbenchError):
         return ()
 
 

@@ -310,7 +310,11 @@ class Tuner:
         need = estimate_s(self.spec, configs * self.spec.repeats - done, costs)
         reserve = 0 if force else self._reserve_s(costs)
         if not force and spent + need + reserve > self.spec.budget_s:
-            return self._cannot(spent, need + reserve, "its cells")
+            # a cell's training is most of such a step: shorter cells are the other way to fit
+            shorter = (
+                f"search again with shorter cells (--window, {self.spec.cell_s:g} s a cell now)"
+            )
+            return self._cannot(spent, need + reserve, "its cells", shorter)
         plan = (
             plan_resume(self.spec.workload, folder, self.env)
             if (folder / "manifest.json").exists()
@@ -353,9 +357,10 @@ class Tuner:
         )
         return read_runs(folder)
 
-    def _cannot(self, spent: float, need: float, what: str) -> None:
+    def _cannot(self, spent: float, need: float, what: str, otherwise: str = "") -> None:
         """A step the budget cannot pay for: it is not run, the search goes on to the next
-        (a windowed step may still fit), and the result says what a full search would need."""
+        (a windowed step may still fit), and the result says what a full search would need
+        (and `otherwise`, another way to fit the step)."""
         left = max(self.spec.budget_s - spent, 0.0)
         self.unpaid = (
             f"about {need:.0f} s for {what} and the confirming step; {left:.0f} s of the budget "
@@ -364,13 +369,8 @@ class Tuner:
         self.stopped = (
             f"the budget of {self.spec.budget_s:g} s could not pay for every step ({spent:.0f} "
             f"s spent when a step needed about {need:.0f} s more for {what} and the confirming "
-            "step): resume with a larger --budget"
+            "step): resume with a larger --budget" + (f", or {otherwise}" if otherwise else "")
         )
-        if what == "its cells":  # a cell's training is most of a step of cells: shorter ones fit
-            self.stopped += (
-                f", or search again with shorter cells (--window, {self.spec.cell_s:g} s a cell "
-                "now)"
-            )
         return None
 
     def _reserve_s(self, costs: list[float]) -> float:
