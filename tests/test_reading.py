@@ -215,3 +215,15 @@ def test_a_folder_of_another_schema_is_one_line_and_read_by_no_reader(tmp_path, 
     done = stbench("compare", folder)
     assert done.returncode == 2 and said in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_parent_of_parents_of_result_folders_says_where_they_are(tmp_path):
+    """`compare results/` where the studies lie a level further down (results/reference/...):
+    one line that names the folder holding them."""
+    from stbench.errors import StbenchError
+    from stbench.store.files import find_folders
+
+    (tmp_path / "reference" / "study").mkdir(parents=True)
+    (tmp_path / "reference" / "study" / "runs.csv").write_text("schema,run_id\n")
+    with pytest.raises(StbenchError, match=r"holds no result folder .*; .*reference holds some$"):
+        find_folders([tmp_path])

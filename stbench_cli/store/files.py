@@ -250,8 +250,12 @@ def find_folders(paths: list[Path], tune_steps: bool = True) -> list[Path]:
         elif tunes and not inner:
             continue  # a tune's folder (or a parent of tunes only): its answer stands for it
         if not inner:
+            # one level further down (results/reference/...): name where they are
+            deeper = sorted({q.parent.parent for q in p.glob("*/*/runs.csv")})
+            where = f"; {', '.join(map(str, deeper))} holds some" if deeper else ""
             raise StbenchError(
-                f"{p} holds no result folder (no runs.csv in it or in a folder directly in it)"
+                f"{p} holds no result folder (no runs.csv in it or in a folder directly in "
+                f"it){where}"
             )
         found.extend(dict.fromkeys(inner))
     return found
