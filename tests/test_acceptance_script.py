@@ -40,7 +40,18 @@ def acceptance(*args, env=None, timeout=60):
     )
 
 
-def test_the_default_run_fits_six_and_a_half_minutes_correctness_first():
+def test_the_default_run_fits_the_lease_with_room_to_start_a_second_machine():
+    """Correctness first; the install and every cap inside the first command's deadline, which
+    leaves, after a cold start and the reply, the device time a second machine needs to start."""
+    from benchmarks.acceptance.__main__ import (
+        COLD_START_S,
+        DEADLINE_S,
+        FRESH_MACHINE_S,
+        INSTALL_S,
+        LEASE_S,
+        RETURN_S,
+    )
+
     parts = [s.part for s in DEFAULT]
     assert parts == sorted(
         parts, key=[CORRECTNESS, REFERENCE].index
@@ -48,15 +59,15 @@ def test_the_default_run_fits_six_and_a_half_minutes_correctness_first():
     caps = {
         part: sum(s.cap_s for s in DEFAULT if s.part == part) for part in (CORRECTNESS, REFERENCE)
     }
-    # issue 37: correctness within 2.5 minutes, the studies within 4, ~6.5 in all
-    assert caps[CORRECTNESS] <= 150 and caps[REFERENCE] <= 240 and sum(caps.values()) <= 390
+    assert INSTALL_S + sum(caps.values()) <= DEADLINE_S
+    assert COLD_START_S + DEADLINE_S + RETURN_S + FRESH_MACHINE_S <= LEASE_S
     text = listing()
     assert (
         f"correctness (caps {caps[CORRECTNESS]} s)" in text
         and f"reference (caps {caps[REFERENCE]} s)" in text
     )
     assert (
-        f"{sum(caps.values())} s  caps on one H100" in text
+        f"{sum(caps.values())} s  caps on one H100 or H200" in text
         and max(map(len, text.splitlines())) <= 100
     )
     assert acceptance("--list").stdout.strip() == text
@@ -248,11 +259,11 @@ def test_a_killed_rehearsal_leaves_the_verdicts_it_reached_and_a_second_command_
 def test_a_later_commands_deadline_is_computed_from_the_device_time_left():
     """A second command on the lent machine ends inside the lease: its deadline is the device
     time `status` says is left, less a cold start unless the machine is warm, less the return."""
-    from benchmarks.acceptance.__main__ import COLD_START_S, RETURN_S, parse
+    from benchmarks.acceptance.__main__ import COLD_START_S, DEADLINE_S, RETURN_S, parse
 
     cold = parse(["--device-left", "400", "--out", "x"])
     assert cold.deadline == 400 - COLD_START_S - RETURN_S
     assert parse(["--device-left", "400", "--warm", "--out", "x"]).deadline == 400 - RETURN_S
-    assert parse(["--out", "x"]).deadline == 405  # no --device-left: the first command's
+    assert parse(["--out", "x"]).deadline == DEADLINE_S  # no --device-left: the first command's
     with pytest.raises(SystemExit):
         parse(["--device-left", "100", "--out", "x"])  # nothing left after a cold start

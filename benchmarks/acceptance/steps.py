@@ -2,13 +2,12 @@
 what it wrote. The correctness part is here, the reference studies in `studies.py`, and the
 extras (not in a default run) at the end.
 
-Caps are seconds on one H100 (16 cores beside it), the step's checks included. The first H100
-run (docs/acceptance-runs/h100-2026-11-26: the seconds beside each step below) spent ~9 s a cell
-outside its training, most of it a fresh process importing torch; a single-process cell is now
-forked from a warm server (runner/warm.py) that imported it once, so a cap is what the cell
-trains, its CUDA initialisation (~2 s, a guess: no GPU has run a warm cell yet) and its data.
-torchrun worlds (distributed, two-nodes) still start their ranks fresh. The first cuda step also
-measures the GPU's peaks (~6 s, cached for the rest). A step that ends early leaves its time to
+Caps are seconds on one H100 or H200 (16 cores beside it), the step's checks included: what
+the H200 run of 2026-11-28 measured (docs/acceptance-runs/h200-2026-11-28, the seconds beside
+each step below) and about a fifth more. Its guesses before, for warm cells, were too tight for
+five steps: a profiled cell and a torchrun world start a fresh process (~3.3 s importing torch
+on that host, then the step's data: 5 s for stnn's 60x168 grid), and doctor took 43 s. The first
+cuda step also measures the GPU's peaks (~6 s, cached for the rest). A step that ends early leaves its time to
 the next, and a step that failed for a reason a second try can mend (past its limit, a cell that
 crashed or hung) runs once more where the deadline allows (engine.py)."""
 
@@ -118,16 +117,16 @@ WORLD = "run cnn-strain --smoke --device cuda --set max_steps=10 --timeout 60 --
 GLOO, NCCL = (("backend", "gloo"),), (("backend", "nccl"),)
 
 STEPS = (
-    # 3 cells, after the GPU's peaks are measured (~6 s, once): 30 s on the H100, cold
+    # 3 cells, after the GPU's peaks are measured (~6 s, once): 7 s on the H200
     smoke(
-        "cnn-strain", 20, Probe("nvml", rows.nvml), Probe("checkpoint-lowers-peak", rows.checkpoint)
+        "cnn-strain", 10, Probe("nvml", rows.nvml), Probe("checkpoint-lowers-peak", rows.checkpoint)
     ),
-    smoke("dcrnn-pems", 9),  # its index cell: 9 s on the H100, cold
-    smoke("lstm-era5", 7, Probe("tf32-peak", rows.tf32_peak)),  # 10 s, cold
-    smoke("stnn", 7),  # 9 s, cold
-    profile(
+    smoke("dcrnn-pems", 6),  # its index cell: 4 s
+    smoke("lstm-era5", 5, Probe("tf32-peak", rows.tf32_peak)),  # 3 s
+    smoke("stnn", 5),  # 3 s
+    profile(  # 15 s
         "cnn-strain",
-        12,
+        18,
         "--smoke",
         NO_SYNCS,
         Probe("h2d-plausible", rows.h2d_plausible),
@@ -137,10 +136,10 @@ STEPS = (
     ),
     # gpu-index, the path only a GPU runs, and the device-data check's row (the host index path
     # is the DataLoader path cnn-strain and lstm-era5 profile): a dcrnn cell profiled 10 steps in
-    # 18 s on the H100 (245,000 trace events), 4 steps keep it ~25 s
+    # 18 s on the H100 (245,000 trace events); 4 steps took 37 s on the H200
     profile(
         "dcrnn-pems",
-        20,
+        42,
         "--smoke --set batching=gpu-index",
         NO_SYNCS,
         Probe("dcrnn-device-data", rows.device_data),
@@ -149,9 +148,9 @@ STEPS = (
         what="dcrnn gpu-index: no sync, no data or h2d time, kernels counted",
         steps=4,
     ),
-    profile(  # 11 s, cold
+    profile(  # 11 s
         "lstm-era5",
-        7,
+        14,
         "--smoke",
         NO_SYNCS,
         KERNEL_COUNT,
@@ -160,9 +159,9 @@ STEPS = (
     ),
     # the grid and chunk at which offload streams its relations in chunks (60x168: 9,072 cells);
     # dense and sparse beside it for sparse = dense and the memory model: 3 cells
-    profile(  # 30-37 s on the H100, cold
+    profile(  # 33 s: three fresh processes
         "stnn",
-        25,
+        38,
         "--set grid=60x168 --set chunk=250 --set relations=dense,offload,sparse",
         Probe("syncs", traces.stnn_syncs),
         Probe("offload-side-stream", traces.offload_stream),
@@ -174,7 +173,7 @@ STEPS = (
     Step(
         "distributed",
         CORRECTNESS,
-        15,  # 13 s on the H100: torchrun's ranks start fresh
+        16,  # 13 s: torchrun's ranks start fresh
         "ddp: 2 gloo ranks on 1 GPU; NCCL",
         argv=args(f"{WORLD} ddp --nproc 2 --set backend=gloo,nccl --expect skipped"),
         checks=(
@@ -185,7 +184,7 @@ STEPS = (
     Step(
         "two-nodes",
         CORRECTNESS,
-        15,  # 13 s
+        15,  # 12 s
         "ddp: two loopback nodes, gloo",
         argv=args(f"{WORLD} ddp --nproc 1 --nnodes 2 --set backend=gloo"),
         checks=(Probe("two-nodes", rows.distributed, GLOO),),
@@ -193,7 +192,7 @@ STEPS = (
     Step(
         "doctor",
         CORRECTNESS,
-        13,  # 34 s cold; its checks' processes are forked warm now
+        48,  # 43 s
         "doctor --quick: phase timing, sampling, peaks, launches",
         argv=args("doctor --quick --device cpu cuda"),
         checks=(Probe("doctor", rows.doctor_checks),),
