@@ -20,6 +20,12 @@ plan/predict.py's EAGER_LAUNCH_S to it.
 
 writes FILE.csv (default: predicted.csv inside the run's folder) and prints the table. A test
 (tests/test_predict.py) checks the committed file: no bound above its measured step.
+
+    python benchmarks/predict_check.py --gpu H200 --questions results/reference/ref-h200-*
+
+prints, for `gpu-vs-cpu` studies that ran on a GPU, each size's own prediction (made on the
+GPU's host from its CPU rows) against its cuda windows: the out-of-sample check, measuring
+nothing here. A test holds those bounds below their measured steps too.
 """
 
 from __future__ import annotations
@@ -86,12 +92,57 @@ def fitted_row(row, step: Step) -> bool:
     return row["workload"] in FIT_WORKLOADS and step.serial_data_s == 0
 
 
+def against_questions(studies: list[Path], gpu: str) -> pd.DataFrame:
+    """Each size of each `gpu-vs-cpu` study that ran on a GPU: the bound and estimate its own
+    predicted.csv gives that card (made from the study's CPU rows on the GPU's own host, with the
+    shipped constants: nothing in it is fitted on its cuda rows) against the step its cuda windows
+    measured there at each precision (the batch over their median samples/s)."""
+    out = []
+    for study in studies:
+        predicted = pd.read_csv(study / "predicted.csv")
+        predicted = predicted[predicted["gpu"] == gpu].set_index("size")
+        rows = pd.read_csv(study / "runs.csv")
+        cuda = rows[rows["device"].astype(str).str.startswith("cuda") & (rows["status"] == "ok")]
+        for (batch, precision), here in cuda.groupby(["batch_size", "precision"]):
+            if batch not in predicted.index:
+                continue
+            p = predicted.loc[batch]
+            measured_ms = batch / here["samples_per_s"].median() * 1e3
+            out.append(
+                {
+                    "workload": str(here["workload"].iloc[0]),
+                    "size": int(batch),
+                    "precision": precision,
+                    "windows": len(here),
+                    "launches": float(p["launches"]),
+                    "bound_ms": float(p["bound_ms"]),
+                    "bound_by": p["bound_by"],
+                    "estimate_ms": float(p["estimate_ms"]),
+                    "measured_ms": measured_ms,
+                    "measured_over_bound": measured_ms / float(p["bound_ms"]),
+                    "estimate_error": float(p["estimate_ms"]) / measured_ms - 1,
+                }
+            )
+    return pd.DataFrame(out)
+
+
 def main() -> None:
     ask = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ask.add_argument("--run", type=Path, default=RUN)
     ask.add_argument("--gpu", default="H100", help="the card the rows ran on (gpus.toml)")
     ask.add_argument("--out", type=Path)
+    ask.add_argument(
+        "--questions",
+        type=Path,
+        nargs="+",
+        help="gpu-vs-cpu study folders that ran on --gpu: their own predictions against their "
+        "cuda windows (nothing is measured here)",
+    )
     args = ask.parse_args()
+    if args.questions:
+        table = against_questions(args.questions, args.gpu)
+        print(table.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+        return
     gpu = read_gpus()[args.gpu]
     lines, anatomy, loading = [], {}, {}
     for _, r in rows_of(args.run).iterrows():

@@ -209,9 +209,11 @@ def kernel_count(folder: Path) -> Check:
     count for the cell's parameters."""
     out = []
     for r in cuda_rows(rows_ok(folder)):
-        table = _trace(folder, r["run_id"]).parent / "kernels.csv"
-        if not table.is_file():
-            raise NothingToJudge(f"no kernels.csv beside {r['run_id']}'s trace")
+        # the profile's table, not its trace: a run's archive brings the tables back without it
+        found = [s / "profile" / r["run_id"] / "kernels.csv" for s in studies(folder)]
+        table = next((t for t in found if t.is_file()), None)
+        if table is None:
+            raise NothingToJudge(f"no kernels.csv in {r['run_id']}'s profile")
         measured = sum(k.per_step for k in read_lines(table, KernelLine))
         out.append(judge_kernel_count(r["workload"], measured, _anatomy_of(r).launches))
     return combine("kernel-count", out)

@@ -10,10 +10,10 @@ clip, the optimizer's step. At two small batches (b1 < b2) it counts:
   nothing on a GPU (views, `empty`, `detach`: metadata only). The optimizer steps with
   `foreach` on, as it does by default on CUDA, and a foreach operator over n tensors counts
   ceil(n / 110) launches: 110 is the most tensors CUDA's multi_tensor_apply packs into one
-  launch, so the count never exceeds the GPU's. A recurrent layer (one oneDNN operator on the
-  CPU) counts 1 + 2 a timestep, forward and backward, as cuDNN's standard algorithm launches
-  (RECURRENT); any other cuDNN or fused operator that launches several kernels counts once: the
-  count is a floor of the GPU's launches;
+  launch, so the count never exceeds the GPU's. A cuDNN or fused operator that launches
+  several kernels counts once, a recurrent layer too (one oneDNN operator on the CPU; on the
+  H200 cuDNN ran each LSTM layer's whole sequence in one persistent kernel, where its standard
+  algorithm would launch a few a timestep): the count is a floor of the GPU's launches;
 - **bytes**: the parameters, their gradients and the optimizer's state after the step (state
   bytes), the activations autograd saved for backward (each storage once, by
   saved_tensors_hooks), and the batch itself (inputs and targets: what crosses the host link
@@ -70,13 +70,6 @@ NO_KERNEL = frozenset(
     }
 )
 FOREACH_TENSORS = 110  # the most tensors CUDA's multi_tensor_apply takes in one launch
-# One layer of a recurrence, one operator on this CPU (oneDNN's whole sequence) but a kernel per
-# timestep or more on a GPU: cuDNN's standard RNN algorithm (PyTorch's outside fp16's persistent
-# one) runs the sequence a timestep at a time, a GEMM and a pointwise kernel each, after one GEMM
-# over every timestep's input; its backward the same, then its weights' GEMMs (an nvprof of
-# cuDNN's LSTM lists LSTM_elementWise_fp and _bp1 once a timestep beside the GEMMs:
-# apache/systemds#856). Counted as 2 a timestep and 1, forward and backward alike: a floor.
-RECURRENT = frozenset({"mkldnn_rnn_layer", "mkldnn_rnn_layer_backward"})
 HOST_STEPS = 7  # steps timed for the host's own time (after two untimed)
 
 
@@ -98,8 +91,6 @@ class _Launches(TorchDispatchMode):
         self.operators += 1
         if name.startswith("_foreach") and isinstance(args[0], list | tuple):
             self.launches += math.ceil(len(args[0]) / FOREACH_TENSORS)
-        elif name in RECURRENT:
-            self.launches += 1 + 2 * _timesteps(args)
         else:
             self.launches += 1
         return out
@@ -145,12 +136,6 @@ def _peak_lines(small: list[int], large: list[int], b1: int, b2: int) -> list[tu
         per = (at2 - at1) / (b2 - b1)
         lines.append((at1 - per * b1, per))
     return lines
-
-
-def _timesteps(args) -> int:
-    """The timesteps a recurrent layer's operator runs: its input's first dimension (the layer
-    takes its input time-major whatever the module's `batch_first`: it is transposed before)."""
-    return int(args[0].shape[0])
 
 
 def _kinds(task, batch: int, max_steps: int) -> list[tuple[float, tuple]]:
