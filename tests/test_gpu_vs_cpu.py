@@ -416,3 +416,90 @@ def test_a_windowed_tune_step_is_answered_against_its_reference_not_as_a_gpu_que
     _, table = view(study(rows, context=Context(question=step)).runs)
     assert {"x reference", "best tried", "reference"} <= set(table.columns)
     assert "CPU defaults" not in table.columns
+
+
+def _levers(one_thread: tuple, bf16: tuple) -> dict:
+    """Three sizes of a 16-core CPU at its defaults (threads auto), one thread and bf16."""
+    out = {}
+    for size, (slow, half) in zip((64, 256, 1024), zip(one_thread, bf16)):
+        out[(size, "cpu", 0)] = _noisy(1000, 6, size)
+        out[(size, "cpu", 1)] = _noisy(1000 * slow, 6, size + 1)
+        out[(size, "cpu", -1)] = _noisy(1000 * half, 6, size + 2)
+    return out
+
+
+def _lever_cells(values: dict) -> tuple[list[RunSpec], list[dict]]:
+    """`_cells_and_rows` with threads -1 standing for bf16 autocast at the default threads."""
+    cells, rows = [], []
+    for (size, device, threads), by_round in values.items():
+        params = (("precision", "bf16"), ("threads", 0)) if threads < 0 else (("threads", threads),)
+        for r, v in enumerate(by_round):
+            c = identify(RunSpec("w", device, "single", size, 1, repeat=r, params=params))
+            cells.append(c)
+            rows.append({"run_id": c.run_id, "repeat": r, "status": "ok", "samples_per_s": v})
+    return cells, rows
+
+
+def test_a_lever_that_takes_cores_away_and_falls_behind_is_outgrown_a_precision_never():
+    """One thread against all 16 cores: slower at two sizes, more so at the larger, is not
+    measured at larger sizes; bf16, slower at both and falling too, is kept (a precision can turn
+    to a gain where the step becomes compute-bound); a lever slower but gaining is kept."""
+    defaults = {"threads": 0}
+    cells, rows = _lever_cells(_levers(one_thread=(0.5, 0.3, 0.2), bf16=(0.9, 0.8, 0.7)))
+    found = gpu_vs_cpu.outgrown(cells, rows, "batch_size", ["64", "256"], defaults, 16)
+    assert [o.sets for o in found] == [(("threads", 1),)]
+    before, last = found[0].seen
+    assert (before.size, last.size) == ("64", "256") and last.ratio < before.ratio < 1
+    # slower at both sizes but by less at the larger: kept
+    cells, rows = _lever_cells(_levers(one_thread=(0.3, 0.5, 0.6), bf16=(0.9, 0.8, 0.7)))
+    assert gpu_vs_cpu.outgrown(cells, rows, "batch_size", ["64", "256"], defaults, 16) == []
+    # faster at the first: kept
+    cells, rows = _lever_cells(_levers(one_thread=(1.5, 0.5, 0.2), bf16=(0.9, 0.8, 0.7)))
+    assert gpu_vs_cpu.outgrown(cells, rows, "batch_size", ["64", "256"], defaults, 16) == []
+
+
+def test_only_fewer_threads_or_no_loader_workers_take_resources_away():
+    takes = gpu_vs_cpu._takes_away
+    defaults = {"threads": 0, "workers": 2, "precision": "default"}
+    assert takes({"threads": 1, "workers": 2, "precision": "default"}, defaults, 16)
+    assert takes({"threads": 8, "workers": 2, "precision": "default"}, defaults, 16)
+    assert takes({"threads": 0, "workers": 0, "precision": "default"}, defaults, 16)
+    assert not takes({"threads": 0, "workers": 2, "precision": "bf16"}, defaults, 16)
+    assert not takes(defaults, defaults, 16)
+    # a preset that fixes one thread: the machine's choice (0, every core) adds, never takes
+    assert not takes({"threads": 0}, {"threads": 1}, 16)
+
+
+def test_an_outgrown_lever_leaves_the_larger_sizes_and_the_answer_says_so(
+    tmp_path, monkeypatch, capsys
+):
+    """The engine's side of the rule above, on a real question of three sizes (this VM cannot
+    make a lever fall behind on demand, so the rule is told the smoke's one candidate thread
+    count, the machine's, did after the first two): none of its windows runs at the third size,
+    the manifest keeps why, and the answer says it."""
+    from stbench.cli import main
+    from stbench.report.read import engine_note
+
+    def threads_fell(cells, rows, param, last_two, defaults, physical):
+        seen = tuple(pairs.Comparison(s, "a", "b", r, r - 0.05, r + 0.05, 3) for s, r in
+                     zip(last_two, (0.6, 0.4)))  # fmt: skip
+        return [gpu_vs_cpu.Outgrown((("threads", 0),), seen)]
+
+    monkeypatch.setattr(gpu_vs_cpu, "outgrown", threads_fell)
+    with pytest.raises(SystemExit) as done:
+        main(["gpu-vs-cpu", "cnn-strain", "--smoke", "--sizes", "32", "64", "128", "--window",
+              "0.1", "--budget", "30", "--out", str(tmp_path)])  # fmt: skip
+    assert done.value.code == 0, capsys.readouterr().err[-2000:]
+    printed = capsys.readouterr()
+    progress, answer = " ".join(printed.err.split()), " ".join(printed.out.split())
+    assert "cpu threads=auto not measured from 128 curves a batch on" in progress
+    assert "cpu threads=auto was not measured from 128 curves a batch on" in answer
+    (manifest_file,) = tmp_path.glob("*/manifest.json")
+    manifest = json.loads(manifest_file.read_text())
+    runs = [c for c in manifest["cells"] if c["device"] == "cpu"]
+    machines = {c["batch_size"] for c in runs if dict(c["params"]).get("threads") == 0}
+    assert machines == {32, 64} and {c["batch_size"] for c in runs} == {32, 64, 128}
+    (lever,) = manifest["question"]["outgrown"]
+    assert lever["sets"] == "threads=auto" and lever["from"] == "128"
+    note = engine_note(manifest["question"])
+    assert "cpu threads=auto was not measured from 128 curves a batch on: 0.60x at 32" in note

@@ -226,6 +226,67 @@ def comparisons(
     return out
 
 
+def _takes_away(sets: Mapping[str, Any], defaults: Mapping[str, Any], physical: int) -> bool:
+    """Whether a CPU configuration only takes resources from the defaults: fewer threads (auto,
+    0, is every physical core), or no loader workers where the defaults have some. Such a lever
+    loses more as the work grows; a precision can turn from a loss to a gain (where a step
+    becomes compute-bound) and is never judged so."""
+    moved = {k: v for k, v in sets.items() if defaults.get(k) != v}
+    if not moved or set(moved) - {"threads", "workers"}:
+        return False
+    base_threads = int(defaults.get("threads") or 0) or physical
+    fewer = "threads" not in moved or 0 < int(moved["threads"] or 0) < base_threads
+    fewer_workers = "workers" not in moved or int(moved["workers"] or 0) < int(
+        defaults.get("workers") or 0
+    )
+    return fewer and fewer_workers
+
+
+@dataclass(frozen=True)
+class Outgrown:
+    """A CPU lever a larger size does not measure: slower than the CPU at its defaults at the
+    two sizes before (`seen`: the comparisons, lever over defaults), concluded, and more so at
+    the larger."""
+
+    sets: tuple[tuple[str, Any], ...]  # what the lever sets apart from the defaults
+    seen: tuple[Comparison, Comparison]
+
+
+def outgrown(
+    cells: Sequence[RunSpec],
+    rows: Sequence[dict],
+    param: str,
+    last_two: Sequence[str],
+    defaults: Mapping[str, Any],
+    physical: int,
+) -> list[Outgrown]:
+    """The CPU levers that only take resources from the defaults (`_takes_away`) and measured
+    slower than them at both of the `last_two` sizes (each interval below 1), the ratio lower
+    at the second: measuring them at a larger size would buy a window that cannot be the CPU's
+    fastest, where it costs the most (a one-thread window at the largest size is most of a
+    round)."""
+    values = _by_cell(cells, rows)
+    seen: dict[tuple, list[Comparison]] = {}
+    for size in last_two:
+        here = [c for c in cells if c.repeat == 0 and size_of(c, param) == size]
+        cpu = [c for c in here if not is_cuda(c.device) and values[c.run_id]]
+        plain = [c for c in cpu if all(c.param_dict.get(k) == v for k, v in defaults.items())]
+        if not plain:
+            return []
+        for c in cpu:
+            sets = {k: c.param_dict.get(k) for k in CPU_LEVERS}
+            if c is plain[0] or not _takes_away(sets, defaults, physical):
+                continue
+            moved = tuple(sorted((k, v) for k, v in sets.items() if defaults.get(k) != v))
+            seen.setdefault(moved, []).append(_paired_comparison(size, plain[0], c, values))
+    out = []
+    for moved, (before, last) in ((k, v) for k, v in seen.items() if len(v) == 2):
+        slower = all(x.rounds >= 2 and x.high is not None and x.high < 1 for x in (before, last))
+        if slower and last.ratio is not None and last.ratio <= (before.ratio or 0):
+            out.append(Outgrown(moved, (before, last)))
+    return out
+
+
 def against_reference(
     cells: Sequence[RunSpec], rows: Sequence[dict], param: str, reference: Mapping[str, Any]
 ) -> list[Comparison]:

@@ -167,8 +167,9 @@ def question_columns(run: Run, question: Mapping) -> dict:
 
 def engine_note(question: Mapping) -> str | None:
     """What the questions' engine said of the study it stopped (its manifest's question): the
-    sizes the budget could not measure twice, each with the budget that would, and the pairs
-    still open with what would conclude them; None where every pair concluded."""
+    sizes the budget could not measure twice, each with the budget that would, the CPU levers
+    it stopped measuring as they fell behind, and the pairs still open with what would conclude
+    them; None where there is nothing to say."""
     size = question["size"]
     counts = dict(zip(size["values"], size["counts"]))
 
@@ -183,6 +184,12 @@ def engine_note(question: Mapping) -> str | None:
             for x in left
         ]
         said.append(f"Not measured (the budget could not pay for two rounds): {', '.join(named)}.")
+    for lever in question.get("outgrown") or ():
+        seen = " and ".join(f"{ratio:.2f}x at {at(size)}" for size, ratio, _, _ in lever["seen"])
+        said.append(
+            f"cpu {lever['sets']} was not measured from {at(lever['from'])} on: {seen} the "
+            "samples/s of the CPU at its defaults, losing more as the work grew."
+        )
     stopped = [w for w in question.get("stopped") or () if w != CONCLUDED]
     if stopped:
         said.append(f"Not concluded: {'; '.join(stopped)}.")

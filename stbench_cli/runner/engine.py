@@ -30,11 +30,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from ..contract.params import setting
+from ..device import is_cuda
 from ..plan import gpu_vs_cpu, pairs
 from ..plan.planner import Plan, plan_rounds
 from ..plan.rounds import differing_names
 from ..plan.rounds import key as cell_key
 from ..plan.spec import RunSpec
+from ..store import host
 from ..store.files import write_cell
 from ..store.machine import EnvInfo
 from ..store.manifest import CONCLUDED, LEVER_KIND, RUN_KIND, write_manifest
@@ -92,6 +94,7 @@ class Engine:
         self.processes = len(list((plan.folder / "logs").glob("windows-*.log")))
         self.stopped: list[str] = []
         self.left_out: list[dict] = []
+        self.outgrown: list[dict] = list(record.get("outgrown") or [])
 
     # -- the study's sizes and configurations ---------------------------------------------
     def size_of(self, spec: RunSpec) -> str:
@@ -136,6 +139,8 @@ class Engine:
             None  # a size's later first rounds: the next size's process runs them
         )
         for i, size in enumerate(sizes):
+            if i >= 2 and self.who == "gpu-vs-cpu":
+                self._outgrow(sizes[i - 2 : i], sizes[i:])
             first = self._first_half(size, later)
             if first is False:
                 self._leave_out(sizes[i:], later)
@@ -274,6 +279,44 @@ class Engine:
         self.say(f"{self.who}: not measured, the budget cannot pay for two rounds: {named}")
         self._drop({c.run_id for c in self.plan.cells if self.size_of(c) in set(sizes)})
 
+    def _outgrow(self, last_two: list[str], larger: list[str]) -> None:
+        """The CPU levers that only take resources away and lost to the defaults at the last two
+        sizes, more at the larger, leave every larger size (plan/gpu_vs_cpu.outgrown): said
+        now, and kept in the manifest's question for the answer."""
+        found = gpu_vs_cpu.outgrown(
+            self.plan.cells,
+            self.rows,
+            self.param,
+            last_two,
+            self.defaults,
+            host.physical_cores(),
+        )
+        gone: set[str] = set()
+        for lever in found:
+            sets = dict(lever.sets)
+            gone |= {
+                c.run_id
+                for c in self.plan.cells
+                if self.size_of(c) in larger
+                and not is_cuda(c.device)
+                and {k: c.param_dict.get(k) for k in sets} == sets
+                and all(c.param_dict.get(k) == v for k, v in self.defaults.items() if k not in sets)
+            }
+            words = " ".join(setting(k, v) for k, v in lever.sets)
+            seen = [[x.size, x.ratio, x.low, x.high] for x in lever.seen]
+            self.outgrown.append({"sets": words, "from": larger[0], "seen": seen})
+            ratios = " and ".join(
+                f"{x.ratio:.2f}x ({x.low:.2f}-{x.high:.2f}x) at {self.describe(x.size)}"
+                for x in lever.seen
+            )
+            self.say(
+                f"{self.who}: cpu {words} not measured from {self.describe(larger[0])} on: "
+                f"{ratios} the defaults' samples/s, losing more as the work grows"
+            )
+        if gone:
+            self._drop(gone)
+            self._keep_record()
+
     def _drop(self, gone: set[str]) -> None:
         """Cells that will not run (a size left out, windows a process never reached) leave the
         study: the manifest holds what ran and what is still to run, nothing else."""
@@ -391,6 +434,8 @@ class Engine:
         record = {**self.plan.manifest["question"], "stopped": self.stopped}
         if self.left_out:
             record["left_out"] = self.left_out
+        if self.outgrown:
+            record["outgrown"] = self.outgrown
         manifest = {**self.plan.manifest, "question": record}
         self.plan = replace(self.plan, manifest=manifest)
         write_manifest(self.plan.folder, manifest)
