@@ -328,6 +328,12 @@ def test_a_size_where_a_side_has_no_steady_step_is_named_as_unanswered():
     assert text.endswith(
         "No answer at 1,089 series: a side had no steady step in its window (--window)."
     )
+    # the budget ended in the size's first round, one configuration measured: said so instead
+    once = {**SPEED, "s1089": {"default": SPEED["s1089"]["default"][:1]}}
+    assert words(_study(once)).endswith(
+        "No answer at 1,089 series: one round only: the budget ended before the second "
+        "(--resume it, or a larger --budget)."
+    )
 
 
 def test_a_gpu_that_wins_at_a_small_size_but_not_the_largest_has_no_crossover_and_says_so():
@@ -502,4 +508,7 @@ def test_an_outgrown_lever_leaves_the_larger_sizes_and_the_answer_says_so(
     (lever,) = manifest["question"]["outgrown"]
     assert lever["sets"] == "threads=auto" and lever["from"] == "128"
     note = engine_note(manifest["question"])
-    assert "cpu threads=auto was not measured from 128 curves a batch on: 0.60x at 32" in note
+    assert (
+        "cpu threads=auto was not measured from 128 curves a batch on: it trained 0.60x the "
+        "samples/s of the CPU at its defaults at 32 curves a batch, 0.40x at 64" in note
+    )

@@ -294,7 +294,7 @@ def words(s: pd.DataFrame) -> str:
 def _unanswered(s: pd.DataFrame, found: list[Point]) -> list[tuple[str, str]]:
     """The sizes measured that have no answer, each with why: the device whose configurations
     all ended otherwise than ok (out of memory, failed, skipped: its rows' first reason), else a
-    side with no steady step in its window."""
+    size the budget ended at after one round, else a side with no steady step in its window."""
     said, unit = {p.size for p in found}, unit_of(s)
     sizes = sorted(dict.fromkeys(s["q_size"].dropna()), key=lambda v: size_count(s, v))
     out = []
@@ -303,6 +303,11 @@ def _unanswered(s: pd.DataFrame, found: list[Point]) -> list[tuple[str, str]]:
             continue
         here = s[s["q_size"] == v]
         why = "a side had no steady step in its window (--window)"
+        if here.loc[here["status"] == "ok", "repeat"].nunique() < 2:
+            why = (
+                "one round only: the budget ended before the second (--resume it, or a larger "
+                "--budget)"
+            )
         for device, rows in here.groupby(here["device"].astype(str)):
             if not (rows["status"] == "ok").any():
                 first = rows.iloc[0]

@@ -185,10 +185,11 @@ def engine_note(question: Mapping) -> str | None:
         ]
         said.append(f"Not measured (the budget could not pay for two rounds): {', '.join(named)}.")
     for lever in question.get("outgrown") or ():
-        seen = " and ".join(f"{ratio:.2f}x at {at(size)}" for size, ratio, _, _ in lever["seen"])
+        (s1, r1, _, _), (s2, r2, _, _) = lever["seen"]
         said.append(
-            f"cpu {lever['sets']} was not measured from {at(lever['from'])} on: {seen} the "
-            "samples/s of the CPU at its defaults, losing more as the work grew."
+            f"cpu {lever['sets']} was not measured from {at(lever['from'])} on: it trained "
+            f"{r1:.2f}x the samples/s of the CPU at its defaults at {at(s1)}, {r2:.2f}x at "
+            f"{at(s2)}, losing more as the work grew."
         )
     stopped = [w for w in question.get("stopped") or () if w != CONCLUDED]
     if stopped:

@@ -305,13 +305,13 @@ class Engine:
             words = " ".join(setting(k, v) for k, v in lever.sets)
             seen = [[x.size, x.ratio, x.low, x.high] for x in lever.seen]
             self.outgrown.append({"sets": words, "from": larger[0], "seen": seen})
-            ratios = " and ".join(
-                f"{x.ratio:.2f}x ({x.low:.2f}-{x.high:.2f}x) at {self.describe(x.size)}"
-                for x in lever.seen
-            )
+            (before, last) = lever.seen
             self.say(
                 f"{self.who}: cpu {words} not measured from {self.describe(larger[0])} on: "
-                f"{ratios} the defaults' samples/s, losing more as the work grows"
+                f"{before.ratio:.2f}x ({before.low:.2f}-{before.high:.2f}x) the defaults' "
+                f"samples/s at {self.describe(before.size)}, {last.ratio:.2f}x "
+                f"({last.low:.2f}-{last.high:.2f}x) at {self.describe(last.size)}: it loses more "
+                "as the work grows"
             )
         if gone:
             self._drop(gone)
