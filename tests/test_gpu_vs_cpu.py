@@ -512,3 +512,13 @@ def test_an_outgrown_lever_leaves_the_larger_sizes_and_the_answer_says_so(
         "cpu threads=auto was not measured from 128 curves a batch on: it trained 0.60x the "
         "samples/s of the CPU at its defaults at 32 curves a batch, 0.40x at 64" in note
     )
+
+
+def test_where_the_cpus_defaults_are_its_fastest_the_answer_says_so_once():
+    """At a size where no lever beats the defaults the two ratios are one: the answer names the
+    size instead of repeating it against the defaults."""
+    slower = {**SPEED, "s2": {**SPEED["s2"], "tuned": (600, 650, 620)}}
+    text = words(_study(slower))
+    against = text.split("Against the 16-core CPU at its defaults: ")[1].split(". ")[0]
+    assert "at 2 series" not in against and "at 121 series" in against
+    assert "At 2 series the 16-core CPU's defaults were its fastest configuration." in text

@@ -257,13 +257,15 @@ def words(s: pd.DataFrame) -> str:
     else:
         said = f"it is faster from {at_size(start, unit)}"
     text = f"{head}; {said}."
-    if gpu and any(p.vs_default is not None for p in found):
-        plain = [
-            f"{p.vs_default.text()} at {at_size(p, unit)}"
-            for p in found
-            if p.vs_default is not None
-        ]
+    # the sizes where the tuned CPU is a lever, not the defaults themselves (the same ratio)
+    tuned_apart = [p for p in found if p.vs_default is not None and p.tuned.key != p.default.key]
+    if gpu and tuned_apart:
+        plain = [f"{p.vs_default.text()} at {at_size(p, unit)}" for p in tuned_apart]
         text += f" Against the {cpu} at its defaults: {_list(plain)}."
+    if gpu and len(tuned_apart) < len(found):
+        fastest = [at_size(p, unit) for p in found if p not in tuned_apart]
+        where = "every size" if not tuned_apart else _list(fastest)
+        text += f" At {where} the {cpu}'s defaults were its fastest configuration."
     if step:
         text += " A step of a tune: the tune's answer says what the search kept."
     elif not gpu:
@@ -276,7 +278,7 @@ def words(s: pd.DataFrame) -> str:
     if energy and gpu:
         text += f" Energy per million samples, GPU vs tuned {cpu}: {_list(energy)}."
     elif gpu:
-        text += f" Energy per million samples: not measured on both ({_energy_why(s)})."
+        text += f" Energy per million samples: not measured ({_energy_why(s)})."
     for size, why in _unanswered(s, found):
         text += f" No answer at {size}: {why}."
     equal = [at_size(p, unit) for p in found if p.vs_tuned.equal]
@@ -345,6 +347,7 @@ def view(s: pd.DataFrame) -> tuple[str, pd.DataFrame]:
     found, unit = points(s), unit_of(s)
     gpu, keys = has_gpu(s), _config_keys(s)
     step = is_tune_step(s)
+    energy = any(math.isfinite(e) for p in found for e in p.energy)
     rows = []
     for p in found:
         row = {unit or "size": whole(p.count), "GFLOP a step": _gflop(s, p.size)}
@@ -357,8 +360,11 @@ def view(s: pd.DataFrame) -> tuple[str, pd.DataFrame]:
                 "CPU defaults": p.default.amount() if p.default else "-",
                 "GPU ran": _settings(keys, p.other, p.default),
                 "CPU tuned": _settings(keys, p.tuned, p.default),
-                "J per M samples": f"{format_number(p.energy[0])} vs {format_number(p.energy[1])}",
             }
+            if energy:  # a question's windows record none: no column of dashes
+                row["J per M samples"] = (
+                    f"{format_number(p.energy[0])} vs {format_number(p.energy[1])}"
+                )
         elif step:  # a tune's windowed step: the best value tried against its reference
             row |= {
                 "x reference": p.vs_tuned.text(),
