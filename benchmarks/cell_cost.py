@@ -1,4 +1,4 @@
-"""What a cell costs besides its training (issue 37): this tree's stbench against an earlier
+"""What a cell costs besides its training: this tree's stbench against an earlier
 revision's, side by side in one run.
 
     python benchmarks/cell_cost.py [--before REV] [--rounds 3] [--cells 4] [--out FILE]

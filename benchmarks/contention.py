@@ -1,4 +1,4 @@
-"""A cell beside a busy core (issue 32): sparse STNN at 60x168 alone and with one other core
+"""A cell beside a busy core: sparse STNN at 60x168 alone and with one other core
 kept busy by a loop this script starts and stops, side by side in one run, for stbench's
 default threads (auto: physical cores less busy ones) and fixed thread counts.
 

@@ -1,4 +1,4 @@
-"""lstm-era5's data-loading study (issue 26): the study's two points read from ERA5 as ARCO lays
+"""lstm-era5's data-loading study: the study's two points read from ERA5 as ARCO lays
 it out and from a time-major copy, before training or batch by batch while training, by a
 DataLoader with and without workers and prefetch.
 

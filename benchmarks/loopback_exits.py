@@ -1,4 +1,4 @@
-"""How 2-node loopback worlds end (issue 30): clean smoke cells, and each injected fault.
+"""How 2-node loopback worlds end: clean smoke cells, and each injected fault.
 
     python benchmarks/loopback_exits.py smoke [--runs 50]      # the issue's command, N times
     python benchmarks/loopback_exits.py faults                 # the four faults, then a resume

@@ -1,5 +1,5 @@
 """lstm-era5's three training pipelines side by side: stbench's per-item and vectorized loaders
-and the study's own notebook loop, 2 epochs of the paper preset with workers=0 (issue 18).
+and the study's own notebook loop, 2 epochs of the paper preset with workers=0.
 
     python benchmarks/lstm_pipelines.py [--rounds 3] [--epochs 2] [--threads 0] [--before BIN]
 

@@ -86,7 +86,7 @@ def test_run_passes_the_exact_cells(captured, tmp_path):
         interop_threads=0,
         bind="none",
         max_eval_samples=0,
-    )  # issue 32
+    )
     expected = [
         identify(
             RunSpec(

@@ -116,7 +116,7 @@ def test_full_keeps_every_table_after_the_finding():
 
 
 def test_an_incomplete_study_says_so_first_with_its_resume_line(tmp_path):
-    """Issue 38: an interrupted study (1 of 2 cells) read as 'One cell, 1 run' with no word that
+    """An interrupted study (1 of 2 cells) read as 'One cell, 1 run' with no word that
     it was not finished."""
     import json
     import shutil

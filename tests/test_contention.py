@@ -1,4 +1,4 @@
-"""Threads chosen, contention caught (issue 32): the thread count is a choice the row records
+"""Threads chosen, contention caught: the thread count is a choice the row records
 with its reason, the load is checked before each cell, and a cell whose cores other processes
 took is marked in its row."""
 

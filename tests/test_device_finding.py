@@ -1,4 +1,4 @@
-"""Issue 32's device finding on hand-made rows: every sentence against the table beside it (each
+"""The device finding on hand-made rows: every sentence against the table beside it (each
 number in a sentence computed here from the rows, each amount read in the table), the CPU tuned
 or not, energy and money at the prices given, the flags, the crossover, the declines, and
 comparisons paired by round."""
@@ -224,7 +224,7 @@ def test_a_contended_study_declines_and_keeps_its_table():
 
 
 def test_a_decline_never_advises_what_the_cell_already_did():
-    """Issue 38: a finding advised --set threads=1 for a cell that ran one thread."""
+    """A finding advised --set threads=1 for a cell that ran one thread."""
     why = "contended: other processes used 1.80 of 2 cores on average while the cell ran"
     rows = [
         row("cpu", r, v, used=1, threads=1, contended=r < 2, contention=why if r < 2 else None)

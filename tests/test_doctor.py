@@ -114,7 +114,7 @@ def test_ddp_overhead_and_peak_verdicts_can_fail():
 
 
 def test_the_overhead_check_is_not_judged_on_a_busy_machine_or_on_noise():
-    """Issue 38: on a busy machine the check FAILed (+16%) without saying the machine was busy,
+    """On a busy machine the check FAILed (+16%) without saying the machine was busy,
     and PASSed at -12%, which is noise, not a measurement."""
     over = {"min_overhead_s": 1.6e-4, "min_bare_step_s": 1e-3, "others_cores": 1.2}
     busy = doctor.judge_overhead("cpu", over)

@@ -1,4 +1,4 @@
-"""Energy per device with its method named (issue 32): RAPL through a stand-in powercap tree
+"""Energy per device with its method named: RAPL through a stand-in powercap tree
 (package zones summed, sub-zones and psys left out, each counter's wrap undone, permission
 denied named), NVML's counter, and the row that says why nothing was measured."""
 

@@ -68,7 +68,7 @@ def test_device_gpu_against_cpu_with_time_to_target_and_energy():
     )
     f = find(rows)
     assert f.kind == "device"
-    # issue 32: paired by round, energy as the GPU's share of the CPU's, the CPU not tuned
+    # paired by round, energy as the GPU's share of the CPU's, the CPU not tuned
     assert f.text == (
         "cuda against cpu: 10.00x faster (paired over 3 rounds, 95% CI 10.00x to 10.00x; "
         "1,000 ± 24.84 vs 100.0 ± 2.48 samples/s); using 0.33x the energy (300.0 vs 900.0 J a "

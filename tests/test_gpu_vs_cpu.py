@@ -1,4 +1,4 @@
-"""`stbench gpu-vs-cpu` (issue 37): the question planned (sizes, the CPU's quick levers, the
+"""`stbench gpu-vs-cpu`: the question planned (sizes, the CPU's quick levers, the
 GPU's), the decision to run another round, and the answer read from hand-made rows of a CPU at
 its defaults, a tuned CPU and a GPU over three sizes: each ratio with its paired interval, the
 size from which the GPU pays, and the picture of it."""

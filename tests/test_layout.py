@@ -1,7 +1,7 @@
 """The package's shape (DESIGN.md): one import root, layers that import only what they may,
 workloads that see only the contract, no import cycle, no private name imported across modules.
 Sizes are not checked: a file is split where it holds two concepts, not where it crosses a
-count (a count to meet moved code away from its concept, issue 38)."""
+count (a count to meet moves code away from its concept)."""
 
 import ast
 import os

@@ -205,7 +205,7 @@ def _call(name, ts, cat="cuda_runtime", dur=5, correlation=None, tid=1):
 
 
 def test_driver_calls_frees_and_sync_copies_are_syncs(tmp_path):
-    """Issue 24: a fixed list of runtime calls missed the driver API (code that calls the driver
+    """A fixed list of runtime calls missed the driver API (code that calls the driver
     directly), cudaFree/cudaFreeHost (they wait for the whole device) and suffixed names."""
     from stbench.store.trace import syncs_per_step
 

@@ -1,4 +1,4 @@
-"""peak_fraction divides by the peak of the math a cell's FLOPs ran at (issue 24): on CUDA,
+"""peak_fraction divides by the peak of the math a cell's FLOPs ran at: on CUDA,
 precision=default runs cuDNN's convolutions and RNNs at TF32 but cuBLAS's products at fp32."""
 
 import pytest

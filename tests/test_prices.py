@@ -1,4 +1,4 @@
-"""Prices per device-hour (issue 32): --price DEVICE=USD or FILE, stored in the manifest, and
+"""Prices per device-hour: --price DEVICE=USD or FILE, stored in the manifest, and
 the pure functions that turn a row and the prices into money."""
 
 import json

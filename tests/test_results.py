@@ -57,7 +57,7 @@ def test_workload_figures_are_prefixed_columns(tmp_path):
 
 
 def test_the_row_a_study_returns_is_the_row_every_reader_reads_back(tmp_path):
-    """One typed row (issue 38): run_study hands on run_of(RunRow.record()) for a cell it ran,
+    """One typed row: run_study hands on run_of(RunRow.record()) for a cell it ran,
     and read_runs reads the same Run back from runs.csv; a value that is not its column's type
     is one line naming the file, the line and the column."""
     identity = Identity("r1", "w", "cpu", "single", 1, 1, 8, 8, 1, 0, 0, "default", '{"n": 4}')

@@ -88,7 +88,7 @@ def test_offload_counts_the_bytes_it_streams():
 
 @pytest.mark.parametrize("mode", ["stnn", "stnn-r"])
 def test_offload_backward_zeroes_one_factor_gradient_whatever_the_chunks(mode):
-    """Issue 18: indexing the factors per chunk zero-filled a gradient the size of all the
+    """Indexing the factors per chunk zero-filled a gradient the size of all the
     factors once per chunk (4 fills of 112 MB per dynamics step at 60x168); one is the least a
     dense gradient needs. Counted in the profiler's record of aten::zero_ (zeros, new_zeros and
     zeros_like all call it; a large one runs the fill_), by the size it zeroes."""
@@ -111,7 +111,7 @@ def test_offload_backward_zeroes_one_factor_gradient_whatever_the_chunks(mode):
 
 @pytest.mark.parametrize("mode", ["stnn", "stnn-r"])
 def test_offload_steps_keep_nothing_from_one_step_to_the_next(mode, tmp_path):
-    """Issue 18: RSS climbs in `stbench profile stnn --set relations=offload`, but the allocator's
+    """RSS climbs in `stbench profile stnn --set relations=offload`, but the allocator's
     books (the profiler's memory events) end every step after the first on the same total: what
     RSS gains is freed memory glibc keeps, not tensors (the first step adds the optimizer's
     state and the offload workspace)."""

@@ -1,4 +1,4 @@
-"""stnn on a GPU, checked on the CPU (issue 24): dense factor gradients on request
+"""stnn on a GPU, checked on the CPU: dense factor gradients on request
 (factor_grad), warm-up of both passes, and the cuBLAS workspace in the memory model."""
 
 import numpy as np

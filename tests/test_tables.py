@@ -66,7 +66,7 @@ def test_epochs_by_device_with_baseline():
     rows = [row("cpu", e, w + 0.1 * r, r) for e, w in ((5, 40.0), (10, 80.0)) for r in range(3)]
     rows += [row("cuda", e, w + 0.1 * r, r) for e, w in ((5, 4.0), (10, 80.0)) for r in range(3)]
     text = compare_text(rows, metric="wall_s", rows="epochs", cols="label", baseline="device=cpu")
-    finding = (  # issue 32: one CPU configuration, so the CPU was not tuned
+    finding = (  # one CPU configuration, so the CPU was not tuned
         "Finding: cuda against cpu: 1.00x the samples/s over 2 cells (significant in 0 of 2). "
         "The CPU was not tuned (one configuration ran): `stbench tune w` finds its best "
         "configuration to run the study with."

@@ -1,4 +1,4 @@
-"""`stbench tune` (issue 32): the levers and their order, the paired judgement of a step, the
+"""`stbench tune`: the levers and their order, the paired judgement of a step, the
 request of each step as a normal study, the finding, and a tune that stops at its budget and
 continues with --resume."""
 

@@ -1,4 +1,4 @@
-"""Warm cells (issue 37): a single-process cell forked from a server that imported torch, the
+"""Warm cells: a single-process cell forked from a server that imported torch, the
 cells' modules and the workloads once; a cell whose environment a fork cannot give starts fresh."""
 
 import subprocess
