@@ -522,25 +522,3 @@ def test_where_the_cpus_defaults_are_its_fastest_the_answer_says_so_once():
     against = text.split("Against the 16-core CPU at its defaults: ")[1].split(". ")[0]
     assert "at 2 series" not in against and "at 121 series" in against
     assert "At 2 series the 16-core CPU's defaults were its fastest configuration." in text
-
-
-def test_a_sizes_first_rounds_spread_over_two_processes_or_share_one_where_only_that_fits():
-    cost = pairs.Cost("s", 1.0, {"a": 1.0, "b": 1.0}, {"a": 0.1, "b": 0.1}, startup_s=4.0)
-    # a round is 2 s, a process's start 4 s: three rounds in each of two processes = 20 s
-    assert pairs.first_split(cost, 6, left_s=25) == (3, False)
-    assert pairs.first_split(cost, 6, left_s=13) == (1, False)  # a round each: 2 x 6 s
-    # two processes of a round each (12 s) do not fit in 9 s; one of two rounds (8 s) does
-    assert pairs.first_split(cost, 6, left_s=9) == (2, True)
-    assert pairs.first_split(cost, 6, left_s=9, alone_ok=False) is None  # a size begun
-    assert pairs.first_split(cost, 6, left_s=7) is None
-    assert pairs.first_split(None, 6, left_s=1) == (3, False)  # nothing known yet: half each
-
-
-def test_the_answer_says_which_sizes_ran_in_one_process():
-    from stbench.report.read import engine_note
-
-    question = {**QUESTION, "one_process": ["s1089"], "stopped": []}
-    assert engine_note(question) == (
-        "At 1,089 series the first rounds ran in one process, the budget paying no second: "
-        "its interval may understate the spread between processes."
-    )

@@ -132,27 +132,6 @@ def predicted(known: Cost, size: str, count: float, window_s: float, configs: di
     return Cost(size, count, windows, steps, startup, measured=False)
 
 
-def first_split(
-    cost: Cost | None, missing: int, left_s: float, alone_ok: bool = True
-) -> tuple[int, bool] | None:
-    """How a size's `missing` first rounds start: (the rounds its first process runs, whether
-    they stay in one process), or None where the size cannot be measured twice in `left_s`.
-    They are spread over PROCESSES processes, as many a process as fit (nothing known of the
-    size's cost: half each); where a round in each of two processes does not fit but two in one
-    do (one start less), both run in one (`alone_ok`), an answer that may understate the spread
-    between processes rather than none."""
-    per = -(-missing // PROCESSES)
-    if cost is None:
-        return per, False
-    while per > 1 and PROCESSES * cost.process_s(per) > left_s:
-        per -= 1
-    if PROCESSES * cost.process_s(per) <= left_s:
-        return per, False
-    if alone_ok and cost.process_s(2) <= left_s:
-        return 2, True
-    return None
-
-
 def budget_floor(sizes: int, configs: int, window_s: float, startup_s: float = 1.0) -> float:
     """The least budget that could measure every size twice: each size's first process and two
     rounds of its configurations at the window's floor, steps taken as free. Said before

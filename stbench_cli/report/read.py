@@ -191,12 +191,6 @@ def engine_note(question: Mapping) -> str | None:
             f"{r1:.2f}x the samples/s of the CPU at its defaults at {at(s1)}, {r2:.2f}x at "
             f"{at(s2)}, losing more as the work grew."
         )
-    alone = [at(v) for v in question.get("one_process") or ()]
-    if alone:
-        said.append(
-            f"At {', '.join(alone)} the first rounds ran in one process, the budget paying no "
-            "second: its interval may understate the spread between processes."
-        )
     stopped = [w for w in question.get("stopped") or () if w != CONCLUDED]
     if stopped:
         said.append(f"Not concluded: {'; '.join(stopped)}.")

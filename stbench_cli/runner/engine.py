@@ -95,8 +95,6 @@ class Engine:
         self.stopped: list[str] = []
         self.left_out: list[dict] = []
         self.outgrown: list[dict] = list(record.get("outgrown") or [])
-        # sizes whose first two rounds share one process: the budget could not pay two
-        self.one_process: list[str] = list(record.get("one_process") or [])
 
     # -- the study's sizes and configurations ---------------------------------------------
     def size_of(self, spec: RunSpec) -> str:
@@ -195,22 +193,21 @@ class Engine:
     def _first_half(self, size: str, later: Segment | None) -> Segment | None | bool:
         """The first of a size's first rounds (the rest run in the next process): as many a
         process as fit with two processes' worth (and the size before's later rounds) in what is
-        left of the budget, or two in one process where only that fits (pairs.first_split);
-        None where nothing is left to run, False where two rounds do not fit (the size is left
-        out)."""
+        left of the budget; None where nothing is left to run, False where two rounds do not
+        fit (the size is left out)."""
         have = len(self.rounds_at(size))
         configs = tuple(c.run_id for c in self.firsts(size))
         if have >= self.first_rounds or not configs:
             self._measure(size)
             return None
+        per = -(-(self.first_rounds - have) // pairs.PROCESSES)
         cost = self._predicted(size, list(configs))
-        left = self._left() - (self._cost_s(later) or 0.0)
-        split = pairs.first_split(cost, self.first_rounds - have, left, alone_ok=not have)
-        if split is None:
-            return False
-        per, alone = split
-        if alone:
-            self.one_process.append(size)
+        if cost is not None:
+            left = self._left() - (self._cost_s(later) or 0.0)
+            while per > 1 and pairs.PROCESSES * cost.process_s(per) > left:
+                per -= 1
+            if pairs.PROCESSES * cost.process_s(per) > left:
+                return False
         self._skipped(size)
         return Segment(size, configs, per)
 
@@ -439,15 +436,6 @@ class Engine:
             record["left_out"] = self.left_out
         if self.outgrown:
             record["outgrown"] = self.outgrown
-        sized = {c.run_id: self.size_of(c) for c in self.plan.cells}
-        alone = [  # a size a later process measured too is spread after all
-            v
-            for v in self.one_process
-            if len({r.job_id for r in self.rows if sized.get(r.run_id) == v and r.status == "ok"})
-            < 2
-        ]
-        if alone:
-            record["one_process"] = alone
         manifest = {**self.plan.manifest, "question": record}
         self.plan = replace(self.plan, manifest=manifest)
         write_manifest(self.plan.folder, manifest)
