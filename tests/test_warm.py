@@ -1,6 +1,7 @@
 """Warm cells: a single-process cell forked from a server that imported torch, the
 cells' modules and the workloads once; a cell whose environment a fork cannot give starts fresh."""
 
+import os
 import subprocess
 import sys
 
@@ -93,3 +94,19 @@ def test_a_forked_cell_starts_processes_as_a_fresh_one_would(tmp_path):
     assert cell.wait() == 0
     said = log.read_text().splitlines()
     assert said[0].startswith(warm.FORKED) and said[1:] == fresh.stdout.split()
+
+
+def test_a_step_measured_in_the_parent_leaves_its_later_cells_warm(monkeypatch):
+    """The GPU acceptance measures a step's anatomy in its own process between steps; torch
+    then sets TORCHINDUCTOR_CACHE_DIR in that process's environment, which made every later
+    cell of the H200 run start a fresh process. torch reads it when inductor first asks for its
+    cache, never at import, so a cell forked with it is the cell a fresh start makes."""
+    from stbench.child.anatomy import measure
+    from stbench.runner.predictions import SMALL_BATCHES
+    from tests.helpers import preset_params
+
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    before = dict(os.environ)
+    measure("cnn-strain", preset_params("cnn-strain"), SMALL_BATCHES)
+    assert os.environ.get("TORCHINDUCTOR_CACHE_DIR")  # what torch set, the cause
+    assert warm.compatible(dict(os.environ), before)

@@ -5,8 +5,11 @@ extras (not in a default run) at the end.
 Caps are seconds on one H100 or H200 (16 cores beside it), the step's checks included: what
 the H200 run of 2026-11-28 measured (docs/acceptance-runs/h200-2026-11-28, the seconds beside
 each step below) and about a fifth more. Its guesses before, for warm cells, were too tight for
-five steps: a profiled cell and a torchrun world start a fresh process (~3.3 s importing torch
-on that host, then the step's data: 5 s for stnn's 60x168 grid), and doctor took 43 s. The first
+five steps: a torchrun world starts fresh processes (~3.3 s importing torch on that host), and
+so, on that run, did every cell after the first profile step: its checks measured a step's
+anatomy in the acceptance's process, torch set TORCHINDUCTOR_CACHE_DIR there, and the warm
+server refused to fork a cell whose environment differed (mended since: runner/warm.LATE), so
+these caps are high for warm cells; doctor took 43 s. The first
 cuda step also measures the GPU's peaks (~6 s, cached for the rest). A step that ends early
 leaves its time to the next, and a step that failed for a reason a second try can mend (past its
 limit, a cell that crashed or hung) runs once more where the deadline allows (engine.py)."""

@@ -54,6 +54,9 @@ LATE = frozenset(
         "PYTORCH_NVML_BASED_CUDA_CHECK",
         "STBENCH_THREADS",
         "STBENCH_LAUNCHED",
+        # torch sets it in a process's environment the first time inductor asks for its cache
+        # (a step's anatomy measured in the parent does) and reads it only then, never at import
+        "TORCHINDUCTOR_CACHE_DIR",
     }
 )
 NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"
