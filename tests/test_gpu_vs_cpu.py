@@ -522,3 +522,18 @@ def test_where_the_cpus_defaults_are_its_fastest_the_answer_says_so_once():
     against = text.split("Against the 16-core CPU at its defaults: ")[1].split(". ")[0]
     assert "at 2 series" not in against and "at 121 series" in against
     assert "At 2 series the 16-core CPU's defaults were its fastest configuration." in text
+
+
+def test_a_questions_report_notes_no_time_to_quality_plot_it_never_could_have():
+    """A question's windows train and never evaluate: its report says nothing of a
+    time-to-quality plot (it said 'no cell evaluated twice or more' under every question)."""
+    from pathlib import Path
+
+    from stbench.report import view as views
+    from stbench.report.model import studies
+    from stbench.report.read import read_folder
+
+    root = Path(__file__).resolve().parents[1] / "results" / "reference"
+    (asked,) = studies([read_folder(root / "ref-cpu2-dcrnn-pems-gpu-vs-cpu")])
+    shown = views.view(asked, views.REPORT)
+    assert not any("time-to-quality" in n for n in shown.notes), shown.notes

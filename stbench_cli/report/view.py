@@ -304,7 +304,8 @@ def _with_figures(
         for b in out
         if b.kind == "metric" and b.picture is None and "metric" in kinds
     ]
-    if ttq is None and "target" in kinds:
+    if ttq is None and "target" in kinds and not gpu_vs_cpu.is_question(s):
+        # a question's windows train and never evaluate: nothing to say of a plot it never had
         notes.append("no cell evaluated twice or more (epochs.csv): no time-to-quality plot")
     elif ttq is not None and not any(b.kind == "target" for b in out):
         at = next((i + 1 for i, b in enumerate(out) if b.kind == "metric"), len(out))
