@@ -393,3 +393,15 @@ def test_the_cpus_count_is_a_floor_of_the_launches_the_h200_measured(step):
     53 launched, cuDNN running each layer's sequence in one persistent kernel."""
     check = one("kernel-count", traces.kernel_count, H200_RUN / "correctness" / step)
     assert check.status == PASS, check.detail
+
+
+def test_warm_cells_passes_where_every_single_process_cell_was_forked_and_names_the_rest():
+    assert rows.judge_warm([], 3).status == PASS
+    fresh = rows.judge_warm(["a1", "b2"], 3)
+    assert fresh.status == FAIL and "1 of 3" in fresh.detail and "a1, b2" in fresh.detail
+    assert rows.judge_warm([], 0).status == FAIL  # nothing looked at
+    # the H200 run: its first profile step's cell was forked, stnn's three after it were not
+    run = H200_RUN / "correctness"
+    assert one("warm-cells", rows.warm_cells, run / "profile-cnn-strain").status == PASS
+    stnn = one("warm-cells", rows.warm_cells, run / "profile-stnn")
+    assert stnn.status == FAIL and "0 of 3" in stnn.detail

@@ -315,6 +315,41 @@ def doctor_checks(folder: Path) -> list[Check]:
     return found
 
 
+def judge_warm(fresh: list[str], cells: int) -> Check:
+    """Single-process cells forked from the warm server against those that started a process of
+    their own: each of those imports torch again (~3.3 s on the H200's host), which a step's cap
+    for warm cells does not hold. On the H200 run every cell after the first profile step
+    started fresh (an environment variable torch set in the acceptance's process)."""
+    if not cells:
+        return verdict("warm-cells", False, "no single-process cell to look at")
+    told = f"{cells - len(fresh)} of {cells} single-process cells forked from the warm server"
+    return verdict(
+        "warm-cells",
+        not fresh,
+        told + (f"; started a process of their own: {', '.join(fresh)}" if fresh else ""),
+        {"fresh": len(fresh)},
+    )
+
+
+def warm_cells(folder: Path) -> Check:
+    """Each single-process cell of a step: its log says whether it was forked (runner/warm.py's
+    first line of a forked cell's log)."""
+    from stbench.runner.warm import FORKED
+
+    fresh, cells = [], 0
+    for r in rows_ok(folder):
+        if (r["world_size"] or 1) > 1:
+            continue  # a torchrun world starts its ranks fresh
+        logs = [s / "logs" / f"{r['run_id']}.log" for s in studies(folder)]
+        log = next((x for x in logs if x.is_file()), None)
+        if log is None:
+            raise NothingToJudge(f"no log of {r['run_id']}")
+        cells += 1
+        if FORKED not in log.read_text(errors="replace"):
+            fresh.append(r["run_id"])
+    return judge_warm(fresh, cells)
+
+
 def judge_question(
     sizes: list[str],
     left_out: list[str],

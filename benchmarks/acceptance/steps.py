@@ -83,6 +83,7 @@ KERNEL_COUNT = Probe("kernel-count", traces.kernel_count)
 # the step's memory as the predictions count it on a CPU, against the allocator's peak (the
 # workloads without a memory model of their own; the same anatomy as the kernel count)
 MEMORY_ESTIMATE = Probe("memory-estimate", traces.memory_estimate)
+WARM = Probe("warm-cells", rows.warm_cells)  # after another step's checks ran in this process
 
 
 def smoke_argv(workload: str, device: str) -> tuple[str, ...]:
@@ -135,6 +136,7 @@ STEPS = (
         Probe("h2d-plausible", rows.h2d_plausible),
         KERNEL_COUNT,
         MEMORY_ESTIMATE,
+        WARM,
         what="no host-device sync, plausible h2d, kernels counted",
     ),
     # gpu-index, the path only a GPU runs, and the device-data check's row (the host index path
@@ -148,6 +150,7 @@ STEPS = (
         Probe("dcrnn-device-data", rows.device_data),
         KERNEL_COUNT,
         MEMORY_ESTIMATE,
+        WARM,
         what="dcrnn gpu-index: no sync, no data or h2d time, kernels counted",
         steps=4,
     ),
@@ -158,6 +161,7 @@ STEPS = (
         NO_SYNCS,
         KERNEL_COUNT,
         MEMORY_ESTIMATE,
+        WARM,
         what="no sync, kernels and memory counted",
     ),
     # the grid and chunk at which offload streams its relations in chunks (60x168: 9,072 cells);
@@ -170,6 +174,7 @@ STEPS = (
         Probe("offload-side-stream", traces.offload_stream),
         Probe("sparse-equals-dense", rows.backends_agree),
         Probe("memory-prediction", rows.memory_prediction),
+        WARM,
         what="stnn: syncs, side stream, sparse = dense, memory",
     ),
     # a 2-rank gloo world on the one GPU; the NCCL world of 2 needs 2 GPUs: skipped, UNTESTED
