@@ -4,6 +4,7 @@ cells' modules and the workloads once; a cell whose environment a fork cannot gi
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -98,15 +99,32 @@ def test_a_forked_cell_starts_processes_as_a_fresh_one_would(tmp_path):
 
 def test_a_step_measured_in_the_parent_leaves_its_later_cells_warm(monkeypatch):
     """The GPU acceptance measures a step's anatomy in its own process between steps; torch
-    then sets TORCHINDUCTOR_CACHE_DIR in that process's environment, which made every later
-    cell of the H200 run start a fresh process. torch reads it when inductor first asks for its
-    cache, never at import, so a cell forked with it is the cell a fresh start makes."""
-    from stbench.child.anatomy import measure
-    from stbench.runner.predictions import SMALL_BATCHES
-    from tests.helpers import preset_params
-
+    then sets TORCHINDUCTOR_CACHE_DIR in that process's environment (the first time anything in
+    a process asks inductor for its cache: shown in a fresh process, since an earlier test may
+    have asked in this one), which made every later cell of the H200 run start a fresh process.
+    torch reads it only then, never at import, so a cell forked with it is the cell a fresh
+    start makes."""
+    code = (
+        "import os\n"
+        "from stbench.child.anatomy import measure\n"
+        "from stbench.runner.predictions import SMALL_BATCHES\n"
+        "from tests.helpers import preset_params\n"
+        "measure('cnn-strain', preset_params('cnn-strain'), SMALL_BATCHES)\n"
+        "print(os.environ.get('TORCHINDUCTOR_CACHE_DIR', ''))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
+    fresh = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert fresh.returncode == 0, fresh.stderr[-2000:]
+    cache = fresh.stdout.strip().splitlines()[-1]
+    assert cache  # what torch set, the cause
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
-    before = dict(os.environ)
-    measure("cnn-strain", preset_params("cnn-strain"), SMALL_BATCHES)
-    assert os.environ.get("TORCHINDUCTOR_CACHE_DIR")  # what torch set, the cause
-    assert warm.compatible(dict(os.environ), before)
+    server = dict(os.environ)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", cache)
+    assert warm.compatible(dict(os.environ), server)
