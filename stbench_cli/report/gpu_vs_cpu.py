@@ -262,9 +262,9 @@ def words(s: pd.DataFrame) -> str:
     if gpu and tuned_apart:
         plain = [f"{p.vs_default.text()} at {at_size(p, unit)}" for p in tuned_apart]
         text += f" Against the {cpu} at its defaults: {_list(plain)}."
-    if gpu and len(tuned_apart) < len(found):
-        fastest = [at_size(p, unit) for p in found if p not in tuned_apart]
-        where = "every size" if not tuned_apart else _list(fastest)
+    defaults_best = [at_size(p, unit) for p in found if p not in tuned_apart]
+    if gpu and defaults_best:
+        where = "every size" if not tuned_apart else _list(defaults_best)
         text += f" At {where} the {cpu}'s defaults were its fastest configuration."
     if step:
         text += " A step of a tune: the tune's answer says what the search kept."

@@ -30,7 +30,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from ..contract.params import setting
-from ..device import is_cuda
 from ..plan import gpu_vs_cpu, pairs
 from ..plan.planner import Plan, plan_rounds
 from ..plan.rounds import differing_names
@@ -293,14 +292,11 @@ class Engine:
         )
         gone: set[str] = set()
         for lever in found:
-            sets = dict(lever.sets)
+            config = self.config_key(lever.seen[-1].other)  # the lever's cell, apart from size
             gone |= {
                 c.run_id
                 for c in self.plan.cells
-                if self.size_of(c) in larger
-                and not is_cuda(c.device)
-                and {k: c.param_dict.get(k) for k in sets} == sets
-                and all(c.param_dict.get(k) == v for k, v in self.defaults.items() if k not in sets)
+                if self.size_of(c) in larger and self.config_key(c.run_id) == config
             }
             words = " ".join(setting(k, v) for k, v in lever.sets)
             seen = [[x.size, x.ratio, x.low, x.high] for x in lever.seen]
