@@ -77,7 +77,7 @@ def study_of(rows: list[dict], name: str = "", question: str = ""):
 
 
 def frame(rows: list[dict]):
-    """Hand-made rows as a study's frame (report.model.frame)."""
+    """Hand-made rows as a study's table (report.model.frame)."""
     return study_of(rows).runs
 
 

@@ -71,7 +71,7 @@ def row(device, repeat, sps, batch=64, used=2, why=AUTO, epochs=1, wall=10.0, **
 
 def find(rows, prices=None):
     runs = [run_of(r) for r in rows]
-    f = finding_of(study(runs, context=Context(prices=prices or {})).runs)
+    f = finding_of(study(runs, context=Context(prices=prices or {})))
     lines = f.table.to_dict("records")
     return f, {line.get("compared as"): line for line in lines}
 

@@ -7,7 +7,7 @@ import pandas as pd
 
 from stbench.report.labels import size_number, sort_natural
 from stbench.report.view import finding_of, kind_of
-from tests.helpers import frame
+from tests.helpers import study_of
 
 SPREAD = (0.99, 1.0, 1.01)  # three tight repeats: intervals apart unless the medians are close
 
@@ -59,7 +59,7 @@ def repeats(scale=1.0, **kw):
 
 
 def find(rows):
-    return finding_of(frame(rows))
+    return finding_of(study_of(rows))
 
 
 def test_device_gpu_against_cpu_with_time_to_target_and_energy():
@@ -259,7 +259,7 @@ def test_a_setting_that_changes_neither_memory_nor_speed_beyond_noise():
 
 
 def test_a_single_cell_and_its_flags():
-    f = finding_of(frame([row(0, sps=1234.5, wall=12.0, cores=2, load_max=3.5)]))
+    f = finding_of(study_of([row(0, sps=1234.5, wall=12.0, cores=2, load_max=3.5)]))
     assert (
         f.kind == "cell"
         and f.text == "One cell, 1 run: 1,234 samples/s, 12.00 s wall, 500.0 MiB peak RSS."
@@ -271,13 +271,13 @@ def test_kinds_follow_what_varies_first_match_wins():
     ddp_batch = repeats(world=1, strategy="ddp", batch=32) + repeats(
         world=2, strategy="ddp", batch=64
     )
-    assert kind_of(frame(ddp_batch)).name == "scaling"
-    assert kind_of(frame(repeats(batch=32) + repeats(batch=64, epochs=2))).name == "batch"
+    assert kind_of(study_of(ddp_batch)).name == "scaling"
+    assert kind_of(study_of(repeats(batch=32) + repeats(batch=64, epochs=2))).name == "batch"
     budget = [
         {**r, "params": json.dumps({"time_budget": 5})}
         for r in repeats(batch=32) + repeats(batch=64)
     ]
-    assert kind_of(frame(budget)).name == "target"
+    assert kind_of(study_of(budget)).name == "target"
 
 
 def test_labels_sort_as_numbers():

@@ -16,7 +16,7 @@ from stbench.plan.spec import RunSpec, identify
 from stbench.report.gpu_vs_cpu import crossover, points, view, words
 from stbench.report.gpu_vs_cpu_picture import figure
 from stbench.report.labels import format_number
-from stbench.report.model import study
+from stbench.report.model import study, with_context
 from stbench.report.read import Context
 from stbench.report.view import finding_of
 from stbench.runner.envinfo import collect
@@ -79,14 +79,23 @@ def _row(size: str, config: str, repeat: int, sps: float) -> dict:
     }
 
 
-def _study(speed=SPEED):
+def _question_study(speed=SPEED):
     rows = [
         _row(size, config, r, v)
         for size, configs in speed.items()
         for config, values in configs.items()
         for r, v in enumerate(values)
     ]
-    return study([run_of(r, "f") for r in rows], context=Context(question=QUESTION)).runs
+    return study([run_of(r, "f") for r in rows], context=Context(question=QUESTION))
+
+
+def _study(speed=SPEED):
+    return asked(_question_study(speed))
+
+
+def asked(found):
+    """A question study's table as its answer reads it: the question beside each row."""
+    return with_context(found, question=True)
 
 
 def _paired(size: str, base: str, other: str) -> tuple:
@@ -125,7 +134,7 @@ def test_the_answer_states_each_sizes_ratio_with_its_interval_and_where_the_gpu_
 
 
 def test_the_finding_of_a_question_study_is_its_answer():
-    f = finding_of(_study())
+    f = finding_of(_question_study())
     assert f.kind == "gpu-vs-cpu" and "starts to pay at 121 series" in f.text
     assert list(f.table["series"]) == ["2", "121", "1,089"]
     assert set(f.table["GPU ran"]) == {"precision=bf16"}
@@ -289,7 +298,7 @@ def test_the_crossover_sentence_of_synthetic_windows_names_the_size_the_gpu_star
         for config, values in configs.items()
         for r, v in enumerate(values)
     ]
-    text = words(study(rows, context=Context(question=record)).runs)
+    text = words(asked(study(rows, context=Context(question=record))))
     assert "it starts to pay at 256 series" in text
     assert "0.50x (0.48-0.53x)" in text and "1.31x (1.27-1.34x)" in text
 
@@ -367,7 +376,7 @@ def test_a_size_the_gpu_ran_out_of_memory_at_is_named_with_its_reason():
         "samples_per_s": "",
     }
     rows.append(run_of(oom, "f"))
-    text = words(study(rows, context=Context(question=QUESTION)).runs)
+    text = words(asked(study(rows, context=Context(question=QUESTION))))
     assert text.endswith(
         "No answer at 1,089 series: cuda ended oom (OutOfMemoryError: CUDA out of memory)."
     )
@@ -413,13 +422,13 @@ def test_a_windowed_tune_step_is_answered_against_its_reference_not_as_a_gpu_que
         for r, v in enumerate(values)
     ]
     step = {**QUESTION, "kind": LEVER_KIND, "gpu": ""}
-    text = words(study(rows, context=Context(question=step)).runs)
+    text = words(asked(study(rows, context=Context(question=step))))
     assert text.startswith("The best value tried besides the reference trains 2.11x (1.85-2.40x)")
     assert "at the step's reference" in text and "A step of a tune" in text
     assert "No GPU ran" not in text and "defaults" not in text
-    plain = words(study(rows, context=Context(question={**QUESTION, "gpu": ""})).runs)
+    plain = words(asked(study(rows, context=Context(question={**QUESTION, "gpu": ""}))))
     assert "best configuration besides its defaults" in plain and "No GPU ran" in plain
-    _, table = view(study(rows, context=Context(question=step)).runs)
+    _, table = view(asked(study(rows, context=Context(question=step))))
     assert {"x reference", "best tried", "reference"} <= set(table.columns)
     assert "CPU defaults" not in table.columns
 

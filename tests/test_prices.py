@@ -94,6 +94,10 @@ def test_run_stores_the_prices_and_the_study_joins_each_rows_cost_beside_it(tmp_
     assert cost["usd_per_hour"] == pytest.approx(0.68)
     expected = 0.68 / 3600 * 1e6 / float(row["samples_per_s"])
     assert cost["usd_per_million_samples"] == pytest.approx(expected)
+    # a cost is a metric compare's table can show (docs/measurement.md)
+    shown = stbench("compare", folder, "--metric", "usd_per_million_samples", timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert f"| {expected:.3g} " in shown.stdout  # three figures, as the table shows a cost
 
 
 def test_a_bad_price_is_one_line_and_exit_2(tmp_path):

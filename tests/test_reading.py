@@ -129,7 +129,7 @@ def test_every_reader_returns_the_row_type_and_a_study_context_is_never_a_column
     """runs.csv read by the store, a folder read by the report, a whole tree read for compare:
     each gives `Run` rows as written; a study's prices and gpu-vs-cpu question are its
     `Context`, joined beside the rows in the study's table only."""
-    from stbench.report.model import studies
+    from stbench.report.model import studies, with_context
     from stbench.report.read import read, read_folder
     from stbench.store.files import read_runs
     from stbench.store.rows import Run
@@ -141,7 +141,9 @@ def test_every_reader_returns_the_row_type_and_a_study_context_is_never_a_column
         assert rows and all(type(r) is Run for r in rows)
         assert not [c for r in rows for c in r.columns if c.startswith(("q_", "usd_"))]
     (study,) = studies([read_folder(asked)])
-    assert study.runs["q_size"].notna().all()  # the question, beside each row in the table
+    assert not [c for c in study.runs.columns if c.startswith(("q_", "usd_"))]  # nor the table
+    # the question is joined beside each row where a view reads it, and only there
+    assert with_context(study, question=True)["q_size"].notna().all()
 
 
 def test_every_series_reader_returns_its_row_dataclass():

@@ -176,10 +176,10 @@ def picture(folder: Path) -> Path | None:
     """The answer's picture (advantage against size) as gpu-vs-cpu.png in the study's folder."""
     from ..report import read
     from ..report.gpu_vs_cpu_picture import figure
-    from ..report.model import studies
+    from ..report.model import studies, with_context
 
     (study,) = studies([read.read_folder(folder, ())])
-    drawn = figure(study.runs, study.workload, study.predicted)
+    drawn = figure(with_context(study, question=True), study.workload, study.predicted)
     if drawn is None:
         return None
     path = folder / "gpu-vs-cpu.png"

@@ -3,12 +3,11 @@ against the CPU's fastest (the tuned CPU) and the CPU at its defaults, paired ro
 the size from which the GPU pays; energy per million samples on both (its picture:
 gpu_vs_cpu_picture.py). Pure: a study's frame in, sentences and a table out.
 
-A question study's rows carry the question (report/read.py, from its manifest): `q_size` (the
-size axis' value), `q_count` (how many of `q_unit` that is), `q_default` (1 where the row's CPU
-levers are the workload's defaults). Without a GPU (a CPU-only machine, or every GPU cell
-skipped), the CPU's best configuration besides its defaults is held against them in the GPU's
-place:
-the same sentences, said of two CPU configurations.
+A question study's table is read with its question beside each row (report.model.with_context, from
+its manifest): `q_size` (the size axis' value), `q_count` (how many of `q_unit` that is),
+`q_default` (1 where the row's CPU levers are the workload's defaults). Without a GPU (a
+CPU-only machine, or every GPU cell skipped), the CPU's best configuration besides its defaults
+is held against them in the GPU's place: the same sentences, said of two CPU configurations.
 """
 
 from __future__ import annotations
@@ -27,11 +26,6 @@ from .model import HARDWARE, Key, axes
 
 SPS = "samples_per_s"
 QUESTION = ("q_size", "q_count", "q_unit", "q_default", "q_note", "q_kind")
-
-
-def is_question(s: pd.DataFrame) -> bool:
-    """Whether a study is the answer to a gpu-vs-cpu question."""
-    return "q_count" in s.columns and bool(s["q_count"].notna().any())
 
 
 @dataclass(frozen=True)

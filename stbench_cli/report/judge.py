@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import pandas as pd
@@ -65,12 +65,6 @@ class Flag:
 
     def __str__(self) -> str:
         return self.reason
-
-
-def of_windows(kinds: Iterable) -> bool:
-    """Whether rows are windows of the questions' engine: any of their `q_kind` values is a
-    question's kind (a study without one has None, or NaN in a frame)."""
-    return any(isinstance(k, str) for k in kinds)
 
 
 def main_measure(runs: Sequence[Mapping], windows: bool = False) -> str:
@@ -165,11 +159,12 @@ def _reasons(seen: list) -> str:
     return ", ".join(dict.fromkeys(names)) or "reason not named"
 
 
-def study_flags(s: pd.DataFrame) -> list[str]:
-    """A study's flags: one line per kind, naming the first cell it hit and how many others."""
+def study_flags(s: pd.DataFrame, windows: bool = False) -> list[str]:
+    """A study's flags (its table; `windows` where its rows are the questions' engine's, as
+    model.Study.windows says): one line per kind, naming the first cell it hit and how many
+    others."""
     hits: dict[str, list[tuple[str, str]]] = {}
     varied = axes(s)
-    windows = of_windows(s.get("q_kind", ()))
     for _, rows in groups(s, keys_of(s), ordered=False):
         first = rows.iloc[0]
         name = name_of(varied, [first[k.column] for k in varied])

@@ -125,24 +125,53 @@ class Study:
     incomplete: tuple[str, ...] = ()
     # a GPU's step predicted from the CPU's (predicted.csv): never pooled with the rows
     predicted: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # each folder's manifest around its rows (its prices, its question), by the folder as the
+    # table's `study` column names it: joined where a view needs it (`with_context`), never a column
+    contexts: Mapping[str, Context] = field(default_factory=dict)
 
     @property
     def workload(self) -> str:
         return str(self.runs["workload"].iloc[0])
 
+    @property
+    def sized(self) -> bool:
+        """Whether a question the engine answered at sizes made it (gpu-vs-cpu, a tune's step):
+        its answer is report/gpu_vs_cpu.py's."""
+        return any(c.sized for c in self.contexts.values())
 
-def frame(runs: Sequence[Run], contexts: Sequence[Context] = ()) -> pd.DataFrame:
-    """Runs as one row each: their columns (true and false as 1 and 0, so that they count), each
-    beside its study's context (contexts[i] is runs[i]'s: its prices and question, joined here
-    and nowhere else), the hardware's `label`, the folder as `study`, the parameters as a dict
-    (`params`) and, for each that differs between the runs, a `p.<name>` column."""
+    @property
+    def windows(self) -> bool:
+        """Whether its rows are windows of the questions' engine (any question's: gpu-vs-cpu, a
+        tune's step, `run --budget`'s windows), each a short timed window of a warm process."""
+        return any(c.kind is not None for c in self.contexts.values())
+
+    @property
+    def priced(self) -> bool:
+        return any(c.prices for c in self.contexts.values())
+
+
+def with_context(study: Study, question: bool = False, prices: bool = False) -> pd.DataFrame:
+    """The study's table with what its folders' manifests say beside each row, where a view
+    needs it: `question` the engine's question (read.question_columns: `q_size`, `q_count`,
+    `q_unit`, `q_default`, `q_note`, `q_kind`), `prices` the costs at the prices given
+    (read.price_columns: `usd_*`). The one place a context meets the rows."""
+    s = study.runs
+    extra = [
+        study.contexts.get(folder, Context()).columns(row, question, prices)
+        for folder, row in zip(s["study"], s.to_dict("records"))
+    ]
+    added = pd.DataFrame(extra, index=s.index)
+    return pd.concat([s, added], axis=1) if len(added.columns) else s
+
+
+def frame(runs: Sequence[Run]) -> pd.DataFrame:
+    """Runs as one row each: their columns (true and false as 1 and 0, so that they count), the
+    hardware's `label`, the folder as `study`, the parameters as a dict (`params`) and, for each
+    that differs between the runs, a `p.<name>` column. The one place the study's table is
+    built from its rows."""
     if not runs:
         raise StbenchError("no result rows to compare")
-    joined = [c.columns(r) for r, c in zip(runs, contexts)] if contexts else [{}] * len(runs)
-    rows = [
-        {**r.columns, **extra, "study": r.folder, "params": dict(r.params)}
-        for r, extra in zip(runs, joined)
-    ]
+    rows = [{**r.columns, "study": r.folder, "params": dict(r.params)} for r in runs]
     df = pd.DataFrame(rows)
     for col in BOOL_COLUMNS & set(df.columns):
         df[col] = df[col].map({True: 1.0, False: 0.0})
@@ -197,8 +226,9 @@ def study(
     context: Context = Context(),
 ) -> Study:
     """The study of these runs (hand-made rows, or one study's folders), in `context`."""
-    df = frame(runs, [context] * len(runs))
-    return _study(df, name or str(df["workload"].iloc[0]), question, epochs, system)
+    df = frame(runs)
+    found = _study(df, name or str(df["workload"].iloc[0]), question, epochs, system)
+    return replace(found, contexts={folder: context for folder in set(df["study"])})
 
 
 def _study(
@@ -226,7 +256,7 @@ def _sync_ms(runs: pd.DataFrame, epochs: pd.DataFrame) -> pd.Series:
 def studies(folders: Sequence[Folder]) -> list[Study]:
     """The studies of these folders, by workload and then command; the hardware labelled over
     them all, so one machine has one label in every study."""
-    df = frame([r for f in folders for r in f.runs], [f.context for f in folders for _ in f.runs])
+    df = frame([r for f in folders for r in f.runs])
     by_key: dict[str, list[Folder]] = {}
     for f in folders:
         by_key.setdefault(f.study, []).append(f)
@@ -237,6 +267,7 @@ def studies(folders: Sequence[Folder]) -> list[Study]:
         system = [{**asdict(s), "study": str(f.path)} for f in group for s in f.system]
         name = " + ".join(sorted(dict.fromkeys(f.name for f in group)))
         found = _study(df[df["study"].isin(paths)], name, group[0].question, epochs, system)
+        found = replace(found, contexts={str(f.path): f.context for f in group})
         unfinished = tuple(f.incomplete for f in group if f.incomplete)
         found = replace(found, incomplete=unfinished) if unfinished else found
         predicted = [p for f in group for p in f.predicted]

@@ -40,16 +40,31 @@ def _none_for_nan(v: object) -> object:
 @dataclass(frozen=True)
 class Context:
     """What a study's manifest says around its rows: its prices (`--price`) and, for a
-    gpu-vs-cpu study, its question. Joined beside each row in the study's table where the views
-    read it (report.model.frame), never written into a row."""
+    question the engine answered, the question. Joined beside a row only where a view needs it
+    (report.model.with_context), never written into a row nor into the study's table."""
 
     prices: Mapping[str, float] = field(default_factory=dict)
     question: Mapping | None = None
 
-    def columns(self, run: Run) -> dict:
-        """The columns this context sets beside one run in the study's table."""
-        out = price_columns(run, self.prices) if self.prices else {}
-        return {**out, **(question_columns(run, self.question) if self.question else {})}
+    @property
+    def kind(self) -> str | None:
+        """The question's kind (gpu-vs-cpu, a tune's lever step, `run --budget`'s windows), or
+        None for a study no question planned."""
+        return self.question.get("kind", GPU_VS_CPU_KIND) if self.question else None
+
+    @property
+    def sized(self) -> bool:
+        """Whether its question asks at sizes (gpu-vs-cpu's and a tune step's; `run --budget`'s
+        windows are a run study, read as one)."""
+        return self.kind not in (None, RUN_KIND)
+
+    def columns(self, row: Mapping, question: bool = True, prices: bool = True) -> dict:
+        """The columns this context sets beside one row (a Run, or a study table's record with
+        its `params`) where a view asks for them: the question's, the prices'."""
+        out = price_columns(row, self.prices) if prices and self.prices else {}
+        if question and self.question:
+            out.update(question_columns(row, self.question))
+        return out
 
 
 @dataclass(frozen=True)
@@ -144,25 +159,25 @@ def predictions(path: Path) -> tuple[PredictedLine, ...]:
         return ()
 
 
-def question_columns(run: Run, question: Mapping) -> dict:
-    """What `stbench gpu-vs-cpu` asked of a run (report/gpu_vs_cpu.py reads it): its size, the
-    size's count of the axis' unit, and whether its CPU levers are the workload's defaults."""
+def question_columns(row: Mapping, question: Mapping) -> dict:
+    """What the engine's question asked of a row (report/gpu_vs_cpu.py reads it): its size,
+    the size's count of the axis' unit, and whether its CPU levers are the workload's
+    defaults."""
     if question.get("kind") == RUN_KIND:  # `run --budget`'s windows: a run study, read as one
         return {"q_kind": RUN_KIND, "q_note": engine_note(question)}
-    size = question["size"]
-    value = run["batch_size"] if size["param"] == "batch_size" else None
-    value = str(value if value is not None else run.params.get(size["param"]))
+    size, params = question["size"], row["params"]
+    value = row["batch_size"] if size["param"] == "batch_size" else None
+    value = str(value if value is not None else params.get(size["param"]))
     counts = dict(zip(size["values"], size["counts"]))
     defaults = question.get("defaults") or {}
-    found = {
+    return {
         "q_size": value,
         "q_count": counts.get(value),
         "q_unit": size["unit"],
-        "q_default": float(all(run.params.get(k) == v for k, v in defaults.items())),
+        "q_default": float(all(params.get(k) == v for k, v in defaults.items())),
         "q_note": engine_note(question),
         "q_kind": question.get("kind", GPU_VS_CPU_KIND),
     }
-    return found
 
 
 def engine_note(question: Mapping) -> str | None:
@@ -197,7 +212,7 @@ def engine_note(question: Mapping) -> str | None:
     return " ".join(said) or None
 
 
-def price_columns(run: Run, prices: Mapping[str, float]) -> dict:
+def price_columns(run: Mapping, prices: Mapping[str, float]) -> dict:
     """What a run cost at the study's prices (USD per device-hour, `--price`): the hour of the
     devices it held, a million samples, its target (None where a figure or a price is missing)."""
     rate = usd_per_second(run, prices)

@@ -20,7 +20,8 @@ than their mean) says why and what to do instead (`declined`); the table stays.
 
 Two cells whose 95% intervals overlap have "no significant difference", never a winner. A new
 kind is a `Kind` line in KINDS (where it asks first) and two functions of a study's frame: its
-sentences, and its table as (title, table) or None.
+sentences, and its table as (title, table) or None. A kind reads the study's table, joined with
+its folders' question or prices where it needs them (`reads`: model.with_context), nowhere else.
 """
 
 from __future__ import annotations
@@ -35,48 +36,79 @@ from ..stats import repeats_for_width
 from . import cost, gpu_predictions, gpu_vs_cpu, gpu_vs_cpu_picture, scaling, speed, tables, ttt
 from .cells import cells, interval
 from .cost import epoch_fits
-from .judge import device_flags, of_windows, study_flags
+from .judge import device_flags, study_flags
 from .labels import format_number
-from .model import Study, axes, name_of, size_axis
+from .model import Study, axes, name_of, size_axis, with_context
 from .tables import FIRST
 
 if TYPE_CHECKING:  # the figures import matplotlib: only a view that draws them loads it
     from .plotting import Picture
 
 
+def _plain_table(study: Study) -> pd.DataFrame:
+    return study.runs
+
+
+def _with_question(study: Study) -> pd.DataFrame:
+    return with_context(study, question=True)
+
+
+def _with_prices(study: Study) -> pd.DataFrame:
+    return with_context(study, prices=True)
+
+
 @dataclass(frozen=True)
 class Kind:
-    """A kind of study: when a study is one (its frame, the names of what it varies), its
-    answer in words, and the table that supports it."""
+    """A kind of study: when a study is one (the study and the names of what it varies), the
+    table it reads, its answer in words, and the table that supports it."""
 
     name: str
-    asks: Callable[[pd.DataFrame, set[str]], bool]
+    asks: Callable[[Study, set[str]], bool]
     words: Callable[[pd.DataFrame], str]
     table: Callable[[pd.DataFrame], tuple[str, pd.DataFrame] | None]
     flags: Callable[[pd.DataFrame], list[str]] = lambda s: []  # its own, after the study's
+    # the table it reads: the study's, or joined with the question or the prices it needs
+    reads: Callable[[Study], pd.DataFrame] = _plain_table
 
 
 KINDS = (
-    Kind("gpu-vs-cpu", lambda s, v: gpu_vs_cpu.is_question(s), gpu_vs_cpu.words, gpu_vs_cpu.view),
-    Kind("device", lambda s, v: "device" in v, speed.device, speed.device_view, device_flags),
-    Kind("target", lambda s, v: ttt.asks_quality(s), ttt.finding, ttt.view),
+    Kind(
+        "gpu-vs-cpu",
+        lambda st, v: st.sized,
+        gpu_vs_cpu.words,
+        gpu_vs_cpu.view,
+        reads=_with_question,
+    ),
+    Kind(
+        "device",
+        lambda st, v: "device" in v,
+        speed.device,
+        speed.device_view,
+        device_flags,
+        reads=_with_prices,
+    ),
+    Kind(
+        "target", lambda st, v: ttt.asks_quality(st.runs), ttt.finding, ttt.view, reads=_with_prices
+    ),
     Kind(
         "scaling",
-        lambda s, v: bool(v & {"world_size", "nodes"}) and bool((s["strategy"] != "single").any()),
+        lambda st, v: (
+            bool(v & {"world_size", "nodes"}) and bool((st.runs["strategy"] != "single").any())
+        ),
         scaling.finding,
         scaling.view,
     ),
     Kind(
         "precision",
-        lambda s, v: bool(v & {"precision", "compile"}),
+        lambda st, v: bool(v & {"precision", "compile"}),
         speed.precision,
         speed.precision_view,
     ),
-    Kind("size", lambda s, v: size_axis(s) is not None, scaling.size, scaling.size_view),
-    Kind("batch", lambda s, v: "batch_size" in v, cost.batch, cost.batch_view),
-    Kind("epochs", lambda s, v: "epochs" in v, cost.epoch_cost, cost.epochs_view),
-    Kind("tradeoff", lambda s, v: bool(v), cost.tradeoff, cost.tradeoff_view),
-    Kind("cell", lambda s, v: True, cost.single_cell, cost.single_view),
+    Kind("size", lambda st, v: size_axis(st.runs) is not None, scaling.size, scaling.size_view),
+    Kind("batch", lambda st, v: "batch_size" in v, cost.batch, cost.batch_view),
+    Kind("epochs", lambda st, v: "epochs" in v, cost.epoch_cost, cost.epochs_view),
+    Kind("tradeoff", lambda st, v: bool(v), cost.tradeoff, cost.tradeoff_view),
+    Kind("cell", lambda st, v: True, cost.single_cell, cost.single_view),
 )
 
 
@@ -91,19 +123,20 @@ class Finding:
     flags: tuple[str, ...] = ()  # reasons not to trust the numbers at a glance (report.judge)
 
 
-def kind_of(s: pd.DataFrame) -> Kind:
+def kind_of(study: Study) -> Kind:
     """What a study asks, from what it varies (the first kind that it is)."""
-    varied = {k.name for k in axes(s)}
-    return next(k for k in KINDS if k.asks(s, varied))
+    varied = {k.name for k in axes(study.runs)}
+    return next(k for k in KINDS if k.asks(study, varied))
 
 
-def finding_of(s: pd.DataFrame, flags: bool = True) -> Finding:
-    """One study's finding (its frame: one workload), and its flags; where the study cannot
-    conclude, why and what to do in place of its answer (the table stays: what was measured)."""
-    kind = kind_of(s)
+def finding_of(study: Study, flags: bool = True) -> Finding:
+    """One study's finding (one workload), and its flags; where the study cannot conclude, why
+    and what to do in place of its answer (the table stays: what was measured)."""
+    kind = kind_of(study)
+    s = kind.reads(study)
     title, table = kind.table(s) or ("", None)
     text = declined(s, kind.name) or kind.words(s)
-    found = (*study_flags(s), *kind.flags(s)) if flags else ()
+    found = (*study_flags(s, study.windows), *kind.flags(s)) if flags else ()
     return Finding(kind.name, text, title, table, tuple(found))
 
 
@@ -216,8 +249,8 @@ def view(study: Study, options: Options = Options(), number: int = 1) -> View:
     """The study's finding and its blocks: the finding's table first (said once), the metric's
     table, time to target, where the time and memory went and scaling; with figures, each
     table's figure and the system timelines, named by the study's number."""
-    s, o = study.runs, options
-    finding = finding_of(s)
+    o = options
+    finding = finding_of(study)
     if study.incomplete:  # said first: its answer is of the cells that ran, not of the study
         pooled = " (its folders pooled, finished or not)" if "+" in study.name else ""
         head = "; ".join(study.incomplete)
@@ -228,14 +261,16 @@ def view(study: Study, options: Options = Options(), number: int = 1) -> View:
         else [Block(finding.title, finding.table, lead=True, kind="finding")]
     )
     guessed = (
-        gpu_predictions.predicted_table(study.predicted, s) if gpu_vs_cpu.is_question(s) else None
+        gpu_predictions.predicted_table(study.predicted, _with_question(study))
+        if study.sized
+        else None
     )
     if guessed is not None:  # never pooled with the rows: a block and a file of its own
         levers = gpu_predictions.predicted_levers(study.predicted)
         title = f"{gpu_predictions.PREDICTED_TITLE}; {levers}"
         blocks.append(Block(title, guessed, lead=True, kind="predicted"))
     if o.every or o.asked:
-        blocks += _tables(s, o)
+        blocks += _tables(study, o)
     notes: list[str] = []
     if o.figures:
         blocks, notes = _with_figures(study, blocks, o.figures)
@@ -247,16 +282,18 @@ def view(study: Study, options: Options = Options(), number: int = 1) -> View:
     return _named(View(study, number, finding, kept, tuple(notes)))
 
 
-def _tables(s: pd.DataFrame, o: Options) -> list[Block]:
+def _tables(study: Study, o: Options) -> list[Block]:
     """The metric's table (under a time budget it leads only where asked for another metric:
-    the wall time is the budget), time to target, and with `every` the details."""
+    the wall time is the budget; a cost at the prices given is a metric too), time to target,
+    and with `every` the details."""
+    s = _with_prices(study) if study.priced else study.runs
     ttt_table, answered = ttt.table(s), ttt.asks_quality(s) or ttt.reached_any(s)
     baseline = o.baseline or (FIRST if o.against_first else None)
     lead = o.asked and (o.metric != "wall_s" or ttt_table is None or not ttt.budgeted(s))
     out = []
     # a study of windows (the questions' engine) says nothing by their wall time, which is the
     # window's floor: its samples/s are the finding's table; a metric asked by name still shows
-    if o.asked or not of_windows(s.get("q_kind", ())):
+    if o.asked or not study.windows:
         table = tables.pivot(s, o.metric, o.rows, o.cols, baseline, missing_ok=True)
         held = any(" vs " in str(c) for c in table.columns)  # one column: nothing held against it
         title = tables.pivot_title(o.metric, baseline if held else None)
@@ -281,8 +318,8 @@ def _with_figures(
     s, name = study.runs, study.workload
     drawn = {
         "finding": lambda s, name: (
-            gpu_vs_cpu_picture.figure(s, name, study.predicted)
-            if gpu_vs_cpu.is_question(s)
+            gpu_vs_cpu_picture.figure(_with_question(study), name, study.predicted)
+            if study.sized
             else None
         ),
         "metric": figures.time_vs_epochs,
@@ -304,7 +341,7 @@ def _with_figures(
         for b in out
         if b.kind == "metric" and b.picture is None and "metric" in kinds
     ]
-    if ttq is None and "target" in kinds and not gpu_vs_cpu.is_question(s):
+    if ttq is None and "target" in kinds and not study.sized:
         # a question's windows train and never evaluate: nothing to say of a plot it never had
         notes.append("no cell evaluated twice or more (epochs.csv): no time-to-quality plot")
     elif ttq is not None and not any(b.kind == "target" for b in out):
