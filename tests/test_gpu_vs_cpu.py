@@ -327,6 +327,14 @@ def test_a_later_size_is_predicted_from_the_largest_measured_one_and_grows_with_
     assert big.step_s["x"] == pytest.approx(1.0)
     assert big.window_s["x"] == pytest.approx(pairs.MIN_STEPS * 1.0 + 2 * 1.0 + pairs.SWITCH_S)
     assert big.startup_s == pytest.approx(4.0) and not big.measured
+    # a step that grew faster than the count between the two largest sizes measured grows so on
+    steep = pairs.step_growth([(0.01, 0.04), (0.02, 0.05)], 2.0)  # 4x and 2.5x for 2x the count
+    assert steep == pytest.approx(2.0)
+    assert pairs.predicted(known, "128", 128.0, 0.3, {"x": "a"}, steep).step_s[
+        "x"
+    ] == pytest.approx(0.04)
+    # never slower than the count: a launch-bound step that barely grew is still taken linearly
+    assert pairs.step_growth([(0.01, 0.011)], 10.0) == 1.0 and pairs.step_growth([], 2.0) == 1.0
     assert pairs.rotated(["a", "b", "c"], 1) == ["b", "c", "a"]
 
 

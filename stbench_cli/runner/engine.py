@@ -242,13 +242,24 @@ class Engine:
         return False
 
     def _predicted(self, size: str, configs: list[str]) -> pairs.Cost | None:
-        """The size's cost from the largest size measured before it (None: nothing yet)."""
+        """The size's cost from the largest size measured before it, its steps grown as they
+        grew from the size before that (pairs.step_growth; None: nothing measured yet)."""
         if not self.costs:
             return None
-        known = max(self.costs.values(), key=lambda c: c.count)
+        measured = sorted(self.costs.values(), key=lambda c: c.count)
+        known = measured[-1]
         prior = {self.config_key(c): c for c in known.window_s}
         mapping = {c: prior.get(self.config_key(c), next(iter(prior))) for c in configs}
-        return pairs.predicted(known, size, self.counts[size], self.window_s, mapping)
+        growth = 1.0
+        if len(measured) > 1:
+            before = {self.config_key(c): s for c, s in measured[-2].step_s.items()}
+            steps = [
+                (before[self.config_key(c)], s)
+                for c, s in known.step_s.items()
+                if self.config_key(c) in before
+            ]
+            growth = pairs.step_growth(steps, known.count / measured[-2].count)
+        return pairs.predicted(known, size, self.counts[size], self.window_s, mapping, growth)
 
     def config_key(self, run_id: str) -> str:
         """What a configuration is apart from its size: its device and its levers."""
