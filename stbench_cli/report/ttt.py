@@ -148,9 +148,15 @@ def _target_line(x: Scored, g: pd.DataFrame) -> dict:
         "no_eval_s": format_number(float(hit["time_to_target_train_s"].median()))
         if len(hit)
         else "-",
-        "epochs": format_number(float(hit["epochs_to_target"].median())) if len(hit) else "-",
-        "epochs_done": format_number(float(g["epochs_done"].median())),
+        "epochs": _epochs(hit["epochs_to_target"]) if len(hit) else "-",
+        "epochs_done": _epochs(g["epochs_done"]),
     }
+
+
+def _epochs(counts: pd.Series) -> str:
+    """A median count of epochs, whole where it is (3, never 3.00; a run a budget stopped
+    mid-epoch did 2.59)."""
+    return f"{float(counts.median()):.3g}"
 
 
 def table(s: pd.DataFrame) -> pd.DataFrame | None:
