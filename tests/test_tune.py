@@ -12,7 +12,7 @@ from stbench.errors import StbenchError
 from stbench.plan import levers
 from stbench.plan.judge import QUALITY, SPS, TTT, concluded, finding, judge_step
 from stbench.plan.levers import BATCH, HostOffer
-from stbench.plan.tuning import TuneSpec, reproduce, request
+from stbench.plan.tuning import TuneSpec, reproduce, request, windowed
 from stbench.runner.tune import gain, looks_better
 from stbench.stats import paired
 from stbench.store.files import read_runs
@@ -138,6 +138,20 @@ def test_the_batch_is_judged_by_time_to_target_or_else_quality_after_the_same_se
     short += [_row(32, r, 60, val=v, lever=BATCH) for r, v in enumerate((0.40, 0.41, 0.39))]
     measure, verdicts, kept = judge_step(lever, short, 64)
     assert measure == QUALITY and kept == 32  # fewer samples/s, it learned more in the time
+
+
+def test_compilation_is_windowed_beside_the_live_levers_and_the_process_levers_are_cells():
+    """A compiled configuration is a trainer of its own in the same warm process (compiled at
+    its first window, untimed), so compile's step and a confirming step that differs in it run
+    as windows; interop threads, binding, the allocator and the batch still change a process
+    or the work, and run as cells."""
+    base = levers.baseline(HOST, 75)
+    for lever, value in (("threads", 1), ("precision", "bf16"), ("compile", "default")):
+        assert windowed([base, {**base, lever: value}]), lever
+    assert windowed([base, {**base, "compile": "default", "precision": "bf16", "threads": 1}])
+    for lever, value in (("interop_threads", 1), ("bind", "numa"), ("allocator", "tcmalloc")):
+        assert not windowed([base, {**base, lever: value}]), lever
+    assert not windowed([base, {**base, BATCH: 150}])
 
 
 def test_each_step_is_a_normal_study_and_the_best_is_reproduced_by_run_options():

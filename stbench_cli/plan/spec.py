@@ -187,6 +187,10 @@ def parse_set(texts: list[str]) -> list[tuple[str, list[str]]]:
 # What else a configuration changes (an allocator, binding, inter-op threads, compile) needs a
 # process, or a trainer, of its own.
 LIVE_LEVERS = ("threads", "workers", "precision")
+# What one warm process of windows can hold side by side: the live levers, switched before a
+# window, and compilation, a trainer of its own built and compiled (untimed) in the same process
+# at its first window (child/windows.py's build key)
+WINDOWED_LEVERS = (*LIVE_LEVERS, "compile")
 
 
 @dataclass(frozen=True)

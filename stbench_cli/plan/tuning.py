@@ -23,7 +23,7 @@ from . import registry
 from .levers import BATCH, NAMES
 from .pairs import FIRST_ROUNDS, auto_window
 from .planner import Plan, Request, plan_new
-from .spec import LIVE_LEVERS, parse_set
+from .spec import LIVE_LEVERS, WINDOWED_LEVERS, parse_set
 
 CONFIRM = "confirm"
 
@@ -163,8 +163,10 @@ def plan_confirm(
 
 def windowed(configs: Sequence[Mapping[str, object]]) -> bool:
     """Whether configurations can be told apart in windows inside warm processes: they differ
-    only in levers a running process can switch (plan.spec.LIVE_LEVERS)."""
-    return all(c[k] == configs[0][k] for c in configs for k in configs[0] if k not in LIVE_LEVERS)
+    only in levers one running process can hold side by side (plan.spec.WINDOWED_LEVERS)."""
+    return all(
+        c[k] == configs[0][k] for c in configs for k in configs[0] if k not in WINDOWED_LEVERS
+    )
 
 
 def step_window_s(spec: TuneSpec, values: int) -> float:
@@ -183,9 +185,10 @@ def plan_window_step(
     command: tuple[str, ...],
     window_s: float,
 ) -> Plan:
-    """A lever a running process switches (threads, precision, workers), as the questions'
-    engine measures it: the first round of each value, which the engine repeats in windows
-    until each value concludes against the reference or the step's time is spent."""
+    """A lever one running process can hold side by side (threads, precision, workers,
+    compile), as the questions' engine measures it: the first round of each value, which the
+    engine repeats in windows until each value concludes against the reference or the step's
+    time is spent."""
     one = replace(spec, repeats=1)
     plan = replace(plan_new(request(one, config, lever, values), env, command), folder=folder)
     live = {k: config[k] for k in LIVE_LEVERS}

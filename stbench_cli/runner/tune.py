@@ -26,7 +26,7 @@ from ..plan import levers, pairs, registry
 from ..plan.judge import judge_step, value_of
 from ..plan.levers import BATCH, HostOffer
 from ..plan.planner import Plan, plan_resume, plan_round, resolve_params
-from ..plan.spec import LIVE_LEVERS, RunSpec
+from ..plan.spec import WINDOWED_LEVERS, RunSpec
 from ..plan.tuning import (
     CONFIRM,
     TUNE_FILE,
@@ -223,7 +223,7 @@ class Tuner:
         if len(values) < 2:
             return {**base, "note": "nothing else to try on this machine"}
         folder = step_folder(self.root, index, name)
-        if name in LIVE_LEVERS:  # switched inside a running process: the questions' engine
+        if name in WINDOWED_LEVERS:  # held side by side in a running process: the engine
             window_s = step_window_s(self.spec, len(values))
             base["window_s"] = window_s
             rows = self._windows(
@@ -245,7 +245,7 @@ class Tuner:
         if rows is None:
             return {**base, "values": list(values), "note": f"not searched: {self.unpaid}"}
         measure, verdicts, kept = judge_step(lever, rows, reference)
-        if name in LIVE_LEVERS:  # the engine gave each value its rounds already
+        if name in WINDOWED_LEVERS:  # the engine gave each value its rounds already
             return self._keep(
                 index, name, kept, step_record(base, folder, values, measure, verdicts, kept, rows)
             )
