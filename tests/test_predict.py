@@ -188,6 +188,24 @@ def test_gpu_vs_cpu_without_a_gpu_predicts_the_cards_of_a_users_file(tmp_path):
     assert all(math.isfinite(v) for v in predicted["estimated_gain"])
 
 
+def test_the_answer_names_each_cards_bound_where_it_differs_from_the_last_cards():
+    """The committed lstm-era5 question of the 2-core VM: at 1,024 sequences the A100 and the
+    H100 are bound by the host, the T4 (a tenth of their bandwidth) by its memory's."""
+    from stbench.report.gpu_predictions import predicted_table
+    from stbench.report.model import studies, with_context
+    from stbench.report.read import read_folder
+
+    folder = ROOT / "results" / "reference" / "ref-cpu2-lstm-era5-gpu-vs-cpu"
+    (study,) = studies([read_folder(folder)])
+    table = predicted_table(study.predicted, with_context(study, question=True))
+    bounds = dict(zip(table["sequences a batch"], table["bound"]))
+    by = {(r.gpu, str(r.size)): r.bound_by for r in study.predicted.itertuples()}
+    assert by[("H100", "1024")] == by[("A100-80GB", "1024")] == "the host"
+    assert by[("T4", "1024")] == "memory bandwidth"
+    assert bounds["1,024"] == "host; T4 bandwidth"
+    assert bounds["128"] == "host"  # every card alike: said once
+
+
 def test_a_recurrent_layer_counts_once_whatever_its_timesteps():
     """oneDNN runs an LSTM layer's whole sequence as one operator, and on the H200 cuDNN ran it
     as one persistent kernel a layer and direction (RNN_blockPersist_fp_LSTM and _bp_LSTM,

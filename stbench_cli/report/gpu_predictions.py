@@ -33,7 +33,7 @@ def _times(value) -> str:
 def predicted_table(predicted: pd.DataFrame, s: pd.DataFrame) -> pd.DataFrame | None:
     """One line per size: each GPU's most and estimated gain over the CPU's
     fastest measured step (a step that does not fit the card's memory says so), and what
-    bounds the step on the last card, with the lever that would move it."""
+    bounds the step: the last card's, and each other card's where it differs."""
     if predicted is None or predicted.empty:
         return None
     unit, lines = unit_of(s), []
@@ -55,13 +55,22 @@ def predicted_table(predicted: pd.DataFrame, s: pd.DataFrame) -> pd.DataFrame | 
             line[gpu] = f"<={_times(most)} ~{_times(guess)}" if (number(most) or 0) > 0 else "-"
         if measured is not None:
             line["GPU measured"] = measured.get(str(size), "-")
-        last = here[here["gpu"] == gpus[-1]]
-        by = str(last["bound_by"].iloc[0]) if len(last) else "-"
-        line[f"{gpus[-1]} bound"] = SHORT_BOUND.get(by, by)
+        line["bound"] = _bounds(here, gpus)
         lines.append(line)
     table = pd.DataFrame(lines)
     table.attrs["keys"] = [table.columns[0]]
     return table
+
+
+def _bounds(here: pd.DataFrame, gpus: list[str]) -> str:
+    """What bounds a size's step: the last card's, then each other card whose bound differs
+    ('bandwidth; T4 FLOPs')."""
+    by = {g: str(r["bound_by"]) for g in gpus for _, r in here[here["gpu"] == g].iterrows()}
+    if not by:
+        return "-"
+    last = by.get(gpus[-1], next(iter(by.values())))
+    others = [f"{g} {SHORT_BOUND.get(b, b)}" for g, b in by.items() if b != last]
+    return "; ".join([SHORT_BOUND.get(last, last), *others])
 
 
 def predicted_levers(predicted: pd.DataFrame) -> str:
