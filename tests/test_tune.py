@@ -12,7 +12,7 @@ from stbench.errors import StbenchError
 from stbench.plan import levers
 from stbench.plan.judge import QUALITY, SPS, TTT, concluded, finding, judge_step
 from stbench.plan.levers import BATCH, HostOffer
-from stbench.plan.tuning import TuneSpec, reproduce, request, windowed
+from stbench.plan.tuning import TuneSpec, reproduce, request, step_share_s, windowed
 from stbench.runner.tune import gain, looks_better
 from stbench.stats import paired
 from stbench.store.files import read_runs
@@ -152,6 +152,13 @@ def test_compilation_is_windowed_beside_the_live_levers_and_the_process_levers_a
     for lever, value in (("interop_threads", 1), ("bind", "numa"), ("allocator", "tcmalloc")):
         assert not windowed([base, {**base, lever: value}]), lever
     assert not windowed([base, {**base, BATCH: 150}])
+
+
+def test_a_windowed_step_spends_its_share_of_what_is_left_never_less_than_two_rounds():
+    # 240 s left and seven levers after it: the first step may spend 30 s, not all 240
+    assert step_share_s(240.0, 7, 9.0) == pytest.approx(30.0)
+    assert step_share_s(240.0, 0, 9.0) == pytest.approx(240.0)  # the last step: all of it
+    assert step_share_s(40.0, 7, 9.0) == pytest.approx(9.0)  # two rounds still, if they fit
 
 
 def test_each_step_is_a_normal_study_and_the_best_is_reproduced_by_run_options():

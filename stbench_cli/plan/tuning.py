@@ -169,6 +169,14 @@ def windowed(configs: Sequence[Mapping[str, object]]) -> bool:
     )
 
 
+def step_share_s(left_s: float, later: int, floor_s: float) -> float:
+    """The seconds a windowed step may spend: what is left of the budget (less the confirming
+    step's reserve) shared evenly with the `later` steps still to search, never less than
+    `floor_s` (two rounds of its windows). A step that ends sooner leaves its rest to the
+    steps after it, whose shares are taken from what is then left."""
+    return max(left_s / (1 + later), floor_s)
+
+
 def step_window_s(spec: TuneSpec, values: int) -> float:
     """A windowed step's floor in seconds: the questions' rule (pairs.auto_window) over the
     share of the budget one step of the search has."""
