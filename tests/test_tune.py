@@ -10,9 +10,16 @@ import pytest
 
 from stbench.errors import StbenchError
 from stbench.plan import levers
-from stbench.plan.judge import QUALITY, SPS, TTT, concluded, finding, judge_step
+from stbench.plan.judge import QUALITY, SPS, TTT, concluded, finding, judge_step, step_line
 from stbench.plan.levers import BATCH, HostOffer
-from stbench.plan.tuning import TuneSpec, reproduce, request, step_share_s, windowed
+from stbench.plan.tuning import (
+    TuneSpec,
+    first_rounds_s,
+    reproduce,
+    request,
+    step_share_s,
+    windowed,
+)
 from stbench.runner.tune import gain, looks_better
 from stbench.stats import paired
 from stbench.store.files import read_runs
@@ -154,11 +161,27 @@ def test_compilation_is_windowed_beside_the_live_levers_and_the_process_levers_a
     assert not windowed([base, {**base, BATCH: 150}])
 
 
-def test_a_windowed_step_spends_its_share_of_what_is_left_never_less_than_two_rounds():
+def test_a_windowed_step_spends_its_share_of_what_is_left_never_less_than_its_first_rounds():
     # 240 s left and seven levers after it: the first step may spend 30 s, not all 240
-    assert step_share_s(240.0, 7, 9.0) == pytest.approx(30.0)
-    assert step_share_s(240.0, 0, 9.0) == pytest.approx(240.0)  # the last step: all of it
-    assert step_share_s(40.0, 7, 9.0) == pytest.approx(9.0)  # two rounds still, if they fit
+    assert step_share_s(240.0, 7, 25.0) == pytest.approx(30.0)
+    assert step_share_s(240.0, 0, 25.0) == pytest.approx(240.0)  # the last step: all of it
+    # a share below its first rounds gets them where what is left pays (a workers step of
+    # cnn-strain, given 13 s, measured the reference alone: its loaders' builds took the rest)
+    assert step_share_s(50.0, 7, 25.0) == pytest.approx(25.0)
+    assert step_share_s(20.0, 7, 25.0) == pytest.approx(20.0)  # what is left, no more
+    first = first_rounds_s(3, 0.62)  # three values, two processes, six rounds
+    assert first == pytest.approx(2 * (5.0 + 3 * 0.62) + 6 * 3 * (0.62 + 0.03))
+
+
+def test_a_step_whose_values_never_ran_says_so_and_is_not_concluded():
+    step = {
+        "lever": "workers", "reference": 0, "kept": 0, "values": [0, 1, 2],
+        "measure": "samples_per_s",
+        "verdicts": [{"value": 0, "ratio": 1.0, "low": None, "high": None, "note": ""}],
+    }  # fmt: skip
+    line = step_line(step)
+    assert line.startswith("workers stays 0, not concluded [samples/s: ")
+    assert "workers=1: not measured in the step's time; workers=2: not measured" in line
 
 
 def test_each_step_is_a_normal_study_and_the_best_is_reproduced_by_run_options():

@@ -171,7 +171,7 @@ def _open(v: dict) -> str:
     return f"open: {wide}no count of rounds would at the spread seen"
 
 
-def _step(s: dict, brief: bool = False) -> str:
+def step_line(s: dict, brief: bool = False) -> str:
     """A step in a line: what it kept, each value's ratio and interval; why a value is still
     open, unless `brief` (the head says "not concluded" either way)."""
     if not s.get("verdicts"):
@@ -190,8 +190,11 @@ def _step(s: dict, brief: bool = False) -> str:
             + (" (not ok)" if v["note"] else "")
             for v in tried
         ]
+    measured = {v["value"] for v in s["verdicts"]}
+    unmeasured = [x for x in s.get("values", ()) if x not in measured]  # its time ended first
+    parts += [f"{s['lever']}={x}: not measured in the step's time" for x in unmeasured]
     kept = s["kept"] != s["reference"]
-    unsettled = [v for v in tried if not concluded(v) and not v["note"]]
+    unsettled = [v for v in tried if not concluded(v) and not v["note"]] + unmeasured
     head = (
         f"{s['lever']} {s['reference']} -> {s['kept']} kept"
         if kept
@@ -238,5 +241,5 @@ def finding(state: dict, brief: bool = False) -> str:
     if result:
         lines.append(f"Reproduce: {result['command']}")
     return "\n".join(
-        [" ".join(lines[:2]), *lines[2:], "Steps:", *(f"  {_step(s, brief)}" for s in steps)]
+        [" ".join(lines[:2]), *lines[2:], "Steps:", *(f"  {step_line(s, brief)}" for s in steps)]
     )

@@ -21,7 +21,7 @@ from ..store.files import TUNE_FILE  # noqa: F401  (the tune's folder: runner.tu
 from ..store.manifest import LEVER_KIND
 from . import registry
 from .levers import BATCH, NAMES
-from .pairs import FIRST_ROUNDS, auto_window
+from .pairs import FIRST_ROUNDS, PROCESSES, STARTUP_S, SWITCH_S, auto_window
 from .planner import Plan, Request, plan_new
 from .spec import LIVE_LEVERS, WINDOWED_LEVERS, parse_set
 
@@ -169,12 +169,21 @@ def windowed(configs: Sequence[Mapping[str, object]]) -> bool:
     )
 
 
-def step_share_s(left_s: float, later: int, floor_s: float) -> float:
+def step_share_s(left_s: float, later: int, first_rounds_s: float) -> float:
     """The seconds a windowed step may spend: what is left of the budget (less the confirming
-    step's reserve) shared evenly with the `later` steps still to search, never less than
-    `floor_s` (two rounds of its windows). A step that ends sooner leaves its rest to the
-    steps after it, whose shares are taken from what is then left."""
-    return max(left_s / (1 + later), floor_s)
+    step's reserve) shared evenly with the `later` steps still to search, never less than its
+    first rounds (`first_rounds_s`) where what is left pays for them. A step
+    that ends sooner leaves its rest to the steps after it, whose shares are taken from what is
+    then left."""
+    return max(left_s / (1 + later), min(first_rounds_s, left_s))
+
+
+def first_rounds_s(configs: int, window_s: float) -> float:
+    """What a windowed step's first rounds cost, as the engine runs them: each of its processes
+    started, each configuration built there (a new loader or a compilation: a window's worth
+    untimed), and FIRST_ROUNDS windows of each configuration."""
+    per_window = window_s + SWITCH_S
+    return PROCESSES * (STARTUP_S + configs * window_s) + FIRST_ROUNDS * configs * per_window
 
 
 def step_window_s(spec: TuneSpec, values: int) -> float:

@@ -31,6 +31,7 @@ from ..plan.tuning import (
     CONFIRM,
     TUNE_FILE,
     TuneSpec,
+    first_rounds_s,
     plan_confirm,
     plan_step,
     plan_window_step,
@@ -354,7 +355,7 @@ class Tuner:
         floor = pairs.budget_floor(1, configs, window_s, pairs.STARTUP_S)
         if left < floor and not confirming:
             return self._cannot(spent, floor + reserve, "two rounds of its windows")
-        left = left if confirming else step_share_s(left, later, floor)
+        left = left if confirming else step_share_s(left, later, first_rounds_s(configs, window_s))
         plan = (
             plan_resume(self.spec.workload, folder, self.env)
             if (folder / "manifest.json").exists()
