@@ -321,6 +321,16 @@ def test_a_pair_is_equal_only_when_its_interval_lies_inside_the_margin():
     assert "s of the budget left" in d.why[0]
 
 
+def test_a_configurations_build_is_a_process_cost_not_each_rounds():
+    """A compiled configuration's first window ran 20 s untimed (its compilation); later ones
+    re-warm a step. A round costs its windows and their switches, not the build again."""
+    built = pairs.Window("c", 1.0, 20.0, 0.1)  # wall, untimed (the build), step
+    later = [pairs.Window("c", 1.0, 0.1, 0.1) for _ in range(2)]
+    assert pairs.cost_of_windows("75", 75.0, [built], 5.0).window_s["c"] == pytest.approx(2.0)
+    cost = pairs.cost_of_windows("75", 75.0, [built, *later], 5.0)
+    assert cost.window_s["c"] == pytest.approx(1.1)
+
+
 def test_a_later_size_is_predicted_from_the_largest_measured_one_and_grows_with_its_count():
     known = pairs.Cost("64", 64.0, {"a": 0.5}, {"a": 0.01}, 2.0)
     big = pairs.predicted(known, "6400", 6400.0, 0.3, {"x": "a"})

@@ -159,7 +159,7 @@ def concluded(v: dict) -> bool:
 def _open(v: dict) -> str:
     """Why a value's verdict is not a conclusion, and what would make it one."""
     if v.get("low") is None:
-        return "one round: no interval"
+        return "open: a second round would give it an interval"  # its ratio says one round
     wide = "wider than 0.5-2x; " if v["high"] / v["low"] > 4 else ""  # says next to nothing
     needs = v.get("needs")  # (a tune.json from before it was kept has none)
     if needs is None:

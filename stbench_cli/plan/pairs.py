@@ -108,14 +108,18 @@ class Cost:
 
 
 def cost_of_windows(size: str, count: float, windows: Sequence[Window], startup_s: float) -> Cost:
-    """A size's cost from its windows: each configuration's median window and step."""
+    """A size's cost from its windows: each configuration's median window and step. What ran
+    untimed before a window counts up to the window's own length: a switch re-warms a step or
+    two, and anything longer was a configuration built (a loader, a compilation), paid once a
+    process and not again each round (a compiled configuration's first window, 20 s untimed,
+    had been counted as each round's cost, and a tune's compile step stopped after one)."""
     by: dict[str, list[Window]] = {}
     for w in windows:
         by.setdefault(w.config, []).append(w)
     return Cost(
         size,
         count,
-        {k: median(w.wall_s + w.untimed_s for w in ws) for k, ws in by.items()},
+        {k: median(w.wall_s + min(w.untimed_s, w.wall_s) for w in ws) for k, ws in by.items()},
         {k: median(w.step_s for w in ws) for k, ws in by.items()},
         startup_s,
     )
