@@ -163,12 +163,12 @@ def test_compilation_is_windowed_beside_the_live_levers_and_the_process_levers_a
 
 def test_a_windowed_step_spends_its_share_of_what_is_left_never_less_than_its_first_rounds():
     # 240 s left and levers after it: the step may spend half, never all 240
-    assert step_share_s(240.0, 7, 25.0) == pytest.approx(120.0)
-    assert step_share_s(240.0, 0, 25.0) == pytest.approx(240.0)  # the last step: all of it
+    assert step_share_s(240.0, False, 25.0) == pytest.approx(120.0)
+    assert step_share_s(240.0, True, 25.0) == pytest.approx(240.0)  # the last step: all of it
     # a share below its first rounds gets them where what is left pays (a workers step of
     # cnn-strain, given 13 s, measured the reference alone: its loaders' builds took the rest)
-    assert step_share_s(40.0, 7, 25.0) == pytest.approx(25.0)
-    assert step_share_s(20.0, 7, 25.0) == pytest.approx(20.0)  # what is left, no more
+    assert step_share_s(40.0, False, 25.0) == pytest.approx(25.0)
+    assert step_share_s(20.0, False, 25.0) == pytest.approx(20.0)  # what is left, no more
     first = first_rounds_s(3, 0.62)  # three values, two processes, six rounds
     assert first == pytest.approx(2 * (5.0 + 3 * 0.62) + 6 * 3 * (0.62 + 0.03))
 

@@ -169,15 +169,16 @@ def windowed(configs: Sequence[Mapping[str, object]]) -> bool:
     )
 
 
-def step_share_s(left_s: float, later: int, first_rounds_s: float) -> float:
+def step_share_s(left_s: float, last: bool, first_rounds_s: float) -> float:
     """The seconds a windowed step may spend: at most half of what is left of the budget (less
-    the confirming step's reserve) where `later` steps are still to search, never less than its
-    first rounds (`first_rounds_s`) where what is left pays for them; the last step, all of it.
+    the confirming step's reserve) where steps are still to search after it, never less than
+    its first rounds (`first_rounds_s`) where what is left pays for them; the `last` step, all
+    of it.
     A step that ends sooner leaves its rest to the steps after it. An even share starved the
     levers that matter (cnn-strain's bf16 step, given 25 s, stopped a round short of its
     conclusion); no limit let one value near the margin's edge take 267 of a 300 s tune's
     seconds (stnn's threads=1, 0.95x)."""
-    if not later:
+    if last:
         return left_s
     return max(left_s / 2, min(first_rounds_s, left_s))
 

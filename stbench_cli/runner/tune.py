@@ -235,7 +235,7 @@ class Tuner:
                 ),
                 len(values),
                 window_s,
-                later=sum(n in searched(self.spec) for n in levers.NAMES[index:]),
+                last=not any(n in searched(self.spec) for n in levers.NAMES[index:]),
             )
         else:
             rows = self._study(
@@ -337,15 +337,13 @@ class Tuner:
         configs: int,
         window_s: float,
         confirming: bool = False,
-        later: int = 0,
+        last: bool = False,
     ) -> list[Run] | None:
         """A windowed step's rows: read back where its engine ended, else run (or resumed) by
         the engine until each value concludes against the reference or the step's time is
-        spent: what is left of the budget less the confirming step's reserve, shared with the
-        `later` steps still to search (never less than two rounds of its windows). Without the
-        share (plan.tuning.step_share_s), stnn's threads step (0.95x, its interval across the
-        margin's edge) took 267 of a 300 s tune's seconds and left every later lever
-        unsearched."""
+        spent: what is left of the budget less the confirming step's reserve, at most half of
+        it unless this is the `last` step to search, never less than its first rounds where they
+        fit (plan.tuning.step_share_s)."""
         _same_step(folder, make)
         if _engine_stopped(folder) is not None:
             return read_runs(folder)
@@ -355,7 +353,7 @@ class Tuner:
         floor = pairs.budget_floor(1, configs, window_s, pairs.STARTUP_S)
         if left < floor and not confirming:
             return self._cannot(spent, floor + reserve, "two rounds of its windows")
-        left = left if confirming else step_share_s(left, later, first_rounds_s(configs, window_s))
+        left = left if confirming else step_share_s(left, last, first_rounds_s(configs, window_s))
         plan = (
             plan_resume(self.spec.workload, folder, self.env)
             if (folder / "manifest.json").exists()
