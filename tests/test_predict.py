@@ -36,6 +36,7 @@ def test_the_shipped_table_has_each_card_dense_peaks_and_a_source():
         assert g.fp32_tflops > 0 and g.memory_gbps > 0 and g.memory_gb > 0 and g.host_link_gbps > 0
         assert g.bf16_tflops >= g.fp32_tflops and len(g.source) > 30, g.name
         assert g.launch_floor_us > 0 and "http" in g.launch_source
+        assert g.eager_op_us >= g.launch_floor_us and "acceptance-runs" in g.eager_source
     h100 = gpus["H100"]  # dense: the datasheet's 989 TFLOPS TF32 is with sparsity
     assert h100.tf32_tflops == pytest.approx(494.7) and h100.bf16_tflops == pytest.approx(989.4)
     assert gpus["T4"].tf32_tflops == 0  # no TF32: fp32 math runs at fp32's peak
@@ -74,13 +75,17 @@ def test_the_hosts_own_thread_adds_its_loading_and_the_link_carries_what_is_stre
 
 def test_the_bound_is_its_longest_term_and_names_what_bounds_it():
     h100 = read_gpus()["H100"]
+    # each operator pays eager PyTorch's least host cost on a GPU's host; a kernel it launches
+    # beyond its first (cuDNN's, from C++), the launch floor
     launch_bound = predict(_step(host_s=0.0), h100)
     assert launch_bound.bound_by == "launches"
-    assert launch_bound.bound_s == pytest.approx(100 * 3.0e-6)
+    assert launch_bound.bound_s == pytest.approx(100 * 8.7e-6)
     assert "CUDA graphs" in launch_bound.lever
-    host = predict(_step(), h100)
+    cudnn = predict(_step(host_s=0.0, operators=40), h100)
+    assert cudnn.bound_s == pytest.approx(40 * 8.7e-6 + 60 * 3.0e-6)
+    host = predict(_step(host_s=5e-3), h100)
     assert host.bound_by == "the host"
-    assert host.bound_s == pytest.approx(1e-3 / HOST_SPEEDUP + 100 * 3.0e-6)
+    assert host.bound_s == pytest.approx(5e-3 / HOST_SPEEDUP + 100 * 8.7e-6)
     assert host.most_gain == pytest.approx(0.05 / host.bound_s)
     flops = predict(_step(flops=1e15, host_s=0.0), h100)
     assert flops.bound_by == "FLOPs" and flops.bound_s == pytest.approx(1e15 / 494.7e12)
@@ -102,8 +107,14 @@ def test_a_users_cards_join_the_table_and_a_bad_file_is_one_line(tmp_path):
         'host_link_gbps = 31.5\nsource = "my own measurements, 2026"\n'
     )
     both = read_gpus(mine, read_gpus())
-    assert both["MyCard"].launch_floor_us == both["H100"].launch_floor_us  # the shipped floor
+    assert both["MyCard"].launch_floor_us == both["H100"].launch_floor_us  # the shipped floors
+    assert both["MyCard"].eager_op_us == both["H100"].eager_op_us == 8.7
     assert "H100" in both
+    # a card's own eager operator, as a lent GPU's doctor measures it, bounds its host
+    mine.write_text(mine.read_text() + "eager_op_us = 20.0\n")
+    own = read_gpus(mine, read_gpus())["MyCard"]
+    assert own.eager_op_us == 20.0 and own.launch_floor_us == 3.0
+    assert predict(_step(host_s=0.0), own).bound_s == pytest.approx(100 * 20e-6)
     bad = tmp_path / "bad.toml"
     bad.write_text('[[gpu]]\nname = "Half"\nfp32_tflops = 10\n')
     with pytest.raises(StbenchError, match="Half lacks tf32_tflops"):

@@ -17,8 +17,12 @@ For one GPU and one size, two figures, both marked predicted wherever they are s
     next to nothing) and its data loading where that runs in the step's own thread (no loader
     workers, the data in host memory: `serial_data_s`, measured here), the first at
     HOST_SPEEDUP, the loading at DATA_SPEEDUP times this CPU's speed (a GPU's host may be
-    faster), and then the driver's call for each launch at that floor (one thread does all of it
-    in turn); where the loading is most of that, the bound is named the host's data loading;
+    faster), and then each operator at eager PyTorch's least host cost of a CUDA operator
+    measured on a GPU's host (`eager_op_us`: an in-place add on one element, whose host path
+    holds Python's call, the dispatch below it and the launch) and each further
+    kernel at the launch floor (one thread does all of it in turn); where the loading is most
+    of that, the bound is named the host's data loading, where the operators' dispatch and
+    launches are, launches;
   whichever is longest names what bounds the size, and the lever that would move it;
 - **an estimate**: the host's time (its own share of a step and its data loading, measured
   here, and eager PyTorch's host cost of each kernel it launches, `launch_s`) against the GPU's
@@ -117,6 +121,10 @@ class Gpu:
     source: str
     launch_floor_us: float = 0.0  # from the file's [launch]
     launch_source: str = ""
+    # eager PyTorch's host cost of an operator on a GPU's host, at its least (the file's
+    # [launch] eager_op_us where the card has none of its own; 0: the launch floor stands in)
+    eager_op_us: float = 0.0
+    eager_source: str = ""
 
     def peak_flops(self, precision: str, best: bool) -> float:
         """FLOP/s for a precision: bf16 on its units; fp32 at TF32 where `best` and the card
@@ -181,6 +189,15 @@ def at_floor(kernels: float, gpu: Gpu) -> float:
     return kernels * gpu.launch_floor_us * 1e-6
 
 
+def host_launch_s(step: Step, gpu: Gpu) -> float:
+    """The least host time of a step's operators and launches on a GPU's host: each operator
+    at eager PyTorch's least cost of one there, each kernel it launches beyond its first (cuDNN's,
+    from C++) at the launch floor."""
+    operators = step.operators or step.launches
+    per_operator = max(gpu.eager_op_us, gpu.launch_floor_us) * 1e-6
+    return operators * per_operator + at_floor(max(step.launches - operators, 0.0), gpu)
+
+
 def _moved_bytes(step: Step) -> float:
     """What a step moves through the card's memory at least: the state written once, every
     saved activation written and read once, the batch read once."""
@@ -200,12 +217,12 @@ def bound_terms(step: Step, gpu: Gpu, precision: str = "default") -> dict[str, f
         "memory bandwidth": 0.0 if in_l2 else moved / (gpu.memory_gbps * 1e9),
         "the host link": _link_s(step, gpu),
         "launches": at_floor(step.launches, gpu),
-        # one thread does it all, one after the other: the step's Python and dispatcher work,
-        # its batch where no worker loads it, and the driver's call for each kernel (the floor is
-        # a measured launch rate on the host)
+        # one thread does it all, one after the other: the step's Python and autograd work, its
+        # batch where no worker loads it, and each operator's dispatch and launch (measured on a
+        # GPU's host: what runs below Python here is this CPU's kernels, not the GPU's path)
         "the host": step.host_s / HOST_SPEEDUP
         + step.serial_data_s / DATA_SPEEDUP
-        + at_floor(step.launches, gpu),
+        + host_launch_s(step, gpu),
     }
 
 
@@ -227,12 +244,14 @@ def estimated_step_s(step: Step, gpu: Gpu, launch_s: float = EAGER_LAUNCH_S) -> 
     return max(host, device, _link_s(step, gpu))
 
 
-def bounded_by(step: Step, terms: Mapping[str, float]) -> str:
-    """What bounds the step: the longest term, the host's named for its data loading where
-    that is most of it."""
+def bounded_by(step: Step, gpu: Gpu, terms: Mapping[str, float]) -> str:
+    """What bounds the step: the longest term, the host's named for its data loading or its
+    launches (each operator's dispatch and launch) where that is most of it."""
     by = max(terms, key=lambda k: terms[k])
     if by == "the host" and step.serial_data_s / DATA_SPEEDUP > terms[by] / 2:
         return "the host's data loading"
+    if by == "the host" and host_launch_s(step, gpu) > terms[by] / 2:
+        return "launches"
     return by
 
 
@@ -274,7 +293,7 @@ def anatomy_memory_mb(found: Anatomy, batch: int) -> float | None:
 
 def predict(step: Step, gpu: Gpu, launch_s: float = EAGER_LAUNCH_S) -> Prediction:
     terms = bound_terms(step, gpu)
-    by = bounded_by(step, terms)
+    by = bounded_by(step, gpu, terms)
     bound = max(terms.values())
     estimate = max(estimated_step_s(step, gpu, launch_s), bound)  # never below the bound
     fits = (
@@ -299,13 +318,14 @@ def predict(step: Step, gpu: Gpu, launch_s: float = EAGER_LAUNCH_S) -> Predictio
 
 # --- the table of GPU models --------------------------------------------------------------------
 
-_NUMBERS = [f.name for f in fields(Gpu) if f.type == "float" and not f.name.startswith("launch")]
+_OPTIONAL = ("launch_floor_us", "eager_op_us")  # the [launch] section's, where a card has none
+_NUMBERS = [f.name for f in fields(Gpu) if f.type == "float" and f.name not in _OPTIONAL]
 
 
 def read_gpus(path: Path = SHIPPED, base: Mapping[str, Gpu] | None = None) -> dict[str, Gpu]:
     """The GPU models of a gpus.toml file (the shipped one, or a user's: its cards added to
-    `base`, a name already there replaced; a card without a launch floor of its own, in a file
-    without [launch], takes the shipped one); a card missing a figure is one line naming it."""
+    `base`, a name already there replaced; a card without a launch floor or an eager operator's
+    cost of its own, in a file without [launch], takes the shipped one); a card missing a figure is one line naming it."""
     try:
         data = tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError) as exc:
@@ -314,6 +334,8 @@ def read_gpus(path: Path = SHIPPED, base: Mapping[str, Gpu] | None = None) -> di
     shipped = next(iter(base.values()), None) if base else None
     floor = launch.get("floor_us", shipped.launch_floor_us if shipped else None)
     floor_source = launch.get("source", shipped.launch_source if shipped else "")
+    eager = launch.get("eager_op_us", shipped.eager_op_us if shipped else 0.0)
+    eager_source = launch.get("eager_source", shipped.eager_source if shipped else "")
     out = dict(base or {})
     for i, card in enumerate(data.get("gpu") or []):
         name = str(card.get("name") or f"card {i + 1}")
@@ -326,7 +348,7 @@ def read_gpus(path: Path = SHIPPED, base: Mapping[str, Gpu] | None = None) -> di
                 "docs/gpu-predictions.md)"
             )
         try:
-            numbers = {k: float(card[k]) for k in (*_NUMBERS, "launch_floor_us") if k in card}
+            numbers = {k: float(card[k]) for k in (*_NUMBERS, *_OPTIONAL) if k in card}
         except (TypeError, ValueError):
             raise StbenchError(f"--gpus {path}: {name} has a figure that is not a number") from None
         out[name] = Gpu(
@@ -334,7 +356,8 @@ def read_gpus(path: Path = SHIPPED, base: Mapping[str, Gpu] | None = None) -> di
             variant=str(card.get("variant", "")),
             source=str(card["source"]),
             launch_source=str(card.get("launch_source", floor_source)),
-            **{"launch_floor_us": floor, **numbers},
+            eager_source=str(card.get("eager_source", eager_source)),
+            **{"launch_floor_us": floor, "eager_op_us": float(eager), **numbers},
         )
     if not out:
         raise StbenchError(f"--gpus {path}: no [[gpu]] table in it")

@@ -174,6 +174,7 @@ def write_predictions(folder: Path, gpus: Sequence[Gpu]) -> list[PredictedLine]:
                     launches_ms=ms["launches"],
                     host_ms=ms["the host"],
                     launch_floor_us=gpu.launch_floor_us,
+                    eager_op_us=gpu.eager_op_us,
                 )
             )
     if lines:

@@ -70,6 +70,7 @@ class PredictedLine:
     launches_ms: float
     host_ms: float
     launch_floor_us: float
+    eager_op_us: float | None = None  # None in a file written before the bound counted it
 
 
 @dataclass(frozen=True)
