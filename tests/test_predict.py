@@ -201,7 +201,8 @@ def test_gpu_vs_cpu_without_a_gpu_predicts_the_cards_of_a_users_file(tmp_path):
 
 def test_the_answer_names_each_cards_bound_where_it_differs_from_the_last_cards():
     """The committed lstm-era5 question of the 2-core VM: at 1,024 sequences the A100 and the
-    H100 are bound by the host, the T4 (a tenth of their bandwidth) by its memory's."""
+    H100 are bound by launches (each operator's host cost), the T4 (a tenth of their bandwidth)
+    by its memory's."""
     from stbench.report.gpu_predictions import predicted_table
     from stbench.report.model import studies, with_context
     from stbench.report.read import read_folder
@@ -211,10 +212,10 @@ def test_the_answer_names_each_cards_bound_where_it_differs_from_the_last_cards(
     table = predicted_table(study.predicted, with_context(study, question=True))
     bounds = dict(zip(table["sequences a batch"], table["bound"]))
     by = {(r.gpu, str(r.size)): r.bound_by for r in study.predicted.itertuples()}
-    assert by[("H100", "1024")] == by[("A100-80GB", "1024")] == "the host"
+    assert by[("H100", "1024")] == by[("A100-80GB", "1024")] == "launches"
     assert by[("T4", "1024")] == "memory bandwidth"
-    assert bounds["1,024"] == "host; T4 bandwidth"
-    assert bounds["128"] == "host"  # every card alike: said once
+    assert bounds["1,024"] == "launches; T4 bandwidth"
+    assert bounds["128"] == "launches"  # every card alike: said once
 
 
 def test_a_recurrent_layer_counts_once_whatever_its_timesteps():
