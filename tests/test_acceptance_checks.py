@@ -322,6 +322,28 @@ def test_the_question_check_has_nothing_to_judge_in_a_question_without_a_cuda_ro
         rows.question_concluded(tmp_path)
 
 
+def test_a_bound_its_measured_step_beats_fails_and_the_h200s_committed_bounds_hold(tmp_path):
+    """A GPU question's predictions for its own card: a lower bound above the step measured is
+    wrong; the figures say how tight each is and each estimate's error."""
+    import shutil
+
+    from tests.helpers import ROOT
+
+    good = rows.judge_prediction("H200", {"75": (0.5, 2.2, 2.0), "600": (1.0, 1.8, 2.0)})
+    assert good.status == PASS and "75: 4.0x, estimate +10%" in good.detail
+    bad = rows.judge_prediction("H200", {"75": (0.5, 2.2, 2.0), "600": (2.5, 2.6, 2.0)})
+    assert bad.status == FAIL and "exceeds the measured step at 600" in bad.detail
+    assert rows.judge_prediction("H200", {}).status == FAIL  # nothing predicted: nothing holds
+    reference = ROOT / "results" / "reference"
+    shutil.copytree(reference / "ref-h200-lstm-era5-gpu-vs-cpu", tmp_path / "h200" / "q")
+    found = rows.prediction_holds(tmp_path / "h200")
+    assert found.status == PASS and set(found.figures) == {"128", "1024", "4096"}
+    assert "128: 3.1x" in found.detail
+    shutil.copytree(reference / "ref-cpu2-cnn-strain-gpu-vs-cpu", tmp_path / "cpu" / "q")
+    with pytest.raises(NothingToJudge, match="no cuda row"):
+        rows.prediction_holds(tmp_path / "cpu")
+
+
 def test_the_kernel_count_fails_where_the_cpus_count_exceeds_the_measured_launches(tmp_path):
     """The GPU predictions count a step's launches on the CPU and call the count a floor: a
     profile's kernels.csv with fewer launches a step than that count proves it wrong."""

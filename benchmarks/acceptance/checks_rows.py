@@ -394,3 +394,61 @@ def question_concluded(folder: Path) -> Check:
         concluded[c.size] = concluded.get(c.size, True) and c.concluded
     left = [x["size"] for x in asked.get("left_out") or ()]
     return judge_question(asked["size"]["values"], left, rounds, concluded)
+
+
+def judge_prediction(card: str, sizes: dict[str, tuple[float, float, float]]) -> Check:
+    """A GPU question's own predictions for the card it ran on against its measured steps:
+    sizes maps a size to (bound ms, estimate ms, measured ms). A bound above its measured step
+    is wrong (a lower bound a measurement beats); the figures say how tight each bound is
+    (measured / bound, the goal at most 3) and each estimate's error."""
+    if not sizes:
+        return verdict("prediction-holds", False, f"no size predicted for {card} and measured")
+    beaten = [s for s, (bound, _, measured) in sizes.items() if not bound <= measured]
+    said = ", ".join(
+        f"{s}: {measured / bound:.1f}x, estimate {estimate / measured - 1:+.0%}"
+        for s, (bound, estimate, measured) in sizes.items()
+    )
+    detail = f"{card}, measured step / bound and the estimate's error by size: {said}"
+    if beaten:
+        detail = f"the bound exceeds the measured step at {', '.join(beaten)} ({detail})"
+    figures = {
+        s: {"bound_ms": b, "estimate_ms": e, "measured_ms": m} for s, (b, e, m) in sizes.items()
+    }
+    return verdict("prediction-holds", not beaten, detail, figures)
+
+
+def prediction_holds(folder: Path) -> Check:
+    """The question's predicted.csv for the card its cuda windows ran on (gpus.toml's name of
+    the device), against the step those windows measured at torch's default precision (the
+    bound's: its FLOPs at fp32/TF32 peaks): the batch over the median samples/s at each size."""
+    import statistics
+
+    from stbench.plan.predict import read_gpus, table_name
+    from stbench.store.files import read_lines
+    from stbench.store.rows import PredictedLine
+
+    (study,) = studies(folder)
+    measured = [r for r in cuda_rows(rows_ok(folder)) if param(r, "precision") == "default"]
+    if not measured:
+        raise NothingToJudge("no cuda row at torch's default precision")
+    card = table_name(str(measured[0]["device_name"]), read_gpus())
+    if card is None:
+        return untested(
+            "prediction-holds", f"stbench's GPU table has no card for {measured[0]['device_name']}"
+        )
+    predicted = {
+        str(p.batch): p for p in read_lines(study / "predicted.csv", PredictedLine) if p.gpu == card
+    }
+    by_size: dict[str, list[float]] = {}
+    for r in measured:
+        by_size.setdefault(str(int(number(r, "batch_size"))), []).append(number(r, "samples_per_s"))
+    sizes = {
+        size: (
+            predicted[size].bound_ms,
+            predicted[size].estimate_ms,
+            int(size) / statistics.median(speeds) * 1e3,
+        )
+        for size, speeds in by_size.items()
+        if size in predicted
+    }
+    return judge_prediction(card, sizes)

@@ -42,8 +42,12 @@ def question(workload: str, cap_s: int, what: str, extra: str = "") -> Step:
         what,
         f"gpu-vs-cpu {workload} --budget {cap_s - 12} {extra}".strip(),
         f"gpu-vs-cpu {workload} --smoke --budget 40 {extra}".strip(),
-        # every size measured, 5 paired rounds at each, the largest concluded
-        (Probe("question-concluded", rows.question_concluded),),
+        # every size measured, 5 paired rounds at each, the largest concluded; and the card's
+        # own predictions (made on its host from the CPU rows) never above its measured steps
+        (
+            Probe("question-concluded", rows.question_concluded),
+            Probe("prediction-holds", rows.prediction_holds),
+        ),
     )
 
 

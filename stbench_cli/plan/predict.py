@@ -325,7 +325,8 @@ _NUMBERS = [f.name for f in fields(Gpu) if f.type == "float" and f.name not in _
 def read_gpus(path: Path = SHIPPED, base: Mapping[str, Gpu] | None = None) -> dict[str, Gpu]:
     """The GPU models of a gpus.toml file (the shipped one, or a user's: its cards added to
     `base`, a name already there replaced; a card without a launch floor or an eager operator's
-    cost of its own, in a file without [launch], takes the shipped one); a card missing a figure is one line naming it."""
+    cost of its own, in a file without [launch], takes the shipped one); a card missing a figure
+    is one line naming it."""
     try:
         data = tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError) as exc:
