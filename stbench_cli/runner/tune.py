@@ -385,11 +385,11 @@ class Tuner:
         return None
 
     def _reserve_s(self, costs: list[float]) -> float:
-        """What the confirming step is kept: a windowed one's first rounds where the best so far
-        differs from torch's defaults only in levers a process switches, else its cells."""
+        """What the confirming step is kept: a windowed one's first rounds of its two
+        configurations where the best so far differs from torch's defaults only in levers a
+        process switches, else its cells."""
         if windowed([self.start, self.best]):
-            window_s = step_window_s(self.spec, 2)
-            return pairs.PROCESSES * pairs.STARTUP_S + 2 * pairs.FIRST_ROUNDS * (window_s + 0.5)
+            return first_rounds_s(2, step_window_s(self.spec, 2))
         return estimate_s(self.spec, 2 * self.spec.repeats, costs)
 
     def _confirm(self, index: int) -> dict:
