@@ -44,6 +44,20 @@ def looks_equal(low: float | None, high: float | None) -> bool:
     return low is not None and high is not None and low >= 1 - MARGIN and high <= 1 + MARGIN
 
 
+def interval_text(low: float, high: float) -> str:
+    """A paired ratio's 95% interval, "0.93-0.99x": two decimals, more where a bound would
+    round to 1.00 without being 1 (1.003-1.19x is apart from 1x; 1.00-1.19x would read as not)."""
+    return f"{_bound_text(low)}-{_bound_text(high)}x"
+
+
+def _bound_text(value: float) -> str:
+    for digits in (2, 3, 4):
+        shown = f"{value:.{digits}f}"
+        if float(shown) != 1.0 or value == 1.0:
+            break
+    return shown
+
+
 def number(value) -> float | None:
     """A value as a float: None where there is none (None, "", NaN, inf, text that is no
     number). A Run has None for a gap, a frame NaN; a test's row may still be text."""

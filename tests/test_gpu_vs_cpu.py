@@ -133,6 +133,17 @@ def test_the_answer_states_each_sizes_ratio_with_its_interval_and_where_the_gpu_
     assert f"{format_number(gpu)} vs {format_number(cpu)} J at 1,089 series" in text
 
 
+def test_an_interval_apart_from_1x_never_reads_as_touching_it():
+    """Two decimals, more where a bound would round to 1.00 without being 1: "1.00-1.19x" on a
+    size the answer calls faster read as not apart from 1x."""
+    from stbench.comparison import interval_text
+
+    assert interval_text(0.93, 0.99) == "0.93-0.99x"
+    assert interval_text(1.0003, 1.19) == "1.0003-1.19x"
+    assert interval_text(0.9964, 1.07) == "0.996-1.07x"
+    assert interval_text(1.0, 1.2) == "1.00-1.20x"
+
+
 def test_the_finding_of_a_question_study_is_its_answer():
     f = finding_of(_question_study())
     assert f.kind == "gpu-vs-cpu" and "starts to pay at 121 series" in f.text

@@ -24,6 +24,7 @@ from ..comparison import (
     Verdict,
     by_round,
     column_median,
+    interval_text,
     looks_equal,
     measure_of,
 )
@@ -108,7 +109,7 @@ def _x(ratio: float | None) -> str:
 def _interval(d: dict) -> str:
     if d.get("low") is None:
         return f"{_x(d.get('ratio'))}, one round: no interval"
-    return f"{_x(d['ratio'])}, 95% interval {d['low']:.2f}-{d['high']:.2f}x"
+    return f"{_x(d['ratio'])}, 95% interval {interval_text(d['low'], d['high'])}"
 
 
 def _changed(result: dict) -> list[str]:
@@ -186,7 +187,7 @@ def step_line(s: dict, brief: bool = False) -> str:
     if brief:  # each value's ratio and interval, short: "=1 0.76x (0.72-0.79x)"
         parts = [
             f"={v['value']} {_x(v.get('ratio'))}"
-            + (f" ({v['low']:.2f}-{v['high']:.2f}x)" if v.get("low") is not None else "")
+            + (f" ({interval_text(v['low'], v['high'])})" if v.get("low") is not None else "")
             + (" (not ok)" if v["note"] else "")
             for v in tried
         ]

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..comparison import MARGIN, looks_equal, wins_from
+from ..comparison import MARGIN, interval_text, looks_equal, wins_from
 from ..contract.params import setting
 from ..store.manifest import LEVER_KIND
 from .cells import Cell, cells, paired_rounds, ratio, rows_of
@@ -57,7 +57,7 @@ class Ratio:
         shown = f"{self.value:.2f}x"
         if self.low is None:
             return f"{shown} (one round: no interval)"
-        return f"{shown} ({self.low:.2f}-{self.high:.2f}x)"
+        return f"{shown} ({interval_text(self.low, self.high)})"
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from ..comparison import interval_text
 from ..contract.params import setting
 from ..plan import gpu_vs_cpu, pairs
 from ..plan.planner import Plan, plan_rounds
@@ -315,10 +316,10 @@ class Engine:
             (before, last) = lever.seen
             self.say(
                 f"{self.who}: cpu {words} not measured from {self.describe(larger[0])} on: "
-                f"{before.ratio:.2f}x ({before.low:.2f}-{before.high:.2f}x) the defaults' "
+                f"{before.ratio:.2f}x ({interval_text(before.low, before.high)}) the defaults' "
                 f"samples/s at {self.describe(before.size)}, {last.ratio:.2f}x "
-                f"({last.low:.2f}-{last.high:.2f}x) at {self.describe(last.size)}: it loses more "
-                "as the work grows"
+                f"({interval_text(last.low, last.high)}) at {self.describe(last.size)}: it loses "
+                "more as the work grows"
             )
         if gone:
             self._drop(gone)
