@@ -175,7 +175,8 @@ class Prediction:
 
 
 LEVERS = {
-    "launches": "CUDA graphs (--cuda-graphs) or a bigger batch: fewer launches per sample",
+    "launches": "CUDA graphs (--cuda-graphs), torch.compile (fused kernels) or a bigger batch: "
+    "fewer launches per sample",
     "the host": "CUDA graphs or torch.compile (less Python a step), or a bigger batch",
     "the host's data loading": "loader workers (--set workers=N) or the data on the GPU",
     "FLOPs": "bf16 autocast on the tensor cores",
