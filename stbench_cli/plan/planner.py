@@ -233,8 +233,9 @@ def plan_question(
     if q.budget_s < floor:
         raise StbenchError(
             f"--budget {q.budget_s:g}: too small to measure {len(sizes)} sizes of "
-            f"{len(configs)} configurations twice in windows of {window:g} s; give at least "
-            f"--budget {math.ceil(floor)}, or fewer --sizes"
+            f"{len(configs)} configurations twice in windows of {window:g} s even if their steps "
+            f"took no time; give at least --budget {math.ceil(floor)} (the answer then names "
+            "each size it left out with the budget that size needs), or fewer --sizes"
         )
     cells: list[RunSpec] = []
     for size in sizes:
