@@ -329,3 +329,25 @@ def test_no_bound_a_gpu_vs_cpu_study_predicted_exceeds_the_step_its_gpu_measured
     assert len(table) >= 2 * len(studies)  # each study's sizes at two precisions
     over = table[table["bound_ms"] > table["measured_ms"]]
     assert over.empty, over.to_string()
+
+
+def test_this_machines_card_takes_its_hosts_own_operator_cost(monkeypatch):
+    """On a GPU machine the card it has is predicted with eager PyTorch's operator cost measured
+    on its own host (the doctor's launches check); the table's figure stays for the others, and
+    wherever the check cannot run (here, a CPU build: it fails at CUDA)."""
+    from stbench.runner import doctor, predictions
+
+    cards = chosen(read_gpus(), ["T4", "H100"])
+    here = ({"name": "NVIDIA H100 80GB HBM3"},)
+    assert predictions.on_this_host(cards, here, "") == cards  # no GPU asked: nothing measured
+    assert predictions.on_this_host(cards, ({"name": "a card no table has"},), "cuda") == cards
+    assert predictions.on_this_host(cards, here, "cuda") == cards  # the CPU build's CUDA error
+    measured = {"ops": 2000, "eager_op_us": 20.0, "op_us": 20.0, "graph_kernel_us": 1.0}
+    monkeypatch.setattr(doctor, "child_check", lambda name, device: measured)
+    found = {c.name: c for c in predictions.on_this_host(cards, here, "cuda")}
+    assert (
+        found["H100"].eager_op_us == 20.0 and "measured on this host" in found["H100"].eager_source
+    )
+    assert found["T4"] == cards[0]  # not this machine's: the table's figure
+    step = _step(host_s=0.0)
+    assert predict(step, found["H100"]).bound_s == pytest.approx(100 * 20e-6)

@@ -151,6 +151,8 @@ def gpu_vs_cpu(
         from ..runner import predictions
 
         render.note("predicting each GPU's step from this CPU's (docs/gpu-predictions.md)")
+        # this machine's card: its operators at this host's own cost, measured now
+        cards = predictions.on_this_host(cards, env.gpus, plan.manifest["question"]["gpu"])
         if not predictions.write_predictions(plan.folder, cards):
             render.note("no prediction: the step's anatomy could not be measured here")
     if rows:

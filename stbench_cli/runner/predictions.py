@@ -10,12 +10,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from ..contract import BATCH
 from ..plan import registry
-from ..plan.predict import Anatomy, Gpu, Step, anatomy_memory_mb, predict
+from ..plan.predict import Anatomy, Gpu, Step, anatomy_memory_mb, predict, table_name
 from ..store.files import ANATOMY, PREDICTED, atomic_write, read_runs, write_lines
 from ..store.manifest import read_manifest
 from ..store.rows import PredictedLine
@@ -137,6 +138,33 @@ def memory_mb(w, params: dict, batch: int, found: Anatomy) -> float | None:
     if predicted:
         return predicted["device_bytes"] / 2**20
     return anatomy_memory_mb(found, batch)
+
+
+def on_this_host(cards: Sequence[Gpu], here: Sequence[Mapping], device: str) -> list[Gpu]:
+    """The cards, the one this machine has with eager PyTorch's least host cost of an operator
+    measured on this host (the doctor's launches check on `device`: what the bound charges each
+    operator, gpus.toml's eager_op_us until measured); the table's figure stays for the others,
+    and where the check cannot run."""
+    known = {c.name: c for c in cards}
+    names = {table_name(str(g.get("name", "")), known) for g in here} & set(known)
+    if not device or not names:
+        return list(cards)
+    from .doctor import child_check
+
+    try:
+        found = child_check("launches", device)
+    except (RuntimeError, ValueError):  # a failed child, or no JSON from it
+        return list(cards)
+    us = found.get("eager_op_us")
+    if not us:
+        return list(cards)
+    source = (
+        f"measured on this host by stbench's launches check on {device}: "
+        f"{found.get('ops', 0):,} in-place adds on one element, {us:.1f} us each"
+    )
+    return [
+        replace(c, eager_op_us=us, eager_source=source) if c.name in names else c for c in cards
+    ]
 
 
 def write_predictions(folder: Path, gpus: Sequence[Gpu]) -> list[PredictedLine]:
