@@ -3,6 +3,7 @@ judge fails on numbers that must fail it (a check that cannot fail proves nothin
 nothing to judge fails. The rehearsal's verdicts: test_acceptance_rehearsal.py."""
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -427,3 +428,24 @@ def test_warm_cells_passes_where_every_single_process_cell_was_forked_and_names_
     assert one("warm-cells", rows.warm_cells, run / "profile-cnn-strain").status == PASS
     stnn = one("warm-cells", rows.warm_cells, run / "profile-stnn")
     assert stnn.status == FAIL and "0 of 3" in stnn.detail
+
+
+def test_the_summary_tables_each_questions_predictions_against_its_measured_steps(tmp_path):
+    """summary.md carries the figures of every prediction-holds check as one table: what the
+    docs' prediction-against-measurement tables are made from, the next GPU run's included."""
+    import shutil
+
+    from benchmarks.acceptance.state import State, StepRecord, summary
+    from tests.helpers import ROOT
+
+    shutil.copytree(
+        ROOT / "results" / "reference" / "ref-h200-lstm-era5-gpu-vs-cpu", tmp_path / "s" / "q"
+    )
+    check = rows.prediction_holds(tmp_path / "s")
+    record = StepRecord("ref-lstm-era5-gpu-vs-cpu", PASS, "ok", 1.0, (check,))
+    again = StepRecord.from_dict(json.loads(json.dumps(asdict(record))))  # as state.json keeps it
+    text = summary([record.step], State({}, {record.step: again}))
+    assert "## Predicted against measured" in text
+    assert "| ref-lstm-era5-gpu-vs-cpu | 128 | 0.867 | 3.653 | 2.730 | 3.1 | +34% |" in text
+    bare = StepRecord("x", PASS, "ok")
+    assert "Predicted against measured" not in summary(["x"], State({}, {"x": bare}))

@@ -122,11 +122,38 @@ def summary(names: list[str], state: State, running: tuple[str, str] | None = No
         took = "" if r.verdict == NOT_REACHED else f"{r.seconds:.0f}"
         lines.append(f"| {r.verdict} | **{name}** | {took} | {_cell(r.detail)} |")
         lines += [f"| {c.status} | {name} / {c.name} | | {_cell(c.detail)} |" for c in r.checks]
+    lines += predicted_against_measured([state.records[n] for n in names if n in state.records])
     folders = [(n, f) for n in names if n in state.records for f in state.records[n].folders]
     if folders:
         lines += ["", "## Result folders in results.tar.gz", ""]
         lines += [f"- `{f}` ({n})" for n, f in folders]
     return "\n".join(lines) + "\n"
+
+
+def predicted_against_measured(records: list[StepRecord]) -> list[str]:
+    """Each question's own predictions for its card against the steps it measured (the figures
+    of its prediction-holds check), as a table of summary.md: what the docs' prediction tables
+    are made from."""
+    rows = [
+        f"| {r.step} | {size} | {f['bound_ms']:.3f} | {f['estimate_ms']:.3f} | "
+        f"{f['measured_ms']:.3f} | {f['measured_ms'] / f['bound_ms']:.1f} | "
+        f"{f['estimate_ms'] / f['measured_ms'] - 1:+.0%} |"
+        for r in records
+        for c in r.checks
+        if c.name == "prediction-holds"
+        for size, f in c.figures.items()
+    ]
+    if not rows:
+        return []
+    return [
+        "",
+        "## Predicted against measured (each question's card, eager, torch's default precision)",
+        "",
+        "| step | size | bound ms | estimate ms | measured ms | measured / bound | estimate "
+        "error |",
+        "|---|---|---|---|---|---|---|",
+        *rows,
+    ]
 
 
 def write_summary(
