@@ -31,16 +31,22 @@ def study(
     )
 
 
+# What a question's command costs besides its windows' budget: the inventory, the step's anatomy,
+# this host's launches check for its card's prediction (CUDA's start in a child, a few seconds:
+# the 12 s kept before it came in), the answer and its picture
+AROUND_S = 15
+
+
 # A rehearsal proves each command's path (its cuda windows stop at the CPU build's error), so its
 # CPU windows are as few and small as the path allows: the workload's smoke sizes.
 def question(workload: str, cap_s: int, what: str, extra: str = "") -> Step:
     """`stbench gpu-vs-cpu` on one workload at its own sizes: its budget the cap less what the
-    command costs besides its windows (the inventory, the answer, its picture)."""
+    command costs besides its windows (AROUND_S)."""
     return study(
         f"{workload}-gpu-vs-cpu",
         cap_s,
         what,
-        f"gpu-vs-cpu {workload} --budget {cap_s - 12} {extra}".strip(),
+        f"gpu-vs-cpu {workload} --budget {cap_s - AROUND_S} {extra}".strip(),
         f"gpu-vs-cpu {workload} --smoke --budget 40 {extra}".strip(),
         # every size measured, 5 paired rounds at each, the largest concluded; and the card's
         # own predictions (made on its host from the CPU rows) never above its measured steps
