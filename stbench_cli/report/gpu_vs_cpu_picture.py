@@ -120,8 +120,10 @@ def figure(s: pd.DataFrame, workload: str, predicted: pd.DataFrame | None = None
     ax.set_title(f"{workload}: {who}, by size{also}", fontsize=10)
     ax.legend(loc="best", fontsize=8, frameon=False)
     said = caption(
-        f"samples/s of the {'GPU' if gpu else 'fastest CPU configuration'}'s fastest cell over "
-        f"each CPU cell at every size",
+        "samples/s of the GPU's fastest cell over each CPU cell at every size"
+        if gpu
+        else "samples/s of the CPU's best configuration besides its defaults over its defaults "
+        "at every size",
         "bands: 95% intervals of the per-round ratios",
         f"dashed: parity; dotted: where it starts to pay ({at_size(start, unit)})"
         if start
