@@ -38,7 +38,7 @@ from pathlib import Path
 import pandas as pd
 
 from stbench.child.anatomy import measure
-from stbench.plan.predict import Step, at_floor, predict, read_gpus
+from stbench.plan.predict import Step, host_launch_s, predict, read_gpus
 from stbench.plan.registry import get
 from stbench.runner.predictions import memory_mb
 
@@ -181,7 +181,7 @@ def main() -> None:
             int(r["batch_size"]) / float(r["samples_per_s"])
             - s.host_s
             - s.serial_data_s
-            - at_floor(s.launches - s.operators, gpu)
+            - host_launch_s(s, gpu, 0.0)  # its kernels beyond one an operator
         )
         / s.operators
         for r, s in fitted

@@ -190,13 +190,17 @@ def at_floor(kernels: float, gpu: Gpu) -> float:
     return kernels * gpu.launch_floor_us * 1e-6
 
 
-def host_launch_s(step: Step, gpu: Gpu) -> float:
-    """The least host time of a step's operators and launches on a GPU's host: each operator
-    at eager PyTorch's least cost of one there, each kernel it launches beyond its first (cuDNN's,
-    from C++) at the launch floor."""
+def host_launch_s(step: Step, gpu: Gpu, per_operator_s: float) -> float:
+    """The host time of a step's operators and launches on a GPU's host: each operator eager
+    PyTorch dispatches at `per_operator_s`, each kernel it launches beyond its first (cuDNN's,
+    from C++: the driver's call) at the launch floor."""
     operators = step.operators or step.launches
-    per_operator = max(gpu.eager_op_us, gpu.launch_floor_us) * 1e-6
-    return operators * per_operator + at_floor(max(step.launches - operators, 0.0), gpu)
+    return operators * per_operator_s + at_floor(max(step.launches - operators, 0.0), gpu)
+
+
+def least_operator_s(gpu: Gpu) -> float:
+    """Eager PyTorch's least host cost of an operator on the card's host (never below a launch)."""
+    return max(gpu.eager_op_us, gpu.launch_floor_us) * 1e-6
 
 
 def _moved_bytes(step: Step) -> float:
@@ -223,20 +227,13 @@ def bound_terms(step: Step, gpu: Gpu, precision: str = "default") -> dict[str, f
         # GPU's host: what runs below Python here is this CPU's kernels, not the GPU's path)
         "the host": step.host_s / HOST_SPEEDUP
         + step.serial_data_s / DATA_SPEEDUP
-        + host_launch_s(step, gpu),
+        + host_launch_s(step, gpu, least_operator_s(gpu)),
     }
 
 
 def estimated_step_s(step: Step, gpu: Gpu, launch_s: float = EAGER_LAUNCH_S) -> float:
-    # eager PyTorch's cost is per operator it dispatches; the kernels an operator launches
-    # beyond its first (cuDNN's, from C++) cost the driver's call, the floor
-    operators = step.operators or step.launches
-    host = (
-        step.host_s
-        + step.data_s
-        + operators * launch_s
-        + at_floor(max(step.launches - operators, 0.0), gpu)
-    )
+    # eager PyTorch's cost is per operator it dispatches, at its fitted cost in a real step
+    host = step.host_s + step.data_s + host_launch_s(step, gpu, launch_s)
     device = (
         step.flops / (gpu.peak_flops("default", best=False) * FLOP_EFFICIENCY)
         + _moved_bytes(step) / (gpu.memory_gbps * 1e9 * BANDWIDTH_EFFICIENCY)
@@ -251,7 +248,7 @@ def bounded_by(step: Step, gpu: Gpu, terms: Mapping[str, float]) -> str:
     by = max(terms, key=lambda k: terms[k])
     if by == "the host" and step.serial_data_s / DATA_SPEEDUP > terms[by] / 2:
         return "the host's data loading"
-    if by == "the host" and host_launch_s(step, gpu) > terms[by] / 2:
+    if by == "the host" and host_launch_s(step, gpu, least_operator_s(gpu)) > terms[by] / 2:
         return "launches"
     return by
 
