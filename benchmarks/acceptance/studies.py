@@ -32,8 +32,8 @@ def study(
 
 
 # What a question's command costs besides its windows' budget: the inventory, the step's anatomy,
-# this host's launches check for its card's prediction (CUDA's start in a child, a few seconds:
-# the 12 s kept before it came in), the answer and its picture
+# this host's launches check for its card's prediction (CUDA's start in a child: a few seconds),
+# the answer and its picture
 AROUND_S = 15
 
 
