@@ -30,7 +30,8 @@ clip, the optimizer's step. At two small batches (b1 < b2) it counts:
 - **the host's own time of a step**: a step's time at b1 on one thread less the time spent
   inside its operators (their kernels, timed by the same dispatch mode in the steps between):
   Python, autograd and the dispatch above the kernels, the part of a step a GPU does not speed
-  up (medians of HOST_STEPS steps each).
+  up (medians of HOST_STEPS steps each), under the allocator policy the study's cells run with
+  (`allocator=keep`: glibc's thresholds fixed, child/allocator.py).
 
 Where a workload's own sampler names kinds of batches whose steps differ (stnn's decoder and
 dynamics passes), each figure is the mean over an epoch's steps, each kind weighted by its
@@ -220,7 +221,14 @@ def _host_s(step, x, y) -> float:
 def measure(workload: str, params: dict, batches: tuple[int, int]) -> Anatomy:
     from ..contract import BuildContext
     from ..plan.registry import get
+    from .allocator import keep_freed_memory
 
+    # the heap policy the study's cells run with, before the workload allocates: under glibc's
+    # moving thresholds the host's own time of stnn's dense 30x84 step came out 0.01 to 5.2 ms
+    # from one process to the next (freed blocks unmapped in Python's time, or kept), and a
+    # bound built on 5.2 ms exceeded the step the H100 measured
+    if params.get("allocator", "keep") == "keep":
+        keep_freed_memory()
     torch.manual_seed(0)
     task = get(workload).build(params, BuildContext(0, 0, 1, "cpu"))
     optimizer = (task.optim.factory or torch.optim.Adam)(task.model.module.parameters(), lr=1e-4)
