@@ -164,6 +164,9 @@ def test_memory_prediction_fails_outside_half_to_one_and_a_half(tmp_path):
         write_runs(tmp_path / "b", [{**row, "predicted_mb": 4, "peak_gpu_mb": 35}]),
     )
     assert check.status == FAIL and "dense 8.75x (must be 0.5-1.5x)" in check.detail
+    two = [{**row, "run_id": str(b), "batch_size": b, "peak_gpu_mb": 44} for b in (10, 500)]
+    check = one("m", rows.memory_prediction, write_runs(tmp_path / "c", two))
+    assert "dense at 10 pairs 1.10x, dense at 500 pairs 1.10x" in check.detail  # one line each
 
 
 def test_no_syncs_fails_on_a_trace_without_profiled_steps(tmp_path):
@@ -405,7 +408,8 @@ def test_the_memory_estimate_holds_the_allocators_peak_against_the_anatomys_pred
         traces.memory_estimate(stnn)
 
 
-H200_RUN = Path(__file__).resolve().parents[1] / "docs" / "acceptance-runs" / "h200-2026-11-28"
+ROOT_RUNS = Path(__file__).resolve().parents[1] / "docs" / "acceptance-runs"
+H200_RUN = ROOT_RUNS / "h200-2026-11-28"
 
 
 @pytest.mark.parametrize("step", ["profile-cnn-strain", "profile-lstm-era5", "profile-dcrnn-pems"])
@@ -446,6 +450,60 @@ def test_the_summary_tables_each_questions_predictions_against_its_measured_step
     again = StepRecord.from_dict(json.loads(json.dumps(asdict(record))))  # as state.json keeps it
     text = summary([record.step], State({}, {record.step: again}))
     assert "## Predicted against measured" in text
-    assert "| ref-lstm-era5-gpu-vs-cpu | 128 | 0.867 | 3.653 | 2.730 | 3.1 | +34% |" in text
+    assert (
+        "| ref-lstm-era5-gpu-vs-cpu | 128 | 0.867 | the host | 3.653 | 2.730 | 3.1 | +34% |" in text
+    )
     bare = StepRecord("x", PASS, "ok")
     assert "Predicted against measured" not in summary(["x"], State({}, {"x": bare}))
+
+
+def test_the_largest_sizes_cells_are_predicted_on_their_host_and_a_beaten_bound_fails(tmp_path):
+    """A GPU-only `run` step (the workloads' largest sizes): each cuda cell predicted as a
+    question predicts a size, from the anatomy measured here and the cell's own loading, for
+    the card it ran on. The first H100 run's cnn-strain cells hold (2.7-3.4x above their
+    bounds); the same cells made 100x faster beat their bounds and fail; a card stbench's table
+    lacks is UNTESTED."""
+    import shutil
+
+    import pandas as pd
+
+    study = ROOT_RUNS / "h100-2026-11-26" / "studies" / "ref-h100-cnn-strain-batch-knee"
+    shutil.copytree(study, tmp_path / "a" / "s")
+    found = rows.cells_prediction(tmp_path / "a")
+    assert found.status == PASS, found.detail
+    assert set(found.figures) == {"cnn-strain 512", "cnn-strain 1,024", "cnn-strain 2,048"}
+    assert all(f["bound_by"] and f["bound_ms"] < f["measured_ms"] for f in found.figures.values())
+    for name, change in (("b", {"samples_per_s": 100.0}), ("c", {"device_name": "Voodoo 5"})):
+        shutil.copytree(study, tmp_path / name / "s")
+        table = tmp_path / name / "s" / "runs.csv"
+        frame = pd.read_csv(table)
+        for column, value in change.items():
+            frame[column] = frame[column] * value if column == "samples_per_s" else value
+        frame.to_csv(table, index=False)
+    beaten = rows.cells_prediction(tmp_path / "b")
+    assert beaten.status == FAIL and "the bound exceeds the measured step" in beaten.detail
+    assert rows.cells_prediction(tmp_path / "c").status == UNTESTED
+    # a size the planner skipped as too large for the card is said where skips may happen
+    table = tmp_path / "a" / "s" / "runs.csv"
+    frame = pd.read_csv(table)
+    skipped = frame.iloc[[0]].assign(
+        run_id="big", batch_size=65536, status="skipped", reason="needs 90 GB, 80 GB here"
+    )
+    pd.concat([frame, skipped]).to_csv(table, index=False)
+    with pytest.raises(NothingToJudge, match="big: skipped needs 90 GB"):
+        rows.cells_prediction(tmp_path / "a")
+    said = rows.cells_prediction(tmp_path / "a", may_skip=True)
+    assert said.status == PASS and "not run here: batch 65536: needs 90 GB" in said.detail
+
+
+def test_the_largest_steps_ask_each_workloads_two_largest_declared_sizes_on_cuda_alone():
+    """The largest-W extras follow the workloads' size axes: a size added or moved moves them."""
+    from benchmarks.acceptance.steps import LARGEST
+    from stbench.plan.registry import get
+
+    for step in LARGEST:
+        workload = step.name.removeprefix("largest-")
+        argv = list(step.argv)
+        sizes = argv[argv.index("--batch-size") + 1 : argv.index("--epochs")]
+        assert sizes == [str(v) for v in get(workload).size.values[-2:]]
+        assert argv[argv.index("--device") + 1] == "cuda"

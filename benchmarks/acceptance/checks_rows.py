@@ -8,11 +8,13 @@ import json
 import math
 import subprocess
 import sys
+from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from stbench.runner.doctor import Check
-from stbench.store.files import read_series
-from stbench.store.rows import SystemRow
+from stbench.store.files import read_runs, read_series
+from stbench.store.rows import Run, SystemRow
 
 from .verdicts import (
     FAIL,
@@ -252,13 +254,18 @@ def judge_memory(
     )
 
 
-def memory_prediction(folder: Path) -> Check:
-    """stnn cuda rows: the allocator's peak within 0.5x..1.5x of the memory model's prediction."""
+def memory_prediction(folder: Path, may_skip: bool = False) -> Check:
+    """stnn cuda rows: the allocator's peak within 0.5x..1.5x of the memory model's prediction
+    (each named by its relations, and its batch where the rows have several)."""
+    found = cuda_rows(rows_ok(folder, may_skip=may_skip), "stnn")
+    batches = {number(r, "batch_size") for r in found}
+
+    def name(r: Run) -> str:
+        batch = f" at {number(r, 'batch_size'):,.0f} pairs" if len(batches) > 1 else ""
+        return f"{param(r, 'relations')}{batch}"
+
     return judge_memory(
-        {
-            param(r, "relations"): number(r, "peak_gpu_mb") / number(r, "predicted_mb")
-            for r in cuda_rows(rows_ok(folder), "stnn")
-        }
+        {name(r): number(r, "peak_gpu_mb") / number(r, "predicted_mb") for r in found}
     )
 
 
@@ -396,11 +403,14 @@ def question_concluded(folder: Path) -> Check:
     return judge_question(asked["size"]["values"], left, rounds, concluded)
 
 
-def judge_prediction(card: str, sizes: dict[str, tuple[float, float, float]]) -> Check:
+def judge_prediction(
+    card: str, sizes: dict[str, tuple[float, float, float]], by: Mapping[str, str] | None = None
+) -> Check:
     """A GPU question's own predictions for the card it ran on against its measured steps:
-    sizes maps a size to (bound ms, estimate ms, measured ms). A bound above its measured step
-    is wrong (a lower bound a measurement beats); the figures say how tight each bound is
-    (measured / bound, the goal at most 3) and each estimate's error."""
+    sizes maps a size to (bound ms, estimate ms, measured ms), `by` to the term that sets its
+    bound. A bound above its measured step is wrong (a lower bound a measurement beats); the
+    figures say how tight each bound is (measured / bound, the goal at most 3) and each
+    estimate's error."""
     if not sizes:
         return verdict("prediction-holds", False, f"no size predicted for {card} and measured")
     beaten = [s for s, (bound, _, measured) in sizes.items() if not bound <= measured]
@@ -412,7 +422,8 @@ def judge_prediction(card: str, sizes: dict[str, tuple[float, float, float]]) ->
     if beaten:
         detail = f"the bound exceeds the measured step at {', '.join(beaten)} ({detail})"
     figures = {
-        s: {"bound_ms": b, "estimate_ms": e, "measured_ms": m} for s, (b, e, m) in sizes.items()
+        s: {"bound_ms": b, "estimate_ms": e, "measured_ms": m, "bound_by": (by or {}).get(s, "")}
+        for s, (b, e, m) in sizes.items()
     }
     return verdict("prediction-holds", not beaten, detail, figures)
 
@@ -456,4 +467,63 @@ def prediction_holds(folder: Path) -> Check:
         for size, speeds in by_size.items()
         if size in predicted
     }
-    return judge_prediction(card, sizes)
+    return judge_prediction(card, sizes, {s: predicted[s].bound_by for s in sizes})
+
+
+def cells_prediction(folder: Path, may_skip: bool = False) -> Check:
+    """The cuda cells of a `stbench run` step with no CPU rows beside them (the workloads'
+    largest sizes, which a question's CPU windows cannot pay for in a lease), each predicted on
+    this host as `gpu-vs-cpu` predicts a size (runner/predictions.rows_step) for the card it ran
+    on, against the step it measured eagerly at torch's default precision (judge_prediction):
+    the anatomy measured on this host's CPU, this host's cost of an operator (the doctor's
+    launches check, as a question on a GPU machine charges its own card), and the loading in
+    the step's own thread from the cell's own rows, this host's, where a question takes it from
+    its CPU rows on the same host. Each cell is named by its workload, batch and whatever sets
+    it apart from the folder's others."""
+    import statistics
+
+    from stbench.plan.predict import predict, read_gpus, table_name
+    from stbench.plan.registry import get
+    from stbench.runner.predictions import on_this_host, rows_step
+
+    from .checks_traces import _anatomy_of
+
+    measured = [
+        r
+        for r in cuda_rows(rows_ok(folder, may_skip=may_skip))
+        if param(r, "precision") == "default" and param(r, "compile") in (None, "none")
+    ]
+    if not measured:
+        raise NothingToJudge("no eager cuda row at torch's default precision")
+    cards = read_gpus()
+    name = str(measured[0]["device_name"])
+    card = table_name(name, cards)
+    if card is None:
+        return untested("prediction-holds", f"stbench's GPU table has no card for {name}")
+    here = on_this_host(list(cards.values()), [{"name": name}], "cuda")
+    (gpu,) = [c for c in here if c.name == card]
+    cells: dict[tuple[str, str, int], list[Run]] = {}
+    for r in measured:
+        config = json.dumps(dict(r.params), sort_keys=True, default=str)
+        cells.setdefault((r["workload"], config, int(number(r, "batch_size"))), []).append(r)
+    configs = [dict(here[0].params) for here in cells.values()]
+    apart = sorted(k for k in set().union(*configs) if len({str(c.get(k)) for c in configs}) > 1)
+    sizes, by = {}, {}
+    for (workload, _, batch), here in cells.items():
+        found, params = _anatomy_of(here[0]), dict(here[0].params)
+        label = " ".join([workload, f"{batch:,}", *(f"{k}={params.get(k)}" for k in apart)])
+        serial = here if found.data_on_host and not params.get("workers") else []
+        p = predict(rows_step(label, here, serial, found, get(workload), params), gpu)
+        speed = statistics.median(number(r, "samples_per_s") for r in here)
+        sizes[label] = (p.bound_s * 1e3, p.estimate_s * 1e3, batch / speed * 1e3)
+        by[label] = p.bound_by
+    found = judge_prediction(card, sizes, by)
+    skipped = [
+        f"batch {r['batch_size']}: {r['reason']}"
+        for study in studies(folder)
+        for r in read_runs(study)
+        if r["status"] == "skipped"
+    ]
+    if not skipped:
+        return found
+    return replace(found, detail=f"{found.detail}; not run here: {'; '.join(skipped)}")

@@ -222,7 +222,7 @@ def kernel_count(folder: Path) -> Check:
 MEMORY_ESTIMATE = (0.67, 1.5)  # the allocator's peak over the anatomy's prediction
 
 
-def memory_estimate(folder: Path) -> Check:
+def memory_estimate(folder: Path, may_skip: bool = False) -> Check:
     """Each cuda cell of a profile step whose workload predicts no memory itself: the
     allocator's peak against the step's memory as `gpu-vs-cpu` predicts it on a machine
     without a GPU (its anatomy's tensors and the libraries' workspaces), within
@@ -232,7 +232,7 @@ def memory_estimate(folder: Path) -> Check:
     from stbench.plan.registry import get
 
     ratios = {}
-    for r in cuda_rows(rows_ok(folder)):
+    for r in cuda_rows(rows_ok(folder, may_skip=may_skip)):
         if get(r["workload"]).predict:  # its own model: the memory-prediction check's
             continue
         predicted = anatomy_memory_mb(_anatomy_of(r), int(r["batch_size"]))

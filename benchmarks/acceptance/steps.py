@@ -207,6 +207,43 @@ STEPS = (
     ),
 )
 
+
+def largest(workload: str, sizes: str, cap_s: int, epochs: int, memory: Callable) -> Step:
+    """GPU-only cells at a workload's two largest declared sizes (`sizes`, the size axis' own
+    fixed parameters set as a question sets them), two steps an epoch: where a step's FLOPs and
+    bytes, not its launches, may come to set its time, and which a question's CPU windows cannot
+    pay for in a lease. Each cell predicted on the host as a question predicts a size
+    (prediction-holds: the bound's FLOP and bandwidth terms checked where they count), and its
+    memory against the prediction that says whether it fits; a size the planner skips as too
+    large for the card (stnn's 500,000 pairs on an 80 GB card) is said, not failed."""
+    from stbench.plan.registry import get
+
+    fixed = {**get(workload).size.fixed, "max_steps": 2, "max_eval_batches": 1}
+    sets = " ".join(f"--set {k}={v}" for k, v in fixed.items())
+    line = f"run {workload} --device cuda --batch-size {sizes} --epochs {epochs} {sets}"
+    return Step(
+        f"largest-{workload}",
+        EXTRA,
+        cap_s,
+        f"{workload} {sizes.replace(' ', ', ')} on cuda alone: bound, memory",
+        argv=args(f"{line} --timeout 60 --expect skipped"),
+        checks=(
+            Probe("prediction-holds", rows.cells_prediction, SKIPPABLE),
+            Probe(memory.__name__.replace("_", "-"), memory, SKIPPABLE),
+        ),
+    )
+
+
+# The largest sizes, on the GPU alone (a second command's steps: docs/gpu-acceptance.md): 20 or
+# more timed steps each after the warm-up's 5 (dcrnn-pems' 4,096 windows are one step an epoch)
+SKIPPABLE = (("may_skip", True),)
+LARGEST = (
+    largest("cnn-strain", "4096 32768", 25, 13, traces.memory_estimate),
+    largest("lstm-era5", "4096 16384", 25, 13, traces.memory_estimate),
+    largest("stnn", "100000 500000", 30, 13, rows.memory_prediction),
+    largest("dcrnn-pems", "1024 4096", 40, 25, traces.memory_estimate),
+)
+
 EXTRAS = (
     # dense factor gradients: the sanitizer reads data_ptr() of every tensor an operator
     # touches, which sparse COO gradients do not have (DESIGN.md)
@@ -238,4 +275,5 @@ EXTRAS = (
         argv=args(f"{WORLD} zero1 fsdp --nproc 2 --set backend=gloo"),
         checks=(Probe("strategies-gloo", rows.distributed, GLOO),),
     ),
+    *LARGEST,
 )

@@ -53,12 +53,13 @@ def studies(folder: Path) -> list[Path]:
     return found
 
 
-def rows_ok(folder: Path, may_skip_backend: str = "") -> list[Run]:
-    """The rows of every study under a step's folder, all ended ok (or skipped, for cells of the
-    backend `may_skip_backend`); otherwise NothingToJudge naming each cell and its reason (in a
-    rehearsal, the build's own CUDA error). The backend is the row's column, not words of its
-    reason: the first H100 run failed its gloo check on the planner's NCCL skip, whose reason
-    did not say NCCL."""
+def rows_ok(folder: Path, may_skip_backend: str = "", may_skip: bool = False) -> list[Run]:
+    """The rows of every study under a step's folder, all ended ok (or skipped: for cells of the
+    backend `may_skip_backend`, or any with `may_skip`: the largest sizes, which the planner
+    skips on a card its memory prediction says they do not fit); otherwise NothingToJudge naming
+    each cell and its reason (in a rehearsal, the build's own CUDA error). The backend is the
+    row's column, not words of its reason: the first H100 run failed its gloo check on the
+    planner's NCCL skip, whose reason did not say NCCL."""
     rows = [r for study in studies(folder) for r in read_runs(study)]
     if not rows:
         raise NothingToJudge(f"no rows in {folder.name}")
@@ -66,7 +67,10 @@ def rows_ok(folder: Path, may_skip_backend: str = "") -> list[Run]:
         f"{r['run_id']}: {r['status']} {r['reason']}"
         for r in rows
         if r["status"] != "ok"
-        and not (may_skip_backend and r["status"] == "skipped" and r["backend"] == may_skip_backend)
+        and not (
+            r["status"] == "skipped"
+            and (may_skip or (may_skip_backend and r["backend"] == may_skip_backend))
+        )
     ]
     if bad:
         raise NothingToJudge("cells did not end ok: " + "; ".join(bad))

@@ -77,15 +77,6 @@ def steps(folder: Path, manifest: dict, found: Anatomy) -> list[Step]:
         here = [r for r in rows if _size(r, asked["param"]) == size]
         if not here:
             continue
-        batch = here[0].batch_size
-        flops = statistics.median(r.flops_per_sample or 0.0 for r in here) * batch
-        by_config: dict[str, list[float]] = {}
-        for r in here:
-            by_config.setdefault(json.dumps(r.params, sort_keys=True, default=str), []).append(
-                r.samples_per_s or 0.0
-            )
-        fastest = max(statistics.median(v) for v in by_config.values())
-        data_s = _per_step(here, "data_s")
         # the loading in the step's own thread: batches cut on the host, and no loader workers
         # in the configuration the GPU runs (the defaults': gpu-vs-cpu's GPU keeps them)
         serial = (
@@ -93,27 +84,40 @@ def steps(folder: Path, manifest: dict, found: Anatomy) -> list[Step]:
             if found.data_on_host and not defaults.get("workers")
             else []
         )
-        streamed = _per_step(here, "x.stream_mb") * 2**20  # stnn's offloaded relation rows
         params = dict(cells[here[0].run_id]["params"]) if here[0].run_id in cells else {}
-        out.append(
-            Step(
-                size,
-                batch,
-                flops,
-                found.launches,
-                found.state_bytes,
-                found.saved_bytes(batch),
-                found.batch_bytes(batch),
-                found.host_step_s,
-                data_s=data_s,
-                serial_data_s=_per_step(serial, "data_s"),
-                streamed_bytes=streamed,
-                predicted_mb=memory_mb(w, params or dict(here[0].params), batch, found),
-                cpu_step_s=batch / fastest if fastest > 0 else None,
-                operators=found.operators,
-            )
-        )
+        out.append(rows_step(size, here, serial, found, w, params or dict(here[0].params)))
     return out
+
+
+def rows_step(size: str, here: Sequence, serial: Sequence, found: Anatomy, w, params: dict) -> Step:
+    """A size's step from the rows measured at it (one batch): its FLOPs, its data loading (of
+    which `serial`'s in the step's own thread) and the bytes it streams from host memory from the
+    rows, its launches and bytes from the anatomy, its memory from the workload's prediction,
+    the fastest configuration's step as the rows' best."""
+    batch = here[0].batch_size
+    flops = statistics.median(r.flops_per_sample or 0.0 for r in here) * batch
+    by_config: dict[str, list[float]] = {}
+    for r in here:
+        by_config.setdefault(json.dumps(r.params, sort_keys=True, default=str), []).append(
+            r.samples_per_s or 0.0
+        )
+    fastest = max(statistics.median(v) for v in by_config.values())
+    return Step(
+        size,
+        batch,
+        flops,
+        found.launches,
+        found.state_bytes,
+        found.saved_bytes(batch),
+        found.batch_bytes(batch),
+        found.host_step_s,
+        data_s=_per_step(here, "data_s"),
+        serial_data_s=_per_step(serial, "data_s"),
+        streamed_bytes=_per_step(here, "x.stream_mb") * 2**20,  # stnn's offloaded relation rows
+        predicted_mb=memory_mb(w, params, batch, found),
+        cpu_step_s=batch / fastest if fastest > 0 else None,
+        operators=found.operators,
+    )
 
 
 def _per_step(rows, column: str) -> float:
