@@ -474,16 +474,17 @@ def cells_prediction(folder: Path, may_skip: bool = False) -> Check:
     """The cuda cells of a `stbench run` step with no CPU rows beside them (the workloads'
     largest sizes, which a question's CPU windows cannot pay for in a lease), each predicted on
     this host as `gpu-vs-cpu` predicts a size (runner/predictions.rows_step) for the card it ran
-    on, against the step it measured eagerly at torch's default precision (judge_prediction):
-    the anatomy measured on this host's CPU, this host's cost of an operator (the doctor's
-    launches check, as a question on a GPU machine charges its own card), and the loading in
-    the step's own thread from the cell's own rows, this host's, where a question takes it from
-    its CPU rows on the same host. Each cell is named by its workload, batch and whatever sets
-    it apart from the folder's others."""
+    on, against the step it measured eagerly at torch's default precision (judge_prediction).
+    As a question on a GPU machine charges its own card: the anatomy measured on this host's
+    CPU, this host's cost of an operator (the doctor's launches check), its host time and its
+    loading at 1x (Gpu.measured_here); the loading in the step's own thread from the cell's own
+    rows, this host's, where a question takes it from its CPU rows on the same host. Each cell
+    is named by its workload, batch and whatever sets it apart from the folder's others."""
     import statistics
 
     from stbench.plan.predict import predict, read_gpus, table_name
     from stbench.plan.registry import get
+    from stbench.runner.envinfo import inventory
     from stbench.runner.predictions import on_this_host, rows_step
 
     from .checks_traces import _anatomy_of
@@ -500,7 +501,9 @@ def cells_prediction(folder: Path, may_skip: bool = False) -> Check:
     card = table_name(name, cards)
     if card is None:
         return untested("prediction-holds", f"stbench's GPU table has no card for {name}")
-    here = on_this_host(list(cards.values()), [{"name": name}], "cuda")
+    # marked measured here where this machine has the card: on the GPU machine, its host's own
+    # time, loading and operator cost; elsewhere (a test of committed rows) the table's
+    here = on_this_host(list(cards.values()), inventory().gpus, "cuda")
     (gpu,) = [c for c in here if c.name == card]
     cells: dict[tuple[str, str, int], list[Run]] = {}
     for r in measured:

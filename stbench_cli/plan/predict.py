@@ -17,7 +17,8 @@ For one GPU and one size, two figures, both marked predicted wherever they are s
     next to nothing) and its data loading where that runs in the step's own thread (no loader
     workers, the data in host memory: `serial_data_s`, measured here), the first at
     HOST_SPEEDUP, the loading at DATA_SPEEDUP times this CPU's speed (a GPU's host may be
-    faster), and then each operator at eager PyTorch's least host cost of a CUDA operator
+    faster; a card on this very machine, `Gpu.measured_here`, at this host's own), and then
+    each operator at eager PyTorch's least host cost of a CUDA operator
     measured on a GPU's host (`eager_op_us`: an in-place add on one element, whose host path
     holds Python's call, the dispatch below it and the launch) and each further
     kernel at the launch floor (one thread does all of it in turn); where the loading is most
@@ -125,6 +126,16 @@ class Gpu:
     # [launch] eager_op_us where the card has none of its own; 0: the launch floor stands in)
     eager_op_us: float = 0.0
     eager_source: str = ""
+    # the card is on the machine that measured the step (runner/predictions.on_this_host): its
+    # host's own time and loading count as measured there, not at the speedups a card on
+    # another host may have; never read from a file
+    measured_here: bool = False
+
+    def host_speedups(self) -> tuple[float, float]:
+        """How much faster than the measuring CPU the bound lets this card's host run a step's
+        own time and its loading: (HOST_SPEEDUP, DATA_SPEEDUP), or 1 each where the card is on
+        the machine that measured them."""
+        return (1.0, 1.0) if self.measured_here else (HOST_SPEEDUP, DATA_SPEEDUP)
 
     def peak_flops(self, precision: str, best: bool) -> float:
         """FLOP/s for a precision: bf16 on its units; fp32 at TF32 where `best` and the card
@@ -216,6 +227,7 @@ def _link_s(step: Step, gpu: Gpu) -> float:
 
 def bound_terms(step: Step, gpu: Gpu, precision: str = "default") -> dict[str, float]:
     moved = _moved_bytes(step)
+    host, data = gpu.host_speedups()
     in_l2 = moved / 2 <= gpu.l2_mb * 1e6  # the working set, each byte once
     return {
         "FLOPs": step.flops / gpu.peak_flops(precision, best=True),
@@ -225,8 +237,8 @@ def bound_terms(step: Step, gpu: Gpu, precision: str = "default") -> dict[str, f
         # one thread does it all, one after the other: the step's Python and autograd work, its
         # batch where no worker loads it, and each operator's dispatch and launch (measured on a
         # GPU's host: what runs below Python here is this CPU's kernels, not the GPU's path)
-        "the host": step.host_s / HOST_SPEEDUP
-        + step.serial_data_s / DATA_SPEEDUP
+        "the host": step.host_s / host
+        + step.serial_data_s / data
         + host_launch_s(step, gpu, least_operator_s(gpu)),
     }
 
@@ -246,7 +258,7 @@ def bounded_by(step: Step, gpu: Gpu, terms: Mapping[str, float]) -> str:
     """What bounds the step: the longest term, the host's named for its data loading or its
     launches (each operator's dispatch and launch) where that is most of it."""
     by = max(terms, key=lambda k: terms[k])
-    if by == "the host" and step.serial_data_s / DATA_SPEEDUP > terms[by] / 2:
+    if by == "the host" and step.serial_data_s / gpu.host_speedups()[1] > terms[by] / 2:
         return "the host's data loading"
     if by == "the host" and host_launch_s(step, gpu, least_operator_s(gpu)) > terms[by] / 2:
         return "launches"

@@ -145,30 +145,30 @@ def memory_mb(w, params: dict, batch: int, found: Anatomy) -> float | None:
 
 
 def on_this_host(cards: Sequence[Gpu], here: Sequence[Mapping], device: str) -> list[Gpu]:
-    """The cards, the one this machine has with eager PyTorch's least host cost of an operator
-    measured on this host (the doctor's launches check on `device`: what the bound charges each
-    operator, gpus.toml's eager_op_us until measured); the table's figure stays for the others,
-    and where the check cannot run."""
+    """The cards, the one this machine has (`here`: its GPUs) marked measured here (its host's
+    time and loading are this machine's, as measured: Gpu.host_speedups) and with eager
+    PyTorch's least host cost of an operator measured on this host (the doctor's launches check
+    on `device`: what the bound charges each operator, gpus.toml's eager_op_us until measured);
+    the table's figure stays for the others, and where the check cannot run."""
     known = {c.name: c for c in cards}
     names = {table_name(str(g.get("name", "")), known) for g in here} & set(known)
     if not device or not names:
         return list(cards)
     from .doctor import child_check
 
+    mark: dict = {"measured_here": True}
     try:
         found = child_check("launches", device)
     except (RuntimeError, ValueError):  # a failed child, or no JSON from it
-        return list(cards)
+        found = {}
     us = found.get("eager_op_us")
-    if not us:
-        return list(cards)
-    source = (
-        f"measured on this host by stbench's launches check on {device}: "
-        f"{found.get('ops', 0):,} in-place adds on one element, {us:.1f} us each"
-    )
-    return [
-        replace(c, eager_op_us=us, eager_source=source) if c.name in names else c for c in cards
-    ]
+    if us:
+        mark |= {
+            "eager_op_us": us,
+            "eager_source": f"measured on this host by stbench's launches check on {device}: "
+            f"{found.get('ops', 0):,} in-place adds on one element, {us:.1f} us each",
+        }
+    return [replace(c, **mark) if c.name in names else c for c in cards]
 
 
 def write_predictions(folder: Path, gpus: Sequence[Gpu]) -> list[PredictedLine]:
@@ -207,6 +207,7 @@ def write_predictions(folder: Path, gpus: Sequence[Gpu]) -> list[PredictedLine]:
                     host_ms=ms["the host"],
                     launch_floor_us=gpu.launch_floor_us,
                     eager_op_us=gpu.eager_op_us,
+                    measured_here=gpu.measured_here,
                 )
             )
     if lines:

@@ -71,6 +71,8 @@ class PredictedLine:
     host_ms: float
     launch_floor_us: float
     eager_op_us: float | None = None  # None in a file written before the bound counted it
+    # the card was on the machine that measured the step: its host's time and loading at 1x
+    measured_here: bool | None = None  # None in a file written before the bound told them apart
 
 
 @dataclass(frozen=True)
