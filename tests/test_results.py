@@ -16,6 +16,20 @@ from stbench.store.rows import RUN_COLUMNS, SCHEMA, Identity, Machine, RunRow, r
 from tests.helpers import ROOT, committed_copy, committed_folders
 
 
+def test_an_append_with_nothing_to_add_or_remove_leaves_the_file_unwritten(tmp_path):
+    """A window's empty epochs and samples rewrite nothing (each rewrite is an fsync); a rerun
+    cell's earlier rows still go, and a new file still gets its header."""
+    path = tmp_path / "epochs.csv"
+    append(path, [], ["run_id", "epoch"])
+    assert path.read_text() == "run_id,epoch\n"
+    append(path, [{"run_id": "a", "epoch": 1}], ["run_id", "epoch"])
+    before = path.stat().st_mtime_ns
+    append(path, [], ["run_id", "epoch"], replacing="b")
+    assert path.stat().st_mtime_ns == before  # untouched
+    append(path, [], ["run_id", "epoch"], replacing="a")
+    assert path.read_text() == "run_id,epoch\n"  # a's row gone
+
+
 def test_append_follows_the_files_own_header(tmp_path):
     path = tmp_path / "runs.csv"
     old_columns = [c for c in RUN_COLUMNS if c not in ("steps_per_s", "predicted_mb")]

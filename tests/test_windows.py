@@ -129,7 +129,13 @@ def test_gpu_vs_cpu_concludes_every_size_in_paired_rounds_over_two_processes(tmp
     # a size's later first rounds share a process with the next size's first: 3 processes, not 4
     assert "process 2, 64 curves a batch: rounds 4-6" in said
     assert "process 2, 256 curves a batch: rounds 1-3" in said
-    assert len(list((folder / "logs").glob("windows-*.log"))) == 3
+    assert "process 3, 256 curves a batch: rounds 4-6" in said
+    # any process after those three ran later rounds of a pair still open (a noisy machine)
+    lines = [line.split(",", 1) for line in said.splitlines() if line.startswith("process ")]
+    later = [what for number, what in lines if int(number.split()[1]) > 3]
+    processes = len({number for number, _ in lines})
+    assert len(list((folder / "logs").glob("windows-*.log"))) == processes == 3 + len(later)
+    assert all("rounds 1-" not in what and "round 1 " not in what for what in later), later
     assert "GFLOP a step" in done.stdout and "curves a batch" in done.stdout
     assert (folder / "gpu-vs-cpu.png").exists()
 

@@ -68,8 +68,10 @@ def append(path: Path, rows: list[dict], columns: list[str], replacing: str | No
     """Append rows by rewriting the file atomically. The file's own header comes first, then
     any column new to it. replacing: a run_id whose earlier rows go (a failed or hung cell run
     again)."""
-    old = read_csv(path, []) if path.exists() else []
-    old = [r for r in old if replacing is None or r.get("run_id") != replacing]
+    found = read_csv(path, []) if path.exists() else []
+    old = [r for r in found if replacing is None or r.get("run_id") != replacing]
+    if not rows and path.exists() and len(old) == len(found):
+        return  # nothing to add, nothing gone: a window's empty epochs and samples cost no write
     header = _header(path) if path.exists() else []
     new = [c for c in [*columns, *(k for r in rows for k in r)] if c not in header]
     atomic_write(path, _csv_text(old + rows, header + list(dict.fromkeys(new))))
