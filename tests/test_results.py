@@ -161,3 +161,24 @@ def test_the_tests_read_every_committed_folder():
     assert (
         len(REFERENCE) > 20 and len(tunes) == 8
     )  # each workload's, and again on the questions' engine (-300s)
+
+
+def test_a_lines_file_without_the_columns_every_line_has_is_one_line_naming_them(tmp_path):
+    """A predicted.csv cut short (no bounds) is refused, not read as lines of gaps; a column added
+    later (a field with a default) may be absent from an older file."""
+    from stbench.errors import StbenchError
+    from stbench.store.files import read_lines
+    from stbench.store.rows import PredictedLine
+
+    path = tmp_path / "predicted.csv"
+    path.write_text("gpu,variant,size,batch\nH100,SXM,128,128\n")
+    with pytest.raises(StbenchError, match="header lacks gflop, launches, bound_ms"):
+        read_lines(path, PredictedLine)
+    columns = [
+        f for f in PredictedLine.__dataclass_fields__ if f not in ("eager_op_us", "measured_here")
+    ]
+    path.write_text(
+        ",".join(columns) + "\n" + ",".join("1" if c != "gpu" else "H100" for c in columns) + "\n"
+    )
+    (line,) = read_lines(path, PredictedLine)
+    assert line.bound_ms == 1.0 and line.eager_op_us is None and line.measured_here is None

@@ -17,7 +17,7 @@ import csv
 import io
 import json
 import os
-from dataclasses import asdict, fields
+from dataclasses import MISSING, asdict, fields
 from pathlib import Path
 
 from ..errors import StbenchError
@@ -162,12 +162,17 @@ def read_predicted(folder: Path) -> list[PredictedLine]:
 
 
 def read_lines(path: Path, kind: type) -> list:
-    """A results file whose lines are one dataclass (`kind`: its first field the one every line
-    has), each typed ([] where the file is absent); StbenchError names a line that is not."""
+    """A results file whose lines are one dataclass (`kind`), each typed ([] where the file is
+    absent); StbenchError names a line that is not one, or the columns a file lacks of the
+    fields every line has (those without a default: a field added later has one, None in
+    older files), where they would otherwise read as gaps (a predicted.csv without its bounds
+    read as lines with none)."""
     if not path.exists():
         return []
-    first = fields(kind)[0].name
-    return _typed(path, read_csv(path, [first]), lambda r: row_of(r, kind))
+    required = [
+        f.name for f in fields(kind) if f.default is MISSING and f.default_factory is MISSING
+    ]
+    return _typed(path, read_csv(path, required), lambda r: row_of(r, kind))
 
 
 def write_lines(path: Path, lines: list) -> None:
