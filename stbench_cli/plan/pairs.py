@@ -180,11 +180,13 @@ def decide(
     costs: Mapping[str, Cost],
     left_s: float,
     describe=str,
+    budget: str = "the budget",
 ) -> Decision:
     """The next processes: at each size with an open pair that more rounds could close, the
     rounds the slowest of its open pairs needs (at most MORE_AT_ONCE) of the configurations its
     open pairs hold, while they fit in `left_s`; a size whose pairs all concluded gets none.
-    `describe(size)`: the size in words."""
+    `describe(size)`: the size in words; `budget`: what `left_s` is left of, in words (a tune
+    step's share of the tune's)."""
     runs, why = [], []
     by_size: dict[str, list[Comparison]] = {}
     for c in found:
@@ -210,7 +212,7 @@ def decide(
                 f"at {describe(size)} ~{need} more round(s) could conclude it (~"
                 f"{costs[size].round_s(configs):.1f} s a round and {costs[size].startup_s:.1f} s "
                 f"to start: ~{costs[size].process_s(need, configs):.0f} s); "
-                f"{max(left_s, 0):.0f} s of the budget left"
+                f"{max(left_s, 0):.0f} s of {budget} left"
             )
             continue
         runs.append(More(size, configs, rounds))

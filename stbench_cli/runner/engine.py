@@ -151,7 +151,8 @@ class Engine:
             self._process([later])
         while True:
             found = gpu_vs_cpu.judged(self.record, self.plan.cells, self.rows)
-            decision = pairs.decide(found, self.costs, self._left(), self.describe)
+            budget = "this step's share of the budget" if self.who == "tune" else "the budget"
+            decision = pairs.decide(found, self.costs, self._left(), self.describe, budget)
             if not decision.runs:
                 self.stopped = list(decision.why) or ([CONCLUDED] if found else [NOTHING_PAIRED])
                 break
