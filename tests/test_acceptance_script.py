@@ -19,7 +19,7 @@ import pytest
 from benchmarks.acceptance import engine, execute
 from benchmarks.acceptance.__main__ import DEFAULT, gpu_tag, listing
 from benchmarks.acceptance.state import State
-from benchmarks.acceptance.steps import CORRECTNESS, EXTRAS, REFERENCE, Step
+from benchmarks.acceptance.steps import CORRECTNESS, EXTRA, EXTRAS, REFERENCE, Step
 
 ROOT = Path(__file__).parent.parent
 FAKE = {
@@ -156,6 +156,14 @@ def test_a_step_whose_cap_does_not_fit_is_not_reached_and_the_run_stops(tmp_path
         "| NOT REACHED | **b** |  | the deadline:" in summary
         and "b needs its cap of 60 s" in summary
     )
+
+
+def test_a_default_step_reserves_nothing_for_the_extras_after_it():
+    """The extras run in what the default run leaves: a default step may run past its cap (or
+    try again) into their caps, never into a later default step's; an extra keeps the others'."""
+    a, b = fake("a", 10), fake("b", 20)
+    extra = Step("x", EXTRA, 30, "an extra", command=("python", "-c", "pass"))
+    assert engine.reserved(a, [b, extra]) == 20 and engine.reserved(extra, [extra]) == 30
 
 
 def test_a_step_past_its_limit_is_killed_and_fails(tmp_path):

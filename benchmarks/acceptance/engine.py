@@ -3,8 +3,9 @@ before the next step starts.
 
 A step starts only if its cap fits in what is left before the deadline; the first that does not
 is NOT REACHED, with every step after it, and the run stops there. A step may run past its own
-cap into what the steps after it will not need (time left less their caps): what an early step
-saves is not lost, and no later step loses its cap to it. After every step OUT/state.json and
+cap into what the steps after it will not need (time left less their caps, the extras' apart: a
+default step reserves nothing for them): what an early step saves is not lost, and no later
+default step loses its cap to it. After every step OUT/state.json and
 OUT/summary.md are rewritten and its result folders (without profiler traces) join
 OUT/results.tar.gz; a step's output goes to OUT/run.log as it runs. A later command with the
 same OUT keeps the steps that passed (their folders come back out of the archive) and runs the
@@ -25,7 +26,7 @@ from stbench.store.files import read_runs
 
 from . import execute, rehearsal
 from .state import NOT_REACHED, State, StepRecord, write_summary
-from .steps import Step
+from .steps import EXTRA, Step
 from .verdicts import FAIL, PASS, run_check
 
 
@@ -62,13 +63,13 @@ def run(steps: list[Step], s: Settings, state: State, names: list[str]) -> int:
                 state.records[rest.name] = StepRecord(rest.name, NOT_REACHED, why)
             say(f"== stopped before {step.name}: {state.records[step.name].detail}")
             break
-        limit = min(left, max(cap, left - s.slack * sum(x.cap_s for x in todo[i + 1 :])))
+        limit = min(left, max(cap, left - s.slack * reserved(step, todo[i + 1 :])))
         started = f"started {time.strftime('%H:%M:%S')}, limit {limit:.0f} s"
         write_summary(s.out, names, state, (step.name, started))
         say(f"== [{i + 1}/{len(todo)}] {step.name} (cap {cap:.0f} s, limit {limit:.0f} s)")
         state.records[step.name] = record = run_step(step, limit, s, archive)
         say(f"   {record.verdict} {step.name} in {record.seconds:.0f} s: {record.detail}")
-        later = s.slack * sum(x.cap_s for x in todo[i + 1 :])
+        later = s.slack * reserved(step, todo[i + 1 :])
         why = retryable(record, s.work / step.name, s.rehearsal)
         if why and s.deadline_at - time.time() - later >= cap:
             say(f"   once more ({why})")
@@ -88,6 +89,13 @@ def run(steps: list[Step], s: Settings, state: State, names: list[str]) -> int:
         _pack(archive, s.out / "results.tar.gz")
     mine = [state.records.get(st.name) for st in steps]
     return 0 if all(r is not None and r.passed for r in mine) else 1
+
+
+def reserved(step: Step, later: list[Step]) -> int:
+    """The seconds of caps a step leaves the steps after it: every one's, but a default step
+    leaves none to the extras (they run in what the default run does not use: a correctness
+    step past its cap, or its second try, comes before the largest sizes' cells)."""
+    return sum(x.cap_s for x in later if step.part == EXTRA or x.part != EXTRA)
 
 
 def run_step(step: Step, limit: float, s: Settings, archive: Path) -> StepRecord:
