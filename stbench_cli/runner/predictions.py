@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from ..contract import BATCH
+from ..contract import BATCH, Workload
 from ..plan import registry
 from ..plan.predict import Anatomy, Gpu, Step, anatomy_memory_mb, predict, table_name
 from ..store.files import ANATOMY, PREDICTED, atomic_write, read_runs, write_lines
@@ -89,7 +89,9 @@ def steps(folder: Path, manifest: dict, found: Anatomy) -> list[Step]:
     return out
 
 
-def rows_step(size: str, here: Sequence, serial: Sequence, found: Anatomy, w, params: dict) -> Step:
+def rows_step(
+    size: str, here: Sequence, serial: Sequence, found: Anatomy, w: Workload, params: dict
+) -> Step:
     """A size's step from the rows measured at it (one batch): its FLOPs, its data loading (of
     which `serial`'s in the step's own thread) and the bytes it streams from host memory from the
     rows, its launches and bytes from the anatomy, its memory from the workload's prediction,
@@ -130,7 +132,7 @@ def _size(row, param: str) -> str:
     return str(row.batch_size if param == BATCH else row.params.get(param))
 
 
-def memory_mb(w, params: dict, batch: int, found: Anatomy) -> float | None:
+def memory_mb(w: Workload, params: dict, batch: int, found: Anatomy) -> float | None:
     """A GPU step's memory, MiB: the workload's own prediction where it has one, else the
     step's anatomy's (None: neither)."""
     predicted = None
