@@ -335,9 +335,10 @@ def test_no_bound_a_gpu_vs_cpu_study_predicted_exceeds_the_step_its_gpu_measured
 def test_the_h200s_questions_hold_their_bounds_with_the_hosts_own_time_and_loading():
     """Each H200 question's sizes predicted again from its committed anatomy and CPU rows (the
     GPU's own host measured both), for the H200 marked measured here as a question on that
-    machine now marks it: its host's time and loading at 1x, not at HOST_SPEEDUP and
-    DATA_SPEEDUP. Every bound stays at or below the cuda step measured at torch's default
-    precision (eager), and most come within 3x of it (8 of 9 when this test was written)."""
+    machine now marks it: its host's time at 1x, not at HOST_SPEEDUP, and its loading at no less
+    than the least its rows took, not at DATA_SPEEDUP. Every bound stays at or
+    below the cuda step measured at torch's default precision (eager), and most come within 3x
+    of it (7 of 9 when this test was written)."""
     from dataclasses import replace
 
     from stbench.runner import predictions
@@ -360,7 +361,7 @@ def test_the_h200s_questions_hold_their_bounds_with_the_hosts_own_time_and_loadi
             bound = predict(step, h200).bound_s
             assert bound <= measured, (study.name, step.size, bound, measured)
             ratios.append(measured / bound)
-    assert len(ratios) == 9 and sum(r <= 3 for r in ratios) >= 7
+    assert len(ratios) == 9 and sum(r <= 3 for r in ratios) >= 6
 
 
 def test_this_machines_card_takes_its_hosts_own_operator_cost_time_and_loading(monkeypatch):
@@ -379,11 +380,14 @@ def test_this_machines_card_takes_its_hosts_own_operator_cost_time_and_loading(m
     assert predictions.on_this_host(cards, ({"name": "a card no table has"},), "cuda") == cards
     unmeasured = predictions.on_this_host(cards, here, "cuda")  # the CPU build's CUDA error
     assert unmeasured == [cards[0], replace(cards[1], measured_here=True)]
-    loading = _step(host_s=0.004, serial_data_s=0.008, launches=0, operators=0)
+    loading = _step(
+        host_s=0.004, serial_data_s=0.008, least_serial_data_s=0.006, launches=0, operators=0
+    )
     assert bound_terms(loading, cards[1])["the host"] == pytest.approx(
         0.004 / HOST_SPEEDUP + 0.008 / DATA_SPEEDUP
     )
-    assert bound_terms(loading, unmeasured[1])["the host"] == pytest.approx(0.004 + 0.008)
+    # on its own host: the least loading it took there, never the median
+    assert bound_terms(loading, unmeasured[1])["the host"] == pytest.approx(0.004 + 0.006)
     assert bounded_by(loading, unmeasured[1], bound_terms(loading, unmeasured[1])) == (
         "the host's data loading"
     )

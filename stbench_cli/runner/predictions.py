@@ -115,6 +115,7 @@ def rows_step(
         found.host_step_s,
         data_s=_per_step(here, "data_s"),
         serial_data_s=_per_step(serial, "data_s"),
+        least_serial_data_s=_per_step(serial, "data_s", min),
         streamed_bytes=_per_step(here, "x.stream_mb") * 2**20,  # stnn's offloaded relation rows
         predicted_mb=memory_mb(w, params, batch, found),
         cpu_step_s=batch / fastest if fastest > 0 else None,
@@ -122,10 +123,10 @@ def rows_step(
     )
 
 
-def _per_step(rows, column: str) -> float:
-    """The median of a column a step over the rows that have it (0 where none does)."""
+def _per_step(rows, column: str, of=statistics.median) -> float:
+    """The median (or `of`) of a column a step over the rows that have it (0 where none does)."""
     found = [r[column] / r.steps_done for r in rows if r[column] is not None and r.steps_done]
-    return statistics.median(found) if found else 0.0
+    return of(found) if found else 0.0
 
 
 def _size(row, param: str) -> str:
@@ -148,7 +149,7 @@ def memory_mb(w: Workload, params: dict, batch: int, found: Anatomy) -> float | 
 
 def on_this_host(cards: Sequence[Gpu], here: Sequence[Mapping], device: str) -> list[Gpu]:
     """The cards, the one this machine has (`here`: its GPUs) marked measured here (its host's
-    time and loading are this machine's, as measured: Gpu.host_speedups) and with eager
+    time and loading are this machine's, as measured: predict.loading_s) and with eager
     PyTorch's least host cost of an operator measured on this host (the doctor's launches check
     on `device`: what the bound charges each operator, gpus.toml's eager_op_us until measured);
     the table's figure stays for the others, and where the check cannot run."""
