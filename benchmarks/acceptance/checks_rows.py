@@ -4,6 +4,7 @@ in, a `Check` out), so a test can feed every judge numbers that must fail it."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import subprocess
@@ -470,6 +471,18 @@ def prediction_holds(folder: Path) -> Check:
     return judge_prediction(card, sizes, {s: predicted[s].bound_by for s in sizes})
 
 
+@functools.cache
+def _cards_here() -> tuple:
+    """stbench's cards, the one this machine has marked measured here (on the GPU machine: its
+    host's own time, loading and operator cost; elsewhere, a test of committed rows, the
+    table's): once a process, the launches check a CUDA start in a child."""
+    from stbench.plan.predict import read_gpus
+    from stbench.runner.envinfo import inventory
+    from stbench.runner.predictions import on_this_host
+
+    return tuple(on_this_host(list(read_gpus().values()), inventory().gpus, "cuda"))
+
+
 def cells_prediction(folder: Path, may_skip: bool = False) -> Check:
     """The cuda cells of a `stbench run` step with no CPU rows beside them (the workloads'
     largest sizes, which a question's CPU windows cannot pay for in a lease), each predicted on
@@ -484,8 +497,7 @@ def cells_prediction(folder: Path, may_skip: bool = False) -> Check:
 
     from stbench.plan.predict import predict, read_gpus, table_name
     from stbench.plan.registry import get
-    from stbench.runner.envinfo import inventory
-    from stbench.runner.predictions import on_this_host, rows_step
+    from stbench.runner.predictions import rows_step
 
     from .checks_traces import _anatomy_of
 
@@ -501,10 +513,7 @@ def cells_prediction(folder: Path, may_skip: bool = False) -> Check:
     card = table_name(name, cards)
     if card is None:
         return untested("prediction-holds", f"stbench's GPU table has no card for {name}")
-    # marked measured here where this machine has the card: on the GPU machine, its host's own
-    # time, loading and operator cost; elsewhere (a test of committed rows) the table's
-    here = on_this_host(list(cards.values()), inventory().gpus, "cuda")
-    (gpu,) = [c for c in here if c.name == card]
+    (gpu,) = [c for c in _cards_here() if c.name == card]
     cells: dict[tuple[str, str, int], list[Run]] = {}
     for r in measured:
         config = json.dumps(dict(r.params), sort_keys=True, default=str)
