@@ -400,3 +400,22 @@ def test_this_machines_card_takes_its_hosts_own_operator_cost_time_and_loading(m
     assert found["T4"] == cards[0]  # not this machine's: the table's figure
     step = _step(host_s=0.0)
     assert predict(step, found["H100"]).bound_s == pytest.approx(100 * 20e-6)
+
+
+def test_the_answer_names_the_card_predicted_from_this_machines_own_host():
+    """A predicted.csv whose line says measured_here: the answer's predicted heading names that
+    card as this machine's; an older file without the column names none."""
+    from stbench.report.gpu_predictions import predicted_levers
+
+    lines = pd.DataFrame(
+        {
+            "gpu": ["T4", "H100"],
+            "bound_by": ["launches"] * 2,
+            "lever": ["CUDA graphs"] * 2,
+            "fits": [True, True],
+            "memory_mb": [10.0, 10.0],
+            "measured_here": [False, True],
+        }
+    )
+    assert "; H100 is this machine's: bounded by its host's own time" in predicted_levers(lines)
+    assert "this machine's" not in predicted_levers(lines.drop(columns=["measured_here"]))

@@ -74,11 +74,21 @@ def _bounds(here: pd.DataFrame, gpus: list[str]) -> str:
 
 
 def predicted_levers(predicted: pd.DataFrame) -> str:
-    """What bounds the predicted steps and the lever that would move each, once."""
+    """What bounds the predicted steps and the lever that would move each, once; and which card
+    is this machine's (predicted from its own host: plan/predict.py's Gpu.measured_here)."""
     if predicted is None or predicted.empty:
         return ""
     said = dict(zip(predicted["bound_by"], predicted["lever"]))
     text = "; ".join(f"bound by {k}: {v}" for k, v in said.items())
+    here = predicted.get("measured_here")  # absent from files written before it was kept
+    local = (
+        [] if here is None else list(dict.fromkeys(predicted["gpu"][here.astype(str) == "True"]))
+    )
+    if local:
+        text += (
+            f"; {', '.join(local)} is this machine's: bounded by its host's own "
+            "time, loading and cost of an operator"
+        )
     fits = predicted["fits"].astype(str)
     memory = pd.to_numeric(predicted.get("memory_mb", pd.Series(dtype=float)), errors="coerce")
     most = f"{memory.max():,.0f} MiB" if memory.notna().any() else ""
