@@ -87,6 +87,8 @@ class Engine:
         self.first_rounds = int(record.get("rounds", pairs.FIRST_ROUNDS))
         self.unit = record["size"]["unit"]
         self.who = {LEVER_KIND: "tune", RUN_KIND: "run"}.get(record.get("kind"), "gpu-vs-cpu")
+        # what the deadline is the end of, in words: a tune step runs on its share of the tune's
+        self.budget = "this step's share of the budget" if self.who == "tune" else "the budget"
         self.counts = dict(zip(record["size"]["values"], record["size"]["counts"]))
         self.rows: list[Run] = list(plan.done)
         self.costs: dict[str, pairs.Cost] = {}
@@ -151,8 +153,7 @@ class Engine:
             self._process([later])
         while True:
             found = gpu_vs_cpu.judged(self.record, self.plan.cells, self.rows)
-            budget = "this step's share of the budget" if self.who == "tune" else "the budget"
-            decision = pairs.decide(found, self.costs, self._left(), self.describe, budget)
+            decision = pairs.decide(found, self.costs, self._left(), self.describe, self.budget)
             if not decision.runs:
                 self.stopped = list(decision.why) or ([CONCLUDED] if found else [NOTHING_PAIRED])
                 break
