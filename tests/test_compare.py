@@ -140,6 +140,30 @@ def test_an_incomplete_study_says_so_first_with_its_resume_line(tmp_path):
     )
 
 
+def test_a_predicted_csv_it_cannot_read_is_flagged_and_the_measured_answer_stands(tmp_path):
+    """A question's predicted.csv cut short: the answer has no GPU predictions and one flag
+    naming the file and what it lacks, where it had left them out without a word."""
+    import shutil
+
+    import pandas as pd
+
+    from stbench.report import read
+    from stbench.report.model import studies
+    from stbench.report.view import view
+
+    folder = tmp_path / "q"
+    shutil.copytree(ROOT / "results" / "reference" / "ref-cpu2-lstm-era5-gpu-vs-cpu", folder)
+    (whole,) = studies([read.read_folder(folder)])
+    assert not whole.unread and not whole.predicted.empty
+    lines = pd.read_csv(folder / "predicted.csv").drop(columns=["bound_ms"])
+    lines.to_csv(folder / "predicted.csv", index=False)
+    (study,) = studies([read.read_folder(folder)])
+    found = view(study)
+    assert study.predicted.empty and found.finding.text == view(whole).finding.text
+    (flag,) = [f for f in found.finding.flags if "predicted.csv" in f]
+    assert "is corrupt: header lacks bound_ms" in flag and "stands without" in flag
+
+
 def test_compare_of_the_references_answers_every_tune_first_naming_its_best_configuration():
     """compare results/reference/ shows a tune by its answer (the best configuration, its gain,
     the options that reproduce it); its step studies only with --full, where each is a study."""

@@ -125,6 +125,7 @@ class Study:
     incomplete: tuple[str, ...] = ()
     # a GPU's step predicted from the CPU's (predicted.csv): never pooled with the rows
     predicted: pd.DataFrame = field(default_factory=pd.DataFrame)
+    unread: tuple[str, ...] = ()  # each folder's predicted.csv that could not be read, and why
     # each folder's manifest around its rows (its prices, its question), by the folder as the
     # table's `study` column names it: joined where a view needs it (`with_context`), never a column
     contexts: Mapping[str, Context] = field(default_factory=dict)
@@ -270,6 +271,7 @@ def studies(folders: Sequence[Folder]) -> list[Study]:
         found = replace(found, contexts={str(f.path): f.context for f in group})
         unfinished = tuple(f.incomplete for f in group if f.incomplete)
         found = replace(found, incomplete=unfinished) if unfinished else found
+        found = replace(found, unread=tuple(f.unread for f in group if f.unread))
         predicted = [p for f in group for p in f.predicted]
         out.append(replace(found, predicted=pd.DataFrame(predicted)) if predicted else found)
     return sorted(out, key=lambda s: (s.workload, s.question))

@@ -80,6 +80,7 @@ class Folder:
     system: tuple[SystemRow, ...] = ()
     planned: int = 0  # its manifest's cells: fewer rows is a study not finished
     predicted: tuple[PredictedLine, ...] = ()  # predicted.csv: a GPU's step predicted, never a row
+    unread: str = ""  # why its predicted.csv could not be read ('' where it was, or has none)
     context: Context = Context()  # its prices and question, beside its rows
 
     @property
@@ -137,6 +138,7 @@ def folder_of(path: Path, runs: list[Run], epochs: tuple = (), system: tuple = (
     context = Context(manifest.get("prices") or {}, manifest.get("question") or None)
     question = command_text(manifest.get("command") or []) if manifest.get("command") else ""
     planned = len(manifest.get("cells") or ())
+    predicted, unread = predictions(path)
     return Folder(
         path,
         key,
@@ -145,18 +147,20 @@ def folder_of(path: Path, runs: list[Run], epochs: tuple = (), system: tuple = (
         epochs,
         system,
         planned,
-        predictions(path),
+        predicted,
+        unread,
         context,
     )
 
 
-def predictions(path: Path) -> tuple[PredictedLine, ...]:
-    """A gpu-vs-cpu study's predictions (runner/predictions.py), typed; none where the study
-    has no predicted.csv or it cannot be read (the answer stands without)."""
+def predictions(path: Path) -> tuple[tuple[PredictedLine, ...], str]:
+    """A gpu-vs-cpu study's predictions (runner/predictions.py), typed, and why none could be
+    read ('' where they were, or the study has no predicted.csv): the answer stands without
+    them, and says so."""
     try:
-        return tuple(read_predicted(path))
-    except (OSError, StbenchError):
-        return ()
+        return tuple(read_predicted(path)), ""
+    except (OSError, StbenchError) as exc:
+        return (), f"{exc}: the answer stands without its GPU predictions"
 
 
 def question_columns(row: Mapping, question: Mapping) -> dict:

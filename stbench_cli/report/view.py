@@ -255,6 +255,8 @@ def view(study: Study, options: Options = Options(), number: int = 1) -> View:
         pooled = " (its folders pooled, finished or not)" if "+" in study.name else ""
         head = "; ".join(study.incomplete)
         finding = replace(finding, text=f"Incomplete{pooled}: {head}. {finding.text}")
+    if study.unread:  # a predicted.csv it could not read: flagged, the measured answer stands
+        finding = replace(finding, flags=(*finding.flags, *study.unread))
     blocks = (
         []
         if o.asked or finding.table is None
