@@ -22,6 +22,7 @@ from .verdicts import (
     PASS,
     UNTESTED,
     NothingToJudge,
+    anatomy_of,
     combine,
     cuda_rows,
     number,
@@ -499,8 +500,6 @@ def cells_prediction(folder: Path, may_skip: bool = False) -> Check:
     from stbench.plan.registry import get
     from stbench.runner.predictions import rows_step
 
-    from .checks_traces import _anatomy_of
-
     measured = [
         r
         for r in cuda_rows(rows_ok(folder, may_skip=may_skip))
@@ -522,7 +521,7 @@ def cells_prediction(folder: Path, may_skip: bool = False) -> Check:
     apart = sorted(k for k in set().union(*configs) if len({str(c.get(k)) for c in configs}) > 1)
     sizes, by = {}, {}
     for (workload, _, batch), here in cells.items():
-        found, params = _anatomy_of(here[0]), dict(here[0].params)
+        found, params = anatomy_of(here[0]), dict(here[0].params)
         label = " ".join([workload, f"{batch:,}", *(f"{k}={params.get(k)}" for k in apart)])
         serial = here if found.data_on_host and not params.get("workers") else []
         p = predict(rows_step(label, here, serial, found, get(workload), params), gpu)

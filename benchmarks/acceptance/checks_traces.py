@@ -4,19 +4,26 @@ that the GPU predictions use (readers of a `stbench profile` folder and pure jud
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 from pathlib import Path
 
 from stbench.runner.doctor import Check
-from stbench.runner.predictions import SMALL_BATCHES
 from stbench.store.files import read_lines
 from stbench.store.rows import KernelLine
 from stbench.store.trace import step_windows, syncs_per_step
 
 from .checks_rows import judge_memory
-from .verdicts import NothingToJudge, combine, cuda_rows, param, rows_ok, studies, verdict
+from .verdicts import (
+    NothingToJudge,
+    anatomy_of,
+    combine,
+    cuda_rows,
+    param,
+    rows_ok,
+    studies,
+    verdict,
+)
 
 
 def _trace(folder: Path, run_id: str) -> Path:
@@ -191,19 +198,6 @@ def judge_kernel_count(workload: str, measured: float, counted: float) -> Check:
     )
 
 
-@functools.cache
-def _anatomy(workload: str, params: str):
-    """A cell's step as the CPU counts it (child/anatomy.py, measured here, on this machine's
-    CPU, once for the kernel count and the memory estimate of the same cell)."""
-    from stbench.child.anatomy import measure
-
-    return measure(workload, json.loads(params), SMALL_BATCHES)
-
-
-def _anatomy_of(row):
-    return _anatomy(row["workload"], json.dumps(dict(row.params), sort_keys=True, default=str))
-
-
 def kernel_count(folder: Path) -> Check:
     """Each cuda cell of a profile step: its kernels.csv's launches a step against the CPU's
     count for the cell's parameters."""
@@ -215,7 +209,7 @@ def kernel_count(folder: Path) -> Check:
         if table is None:
             raise NothingToJudge(f"no kernels.csv in {r['run_id']}'s profile")
         measured = sum(k.per_step for k in read_lines(table, KernelLine))
-        out.append(judge_kernel_count(r["workload"], measured, _anatomy_of(r).launches))
+        out.append(judge_kernel_count(r["workload"], measured, anatomy_of(r).launches))
     return combine("kernel-count", out)
 
 
@@ -235,7 +229,7 @@ def memory_estimate(folder: Path, may_skip: bool = False) -> Check:
     for r in cuda_rows(rows_ok(folder, may_skip=may_skip)):
         if get(r["workload"]).predict:  # its own model: the memory-prediction check's
             continue
-        predicted = anatomy_memory_mb(_anatomy_of(r), int(r["batch_size"]))
+        predicted = anatomy_memory_mb(anatomy_of(r), int(r["batch_size"]))
         if predicted is None or r["peak_gpu_mb"] is None:
             raise NothingToJudge(f"{r['run_id']}: no predicted or no measured peak")
         ratios[f"{r['workload']} {r['run_id']}"] = r["peak_gpu_mb"] / predicted

@@ -1,9 +1,12 @@
 """What the acceptance's checks share: the doctor's `Check` record, the verdicts, reading the
-result folders a step wrote, and turning a reader's error into a FAIL. A check with nothing to
+result folders a step wrote (and a cell's anatomy, measured once), and turning a reader's error
+into a FAIL. A check with nothing to
 look at (no study, no row, a cell that did not end ok) fails: it never passes by default."""
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 from collections.abc import Callable
 from dataclasses import replace
@@ -108,3 +111,19 @@ def run_check(
     if isinstance(found, list):  # the doctor's checks keep their own names
         return [replace(c, name=f"{name} {c.name} {c.device}") for c in found]
     return [replace(found, name=name)]
+
+
+@functools.cache
+def _anatomy(workload: str, params: str):
+    """A cell's step as the CPU counts it (child/anatomy.py, measured here, on this machine's
+    CPU, once a process for every check of the same cell: the kernel count, the memory
+    estimate, the largest sizes' predictions)."""
+    from stbench.child.anatomy import measure
+    from stbench.runner.predictions import SMALL_BATCHES
+
+    return measure(workload, json.loads(params), SMALL_BATCHES)
+
+
+def anatomy_of(row: Run):
+    """The anatomy of a row's cell (its workload and parameters), measured once a process."""
+    return _anatomy(row["workload"], json.dumps(dict(row.params), sort_keys=True, default=str))
