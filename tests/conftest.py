@@ -1,4 +1,6 @@
 import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -80,10 +82,28 @@ def pytest_collection_modifyitems(config, items):
             )
 
 
+@pytest.fixture(scope="session")
+def measured_peaks(tmp_path_factory) -> Path | None:
+    """This machine's fp32 and bf16 peaks for cpu, measured once a session in a process of its
+    own as a study's parent measures them (runner/envinfo.peaks): a test's empty cache would
+    measure them again, ~2 s a study. None where they could not be measured."""
+    cache = tmp_path_factory.mktemp("peaks")
+    code = "from stbench.runner import envinfo as e; e.peaks(e.collect(), ['cpu'], bf16=('cpu',))"
+    env = {**os.environ, "STBENCH_CACHE": str(cache)}
+    subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, timeout=300)
+    found = cache / "peaks.json"
+    return found if found.exists() else None
+
+
 @pytest.fixture(autouse=True)
-def isolated(tmp_path, monkeypatch):
-    """Every test gets its own peak and data cache."""
-    monkeypatch.setenv("STBENCH_CACHE", str(tmp_path / "cache"))
+def isolated(tmp_path_factory, monkeypatch, measured_peaks):
+    """Every test gets its own peak and data cache, its peaks a copy of the session's measured
+    ones (a test that measures peaks itself asks for a refresh, or empties its cache); beside
+    its tmp_path, not in it, which a test may hold empty."""
+    cache = tmp_path_factory.mktemp("cache")
+    monkeypatch.setenv("STBENCH_CACHE", str(cache))
+    if measured_peaks is not None:
+        shutil.copy(measured_peaks, cache / "peaks.json")
 
 
 @pytest.fixture(scope="session")
@@ -94,3 +114,23 @@ def committed_results(tmp_path_factory):
     from tests.helpers import committed_copy
 
     return committed_copy(tmp_path_factory.mktemp("committed"))
+
+
+@pytest.fixture(scope="session")
+def smoke_question(tmp_path_factory):
+    """One question, run once for the tests that read what a question prints and writes (a
+    question costs half a minute): `gpu-vs-cpu cnn-strain --smoke --budget 30`, predicting a
+    user's own card from a file (tests.helpers.MY_CARD). Its CompletedProcess and its folder;
+    read them, never write them."""
+    from tests.helpers import MY_CARD, stbench
+
+    root = tmp_path_factory.mktemp("question")
+    (root / "gpus.toml").write_text(MY_CARD)
+    with pytest.MonkeyPatch.context() as patch:  # its own peak and data cache, as every test's
+        patch.setenv("STBENCH_CACHE", str(root / "cache"))
+        done = stbench(
+            "gpu-vs-cpu", "cnn-strain", "--smoke", "--budget", 30, "--gpus", root / "gpus.toml",
+            "--out", root / "out",
+        )  # fmt: skip
+    folders = list((root / "out").iterdir()) if (root / "out").exists() else []
+    return done, (folders[0] if len(folders) == 1 else None)

@@ -26,6 +26,14 @@ def stbench(*args, cwd=None, check=False, timeout=300):
     return proc
 
 
+# a user's own card, in the file format `--gpus FILE` reads (docs/gpu-predictions.md)
+MY_CARD = (
+    '[[gpu]]\nname = "MyCard"\nvariant = "PCIe"\nfp32_tflops = 10\ntf32_tflops = 0\n'
+    "bf16_tflops = 40\nmemory_gbps = 500\nmemory_gb = 24\nl2_mb = 6\n"
+    'host_link_gbps = 31.5\nsource = "my own measurements, 2026"\n'
+)
+
+
 def one_study(out: Path, *args, timeout=300) -> Path:
     """`stbench run ARGS --out OUT`, which must exit 0, and the one result folder it wrote."""
     stbench("run", *args, "--out", out, check=True, timeout=timeout)

@@ -173,24 +173,14 @@ def test_every_h100_row_has_its_memory_predicted_beside_the_peak_it_measured():
     assert (by_anatomy["memory_error"].abs() < 1 / 3).all()
 
 
-def test_gpu_vs_cpu_without_a_gpu_predicts_the_cards_of_a_users_file(tmp_path):
-    mine = tmp_path / "gpus.toml"
-    mine.write_text(
-        '[[gpu]]\nname = "MyCard"\nvariant = "PCIe"\nfp32_tflops = 10\ntf32_tflops = 0\n'
-        "bf16_tflops = 40\nmemory_gbps = 500\nmemory_gb = 24\nl2_mb = 6\n"
-        'host_link_gbps = 31.5\nsource = "my own measurements, 2026"\n'
-    )
+def test_gpu_vs_cpu_without_a_gpu_predicts_the_cards_of_a_users_file(tmp_path, smoke_question):
     bad = tmp_path / "bad.toml"
     bad.write_text("[[gpu]]\nname = 'Half'\n")
     refused = stbench("gpu-vs-cpu", "cnn-strain", "--gpus", bad, "--out", tmp_path / "o")
     assert refused.returncode == 2 and "Half lacks" in refused.stderr
     assert not (tmp_path / "o").exists()
-    done = stbench(
-        "gpu-vs-cpu", "cnn-strain", "--smoke", "--budget", "15", "--gpus", mine,
-        "--out", tmp_path / "o", timeout=300,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    (folder,) = (tmp_path / "o").iterdir()
+    done, folder = smoke_question  # the same question with --gpus FILE of tests.helpers.MY_CARD
+    assert done.returncode == 0 and folder, done.stderr[-2000:]
     predicted = pd.read_csv(folder / "predicted.csv")
     assert set(predicted["gpu"]) == {"MyCard"}
     assert (predicted["bound_ms"] > 0).all() and predicted["bound_by"].notna().all()

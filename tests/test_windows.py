@@ -109,11 +109,9 @@ def test_a_window_past_the_deadline_is_never_started(tmp_path):
     assert ran.rows == () and ran.unrun == tuple(windows) and not ran.broke
 
 
-def test_gpu_vs_cpu_concludes_every_size_in_paired_rounds_over_two_processes(tmp_path):
-    out = tmp_path / "out"
-    done = stbench("gpu-vs-cpu", "cnn-strain", "--smoke", "--budget", 30, "--out", out)
-    assert done.returncode == 0, done.stderr[-2000:]
-    (folder,) = out.iterdir()
+def test_gpu_vs_cpu_concludes_every_size_in_paired_rounds_over_two_processes(smoke_question):
+    done, folder = smoke_question  # gpu-vs-cpu cnn-strain --smoke --budget 30
+    assert done.returncode == 0 and folder, done.stderr[-2000:]
     rows = read_runs(folder)
     manifest = read_manifest(folder)
     assert len(rows) == len(manifest["cells"])  # every planned window has its row
