@@ -102,7 +102,7 @@ def gpu_vs_cpu(
     from ..runner import envinfo
     from ..runner.engine import answer
     from ..store import host
-    from .running import exit_for, resume_line
+    from .running import exit_for, import_what_a_study_needs, resume_line
 
     cards = _cards(gpus)  # a bad file is one line before anything runs
     if not budget > 0 or (window is not None and not window > 0):
@@ -111,6 +111,9 @@ def gpu_vs_cpu(
         raise StbenchError(f"--rounds {rounds}: a paired interval needs at least 2 rounds")
     if not (workload or resume):
         raise StbenchError("stbench gpu-vs-cpu needs a WORKLOAD (see `stbench list`) or --resume")
+    import_what_a_study_needs()
+    from ..report import gpu_vs_cpu_picture, plotting  # noqa: F401  (its picture's, likewise)
+
     env = envinfo.inventory()
     if env.gpus and gpus is None:  # this machine's card beside its measurement
         cards = _cards(None, env.gpus)

@@ -65,7 +65,7 @@ def tune(
     from ..runner import envinfo
     from ..runner.tune import Tuner
     from ..store.files import read_tune
-    from .running import run_with_progress
+    from .running import import_what_a_study_needs, run_with_progress
 
     spec, root = _request(
         workload,
@@ -85,6 +85,7 @@ def tune(
         ),
         out,
     )
+    import_what_a_study_needs()
     env = envinfo.inventory()
     run = lambda plan: run_with_progress(plan, env, None)  # noqa: E731
 
