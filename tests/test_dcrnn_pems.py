@@ -201,6 +201,31 @@ def test_generated_speeds_have_pems_bays_published_shape():
     assert persistence(1) < ha < persistence(12)
 
 
+def test_the_historical_average_is_each_sensors_mean_at_its_time_of_week():
+    """The baseline as its definition says, slot by slot, over whole weeks and a part-week
+    (and readings of zero left out), against the weeks summed at once."""
+    week = 7 * 24 * 60 // source.STEP_MINUTES
+    rng = np.random.default_rng(3)
+    speeds = rng.uniform(40, 70, (2 * week + 700, 3)).astype(np.float32)
+    speeds[rng.random(speeds.shape) < 0.05] = 0.0
+    p = {"in_steps": 12, "horizon": 12}
+    n_train, n_val = 2 * week + 200, 300
+    train = speeds[: n_train + 12]
+    avg = np.empty((week, 3))
+    for slot in range(week):
+        rows = train[slot::week]
+        for sensor in range(3):
+            seen = rows[:, sensor][rows[:, sensor] != 0]
+            avg[slot, sensor] = (
+                seen.mean(dtype=np.float64) if len(seen) else train[train != 0].mean()
+            )
+    rows = np.arange(n_train + 12, n_train + n_val + 12 + 12 - 1)
+    truth = speeds[rows]
+    expected = np.abs(avg[rows % week] - truth)[truth != 0].mean()
+    found = source.historical_average_mae(speeds, n_train, n_val, p)
+    assert found == pytest.approx(expected, rel=1e-9)
+
+
 # minutes on 2 cores (the real graph's 52 k steps of speeds); STBENCH_SLOW=1 runs it
 @pytest.mark.slow
 def test_the_default_preset_beats_the_historical_average():

@@ -4,13 +4,14 @@ the historical-average baseline."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from importlib import resources
 from pathlib import Path
 
 import numpy as np
 
-from stbench.contract import require
+from stbench.contract import kept_arrays, require
 
 from . import graph
 
@@ -178,6 +179,26 @@ def _outages(rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:
     return outage
 
 
+# part of a kept series' name: raise it when generate_speeds changes what it makes, so that a
+# cache never hands back the old generator's speeds
+GENERATOR = 1
+
+
+def cached_speeds(cache_dir, adj: np.ndarray, steps: int, seed: int) -> np.ndarray:
+    """`generate_speeds`' series, kept in `cache_dir` for the next process of the same graph,
+    length and seed (contract/kept.py): PeMS-BAY's 52,116 steps take ~2 s to make on one core,
+    and scipy's import ~1 s more, a read of them 0.2 s, and every process of a study builds the
+    series, its anatomy's too."""
+    graph = hashlib.sha256(np.ascontiguousarray(adj).tobytes()).hexdigest()[:16]
+    return kept_arrays(
+        cache_dir,
+        "dcrnn-pems",
+        f"{GENERATOR}-{graph}-{steps}-{seed}",
+        steps * adj.shape[0] * 4,
+        lambda: {"speeds": generate_speeds(adj, steps, seed)},
+    )["speeds"]
+
+
 SIZES = {"bay": (325, 52_116), "la": (207, 34_272), "2k7": (2_700, 52_116), "11k": (11_000, 52_116)}
 
 
@@ -222,14 +243,17 @@ def load_graph(params: dict, seed: int) -> tuple[list[str], np.ndarray]:
     return graph.load_adj_pickle(name)
 
 
-def load_series(params: dict, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(speeds (time, sensors), adjacency) for the configured data and graph."""
+def load_series(params: dict, seed: int, cache_dir=None) -> tuple[np.ndarray, np.ndarray]:
+    """(speeds (time, sensors), adjacency) for the configured data and graph; generated speeds
+    kept in `cache_dir` where one is given (`cached_speeds`)."""
     if params["data"].endswith(".json"):
         return load_chickenpox(params["data"])
     ids, adj = load_graph(params, seed)
     if params["data"] == "generated":
         steps = params["steps"] or SIZES[params["size"]][1]
-        return generate_speeds(adj, steps, seed), adj
+        if cache_dir is None:
+            return generate_speeds(adj, steps, seed), adj
+        return cached_speeds(cache_dir, adj, steps, seed), adj
     speeds, _ = read_speed_h5(params["data"], ids)
     return speeds, adj
 
@@ -261,13 +285,15 @@ def historical_average_mae(speeds: np.ndarray, n_train: int, n_val: int, params:
     training speeds: the historical-average baseline DCRNN compares against."""
     steps_per_week = 7 * 24 * 60 // STEP_MINUTES
     train = speeds[: n_train + params["in_steps"]]
-    slot = np.arange(train.shape[0]) % steps_per_week
-    sums, counts = (
-        np.zeros((steps_per_week, speeds.shape[1])),
-        np.zeros((steps_per_week, speeds.shape[1])),
-    )
-    np.add.at(sums, slot, train)
-    np.add.at(counts, slot, train != 0)
+    # the whole weeks summed slot by slot, then the last part-week's first slots: what
+    # np.add.at over each step's slot sums, 26x faster (2.0 s to 0.08 s at PeMS-BAY's size)
+    whole = train.shape[0] // steps_per_week * steps_per_week
+    weeks = train[:whole].reshape(-1, steps_per_week, speeds.shape[1])
+    sums = weeks.sum(axis=0, dtype=np.float64)
+    counts = (weeks != 0).sum(axis=0).astype(np.float64)
+    rest = train[whole:]
+    sums[: len(rest)] += rest
+    counts[: len(rest)] += rest != 0
     avg = np.where(counts > 0, sums / np.maximum(counts, 1), train[train != 0].mean())
     rows = np.arange(
         n_train + params["in_steps"], n_train + n_val + params["in_steps"] + params["horizon"] - 1
