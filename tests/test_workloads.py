@@ -54,3 +54,44 @@ def test_one_step_in_its_own_process_writes_a_complete_row(name, tmp_path):
     with open(plan.folder / "epochs.csv") as f:
         epochs = list(csv.DictReader(f))
     assert [e["run_id"] for e in epochs] == [row["run_id"]] and list(epochs[0]) == EPOCH_COLUMNS
+
+
+def test_generated_data_is_made_once_kept_and_the_least_recently_used_sets_forgotten(tmp_path):
+    """contract/kept.py: a set is made at its first use and read back after; one over the limit
+    is made each time and never kept; a workload keeps its KEEP most recently used sets."""
+    import os
+
+    import numpy as np
+
+    from stbench.contract import kept
+
+    made = []
+
+    def make(value):
+        made.append(value)
+        return {"a": np.full(3, value)}
+
+    first = kept.kept_arrays(tmp_path, "w", "k0", 24, lambda: make(0))
+    again = kept.kept_arrays(tmp_path, "w", "k0", 24, lambda: make(99))
+    assert made == [0] and (first["a"] == again["a"]).all() and again["a"][0] == 0
+    kept.kept_arrays(tmp_path, "w", "big", kept.CACHE_LIMIT + 1, lambda: make(1))
+    assert made == [0, 1] and not (tmp_path / "data" / "w-big.npz").exists()
+    for i in range(1, kept.KEEP + 2):  # k0 used first, then KEEP + 1 more: k0 and k1 go
+        path = tmp_path / "data" / f"w-k{i - 1}.npz"
+        if path.exists():
+            os.utime(path, (i, i))  # an order of use the file system's clock cannot blur
+        kept.kept_arrays(tmp_path, "w", f"k{i}", 24, lambda i=i: make(i))
+    left = sorted(p.stem for p in (tmp_path / "data").glob("w-*.npz"))
+    assert len(left) == kept.KEEP and "w-k0" not in left and f"w-k{kept.KEEP + 1}" in left
+
+
+def test_dcrnn_speeds_kept_are_the_speeds_generated(tmp_path):
+    from stbench.workloads.dcrnn_pems import source
+    from tests.helpers import preset_params
+
+    p = {**preset_params("dcrnn-pems", "smoke"), "steps": 700}
+    made, _ = source.load_series(p, 3)
+    kept, _ = source.load_series(p, 3, tmp_path)  # made here, kept
+    read, _ = source.load_series(p, 3, tmp_path)  # read back
+    assert (made == kept).all() and (made == read).all() and read.dtype == made.dtype
+    assert len(list((tmp_path / "data").glob("dcrnn-pems-*.npz"))) == 1

@@ -5,6 +5,7 @@ Torch-free at import."""
 from ..device import Accelerator, Device, is_cuda
 from ..errors import require
 from .checkpoint import CHECKPOINT, run_blocks, segments
+from .kept import kept_arrays
 from .memory import cublas_workspace_bytes, cuda_library_bytes
 from .params import COMMON_PARAMS, Param, TrainerParams
 from .task import Data, Metric, Model, Optim, ReadCost, Supervised, Task, tensor_mb
@@ -18,6 +19,7 @@ __all__ = [
     "cublas_workspace_bytes",
     "cuda_library_bytes",
     "CHECKPOINT",
+    "kept_arrays",
     "COMMON_PARAMS",
     "BuildContext",
     "run_blocks",

@@ -6,12 +6,11 @@ curve has ended and the values are zero padding). Labels are the law's (G0, a).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 
-from stbench.contract import require
+from stbench.contract import kept_arrays, require
 
 POINTS = 201
 G0_RANGE = (10.0, 100.0)  # small-strain shear modulus, MPa
@@ -123,24 +122,15 @@ def check(params: dict) -> None:
         )
 
 
-CACHE_LIMIT = 512 * 2**20  # larger sets are generated each time: a cache of GBs costs more
-
-
 def cached(cache_dir, n: int, seed: int, noise: float) -> tuple[np.ndarray, np.ndarray]:
     """`generate`'s curves, kept in `cache_dir` for the next cell of the same seed (every cell
     of one round of a study shares its seed: 400,000 curves take ~8 s to make on one core, a
-    read of them a fraction of that); sets over CACHE_LIMIT are made each time."""
-    if n * (3 * POINTS + 2) * 4 > CACHE_LIMIT:
-        return generate(n, seed, noise)
-    path = Path(cache_dir) / "data" / f"cnn-strain-{n}-{seed}-{noise:g}.npz"
-    try:
-        with np.load(path) as kept:
-            return kept["x"], kept["y"]
-    except (OSError, KeyError, ValueError):
-        pass
-    x, y = generate(n, seed, noise)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npz")  # ranks may write at once
-    np.savez(tmp, x=x, y=y)
-    os.replace(tmp, path)
-    return x, y
+    read of them a fraction of that; contract/kept.py)."""
+    kept = kept_arrays(
+        cache_dir,
+        "cnn-strain",
+        f"{n}-{seed}-{noise:g}",
+        n * (3 * POINTS + 2) * 4,
+        lambda: dict(zip(("x", "y"), generate(n, seed, noise))),
+    )
+    return kept["x"], kept["y"]

@@ -101,7 +101,7 @@ class Windows:
 
 def _in_this_process(params: dict, ctx: BuildContext) -> Windows:
     """base, index, gpu-index, sharded-index: the series loaded by the rank itself."""
-    speeds, adj = load_series(params, ctx.seed)
+    speeds, adj = load_series(params, ctx.seed, ctx.cache_dir)
     t = speeds.shape[0]
     n_windows = t - params["in_steps"] - params["horizon"] + 1
     n_train, n_val = int(round(n_windows * 0.7)), int(round(n_windows * 0.1))
