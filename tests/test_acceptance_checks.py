@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.acceptance import checks_answers as answers
 from benchmarks.acceptance import checks_rows as rows
 from benchmarks.acceptance import checks_traces as traces
 from benchmarks.acceptance import reference
@@ -304,13 +305,15 @@ def test_tf32_peak_fails_where_a_tf32_cell_divided_by_another_peak_or_none_ran_t
 
 def test_a_question_fails_unless_every_size_has_five_rounds_and_the_largest_concluded():
     sizes = ["75", "600", "4096"]
-    good = rows.judge_question(sizes, [], {s: 6 for s in sizes}, {s: True for s in sizes})
+    good = answers.judge_question(sizes, [], {s: 6 for s in sizes}, {s: True for s in sizes})
     assert good.status == PASS and "4096: 6 rounds" in good.detail
-    left = rows.judge_question(sizes, ["4096"], {"75": 6, "600": 6}, {"75": True, "600": True})
+    left = answers.judge_question(sizes, ["4096"], {"75": 6, "600": 6}, {"75": True, "600": True})
     assert left.status == FAIL and "not measured: 4096" in left.detail
-    few = rows.judge_question(sizes, [], {"75": 6, "600": 2, "4096": 6}, dict.fromkeys(sizes, True))
+    few = answers.judge_question(
+        sizes, [], {"75": 6, "600": 2, "4096": 6}, dict.fromkeys(sizes, True)
+    )
     assert few.status == FAIL and "fewer than 5 paired rounds at 600: 2" in few.detail
-    open_ = rows.judge_question(sizes, [], {s: 6 for s in sizes}, {"4096": False})
+    open_ = answers.judge_question(sizes, [], {s: 6 for s in sizes}, {"4096": False})
     assert open_.status == FAIL and "not concluded at the largest size, 4096" in open_.detail
 
 
@@ -323,7 +326,7 @@ def test_the_question_check_has_nothing_to_judge_in_a_question_without_a_cuda_ro
         ROOT / "results" / "reference" / "ref-cpu2-cnn-strain-gpu-vs-cpu", tmp_path / "q"
     )
     with pytest.raises(NothingToJudge, match="no cuda row"):
-        rows.question_concluded(tmp_path)
+        answers.question_concluded(tmp_path)
 
 
 def test_a_bound_its_measured_step_beats_fails_and_the_h200s_committed_bounds_hold(tmp_path):
@@ -333,19 +336,19 @@ def test_a_bound_its_measured_step_beats_fails_and_the_h200s_committed_bounds_ho
 
     from tests.helpers import ROOT
 
-    good = rows.judge_prediction("H200", {"75": (0.5, 2.2, 2.0), "600": (1.0, 1.8, 2.0)})
+    good = answers.judge_prediction("H200", {"75": (0.5, 2.2, 2.0), "600": (1.0, 1.8, 2.0)})
     assert good.status == PASS and "75: 4.0x, estimate +10%" in good.detail
-    bad = rows.judge_prediction("H200", {"75": (0.5, 2.2, 2.0), "600": (2.5, 2.6, 2.0)})
+    bad = answers.judge_prediction("H200", {"75": (0.5, 2.2, 2.0), "600": (2.5, 2.6, 2.0)})
     assert bad.status == FAIL and "exceeds the measured step at 600" in bad.detail
-    assert rows.judge_prediction("H200", {}).status == FAIL  # nothing predicted: nothing holds
+    assert answers.judge_prediction("H200", {}).status == FAIL  # nothing predicted: nothing holds
     reference = ROOT / "results" / "reference"
     shutil.copytree(reference / "ref-h200-lstm-era5-gpu-vs-cpu", tmp_path / "h200" / "q")
-    found = rows.prediction_holds(tmp_path / "h200")
+    found = answers.prediction_holds(tmp_path / "h200")
     assert found.status == PASS and set(found.figures) == {"128", "1024", "4096"}
     assert "128: 3.1x" in found.detail
     shutil.copytree(reference / "ref-cpu2-cnn-strain-gpu-vs-cpu", tmp_path / "cpu" / "q")
     with pytest.raises(NothingToJudge, match="no cuda row"):
-        rows.prediction_holds(tmp_path / "cpu")
+        answers.prediction_holds(tmp_path / "cpu")
 
 
 def test_the_kernel_count_fails_where_the_cpus_count_exceeds_the_measured_launches(tmp_path):
@@ -445,7 +448,7 @@ def test_the_summary_tables_each_questions_predictions_against_its_measured_step
     shutil.copytree(
         ROOT / "results" / "reference" / "ref-h200-lstm-era5-gpu-vs-cpu", tmp_path / "s" / "q"
     )
-    check = rows.prediction_holds(tmp_path / "s")
+    check = answers.prediction_holds(tmp_path / "s")
     record = StepRecord("ref-lstm-era5-gpu-vs-cpu", PASS, "ok", 1.0, (check,))
     again = StepRecord.from_dict(json.loads(json.dumps(asdict(record))))  # as state.json keeps it
     text = summary([record.step], State({}, {record.step: again}))
@@ -469,7 +472,7 @@ def test_the_largest_sizes_cells_are_predicted_on_their_host_and_a_beaten_bound_
 
     study = ROOT_RUNS / "h100-2026-11-26" / "studies" / "ref-h100-cnn-strain-batch-knee"
     shutil.copytree(study, tmp_path / "a" / "s")
-    found = rows.cells_prediction(tmp_path / "a")
+    found = answers.cells_prediction(tmp_path / "a")
     assert found.status == PASS, found.detail
     assert set(found.figures) == {"cnn-strain 512", "cnn-strain 1,024", "cnn-strain 2,048"}
     assert all(f["bound_by"] and f["bound_ms"] < f["measured_ms"] for f in found.figures.values())
@@ -480,9 +483,9 @@ def test_the_largest_sizes_cells_are_predicted_on_their_host_and_a_beaten_bound_
         for column, value in change.items():
             frame[column] = frame[column] * value if column == "samples_per_s" else value
         frame.to_csv(table, index=False)
-    beaten = rows.cells_prediction(tmp_path / "b")
+    beaten = answers.cells_prediction(tmp_path / "b")
     assert beaten.status == FAIL and "the bound exceeds the measured step" in beaten.detail
-    assert rows.cells_prediction(tmp_path / "c").status == UNTESTED
+    assert answers.cells_prediction(tmp_path / "c").status == UNTESTED
     # a size the planner skipped as too large for the card is said where skips may happen
     table = tmp_path / "a" / "s" / "runs.csv"
     frame = pd.read_csv(table)
@@ -491,8 +494,8 @@ def test_the_largest_sizes_cells_are_predicted_on_their_host_and_a_beaten_bound_
     )
     pd.concat([frame, skipped]).to_csv(table, index=False)
     with pytest.raises(NothingToJudge, match="big: skipped needs 90 GB"):
-        rows.cells_prediction(tmp_path / "a")
-    said = rows.cells_prediction(tmp_path / "a", may_skip=True)
+        answers.cells_prediction(tmp_path / "a")
+    said = answers.cells_prediction(tmp_path / "a", may_skip=True)
     assert said.status == PASS and "not run here: batch 65536: needs 90 GB" in said.detail
 
 

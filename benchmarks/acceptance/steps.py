@@ -23,6 +23,7 @@ from typing import Any
 
 from stbench.device import is_cuda
 
+from . import checks_answers as answers
 from . import checks_rows as rows
 from . import checks_traces as traces
 from .reference import cpu_gpu_agree
@@ -230,7 +231,7 @@ def largest(workload: str, sizes: str, cap_s: int, epochs: int, memory: Probe) -
         f"{workload} {sizes.replace(' ', ', ')} on cuda alone: bound, memory",
         argv=args(f"{line} --timeout 60 --expect skipped"),
         checks=(
-            Probe("prediction-holds", rows.cells_prediction, SKIPPABLE),
+            Probe("prediction-holds", answers.cells_prediction, SKIPPABLE),
             replace(memory, kwargs=SKIPPABLE),
         ),
     )

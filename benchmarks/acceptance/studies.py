@@ -11,7 +11,7 @@ a margin for the command around the rounds.
 
 from __future__ import annotations
 
-from . import checks_rows as rows
+from . import checks_answers as answers
 from .steps import REFERENCE, Probe, Step, args
 
 
@@ -51,8 +51,8 @@ def question(workload: str, cap_s: int, what: str, extra: str = "") -> Step:
         # every size measured, 5 paired rounds at each, the largest concluded; and the card's
         # own predictions (made on its host from the CPU rows) never above its measured steps
         (
-            Probe("question-concluded", rows.question_concluded),
-            Probe("prediction-holds", rows.prediction_holds),
+            Probe("question-concluded", answers.question_concluded),
+            Probe("prediction-holds", answers.prediction_holds),
         ),
     )
 
