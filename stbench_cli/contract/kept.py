@@ -48,6 +48,8 @@ def _forget_older(folder: Path, workload: str) -> None:
     removing them too)."""
     sets = []
     for path in folder.glob(f"{workload}-*.npz"):
+        if path.name.endswith(".tmp.npz"):  # another process's, being written
+            continue
         try:
             sets.append((path.stat().st_mtime, path))
         except OSError:
