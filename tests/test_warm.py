@@ -128,3 +128,26 @@ def test_a_step_measured_in_the_parent_leaves_its_later_cells_warm(monkeypatch):
     server = dict(os.environ)
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", cache)
     assert warm.compatible(dict(os.environ), server)
+
+
+@pytest.mark.parametrize(
+    "workload, imported", [("lstm-era5", "True True"), ("cnn-strain", "False False")]
+)
+def test_a_command_about_a_workload_forks_its_cells_with_the_readers_it_preloads(
+    tmp_path, workload, imported
+):
+    """lstm-era5 names xarray and dask.array as its preload (a process's first build spent
+    ~1.5 s importing its readers): the server of a command about it imports them before any
+    fork; a command about another workload does not pay for them."""
+    code = (
+        "import os, sys\n"
+        "from stbench.runner import warm\n"
+        f"warm.start_server({workload!r})\n"
+        "cell = warm.start_cell([sys.executable, '-m', 'tests.preloaded', 'xarray', "
+        "'dask.array'], dict(os.environ), sys.argv[1])\n"
+        "sys.exit(cell.wait())\n"
+    )
+    log = tmp_path / "cell.log"
+    subprocess.run([sys.executable, "-c", code, str(log)], check=True, timeout=120)
+    said = log.read_text().splitlines()
+    assert said[0].startswith(warm.FORKED) and said[1] == imported

@@ -95,7 +95,7 @@ def gpu_vs_cpu(
     deadline = time.time() + budget  # the budget is the command's: planning counts too
     from ..runner import warm
 
-    warm.start_server()  # the cells' server imports torch while this process plans
+    warm.start_server(workload)  # the cells' server imports torch while this process plans
     from ..errors import StbenchError
     from ..plan.gpu_vs_cpu import Question
     from ..plan.planner import plan_question, plan_resume

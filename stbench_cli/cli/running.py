@@ -187,7 +187,7 @@ def run_command(
     study ends with its finding and table (`stbench compare` shows it again)."""
     from ..runner import warm
 
-    warm.start_server()  # the cells' server imports torch while this process plans
+    warm.start_server(workload)  # the cells' server imports torch while this process plans
     from ..plan import planner
     from ..runner import envinfo
 
@@ -357,7 +357,7 @@ def profile(
     Chrome trace (stnn's offloaded relations: --set relations=offload)."""
     from ..runner import warm
 
-    warm.start_server()  # the cells' server imports torch while this process plans
+    warm.start_server(workload)  # the cells' server imports torch while this process plans
     from ..plan import planner
     from ..report.profile import report
     from ..runner import envinfo

@@ -59,7 +59,7 @@ def tune(
     in one folder; print the best configuration, its gain and the options that reproduce it."""
     from ..runner import warm
 
-    warm.start_server()  # the cells' server imports torch while this process plans
+    warm.start_server(workload)  # the cells' server imports torch while this process plans
     from ..plan.judge import finding
     from ..plan.tuning import TuneSpec
     from ..runner import envinfo

@@ -99,6 +99,11 @@ class Workload:
     flops_in: str = "matmul"
     # What `stbench gpu-vs-cpu` sweeps (None: a workload without one names --sizes itself)
     size: SizeAxis | None = None
+    # Modules its build imports that take a second or more (its data readers: they load inside
+    # functions): the warm server of a command about this workload imports them once, before it
+    # forks any cell, where each process would otherwise import them again (runner/warm.py). One
+    # this machine lacks is left to the build, which names the extra it needs.
+    preload: tuple[str, ...] = ()
 
     @property
     def all_params(self) -> dict[str, Param]:

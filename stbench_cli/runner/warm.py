@@ -78,15 +78,17 @@ def _context():
     return multiprocessing.get_context("forkserver")
 
 
-def start_server() -> None:
-    """Start the server now, if it is not running: it imports while the parent plans."""
+def start_server(workload: str | None = None) -> None:
+    """Start the server now, if it is not running: it imports while the parent plans; the
+    modules `workload` names as its `preload` too (a command about one workload), after
+    stbench's own (multiprocessing's server passes over one that cannot be imported)."""
     global _server
     if not enabled() or _server is not None:
         return
     from multiprocessing import forkserver
 
     ctx = _context()
-    ctx.set_forkserver_preload(list(PRELOAD))
+    ctx.set_forkserver_preload([*PRELOAD, *workload_preload(workload)])
     had = os.environ.get(NVML_CHECK)
     os.environ[NVML_CHECK] = "1"  # the server's only: each cell sets its own environment
     try:
@@ -99,6 +101,18 @@ def start_server() -> None:
             os.environ[NVML_CHECK] = had
     _server = dict(os.environ)
     atexit.register(_stop)
+
+
+def workload_preload(workload: str | None) -> tuple[str, ...]:
+    """The modules a workload asks the server to import (none for an unknown name: the command
+    refuses it with its own line)."""
+    from ..errors import StbenchError
+    from ..plan import registry
+
+    try:
+        return registry.get(workload).preload if workload else ()
+    except StbenchError:
+        return ()
 
 
 @contextlib.contextmanager

@@ -129,6 +129,8 @@ WORKLOAD = Workload(
     target_ratio=0.92,
     target_note="val RMSE 8% under persistence's",
     flops_in="cudnn",  # nn.LSTM: cuDNN's RNN, TF32 on CUDA under precision=default
+    # a process's first build spent ~1.5 s importing these (xarray 0.4 s, dask.array 0.5 s, zarr)
+    preload=("xarray", "dask.array", "zarr"),
     check=split.check,
     prepare=prepare.prepare,
     strategies=("single", "ddp", "zero1", "fsdp"),
