@@ -231,7 +231,7 @@ def run_command(
 def import_what_a_study_needs() -> None:
     """What a study's run and its answer import, imported now, while the cells' server imports
     torch on another core: the inventory waits for the server, and these imports left until
-    after it cost ~0.5 s a command on the 2-core VM."""
+    after it cost ~0.3-0.4 s a command on the 2-core VM."""
     from ..report import model, view  # noqa: F401
     from ..runner import engine, study  # noqa: F401
 
