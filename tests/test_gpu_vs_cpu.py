@@ -356,7 +356,11 @@ def test_a_later_size_is_predicted_from_the_largest_measured_one_and_grows_with_
     ] == pytest.approx(0.04)
     # never slower than the count: a launch-bound step that barely grew is still taken linearly
     assert pairs.step_growth([(0.01, 0.011)], 10.0) == 1.0 and pairs.step_growth([], 2.0) == 1.0
-    assert pairs.rotated(["a", "b", "c"], 1) == ["b", "c", "a"]
+    order = [pairs.rotated(["a", "b", "c"], r) for r in range(4)]
+    assert order[:2] == [["a", "b", "c"], ["c", "a", "b"]] and order[3] == order[0]
+    # every configuration once in each place, and a round starts where the one before ended
+    assert all(sorted(o[i] for o in order[:3]) == ["a", "b", "c"] for i in range(3))
+    assert all(order[r][0] == order[r - 1][-1] for r in range(1, 4))
 
 
 def test_a_size_where_a_side_has_no_steady_step_is_named_as_unanswered():

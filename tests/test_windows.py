@@ -50,6 +50,10 @@ def test_a_warm_process_measures_its_configurations_as_windows_and_writes_a_row_
         assert r["threads"] == w.param_dict["threads"]
     # one task and trainer served both configurations: threads and precision change in place
     assert build_key(windows[0]) == build_key(windows[1])
+    # a window after one of another configuration re-warms; round 2's first, after one of its
+    # own configuration (A B, then B A), has no switch to re-warm from
+    warm = [rows[w.run_id]["warmup_steps"] for w in windows]
+    assert warm[1] >= 1 and warm[2] == 0 and warm[3] == 1
     assert (tmp_path / "logs" / "w1.log").read_text().count("built") == 1
 
 

@@ -3,7 +3,7 @@
     python -m stbench.child.windows JOB.json ROWS.jsonl
 
 JOB.json lists the windows in the order they run (each a `RunSpec`: one configuration of one
-round; the parent rotates the order from round to round, A B C, B C A, ...), the window's floor
+round; the parent rotates the order from round to round, A B C, C A B, ...), the window's floor
 in seconds and in steps, and a deadline (a wall-clock time: no window starts that could not end
 before it). Each window becomes one JSON line of ROWS.jsonl the moment it ends, so a process
 that crashes or is killed keeps every window it finished.
@@ -15,10 +15,11 @@ window and kept (`Trainer`, the same loop and instrumented step a cell runs); a 
 fresh task needs (device, batch, loader workers, compilation, every other parameter) tells when
 two configurations can share one. What changes inside a process is applied from scratch before
 every window: intra-op threads, torch's fp32 math switches reset to their defaults and then set
-(`Accelerator.default_math`, `use_precision`), autocast by the trainer's precision. Each window
-then runs untimed steps (the switch's re-warm) before its timed ones, and is timed on the
-device's own clock from its first step's start mark to its last step's end mark, with one
-synchronisation at its end.
+(`Accelerator.default_math`, `use_precision`), autocast by the trainer's precision. A window
+after one of another configuration then runs untimed steps (the switch's re-warm) before its
+timed ones (one after a window of its own configuration, as each round's first is, needs
+none), and is timed on the device's own clock from its first step's start mark to its last
+step's end mark, with one synchronisation at its end.
 
 What cannot change inside a process stays a process per cell (the planner never sends it
 here): inter-op threads, core binding, a preloaded allocator, a multi-process world.
@@ -49,6 +50,8 @@ from .cell import classify, last_line, leave
 LIVE = frozenset(LIVE_LEVERS)
 # Untimed steps after a switch: the first step after one ran up to 1.12x a steady step (bf16 on
 # cnn-strain and stnn), the second as steady as any (benchmarks/rewarm.py), so one step re-warms.
+# A window after one of the same configuration has no switch to re-warm from: the steady steps
+# rewarm.py holds the first against are such windows' steps.
 # A configuration or loader made now runs a whole window's worth untimed (its first steps after
 # the warm-up pass were measured up to 3x slower than its steady ones).
 REWARM_STEPS = 1
@@ -74,6 +77,7 @@ class Windows:
         self.ended = time.perf_counter()  # the end of the last window (or the process's start)
         # build key -> its last window's seconds, the switch included
         self.lasted: dict[str, float] = {}
+        self.previous: tuple | None = None  # the configuration the last ok window measured
 
     def fits(self, spec: RunSpec, deadline: float) -> bool:
         """Whether the window can end before `deadline` (its configuration's last window as the
@@ -135,11 +139,12 @@ class Windows:
     def run(self, spec: RunSpec) -> dict:
         """One window: the configuration applied, re-warmed, timed. Its row as a dict."""
         key = build_key(spec)
+        self.previous, before = None, self.previous  # set again by a window that ends ok
         if key in self.failed:
             status, reason = self.failed[key]
             return self._row(spec, status, f"{reason} (in an earlier window of this process)")
         try:
-            return self._window(spec, key)
+            return self._window(spec, key, switched=before != _configuration(spec))
         except Exception as exc:  # the configuration's failure is its rows; the others go on
             traceback.print_exc()
             status, reason = classify(exc), last_line(exc)
@@ -165,7 +170,7 @@ class Windows:
         accel.default_math()
         return choice, accel.use_precision(knobs.precision), knobs
 
-    def _window(self, spec: RunSpec, key: str) -> dict:
+    def _window(self, spec: RunSpec, key: str, switched: bool) -> dict:
         import torch
 
         from .timing import resolve_marks
@@ -184,10 +189,13 @@ class Windows:
         loss_sum = torch.zeros((), device=trainer.device)
         warm, start, t0 = [], clock.mark(), time.perf_counter()
         floor = self.job.window_s if built else 0.0
-        while len(warm) < REWARM_STEPS + int(built) or time.perf_counter() - t0 < floor:
+        rewarm = REWARM_STEPS * switched + int(built)
+        while len(warm) < rewarm or time.perf_counter() - t0 < floor:
             warm.append(trainer._step(batches, start, loss_sum))  # untimed: the re-warm
             start = warm[-1].end
         resolve_marks(clock, warm)  # waits for the re-warm's steps; their marks go back to the pool
+        if not warm:
+            clock.release([start])  # the mark a re-warm would have begun from
         loss_sum.zero_()
         began = time.perf_counter()
         untimed = began - self.ended
@@ -202,6 +210,7 @@ class Windows:
         times = resolve_marks(clock, marks)  # the window's one synchronisation point
         seconds = times.step_seconds()
         self.lasted[key] = time.perf_counter() - began + untimed
+        self.previous = _configuration(spec)
         self.ended = time.perf_counter()
         samples = len(marks) * spec.batch_size
         fps = trainer.flops_per_sample
@@ -239,6 +248,11 @@ class Windows:
             "untimed_s": untimed,
             "pid": os.getpid(),
         }
+
+
+def _configuration(spec: RunSpec) -> tuple:
+    """What a window measures, its round aside: two windows alike in it need no switch."""
+    return (spec.workload, spec.device, spec.batch_size, spec.params)
 
 
 def main(argv: list[str]) -> int:

@@ -222,12 +222,14 @@ def decide(
 
 
 def rotated(configs: Sequence[str], round_: int) -> list[str]:
-    """A round's order: A B C, then B C A, then C A B, ...: a drift of the machine, a cache the
-    window before warmed, hits every configuration alike."""
+    """A round's order: A B C, then C A B, then B C A, ...: a drift of the machine, a cache the
+    window before warmed, hits every configuration alike; and each round starts with the
+    configuration the round before ended with, a window with no switch before it (one re-warm
+    fewer a round: child/windows.py)."""
     if not configs:
         return []
     k = round_ % len(configs)
-    return [*configs[k:], *configs[:k]]
+    return [*configs[len(configs) - k :], *configs[: len(configs) - k]]
 
 
 def auto_window(budget_s: float, sizes: int, configs: int) -> float:
