@@ -9,8 +9,9 @@ the seconds that feed samples/s (each ok row's `train_s`), and the gap per measu
 command's wall time less those seconds, over the measurements (what the study paid besides its
 timed steps: processes, imports, data, models, warm-ups, switches, the answer), split three ways
 (the processes' first windows, each later window's switch and re-warm, and the rest: the CLI,
-the warm server, the answer and its picture). Also: the paired
-rounds each size got, and how each size ended (concluded, equal, or open) as the answer says.
+the warm server, the answer and its picture), and each later window's switch by size (the
+study's mean moves with where its rounds went). Also: the paired rounds each size got, and how
+each size ended (concluded, equal, or open) as the answer says.
 
 REV's stbench is a git worktree of that revision put first on PYTHONPATH (cell_cost.py's
 before_tree); a study still running at 5 x the budget is ended and said so. `--keep DIR` keeps
@@ -81,6 +82,13 @@ def study(workload: str, budget: float, out: Path, env: dict) -> dict:
         firsts.setdefault(job, s)
     builds = sum(firsts.values())
     switches = sum(s for _, s in setup) - builds
+    # each size's later windows alone: the whole study's mean moves with where its rounds went
+    # (a study that spent its rounds on the smallest size switches cheaply)
+    seen, by_size = set(), {}
+    for r, (job, s) in zip(rows, setup):
+        if job in seen:
+            by_size.setdefault(r["batch_size"], []).append(s)
+        seen.add(job)
     params = [json.loads(r["params"]) for r in rows]
     rounds = Counter()
     for r, p in zip(rows, params):
@@ -99,6 +107,7 @@ def study(workload: str, budget: float, out: Path, env: dict) -> dict:
         "gap_s": (wall - timed) / max(len(rows), 1),
         "builds_s": builds,
         "switch_s": switches / max(len(rows) - len(firsts), 1),
+        "switch_by_size": {k: sum(v) / len(v) for k, v in by_size.items()},
         "outside_s": wall - timed - builds - switches,
         "rounds": dict(rounds),
         "finding": " ".join(finding.split()),
@@ -134,6 +143,8 @@ def main() -> None:
                     f"build, warm-up), {got['switch_s']:.3f} s a later window (its switch and "
                     f"re-warm), {got['outside_s']:.1f} s outside them (start, answer, picture)"
                 )
+                by_size = ", ".join(f"{k}: {v:.3f}" for k, v in got["switch_by_size"].items())
+                print(f"  a later window's switch and re-warm by size, s: {by_size}")
                 for line in got["stopped"]:
                     print(f"  {line}")
                 print(f"  {got['finding']}", flush=True)

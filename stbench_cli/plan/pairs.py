@@ -143,10 +143,15 @@ def predicted(
     """A larger size's cost, from a measured one: each step grows as the size's count to the
     `growth` (step_growth), a window lasts its floor in seconds or in steps, and a process's
     start adds each configuration's warm-up pass and first step. `configs`: this size's
-    configuration -> the known one's."""
+    configuration -> the known one's. Besides its floor a window runs the step that crosses it
+    and, after a switch, one re-warm step: n configurations switch n - 1 times a round (each
+    round starts with the one the round before ended with: `rotated`)."""
     grow = (count / known.count) ** growth if known.count > 0 else 1.0
     steps = {k: known.step_s.get(v, max(known.step_s.values())) * grow for k, v in configs.items()}
-    windows = {k: max(window_s, MIN_STEPS * s) + 2 * s + SWITCH_S for k, s in steps.items()}
+    switched = (len(steps) - 1) / len(steps) if steps else 0.0
+    windows = {
+        k: max(window_s, MIN_STEPS * s) + (1 + switched) * s + SWITCH_S for k, s in steps.items()
+    }
     startup = known.startup_s + sum(2 * s for s in steps.values())
     return Cost(size, count, windows, steps, startup, measured=False)
 
