@@ -140,6 +140,13 @@ def test_gpu_vs_cpu_concludes_every_size_in_paired_rounds_over_two_processes(smo
     assert all("rounds 1-" not in what and "round 1 " not in what for what in later), later
     assert "GFLOP a step" in done.stdout and "curves a batch" in done.stdout
     assert (folder / "gpu-vs-cpu.png").exists()
+    # the step's anatomy (for each GPU's prediction) before the first window: inside the
+    # budget, and beside no window
+    first = said.index("process 1, ")
+    assert 0 <= said.find("measuring what a step is made of") < first
+    assert (folder / "anatomy.json").stat().st_mtime < (
+        folder / "logs" / "windows-1.log"
+    ).stat().st_mtime
 
 
 @pytest.mark.parametrize(

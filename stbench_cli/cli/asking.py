@@ -145,19 +145,29 @@ def gpu_vs_cpu(
                 "no GPU here: the answer holds the CPU's best configuration against its "
                 "defaults, and predicts each GPU's"
             )
+    from ..runner import predictions
+
+    def anatomy(folder: Path, manifest: dict) -> None:
+        """What a step is made of, for each GPU's prediction, before the windows (a resumed
+        study's is kept)."""
+        if cards and predictions.kept_anatomy(folder) is None:
+            render.note("measuring what a step is made of, for each GPU's prediction")
+            predictions.anatomy(folder, manifest, deadline - time.time())
+
     with (
         render.interrupted(partial(resume_line, plan, "stbench gpu-vs-cpu")),
         render_run.budget_progress(deadline - time.time(), plan.cells) as on_row,
     ):
-        rows = answer(plan, env, deadline, render.note, on_row)
+        rows = answer(plan, env, deadline, render.note, on_row, first=anatomy)
     if rows and cards:
-        from ..runner import predictions
-
         render.note("predicting each GPU's step from this CPU's (docs/gpu-predictions.md)")
         # this machine's card: its operators at this host's own cost, measured now
         cards = predictions.on_this_host(cards, env.gpus, plan.manifest["question"]["gpu"])
         if not predictions.write_predictions(plan.folder, cards):
-            render.note("no prediction: the step's anatomy could not be measured here")
+            render.note(
+                "no prediction: the step's anatomy could not be measured here within a third "
+                "of the budget"
+            )
     if rows:
         answered(plan.folder, rows)
         drawn = picture(plan.folder)

@@ -28,6 +28,7 @@ import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from ..comparison import interval_text
 from ..contract.params import setting
@@ -64,11 +65,18 @@ def answer(
     deadline: float,
     say: Callable[[str], None],
     on_row: Callable[[RunSpec, Run], None] = lambda spec, row: None,
+    first: Callable[[Path, dict], None] | None = None,
 ) -> list[Run]:
     """Run the question's rounds until `deadline` (time.time(): the command's start plus its
-    budget, so that planning counts too); every row of the study."""
+    budget, so that planning counts too); every row of the study. `first`: what the question
+    measures before its windows, in the study's folder (gpu-vs-cpu's anatomy of a step): inside
+    the budget, and never beside a window it would slow."""
     with FolderLock(plan.folder):
-        rows = Engine(plan, env, deadline, say, on_row).run()
+        engine = Engine(plan, env, deadline, say, on_row)
+        if first is not None:
+            engine._start()
+            first(plan.folder, plan.manifest)
+        rows = engine.run()
         # the processes' jobs and row files: every row is in runs.csv now, every log in logs/
         shutil.rmtree(plan.folder / ".windows", ignore_errors=True)
         return rows

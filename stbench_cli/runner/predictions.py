@@ -6,6 +6,7 @@ on each GPU asked, into predicted.csv beside runs.csv: a file of its own, never 
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -26,15 +27,22 @@ ANATOMY_TIMEOUT_S = 120.0
 SMALL_BATCHES = (2, 8)  # the anatomy's batches: a step's launches do not grow with the batch
 
 
-def anatomy(folder: Path, manifest: dict) -> Anatomy | None:
-    """The study's anatomy.json, measured now where it is missing; None where it cannot be."""
-    kept = folder / ANATOMY
-    if kept.exists():
-        try:
-            stored = json.loads(kept.read_text())
-            return _anatomy_of(stored)
-        except (OSError, ValueError, TypeError):
-            pass
+def kept_anatomy(folder: Path) -> Anatomy | None:
+    """The study's anatomy.json as measured before its windows; None where there is none."""
+    try:
+        return _anatomy_of(json.loads((folder / ANATOMY).read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def anatomy(folder: Path, manifest: dict, left_s: float = math.inf) -> Anatomy | None:
+    """The study's anatomy: kept, else measured now (before the question's windows: its budget
+    pays for it and no window shares the CPU with it) within a third of `left_s`, the seconds
+    left of the budget (the windows are the question; the predictions an addition to its
+    answer), and at most ANATOMY_TIMEOUT_S; None where it cannot be."""
+    found = kept_anatomy(folder)
+    if found is not None:
+        return found
     first = next(
         c for c in manifest["cells"] if c["repeat"] == 0 and str(c["device"]).startswith("cpu")
     )
@@ -48,14 +56,14 @@ def anatomy(folder: Path, manifest: dict) -> Anatomy | None:
             # forked from the warm server where there is one: torch is imported already
             done = warm.run_module(
                 [sys.executable, "-m", "stbench.child.anatomy", str(job), str(out)],
-                timeout=ANATOMY_TIMEOUT_S,
+                timeout=max(min(ANATOMY_TIMEOUT_S, left_s / 3), 1.0),
             )
         except subprocess.TimeoutExpired:
             return None
         if done.returncode != 0 or not out.exists():
             return None
-        atomic_write(kept, out.read_text())
-    return _anatomy_of(json.loads(kept.read_text()))
+        atomic_write(folder / ANATOMY, out.read_text())
+    return kept_anatomy(folder)
 
 
 def _anatomy_of(stored: dict) -> Anatomy:
@@ -178,7 +186,7 @@ def write_predictions(folder: Path, gpus: Sequence[Gpu]) -> list[PredictedLine]:
     """predicted.csv for the study in `folder` on each of `gpus` (its lines; none where the
     anatomy could not be measured)."""
     manifest = read_manifest(folder)  # once: the anatomy's configuration and the sizes
-    found = anatomy(folder, manifest)
+    found = kept_anatomy(folder)  # measured before the windows, or not at all
     if found is None:
         return []
     lines = []
