@@ -165,8 +165,8 @@ def gpu_vs_cpu(
         cards = predictions.on_this_host(cards, env.gpus, plan.manifest["question"]["gpu"])
         if not predictions.write_predictions(plan.folder, cards):
             render.note(
-                "no prediction: the step's anatomy could not be measured here within a third "
-                "of the budget"
+                "no prediction: the step's anatomy could not be measured here before the "
+                "windows (it failed, or took more than a third of the budget left)"
             )
     if rows:
         answered(plan.folder, rows)

@@ -72,11 +72,7 @@ def answer(
     measures before its windows, in the study's folder (gpu-vs-cpu's anatomy of a step): inside
     the budget, and never beside a window it would slow."""
     with FolderLock(plan.folder):
-        engine = Engine(plan, env, deadline, say, on_row)
-        if first is not None:
-            engine._start()
-            first(plan.folder, plan.manifest)
-        rows = engine.run()
+        rows = Engine(plan, env, deadline, say, on_row, first).run()
         # the processes' jobs and row files: every row is in runs.csv now, every log in logs/
         shutil.rmtree(plan.folder / ".windows", ignore_errors=True)
         return rows
@@ -85,8 +81,9 @@ def answer(
 class Engine:
     """The loop's state: the study as planned so far, its rows, each size's measured cost."""
 
-    def __init__(self, plan: Plan, env: EnvInfo, deadline: float, say, on_row):
+    def __init__(self, plan: Plan, env: EnvInfo, deadline: float, say, on_row, first=None):
         self.plan, self.env, self.say, self.on_row = plan, env, say, on_row
+        self.first = first  # what the question measures before its windows (answer's `first`)
         self.end = deadline
         record = plan.manifest["question"]
         self.record = record
@@ -144,6 +141,8 @@ class Engine:
     # -- the loop ---------------------------------------------------------------------------
     def run(self) -> list[Run]:
         self._start()
+        if self.first is not None:
+            self.first(self.plan.folder, self.plan.manifest)
         sizes = list(self.record["size"]["values"])
         later: Segment | None = (
             None  # a size's later first rounds: the next size's process runs them
