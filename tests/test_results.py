@@ -30,6 +30,44 @@ def test_an_append_with_nothing_to_add_or_remove_leaves_the_file_unwritten(tmp_p
     assert path.read_text() == "run_id,epoch\n"  # a's row gone
 
 
+def test_a_cells_rows_go_at_the_files_end_and_a_rerun_cell_replaces_its_own(tmp_path):
+    """A new cell's rows are written at the end of the file as it is (the same file: recording a
+    cell costs its rows, not the study's), read back as written (quotes, commas, line breaks, a
+    gap); rows of a cell run again replace its own only, matched by whole run_id."""
+    path = tmp_path / "epochs.csv"
+    columns = ["run_id", "epoch", "note"]
+    note = 'a "quoted", two-line\nnote'
+    append(path, [{"run_id": "cell-10", "epoch": 1, "note": note}], columns, replacing="cell-10")
+    inode = path.stat().st_ino
+    append(path, [{"run_id": "cell-2", "epoch": 1, "note": None}], columns, replacing="cell-2")
+    assert path.stat().st_ino == inode  # appended in place
+    # "cell-1" is in the file inside "cell-10": the rewrite compares whole run_ids
+    append(path, [{"run_id": "cell-1", "epoch": 2}], columns, replacing="cell-1")
+    got = [(r["run_id"], r["epoch"], r["note"]) for r in read_csv(path, columns)]
+    assert got == [("cell-10", "1", note), ("cell-2", "1", ""), ("cell-1", "2", "")]
+    append(path, [{"run_id": "cell-2", "epoch": 3}], columns, replacing="cell-2")  # run again
+    got = [(r["run_id"], r["epoch"]) for r in read_csv(path, columns)]
+    assert got == [("cell-10", "1"), ("cell-1", "2"), ("cell-2", "3")]
+
+
+def test_an_append_the_disk_refuses_is_cut_back_off(tmp_path, monkeypatch):
+    """A full disk failing a cell's append (here at its fsync) leaves the file as it was."""
+    import errno
+    import os
+
+    path = tmp_path / "runs.csv"
+    append(path, [{"run_id": "a", "epoch": 1}], ["run_id", "epoch"])
+    before = path.read_bytes()
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(OSError):
+        append(path, [{"run_id": "b", "epoch": 2}], ["run_id", "epoch"], replacing="b")
+    assert path.read_bytes() == before
+
+
 def test_append_follows_the_files_own_header(tmp_path):
     path = tmp_path / "runs.csv"
     old_columns = [c for c in RUN_COLUMNS if c not in ("steps_per_s", "predicted_mb")]

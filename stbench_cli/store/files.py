@@ -1,10 +1,14 @@
 """The normalized result files: runs.csv, epochs.csv, system.csv, ranks.csv.
 
-Files are only ever appended to, one finished cell at a time, and each write replaces the
-file atomically (write a temporary file, fsync, rename), so a kill at any moment leaves
-either the old or the new file, never a torn one. runs.csv is written last: a cell is
-done exactly when its row is there, and epoch/system rows of a cell without one (a kill
-between two writes) are dropped before a resume re-runs it.
+Files are only ever appended to, one finished cell at a time: a cell's rows in one write at
+the file's end, fsynced, and cut back off if the write fails (a full disk), so a study of
+thousands of cells pays for its new rows only, not for the file (rewriting the whole file per
+cell made recording a cell grow with the study: benchmarks/append_cost.py). A write that must
+change what is there (a column new to the file, the rows of a cell run again) replaces the file
+atomically instead (write a temporary file, fsync, rename). Either way a failed write leaves
+the file as it was. runs.csv is written last: a cell is done exactly when its row is there,
+and epoch/system rows of a cell without one (a kill between two writes) are dropped before a
+resume re-runs it.
 
 A row with a column the file lacks (a workload's `x.` figure) extends the header at the end;
 earlier rows read back with that column empty. Nothing is ever dropped. A folder of an older
@@ -14,8 +18,10 @@ schema is read by no reader (one line says so).
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import json
+import locale
 import os
 from dataclasses import MISSING, asdict, fields
 from pathlib import Path
@@ -65,9 +71,12 @@ def _csv_text(rows: list[dict], columns: list[str]) -> str:
 
 
 def append(path: Path, rows: list[dict], columns: list[str], replacing: str | None = None) -> None:
-    """Append rows by rewriting the file atomically. The file's own header comes first, then
-    any column new to it. replacing: a run_id whose earlier rows go (a failed or hung cell run
-    again)."""
+    """Append rows: the file's own header comes first, then any column new to it. replacing:
+    a run_id whose earlier rows go (a failed or hung cell run again)."""
+    if path.exists() and _appends(path, rows, columns, replacing):
+        if rows:
+            _write_at_end(path, _csv_text(rows, _header(path)).partition("\n")[2])
+        return
     found = read_csv(path, []) if path.exists() else []
     old = [r for r in found if replacing is None or r.get("run_id") != replacing]
     if not rows and path.exists() and len(old) == len(found):
@@ -75,6 +84,37 @@ def append(path: Path, rows: list[dict], columns: list[str], replacing: str | No
     header = _header(path) if path.exists() else []
     new = [c for c in [*columns, *(k for r in rows for k in r)] if c not in header]
     atomic_write(path, _csv_text(old + rows, header + list(dict.fromkeys(new))))
+
+
+def _appends(path: Path, rows: list[dict], columns: list[str], replacing: str | None) -> bool:
+    """Whether the rows can go at the file's end as they are: every column is in its header,
+    it ends a line, and no row of `replacing` is there (a run_id found anywhere in the file,
+    even inside another value, takes the rewrite, which compares whole fields)."""
+    header = set(_header(path))
+    if any(c not in header for c in columns) or any(k not in header for r in rows for k in r):
+        return False
+    data = path.read_bytes()
+    if not data.endswith(b"\n"):
+        return False
+    return replacing is None or replacing.encode() not in data
+
+
+def _write_at_end(path: Path, text: str) -> None:
+    """`text` at the end of `path` in one write, fsynced; a write that fails (a full disk, a
+    short write) is cut back off, leaving the file as it was."""
+    data = text.encode(locale.getpreferredencoding(False))  # what open() reads it with
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    try:
+        size = os.fstat(fd).st_size
+        try:
+            if os.write(fd, data) != len(data):
+                raise OSError(errno.ENOSPC, f"{path}: a short write")
+            os.fsync(fd)
+        except BaseException:
+            os.ftruncate(fd, size)
+            raise
+    finally:
+        os.close(fd)
 
 
 def rewrite(path: Path, rows: list[dict], columns: list[str]) -> None:
