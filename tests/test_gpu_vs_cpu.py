@@ -565,6 +565,47 @@ def test_an_outgrown_lever_leaves_the_larger_sizes_and_the_answer_says_so(
         "cpu threads=auto was not measured from 128 curves a batch on: it trained 0.60x the "
         "samples/s of the CPU at its defaults at 32 curves a batch, 0.40x at 64" in note
     )
+    # resumed, the engine finds the lever again: it is kept once, and said once
+    with pytest.raises(SystemExit) as done:
+        main(["gpu-vs-cpu", "--resume", str(manifest_file.parent), "--budget", "5"])
+    assert done.value.code == 0, capsys.readouterr().err[-2000:]
+    answer = " ".join(capsys.readouterr().out.split())
+    assert answer.count("cpu threads=auto was not measured from 128 curves a batch on") == 1
+    assert len(json.loads(manifest_file.read_text())["question"]["outgrown"]) == 1
+
+
+def test_a_size_left_out_is_kept_when_the_study_is_interrupted_and_its_resume_names_it(
+    tmp_path, monkeypatch, capsys
+):
+    """The cells of a size the budget cannot measure twice leave the study the moment it is
+    left out: an interrupt right after must not lose why (a resumed answer named nothing)."""
+    from stbench.cli import main
+    from stbench.runner import engine
+
+    first_half, leave_out = engine.Engine._first_half, engine.Engine._leave_out
+
+    def no_budget_for_64(self, size, later):
+        return False if size == "64" else first_half(self, size, later)
+
+    def leave_out_then_ctrl_c(self, sizes, later=None):
+        leave_out(self, sizes, later)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(engine.Engine, "_first_half", no_budget_for_64)
+    monkeypatch.setattr(engine.Engine, "_leave_out", leave_out_then_ctrl_c)
+    asked = ["--sizes", "32", "64", "--window", "0.1", "--budget", "20", "--out", str(tmp_path)]
+    with pytest.raises(SystemExit) as done:
+        main(["gpu-vs-cpu", "cnn-strain", "--smoke", *asked])
+    assert done.value.code == 130, capsys.readouterr().err[-2000:]
+    capsys.readouterr()
+    monkeypatch.setattr(engine.Engine, "_first_half", first_half)
+    monkeypatch.setattr(engine.Engine, "_leave_out", leave_out)
+    (folder,) = tmp_path.iterdir()
+    with pytest.raises(SystemExit) as done:
+        main(["gpu-vs-cpu", "--resume", str(folder), "--budget", "10"])
+    assert done.value.code == 0, capsys.readouterr().err[-2000:]
+    answer = " ".join(capsys.readouterr().out.split())
+    assert "Not measured (the budget could not pay for two rounds): 64 curves a batch" in answer
 
 
 def test_where_the_cpus_defaults_are_its_fastest_the_answer_says_so_once():

@@ -100,7 +100,8 @@ class Engine:
         # processes are numbered on from an interrupted run's (each has its log: windows-N.log)
         self.processes = len(list((plan.folder / "logs").glob("windows-*.log")))
         self.stopped: list[str] = []
-        self.left_out: list[dict] = []
+        # what an interrupted run said of its sizes and levers (their cells left the study)
+        self.left_out: list[dict] = list(record.get("left_out") or [])
         self.outgrown: list[dict] = list(record.get("outgrown") or [])
 
     # -- the study's sizes and configurations ---------------------------------------------
@@ -281,7 +282,10 @@ class Engine:
         """Sizes the budget cannot measure twice: each named with the budget it would need (the
         size before's later first rounds, still to run, counted in)."""
         extra = self._cost_s(later) or 0.0
+        kept = {x["size"] for x in self.left_out}  # an interrupted run's: their cells are gone
         for size in sizes:
+            if size in kept:
+                continue
             configs = [c.run_id for c in self.firsts(size)]
             cost = self._predicted(size, configs)
             if cost is None:
@@ -290,6 +294,7 @@ class Engine:
             extra += pairs.PROCESSES * cost.process_s(1)  # two rounds, one a process
             spent = self.record["budget_s"] - self._left()
             self.left_out.append({"size": size, "needs_s": math.ceil(spent + extra)})
+        self._keep_record()  # before the cells go: a resumed study learns it from the record
         named = ", ".join(
             f"{self.describe(x['size'])} (--budget {x['needs_s']})"
             if x["needs_s"]
@@ -321,6 +326,10 @@ class Engine:
             }
             words = " ".join(setting(k, v) for k, v in lever.sets)
             seen = [[x.size, x.ratio, x.low, x.high] for x in lever.seen]
+            # a resumed study finds it again: its latest rows replace what was kept
+            self.outgrown = [
+                x for x in self.outgrown if (x["sets"], x["from"]) != (words, larger[0])
+            ]
             self.outgrown.append({"sets": words, "from": larger[0], "seen": seen})
             (before, last) = lever.seen
             self.say(
