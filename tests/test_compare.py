@@ -2,6 +2,7 @@
 --full first, each study headed by its folder and command and opened by its finding, the one
 table that answers it, labels in numeric order, no paths of the machine that ran it."""
 
+import json
 import re
 from pathlib import Path
 
@@ -177,6 +178,11 @@ def test_compare_of_the_references_answers_every_tune_first_naming_its_best_conf
         assert len(head) == 2, name
         answer = head[1].split("\n## ", 1)[0]
         assert "best configuration" in answer and "Reproduce: stbench run " in answer
+        spec = json.loads((ROOT / "results" / "reference" / name / "tune.json").read_text())
+        # headed by the command that asks it again: its options, not its workload alone
+        command = answer.split("\n\n", 1)[0].split()  # folded as it is shown
+        assert command[:3] == ["stbench", "tune", spec["spec"]["workload"]], command
+        assert command[command.index("--budget") + 1] == f"{spec['spec']['budget_s']:g}"
         assert f"## {name}/" not in text and "## 0" not in text  # no step study
     assert text.index("(a tune: its answer") < text.index("Each study: its finding")
     one = ROOT / "results" / "reference" / tunes[0]

@@ -409,3 +409,14 @@ def test_an_older_tune_json_with_contended_in_words_is_read_as_counts_in_one_pla
     state = read_tune(tmp_path)
     assert (state["steps"][0]["contended"], state["steps"][0]["cells"]) == (2, 42)
     assert (state["result"]["gain"]["contended"], state["result"]["gain"]["cells"]) == (1, 6)
+
+
+def test_a_tunes_command_asks_it_again_with_its_options_and_no_defaults():
+    from stbench.plan.tuning import TuneSpec
+
+    assert TuneSpec("cnn-strain").command() == "stbench tune cnn-strain"
+    asked = TuneSpec("stnn", "paper", ("grid=30x84", "lr=0.01"), 256, 4, 2.5, 90.0, 512, 3, True)
+    assert asked.command() == (
+        "stbench tune stnn --preset paper --set grid=30x84 --set lr=0.01 --smoke --batch-size "
+        "256 --budget 90 --rounds 4 --window 2.5 --eval-samples 512 --seed 3"
+    )

@@ -3,6 +3,7 @@ run's cells judged against a baseline's."""
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import Annotated
 
@@ -137,6 +138,7 @@ def tune_answers(paths: list[Path], brief: bool = False) -> list[str]:
     headed by its folder as a study is: what compare shows of a tune (its step studies follow
     with --full); `brief`: within a study's lines (report.text.STUDY_LINES)."""
     from ..plan.judge import finding
+    from ..plan.tuning import TuneSpec
     from ..report.text import capped
     from ..store.files import TUNE_FILE, find_tunes, read_tune
 
@@ -145,11 +147,12 @@ def tune_answers(paths: list[Path], brief: bool = False) -> list[str]:
         try:
             state = read_tune(root)
             said = finding(state, brief)
+            command = TuneSpec.from_dict(state["spec"]).command()
         except (OSError, ValueError, KeyError, TypeError) as exc:
             render.warn(f"{root / TUNE_FILE} could not be read ({exc}): its answer is left out")
             continue
-        spec = state.get("spec", {})
-        command = f"stbench tune {spec.get('workload', '')}".strip()
+        # folded as a study's command is, its later lines indented
+        command = textwrap.fill(command, render.table_width() or 100, subsequent_indent="    ")
         head = f"## {root.name} (a tune: its answer; its steps with --full)\n{command}\n\n"
         said = head + render.folded(said)
         out.append((capped(said) if brief else said) + "\n")

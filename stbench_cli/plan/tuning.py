@@ -60,6 +60,27 @@ class TuneSpec:
                 raise StbenchError(f"{name} {value:g} must be a positive number of seconds")
         return self
 
+    def command(self) -> str:
+        """The `stbench tune` command that asks this again, options at their defaults left out
+        (as a study's command leaves out its --out): what `compare` heads the tune with."""
+        words = ["stbench", "tune", self.workload]
+        words += ["--preset", self.preset] if self.preset else []
+        for fixed in self.sets:
+            words += ["--set", fixed]
+        words += ["--smoke"] if self.smoke else []
+        words += ["--batch-size", str(self.batch_size)] if self.batch_size is not None else []
+        default = TuneSpec(self.workload)
+        for option, name in (
+            ("--budget", "budget_s"),
+            ("--rounds", "repeats"),
+            ("--window", "cell_s"),
+            ("--eval-samples", "eval_samples"),
+            ("--seed", "seed"),
+        ):
+            if getattr(self, name) != getattr(default, name):
+                words += [option, f"{getattr(self, name):g}"]
+        return shlex.join(words)
+
     @property
     def fixed(self) -> dict[str, str]:
         """The user's --set values, one each (an axis makes no sense in a tune)."""
