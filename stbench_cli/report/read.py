@@ -18,7 +18,7 @@ from pathlib import Path
 from ..errors import StbenchError
 from ..store.cell_result import EpochRow
 from ..store.files import TUNE_FILE, find_folders, read_predicted, read_runs, read_series
-from ..store.manifest import CONCLUDED, GPU_VS_CPU_KIND, RUN_KIND, read_manifest
+from ..store.manifest import CONCLUDED, GPU_VS_CPU_KIND, LEVER_KIND, RUN_KIND, read_manifest
 from ..store.prices import cost_per_million_samples, cost_to_target, usd_per_second
 from ..store.results import command_text, study_key
 from ..store.rows import Conditions, PredictedLine, Run, SystemRow
@@ -165,15 +165,21 @@ def predictions(path: Path) -> tuple[tuple[PredictedLine, ...], str]:
 
 def question_columns(row: Mapping, question: Mapping) -> dict:
     """What the engine's question asked of a row (report/gpu_vs_cpu.py reads it): its size,
-    the size's count of the axis' unit, and whether its CPU levers are the workload's
-    defaults."""
+    the size's count of the axis' unit, and whether it is the configuration the others are held
+    against (`q_default`): the CPU at the workload's defaults, or in a tune's step the step's
+    reference, as the engine judged it (plan/gpu_vs_cpu.judged)."""
     if question.get("kind") == RUN_KIND:  # `run --budget`'s windows: a run study, read as one
         return {"q_kind": RUN_KIND, "q_note": engine_note(question)}
     size, params = question["size"], row["params"]
     value = row["batch_size"] if size["param"] == "batch_size" else None
     value = str(value if value is not None else params.get(size["param"]))
     counts = dict(zip(size["values"], size["counts"]))
-    defaults = question.get("defaults") or {}
+    # a step's reference holds the lever it tries (compile), which its defaults do not name:
+    # by the defaults alone, every value of it was "the reference"
+    if question.get("kind") == LEVER_KIND:
+        defaults = question.get("reference") or {}
+    else:
+        defaults = question.get("defaults") or {}
     return {
         "q_size": value,
         "q_count": counts.get(value),
