@@ -40,6 +40,19 @@ def test_run_summary_fits_80_columns(tmp_path):
     assert re.search(r"\d+\.\d\d", row)  # the wall time, whole
 
 
+def test_profile_fits_80_columns_with_every_operator_name_whole(tmp_path):
+    """A profile's sentences fold between words and a long operator name wraps inside its cell
+    (the DataLoader's iterator's is 59 characters); profile.md keeps each on one line. A path
+    is one word, kept whole so it copies: the lines that hold one are the only longer ones."""
+    text = narrow("profile", "cnn-strain", "--smoke", "--out", tmp_path)
+    fits("\n".join(line for line in text.splitlines() if str(tmp_path) not in line), 80)
+    (folder,) = tmp_path.iterdir()
+    whole = (folder / "profile.md").read_text()
+    name = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+    assert name in whole and name not in text  # wrapped on the terminal, whole in the file
+    assert "Finding: compute took" in text and "| operator" in text
+
+
 @pytest.mark.slow
 def test_a_narrower_terminal_drops_whole_columns(tmp_path):
     text = narrow(

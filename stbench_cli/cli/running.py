@@ -379,7 +379,6 @@ def profile(
     plan = planner.plan_profile(request, env, steps, tuple(sys.argv))
     with render.interrupted(partial(resume_line, plan, "stbench run")):
         rows = run_with_progress(plan, env, timeout, stall_limit)
-    text = report(plan.folder, list(rows))
-    (plan.folder / "profile.md").write_text(text)
-    render.out.print(text, markup=False)
+    (plan.folder / "profile.md").write_text(report(plan.folder, list(rows)))
+    render.out.print(report(plan.folder, list(rows), render.table_width()), markup=False)
     exit_for(rows, asked.accept)

@@ -7,6 +7,7 @@ Markdown from the result folder's runs.csv rows and profile/<run_id>/ files.
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 from statistics import median
 
@@ -81,12 +82,21 @@ def memory_summary(rows: list[StepMemory]) -> str:
     )
 
 
-def operator_table(rows: list[OperatorLine], cuda: bool) -> str:
+def operator_table(rows: list[OperatorLine], cuda: bool, width: int | None = None) -> str:
+    """The top operators; within `width` where one is given, a long name (a DataLoader's
+    iterator, a CUDA kernel's template) wrapped inside its cell, never cut."""
     key = "self_device_ms" if cuda else "self_cpu_ms"
     body = [
         [r.operator, r.calls, f"{getattr(r, key):.3f}", f"{r.cpu_total_ms:.3f}"] for r in rows[:TOP]
     ]
-    return tabulate(body, headers=["operator", "calls", key, "cpu_total_ms"], tablefmt="github")
+    headers = ["operator", "calls", key, "cpu_total_ms"]
+    text = tabulate(body, headers=headers, tablefmt="github")
+    excess = max(map(len, text.splitlines())) - width if width and body else 0
+    if excess > 0:
+        name = max(max(len(r[0]) for r in body) - excess, len(headers[0]), 12)
+        widths = [name, None, None, None]
+        text = tabulate(body, headers=headers, tablefmt="github", maxcolwidths=widths)
+    return text
 
 
 def trace_events(path: Path) -> int:
@@ -142,9 +152,17 @@ def finding(run: Run, folder: Path) -> str:
     return "; ".join(parts) + "."
 
 
-def report(folder: Path, runs: list[Run]) -> str:
-    """The profile report of a result folder's runs (Markdown)."""
-    parts = [f"# stbench profile: {folder}\n"]
+def report(folder: Path, runs: list[Run], width: int | None = None) -> str:
+    """The profile report of a result folder's runs (Markdown); within `width` where one is
+    given (a terminal's): sentences folded between words (a path kept whole, so it copies),
+    operator names wrapped in their cells."""
+
+    def fold(line: str) -> str:
+        if not width:
+            return line
+        return textwrap.fill(line, width, break_long_words=False, break_on_hyphens=False)
+
+    parts = [fold(f"# stbench profile: {folder}") + "\n"]
     for run in runs:
         d = folder / "profile" / str(run["run_id"])
         title = (
@@ -152,11 +170,11 @@ def report(folder: Path, runs: list[Run]) -> str:
         )
         if "relations" in run.params:
             title += f", relations={run.params['relations']}, mode={run.params.get('mode')}"
-        parts.append(title + "\n")
+        parts.append(fold(title) + "\n")
         if run["status"] != "ok":
-            parts.append(f"{run.get('reason', '')}\n")
+            parts.append(fold(run.get("reason") or "") + "\n")
             continue
-        parts.append(f"Finding: {finding(run, folder)}\n")
+        parts.append(fold(f"Finding: {finding(run, folder)}") + "\n")
         sps = run["steps_per_s"]
         parts.append(f"steady steps/s: {sps:,.2f}\n" if sps else "")
         parts.append("### Phases (profiled run, seconds)\n\n" + phase_table(run) + "\n")
@@ -166,14 +184,17 @@ def report(folder: Path, runs: list[Run]) -> str:
             + "\n"
         )
         cuda = is_cuda(str(run["device"]))
-        top = operator_table(read_lines(d / "operators.csv", OperatorLine), cuda)
+        top = operator_table(read_lines(d / "operators.csv", OperatorLine), cuda, width)
         parts.append(f"### Top operators\n\n{top}\n")
         trace = d / "trace.json"
         if trace.exists() and cuda:
-            parts.append(trace_summary(trace) + "\n")
+            parts.append(fold(trace_summary(trace)) + "\n")
         parts.append(
-            f"Chrome trace: {trace} ({trace_events(trace):,} events; open in "
-            "https://ui.perfetto.dev)\n"
+            fold(
+                f"Chrome trace: {trace} ({trace_events(trace):,} events; open in "
+                "https://ui.perfetto.dev)"
+            )
+            + "\n"
             if trace.exists()
             else "no trace was written\n"
         )
