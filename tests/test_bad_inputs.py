@@ -108,3 +108,41 @@ def test_ctrl_c_during_run_prints_the_folder_and_the_resume_line(tmp_path):
     again = stbench("run", "--resume", folder, "--timeout", "5", timeout=300)
     assert again.returncode == 1, again.stderr[-2000:]  # not every cell ended ok
     assert [r["status"] for r in read_runs(folder)] == ["ok", "timeout"]
+
+
+def test_a_study_resumed_by_another_command_is_refused_naming_the_one_that_finishes_it(
+    tmp_path, capsys
+):
+    """A question's cells resumed by `run` would run as whole processes, a tune's step outside
+    its tune, a tune's step as a question: one line names the command that finishes it, exit 2,
+    and no file of the folder changes (gpu-vs-cpu ran a tune's step and wrote into it)."""
+    import hashlib
+    import shutil
+
+    from tests.helpers import ROOT
+
+    reference = ROOT / "results" / "reference"
+    tune = shutil.copytree(reference / "ref-cpu2-cnn-strain-tune-300s", tmp_path / "tune")
+    question = shutil.copytree(reference / "ref-cpu2-cnn-strain-gpu-vs-cpu", tmp_path / "q")
+
+    def files():
+        return {p: hashlib.sha1(p.read_bytes()).hexdigest() for p in tmp_path.rglob("*")
+                if p.is_file()}  # fmt: skip
+
+    before = files()
+    cases = [
+        (["gpu-vs-cpu", "--resume", tune / "04-precision"], f"stbench tune --resume {tune}"),
+        (["run", "--resume", tune / "01-threads"], f"stbench tune --resume {tune}"),
+        (["run", "--resume", tune], f"stbench tune --resume {tune}"),
+        (["run", "--resume", question], f"stbench gpu-vs-cpu --resume {question}"),
+        (["tune", "--resume", question], f"stbench gpu-vs-cpu --resume {question}"),
+    ]
+    from stbench.cli import main
+
+    for argv, right in cases:
+        with pytest.raises(SystemExit) as done:
+            main([str(a) for a in argv])
+        said = " ".join(capsys.readouterr().err.split())  # one line, however the test's width
+        assert done.value.code == 2 and said.count("error:") == 1, (argv, said)
+        assert said.endswith(f"finish it with: {right}"), (argv, said)
+    assert files() == before

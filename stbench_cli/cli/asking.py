@@ -118,9 +118,7 @@ def gpu_vs_cpu(
     if env.gpus and gpus is None:  # this machine's card beside its measurement
         cards = _cards(None, env.gpus)
     if resume:
-        plan = plan_resume(workload, Path(resume), env)
-        if "question" not in plan.manifest:
-            raise StbenchError(f"--resume {resume}: not a gpu-vs-cpu study (no question in it)")
+        plan = plan_resume(workload, Path(resume), env, "gpu-vs-cpu")
     else:
         device = _gpu(device, env.gpu_count)
         q = Question(

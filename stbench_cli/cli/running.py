@@ -280,7 +280,7 @@ def study_plans(asked: RunRequest, env) -> list:
     from ..plan.rounds import run_as_windows, windows_refused
 
     if asked.resume:
-        return [planner.plan_resume(asked.matrix.workload or None, asked.resume, env)]
+        return [planner.plan_resume(asked.matrix.workload or None, asked.resume, env, "run")]
     names = [w.name for w in registry.all_workloads()] if asked.every else [asked.matrix.workload]
     plans = [
         planner.plan_new(replace(asked.matrix, workload=name), env, tuple(sys.argv))

@@ -15,9 +15,9 @@ from pathlib import Path
 from .. import __version__
 from ..contract import BATCH, Workload
 from ..errors import StbenchError, a_folder
-from ..store.files import read_runs
+from ..store.files import TUNE_FILE, read_runs
 from ..store.machine import EnvInfo
-from ..store.manifest import read_manifest
+from ..store.manifest import GPU_VS_CPU_KIND, read_manifest
 from ..store.rows import RETRIED, SCHEMA, Run
 from . import gpu_vs_cpu, pairs, registry
 from .launcher_config import Launch, make_launch
@@ -321,13 +321,40 @@ def plan_profile(req: Request, env: EnvInfo, steps: int, command: tuple[str, ...
     return replace(plan, profile=(plan.folder / "profile").resolve())
 
 
-def plan_resume(workload: str | None, folder: Path, env: EnvInfo) -> Plan:
+def finished_by(folder: Path, manifest: Mapping) -> str:
+    """The command that finishes the study in `folder`, by its kind: `run`'s (a study of cells,
+    or run --budget's windows), `gpu-vs-cpu`'s (a question), or the tune's of a tune's step
+    (the tune decides what its steps run next)."""
+    command = list(manifest.get("command") or ())
+    if (folder.parent / TUNE_FILE).exists() and command[1:2] == ["tune"]:
+        return f"stbench tune --resume {folder.parent}"
+    question = manifest.get("question")
+    if question and question.get("kind", GPU_VS_CPU_KIND) == GPU_VS_CPU_KIND:
+        return f"stbench gpu-vs-cpu --resume {folder}"
+    return f"stbench run --resume {folder}"
+
+
+def plan_resume(
+    workload: str | None, folder: Path, env: EnvInfo, command: str | None = None
+) -> Plan:
     """The study stored in folder/manifest.json, its cells with the ids they were planned with;
     its runs.csv must be readable. workload: what the user named, checked against the study's
-    (None: the study's own)."""
+    (None: the study's own). command: the user's command (`run`, `gpu-vs-cpu`), refused with
+    one line naming the right one where the study is another's (its cells would run as that
+    command runs cells: a question's as whole processes, or a tune's step outside its tune)."""
     if not folder.is_dir():
         raise StbenchError(f"--resume {folder}: no such result folder")
+    if command is not None and (folder / TUNE_FILE).exists():
+        raise StbenchError(
+            f"--resume {folder}: a tune, not a `stbench {command}` study; finish it with: "
+            f"stbench tune --resume {folder}"
+        )
     manifest = read_manifest(folder)
+    right = finished_by(folder, manifest)
+    if command is not None and not right.startswith(f"stbench {command} "):
+        raise StbenchError(
+            f"--resume {folder}: not a `stbench {command}` study; finish it with: {right}"
+        )
     if workload is not None and manifest["workload"] != workload:
         raise StbenchError(
             f"--resume {folder} holds a {manifest['workload']} study, not {workload}"
