@@ -203,3 +203,28 @@ def test_run_all_plans_one_study_per_registered_workload():
         assert f"# cell 1/1: {name} cpu single" in proc.stdout
     refused = stbench("run", "--all", "cnn-strain")
     assert refused.returncode == 2 and "needs one of" in refused.stderr
+
+
+def test_a_windowed_study_is_gated_on_samples_per_s_whose_windows_last_what_the_budget_set(
+    tmp_path, capsys
+):
+    """A question's windows train for a set time: their wall_s is that time, so a study whose
+    samples/s halved reads unchanged on wall_s. By default the gate judges its samples/s."""
+    from stbench.cli import main
+    from stbench.store.files import rewrite
+    from tests.helpers import ROOT
+
+    base = ROOT / "results" / "reference" / "ref-cpu2-cnn-strain-gpu-vs-cpu"
+    new = shutil.copytree(base, tmp_path / "new")
+    with (new / "runs.csv").open(newline="") as f:
+        reader = csv.DictReader(f)
+        columns, rows = list(reader.fieldnames or []), list(reader)
+    for r in rows:  # the same windows, half the samples in each
+        if r["samples_per_s"]:
+            r["samples_per_s"] = str(float(r["samples_per_s"]) / 2)
+    rewrite(new / "runs.csv", rows, columns)
+    with pytest.raises(SystemExit) as done:
+        main(["gate", str(base), str(new)])
+    said = capsys.readouterr().out
+    assert done.value.code == 1, said[-2000:]
+    assert "REGRESSION" in said and "samples_per_s" in said and "wall_s" not in said

@@ -107,7 +107,11 @@ def gate_command(
     ],
     metric: Annotated[
         list[str] | None,
-        typer.Option(metavar="COLUMN", help="runs.csv columns to judge (default: wall_s)"),
+        typer.Option(
+            metavar="COLUMN",
+            help="runs.csv columns to judge (default: wall_s; samples_per_s where a study is "
+            "timed windows, whose wall_s is the window's set length)",
+        ),
     ] = None,
     margin: Annotated[
         float,
@@ -122,10 +126,13 @@ def gate_command(
     from ..report.text import lines
 
     (base, skipped), (now, skipped_new) = (read.read([p]) for p in (baseline, new))
+    # a question's rows (any kind: the engine's windows) train for a set time: their wall_s is
+    # the window's length, which the budget sets, and their samples/s the measure
+    windows = any(f.context.kind for f in (*base, *now))
     verdicts = judge(
         [r for f in base for r in f.runs],
         [r for f in now for r in f.runs],
-        tuple(metric or ("wall_s",)),
+        tuple(metric or (("samples_per_s",) if windows else ("wall_s",))),
         margin,
     )
     for line in lines(verdicts, margin):
