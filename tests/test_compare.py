@@ -190,3 +190,21 @@ def test_compare_of_the_references_answers_every_tune_first_naming_its_best_conf
     assert alone.count("\n## ") + alone.startswith("## ") == 1  # its answer only
     full = stbench("compare", one, "--full", check=True).stdout
     assert full.count("## ") > 1  # and every step as a study
+
+
+def test_a_table_asked_for_by_name_is_shown_whole_before_the_predictions(capsys, monkeypatch):
+    """--rows/--cols/--metric name the table a user wants: a question's answer and its GPU
+    predictions filled the 25 lines a study gets, and the table asked for was cut off."""
+    from stbench.cli import main
+    from tests.helpers import ROOT
+
+    monkeypatch.setenv("COLUMNS", "80")
+    study = ROOT / "results" / "reference" / "ref-cpu2-cnn-strain-gpu-vs-cpu"
+    asked = ["--rows", "batch_size", "--cols", "precision", "--metric", "samples_per_s"]
+    with pytest.raises(SystemExit) as done:
+        main(["compare", str(study), *asked])
+    shown = capsys.readouterr().out
+    assert done.value.code == 0
+    table = shown.index("### samples_per_s (median")
+    assert table < shown.index("### PREDICTED on GPUs") and "more lines with --full" not in shown
+    assert "| bf16" in shown[table:] or "bf16 " in shown[table:]

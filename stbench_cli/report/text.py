@@ -231,7 +231,8 @@ def compare(
         compare_table(found, options.metric).to_csv(out / "compare.csv", index=False)
     if plot:
         write_figures(views, out or Path("."))
-    return to_markdown(views, width, full, limit)
+    # a table asked for by name is shown whole, however long the study's answer before it
+    return to_markdown(views, width, full, None if options.asked else limit)
 
 
 def compare_table(found: list[Study], metric: str) -> pd.DataFrame:
