@@ -111,7 +111,7 @@ def test_ctrl_c_during_run_prints_the_folder_and_the_resume_line(tmp_path):
 
 
 def test_a_study_resumed_by_another_command_is_refused_naming_the_one_that_finishes_it(
-    tmp_path, capsys
+    tmp_path, capsys, monkeypatch
 ):
     """A question's cells resumed by `run` would run as whole processes, a tune's step outside
     its tune, a tune's step as a question: one line names the command that finishes it, exit 2,
@@ -145,4 +145,10 @@ def test_a_study_resumed_by_another_command_is_refused_naming_the_one_that_finis
         said = " ".join(capsys.readouterr().err.split())  # one line, however the test's width
         assert done.value.code == 2 and said.count("error:") == 1, (argv, said)
         assert said.endswith(f"finish it with: {right}"), (argv, said)
+    # from inside a tune's step, `.` is a step too
+    monkeypatch.chdir(tune / "01-threads")
+    with pytest.raises(SystemExit) as done:
+        main(["run", "--resume", "."])
+    said = " ".join(capsys.readouterr().err.split())
+    assert done.value.code == 2 and said.endswith(f"stbench tune --resume {tune.resolve()}"), said
     assert files() == before

@@ -326,8 +326,10 @@ def finished_by(folder: Path, manifest: Mapping) -> str:
     or run --budget's windows), `gpu-vs-cpu`'s (a question), or the tune's of a tune's step
     (the tune decides what its steps run next)."""
     command = list(manifest.get("command") or ())
-    if (folder.parent / TUNE_FILE).exists() and command[1:2] == ["tune"]:
-        return f"stbench tune --resume {folder.parent}"
+    tune = folder.resolve().parent  # `--resume .` from inside a step has a tune above it too
+    if (tune / TUNE_FILE).exists() and command[1:2] == ["tune"]:
+        shown = folder.parent if folder.name not in ("", "..") else tune
+        return f"stbench tune --resume {shown}"
     question = manifest.get("question")
     if question and question.get("kind", GPU_VS_CPU_KIND) == GPU_VS_CPU_KIND:
         return f"stbench gpu-vs-cpu --resume {folder}"
