@@ -3,7 +3,6 @@ run's cells judged against a baseline's."""
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 from typing import Annotated
 
@@ -146,7 +145,7 @@ def tune_answers(paths: list[Path], brief: bool = False) -> list[str]:
     with --full); `brief`: within a study's lines (report.text.STUDY_LINES)."""
     from ..plan.judge import finding
     from ..plan.tuning import TuneSpec
-    from ..report.text import capped
+    from ..report.text import capped, fold_words
     from ..store.files import TUNE_FILE, find_tunes, read_tune
 
     out = []
@@ -158,8 +157,7 @@ def tune_answers(paths: list[Path], brief: bool = False) -> list[str]:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             render.warn(f"{root / TUNE_FILE} could not be read ({exc}): its answer is left out")
             continue
-        # folded as a study's command is, its later lines indented
-        command = textwrap.fill(command, render.table_width() or 100, subsequent_indent="    ")
+        command = fold_words(command, render.table_width() or 100, "    ")  # as a study's command
         head = f"## {root.name} (a tune: its answer; its steps with --full)\n{command}\n\n"
         said = head + render.folded(said)
         out.append((capped(said) if brief else said) + "\n")

@@ -379,6 +379,7 @@ def profile(
     plan = planner.plan_profile(request, env, steps, tuple(sys.argv))
     with render.interrupted(partial(resume_line, plan, "stbench run")):
         rows = run_with_progress(plan, env, timeout, stall_limit)
-    (plan.folder / "profile.md").write_text(report(plan.folder, list(rows)))
-    render.out.print(report(plan.folder, list(rows), render.table_width()), markup=False)
+    whole, fitted = report(plan.folder, list(rows), render.table_width())
+    (plan.folder / "profile.md").write_text(whole)
+    render.out.print(fitted, markup=False)
     exit_for(rows, asked.accept)

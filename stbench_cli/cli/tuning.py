@@ -114,10 +114,10 @@ def _request(workload: str | None, resume: Path | None, budget: float | None, as
         return asked.check(), new_folder(out, f"{workload}-tune")
     if not (resume / TUNE_FILE).exists() and (resume / "manifest.json").exists():
         from ..plan.planner import finished_by
-        from ..store.manifest import read_manifest
 
-        right = finished_by(resume, read_manifest(resume))
-        raise StbenchError(f"--resume {resume}: not a tune's folder; finish it with: {right}")
+        raise StbenchError(
+            f"--resume {resume}: not a tune's folder; finish it with: {finished_by(resume)}"
+        )
     try:
         stored = TuneSpec.from_dict(json.loads((resume / TUNE_FILE).read_text())["spec"])
     except (OSError, ValueError, KeyError, TypeError) as exc:

@@ -321,10 +321,14 @@ def plan_profile(req: Request, env: EnvInfo, steps: int, command: tuple[str, ...
     return replace(plan, profile=(plan.folder / "profile").resolve())
 
 
-def finished_by(folder: Path, manifest: Mapping) -> str:
-    """The command that finishes the study in `folder`, by its kind: `run`'s (a study of cells,
-    or run --budget's windows), `gpu-vs-cpu`'s (a question), or the tune's of a tune's step
-    (the tune decides what its steps run next)."""
+def finished_by(folder: Path, manifest: Mapping | None = None) -> str:
+    """The command that finishes what `folder` holds, by its kind: a tune's (the tune, or one
+    of its steps: the tune decides what its steps run next), `gpu-vs-cpu`'s (a question), or
+    `run`'s (a study of cells, or run --budget's windows). `manifest`: the folder's, where the
+    caller has read it."""
+    if (folder / TUNE_FILE).exists():
+        return f"stbench tune --resume {folder}"
+    manifest = read_manifest(folder) if manifest is None else manifest
     command = list(manifest.get("command") or ())
     tune = folder.resolve().parent  # `--resume .` from inside a step has a tune above it too
     if (tune / TUNE_FILE).exists() and command[1:2] == ["tune"]:
@@ -346,17 +350,14 @@ def plan_resume(
     command runs cells: a question's as whole processes, or a tune's step outside its tune)."""
     if not folder.is_dir():
         raise StbenchError(f"--resume {folder}: no such result folder")
-    if command is not None and (folder / TUNE_FILE).exists():
-        raise StbenchError(
-            f"--resume {folder}: a tune, not a `stbench {command}` study; finish it with: "
-            f"stbench tune --resume {folder}"
-        )
-    manifest = read_manifest(folder)
-    right = finished_by(folder, manifest)
-    if command is not None and not right.startswith(f"stbench {command} "):
-        raise StbenchError(
-            f"--resume {folder}: not a `stbench {command}` study; finish it with: {right}"
-        )
+    tune = (folder / TUNE_FILE).exists()  # a tune's folder has no manifest of its own
+    manifest = read_manifest(folder) if command is None or not tune else {}
+    if command is not None:
+        right = finished_by(folder, manifest)
+        if not right.startswith(f"stbench {command} "):
+            raise StbenchError(
+                f"--resume {folder}: not a `stbench {command}` study; finish it with: {right}"
+            )
     if workload is not None and manifest["workload"] != workload:
         raise StbenchError(
             f"--resume {folder} holds a {manifest['workload']} study, not {workload}"

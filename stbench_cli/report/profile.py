@@ -152,17 +152,11 @@ def finding(run: Run, folder: Path) -> str:
     return "; ".join(parts) + "."
 
 
-def report(folder: Path, runs: list[Run], width: int | None = None) -> str:
-    """The profile report of a result folder's runs (Markdown); within `width` where one is
-    given (a terminal's): sentences folded between words (a path kept whole, so it copies),
-    operator names wrapped in their cells."""
-
-    def fold(line: str) -> str:
-        if not width:
-            return line
-        return textwrap.fill(line, width, break_long_words=False, break_on_hyphens=False)
-
-    parts = [fold(f"# stbench profile: {folder}") + "\n"]
+def report(folder: Path, runs: list[Run], width: int | None = None) -> tuple[str, str]:
+    """The profile report of a result folder's runs (Markdown), read once and written twice:
+    whole (profile.md), and within `width` where one is given (a terminal's: sentences folded
+    between words, a path kept whole so it copies, operator names wrapped in their cells)."""
+    parts: list = [("prose", f"# stbench profile: {folder}")]  # text, sentences or operators
     for run in runs:
         d = folder / "profile" / str(run["run_id"])
         title = (
@@ -170,35 +164,45 @@ def report(folder: Path, runs: list[Run], width: int | None = None) -> str:
         )
         if "relations" in run.params:
             title += f", relations={run.params['relations']}, mode={run.params.get('mode')}"
-        parts.append(fold(title) + "\n")
+        parts.append(("prose", title))
         if run["status"] != "ok":
-            parts.append(fold(run.get("reason") or "") + "\n")
+            parts.append(("prose", run.get("reason") or ""))
             continue
-        parts.append(fold(f"Finding: {finding(run, folder)}") + "\n")
+        parts.append(("prose", f"Finding: {finding(run, folder)}"))
         sps = run["steps_per_s"]
-        parts.append(f"steady steps/s: {sps:,.2f}\n" if sps else "")
-        parts.append("### Phases (profiled run, seconds)\n\n" + phase_table(run) + "\n")
-        parts.append(
-            "### Memory per step (MiB; every step in memory.csv)\n\n"
-            + memory_summary(read_lines(d / "memory.csv", StepMemory))
-            + "\n"
-        )
+        parts.append(("text", f"steady steps/s: {sps:,.2f}\n" if sps else ""))
+        parts.append(("text", "### Phases (profiled run, seconds)\n\n" + phase_table(run) + "\n"))
+        memory = memory_summary(read_lines(d / "memory.csv", StepMemory))
+        parts.append(("text", f"### Memory per step (MiB; every step in memory.csv)\n\n{memory}\n"))
         cuda = is_cuda(str(run["device"]))
-        top = operator_table(read_lines(d / "operators.csv", OperatorLine), cuda, width)
-        parts.append(f"### Top operators\n\n{top}\n")
+        parts.append(("operators", read_lines(d / "operators.csv", OperatorLine), cuda))
         trace = d / "trace.json"
         if trace.exists() and cuda:
-            parts.append(fold(trace_summary(trace)) + "\n")
-        parts.append(
-            fold(
-                f"Chrome trace: {trace} ({trace_events(trace):,} events; open in "
-                "https://ui.perfetto.dev)"
+            parts.append(("prose", trace_summary(trace)))
+        if trace.exists():
+            events = trace_events(trace)
+            parts.append(
+                (
+                    "prose",
+                    f"Chrome trace: {trace} ({events:,} events; open in https://ui.perfetto.dev)",
+                )
             )
-            + "\n"
-            if trace.exists()
-            else "no trace was written\n"
-        )
-    return "\n".join(parts)
+        else:
+            parts.append(("text", "no trace was written\n"))
+    return _written(parts, None), _written(parts, width)
+
+
+def _written(parts: list, width: int | None) -> str:
+    def one(kind: str, *what) -> str:
+        if kind == "operators":
+            return f"### Top operators\n\n{operator_table(*what, width)}\n"
+        if kind == "text":
+            return what[0]
+        if not width:  # a sentence, whole
+            return what[0] + "\n"
+        return textwrap.fill(what[0], width, break_long_words=False, break_on_hyphens=False) + "\n"
+
+    return "\n".join(one(*part) for part in parts)
 
 
 def trace_summary(trace: Path) -> str:

@@ -153,7 +153,9 @@ def section(title: str, table: pd.DataFrame, width: int | None = None) -> str:
     return "\n\n".join(parts)
 
 
-def _wrap(text: str, width: int | None, indent: str = "") -> str:
+def fold_words(text: str, width: int | None, indent: str = "") -> str:
+    """`text` folded to `width` between words, its later lines indented (as it is where no
+    width is given)."""
     if not width:
         return text
     return textwrap.fill(text, width, subsequent_indent=indent, break_on_hyphens=False)
@@ -163,8 +165,8 @@ def finding_text(v: View, width: int | None = None) -> str:
     """A view's finding and its flags, as every command ends with them."""
     return "\n\n".join(
         [
-            _wrap(f"Finding: {v.finding.text}", width),
-            *(_wrap(f"! {flag}", width, "  ") for flag in v.finding.flags),
+            fold_words(f"Finding: {v.finding.text}", width),
+            *(fold_words(f"! {flag}", width, "  ") for flag in v.finding.flags),
         ]
     )
 
@@ -175,10 +177,10 @@ def to_markdown(
     """The views as Markdown, each headed by its folder and command and opened by its finding;
     `width` fits a terminal; without `full` the lead blocks only, each study within `limit`
     lines where one is given, and the hint to --full first."""
-    text = [] if full else [_wrap(HINT, width)]
+    text = [] if full else [fold_words(HINT, width)]
     for v in views:
-        command = f"\n{_wrap(v.study.question, width, '    ')}" if v.study.question else ""
-        study = [_wrap(f"## {v.study.name}", width, "   ") + command, finding_text(v, width)]
+        command = f"\n{fold_words(v.study.question, width, '    ')}" if v.study.question else ""
+        study = [fold_words(f"## {v.study.name}", width, "   ") + command, finding_text(v, width)]
         study += [
             section(f"### {b.title}", b.table, width)
             for b in v.blocks

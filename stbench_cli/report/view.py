@@ -267,15 +267,14 @@ def view(study: Study, options: Options = Options(), number: int = 1) -> View:
         if study.sized
         else None
     )
-    # a table asked for by name comes first: it is what the command was asked for
-    if o.asked:
-        blocks += _tables(study, o)
+    predicted = []
     if guessed is not None:  # never pooled with the rows: a block and a file of its own
         levers = gpu_predictions.predicted_levers(study.predicted)
         title = f"{gpu_predictions.PREDICTED_TITLE}; {levers}"
-        blocks.append(Block(title, guessed, lead=True, kind="predicted"))
-    if o.every and not o.asked:
-        blocks += _tables(study, o)
+        predicted.append(Block(title, guessed, lead=True, kind="predicted"))
+    tables = _tables(study, o) if o.every or o.asked else []
+    # a table asked for by name comes first: it is what the command was asked for
+    blocks += [*tables, *predicted] if o.asked else [*predicted, *tables]
     notes: list[str] = []
     if o.figures:
         blocks, notes = _with_figures(study, blocks, o.figures)

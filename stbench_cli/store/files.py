@@ -61,10 +61,11 @@ def atomic_write(path: Path, text: str) -> None:
         raise
 
 
-def _csv_text(rows: list[dict], columns: list[str]) -> str:
+def _csv_text(rows: list[dict], columns: list[str], header: bool = True) -> str:
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
-    writer.writeheader()
+    if header:
+        writer.writeheader()
     for row in rows:
         writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in columns})
     return buf.getvalue()
@@ -73,9 +74,10 @@ def _csv_text(rows: list[dict], columns: list[str]) -> str:
 def append(path: Path, rows: list[dict], columns: list[str], replacing: str | None = None) -> None:
     """Append rows: the file's own header comes first, then any column new to it. replacing:
     a run_id whose earlier rows go (a failed or hung cell run again)."""
-    if path.exists() and _appends(path, rows, columns, replacing):
+    header = _header_to_append_under(path, rows, columns, replacing) if path.exists() else None
+    if header is not None:
         if rows:
-            _write_at_end(path, _csv_text(rows, _header(path)).partition("\n")[2])
+            _write_at_end(path, _csv_text(rows, header, header=False))
         return
     found = read_csv(path, []) if path.exists() else []
     old = [r for r in found if replacing is None or r.get("run_id") != replacing]
@@ -86,17 +88,22 @@ def append(path: Path, rows: list[dict], columns: list[str], replacing: str | No
     atomic_write(path, _csv_text(old + rows, header + list(dict.fromkeys(new))))
 
 
-def _appends(path: Path, rows: list[dict], columns: list[str], replacing: str | None) -> bool:
-    """Whether the rows can go at the file's end as they are: every column is in its header,
-    it ends a line, and no row of `replacing` is there (a run_id found anywhere in the file,
-    even inside another value, takes the rewrite, which compares whole fields)."""
-    header = set(_header(path))
-    if any(c not in header for c in columns) or any(k not in header for r in rows for k in r):
-        return False
+def _header_to_append_under(
+    path: Path, rows: list[dict], columns: list[str], replacing: str | None
+) -> list[str] | None:
+    """The file's header where the rows can go at its end as they are (every column in it, the
+    file ending a line, no row of `replacing` there: a run_id found anywhere in the file, even
+    inside another value, takes the rewrite, which compares whole fields); else None. The file
+    is read once."""
     data = path.read_bytes()
-    if not data.endswith(b"\n"):
-        return False
-    return replacing is None or replacing.encode() not in data
+    if not data.endswith(b"\n") or (replacing is not None and replacing.encode() in data):
+        return None
+    first = data.split(b"\n", 1)[0].decode(locale.getpreferredencoding(False))
+    header = next(csv.reader([first]), [])
+    known = set(header)
+    if any(c not in known for c in columns) or any(k not in known for r in rows for k in r):
+        return None
+    return header
 
 
 def _write_at_end(path: Path, text: str) -> None:
