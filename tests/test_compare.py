@@ -208,3 +208,25 @@ def test_a_table_asked_for_by_name_is_shown_whole_before_the_predictions(capsys,
     table = shown.index("### samples_per_s (median")
     assert table < shown.index("### PREDICTED on GPUs") and "more lines with --full" not in shown
     assert "| bf16" in shown[table:] or "bf16 " in shown[table:]
+
+
+def test_a_tunes_steps_keep_their_order_when_one_was_made_by_its_resume(tmp_path, capsys):
+    """A step made by `tune --resume` has that command in its manifest: ordered by command, it
+    came before the tune's first step in `compare --full`; its number orders it."""
+    import shutil
+
+    from stbench.cli import main
+    from tests.helpers import ROOT
+
+    tune = tmp_path / "ref-cpu2-cnn-strain-tune"
+    shutil.copytree(ROOT / "results" / "reference" / tune.name, tune)
+    resumed = tune / "05-compile" / "manifest.json"
+    manifest = json.loads(resumed.read_text())
+    manifest["command"] = ["stbench", "tune", "--resume", str(tune)]
+    resumed.write_text(json.dumps(manifest))
+    with pytest.raises(SystemExit) as done:
+        main(["compare", str(tune), "--full"])
+    assert done.value.code == 0
+    heads = [x for x in capsys.readouterr().out.splitlines() if x.startswith(f"## {tune.name}/")]
+    steps = sorted(p.name for p in tune.iterdir() if p.is_dir())
+    assert [x.split("/", 1)[1].split()[0] for x in heads] == steps

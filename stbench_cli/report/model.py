@@ -255,14 +255,15 @@ def _sync_ms(runs: pd.DataFrame, epochs: pd.DataFrame) -> pd.Series:
 
 
 def studies(folders: Sequence[Folder]) -> list[Study]:
-    """The studies of these folders, by workload and then command; the hardware labelled over
-    them all, so one machine has one label in every study."""
+    """The studies of these folders, by workload and then command (a tune's steps by their
+    number: `Folder.order`); the hardware labelled over them all, so one machine has one label
+    in every study."""
     df = frame([r for f in folders for r in f.runs])
     by_key: dict[str, list[Folder]] = {}
     for f in folders:
         by_key.setdefault(f.study, []).append(f)
     out = []
-    for group in by_key.values():
+    for group in sorted(by_key.values(), key=lambda g: min(f.order for f in g)):
         paths = {str(f.path) for f in group}
         epochs = [{**asdict(e), "study": str(f.path)} for f in group for e in f.epochs]
         system = [{**asdict(s), "study": str(f.path)} for f in group for s in f.system]
@@ -274,7 +275,7 @@ def studies(folders: Sequence[Folder]) -> list[Study]:
         found = replace(found, unread=tuple(f.unread for f in group if f.unread))
         predicted = [p for f in group for p in f.predicted]
         out.append(replace(found, predicted=pd.DataFrame(predicted)) if predicted else found)
-    return sorted(out, key=lambda s: (s.workload, s.question))
+    return sorted(out, key=lambda s: s.workload)  # stable: in each workload, by `order`
 
 
 def few_threads(rows: pd.DataFrame, where: str) -> list[str]:

@@ -90,6 +90,15 @@ class Folder:
         return f"{self.path.parent.name}/{self.path.name}" if tuned else self.path.name
 
     @property
+    def order(self) -> tuple[str, ...]:
+        """Where its study stands among its workload's: by the command that made it; a tune's
+        steps by their tune and their number (a step made by `tune --resume` has that command,
+        and came before the tune's first step)."""
+        if (self.path.parent / TUNE_FILE).exists():
+            return ("stbench tune", self.path.parent.name, self.path.name)
+        return (self.question,)
+
+    @property
     def incomplete(self) -> str:
         """'' for a finished study; else what it has and the line that finishes it."""
         have = len({r["run_id"] for r in self.runs})
