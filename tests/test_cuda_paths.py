@@ -180,6 +180,9 @@ def test_gpu_vs_cpu_windows_on_cuda_reach_cuda_while_the_cpus_windows_go_on(fake
     logs = list((folder / "logs").glob("windows-*.log"))
     assert {f for log in logs for f in _cuda_failures(log)} == {"accelerator.py:select"}
     assert "best configuration besides its defaults" in " ".join(proc.stdout.split())
+    # one size: no picture of the ratio against the size, and the command says why
+    assert not (folder / "gpu-vs-cpu.png").exists()
+    assert "no picture: it draws the ratio against the size" in " ".join(proc.stderr.split())
 
 
 def test_run_with_a_budget_as_windows_on_cuda_reaches_cuda_while_the_cpus_go_on(

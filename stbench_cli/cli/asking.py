@@ -169,8 +169,12 @@ def gpu_vs_cpu(
     if rows:
         answered(plan.folder, rows)
         drawn = picture(plan.folder)
-        if drawn:
-            render.note(f"the picture: {drawn}")
+        render.note(
+            f"the picture: {drawn}"
+            if drawn
+            else "no picture: it draws the ratio against the size, and fewer than two sizes "
+            "have one"
+        )
     exit_for(rows, ("ok",))
 
 
