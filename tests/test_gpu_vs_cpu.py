@@ -657,3 +657,35 @@ def test_a_tune_steps_study_holds_each_value_against_the_steps_reference_as_the_
         (point,) = points(asked(step))
         assert point.other.name.endswith("compile=default"), point.other.name
         assert point.vs_tuned.value == pytest.approx(float(kept["ratio"]), rel=1e-9), tune.name
+
+
+@pytest.mark.parametrize("given", [None, 45.0])
+def test_a_resumed_question_runs_on_its_own_budget_unless_one_is_given(
+    tmp_path, monkeypatch, capsys, given
+):
+    """--resume finishes a study with its own options, as run's and tune's do: its budget
+    again, not the 600 s default a new study gets (a --budget 30 question, interrupted and
+    resumed, measured a size its budget had left out); a --budget given is taken."""
+    import shutil
+    import time
+
+    from stbench.cli import main
+    from stbench.runner import engine
+    from tests.helpers import ROOT
+
+    folder = tmp_path / "ref-cpu2-cnn-strain-gpu-vs-cpu"
+    shutil.copytree(ROOT / "results" / "reference" / folder.name, folder)
+    own = json.loads((folder / "manifest.json").read_text())["question"]["budget_s"]
+    asked = {}
+
+    def answer(plan, env, deadline, *args, **kwargs):
+        asked["left"] = deadline - time.time()
+        return []
+
+    monkeypatch.setattr(engine, "answer", answer)
+    extra = [] if given is None else ["--budget", str(given)]
+    with pytest.raises(SystemExit):
+        main(["gpu-vs-cpu", "--resume", str(folder), *extra])
+    capsys.readouterr()
+    expected = own if given is None else given
+    assert expected - 15 < asked["left"] <= expected

@@ -14,9 +14,12 @@ from .app import app
 from .options import FixedSets, Out, Preset, Resume, Seed, Smoke, StudyWorkload
 
 Budget = Annotated[
-    float,
+    float | None,
     typer.Option(
-        "--budget", metavar="SECONDS", help="wall seconds for the study, every round included"
+        "--budget",
+        metavar="SECONDS",
+        help="wall seconds for the study, every round included (default 600; a resumed "
+        "study's own)",
     ),
 ]
 Sizes = Annotated[
@@ -66,7 +69,7 @@ Gpus = Annotated[
 @app.command("gpu-vs-cpu", short_help="Is the GPU worth it, and from what size?")
 def gpu_vs_cpu(
     workload: StudyWorkload = None,
-    budget: Budget = 600.0,
+    budget: Budget = None,
     sizes: Sizes = None,
     window: Window = None,
     rounds: Rounds = 6,
@@ -92,7 +95,7 @@ def gpu_vs_cpu(
     """
     import time
 
-    deadline = time.time() + budget  # the budget is the command's: planning counts too
+    started = time.time()  # the budget is the command's: planning counts too
     from ..runner import warm
 
     warm.start_server(workload)  # the cells' server imports torch while this process plans
@@ -105,7 +108,7 @@ def gpu_vs_cpu(
     from .running import exit_for, import_what_a_study_needs, resume_line
 
     cards = _cards(gpus)  # a bad file is one line before anything runs
-    if not budget > 0 or (window is not None and not window > 0):
+    if (budget is not None and not budget > 0) or (window is not None and not window > 0):
         raise StbenchError("--budget and --window are seconds: give positive numbers")
     if rounds < 2:
         raise StbenchError(f"--rounds {rounds}: a paired interval needs at least 2 rounds")
@@ -119,7 +122,10 @@ def gpu_vs_cpu(
         cards = _cards(None, env.gpus)
     if resume:
         plan = plan_resume(workload, Path(resume), env, "gpu-vs-cpu")
+        # its own options, as run's and tune's resumes: its budget again, unless one is given
+        budget = budget or float(plan.manifest["question"]["budget_s"])
     else:
+        budget = budget or 600.0
         device = _gpu(device, env.gpu_count)
         q = Question(
             workload,
@@ -143,6 +149,7 @@ def gpu_vs_cpu(
                 "no GPU here: the answer holds the CPU's best configuration against its "
                 "defaults, and predicts each GPU's"
             )
+    deadline = started + budget
     from ..runner import predictions
 
     def anatomy(folder: Path, manifest: dict) -> None:
