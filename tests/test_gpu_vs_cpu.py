@@ -689,3 +689,49 @@ def test_a_resumed_question_runs_on_its_own_budget_unless_one_is_given(
     capsys.readouterr()
     expected = own if given is None else given
     assert expected - 15 < asked["left"] <= expected
+
+
+@pytest.mark.parametrize(
+    "folder", ["ref-h200-lstm-era5-gpu-vs-cpu", "ref-cpu2-lstm-era5-gpu-vs-cpu"]
+)
+def test_the_pictures_legend_title_and_words_stay_clear_of_the_plot_and_inside_it(
+    tmp_path, monkeypatch, folder
+):
+    """The legend below the axes and their labels (inside, wherever "best" put it, the H200's
+    five lines covered the parity line), the title and every word inside the figure (a title
+    wider than the figure, centred over the axes, lost its start)."""
+    import shutil
+
+    from stbench.cli.asking import picture
+    from stbench.report import plotting
+    from tests.helpers import ROOT
+
+    shutil.copytree(ROOT / "results" / "reference" / folder, tmp_path / folder)
+    seen = {}
+
+    def measured(fig):
+        renderer = fig.canvas.get_renderer()
+        fig.canvas.draw()
+        (ax,) = fig.axes
+        (legend,) = fig.legends
+        seen["axes"] = ax.get_tightbbox(renderer)
+        seen["legend"] = legend.get_window_extent(renderer)
+        seen["words"] = [ax.title.get_window_extent(renderer)] + [
+            t.get_window_extent(renderer) for t in ax.texts
+        ]
+        seen["plot"] = ax.bbox  # the axes' own box: the crossover's words stay in it
+        seen["inside"] = [t.get_window_extent(renderer) for t in ax.texts]
+        seen["figure"] = fig.bbox
+        return real(fig)
+
+    real = plotting.png
+    monkeypatch.setattr(plotting, "png", measured)
+    assert picture(tmp_path / folder) is not None
+    assert seen["legend"].y1 <= seen["axes"].y0  # below the axes, their tick labels and label
+    for box in [seen["legend"], *seen["words"]]:
+        assert seen["figure"].x0 <= box.x0 and box.x1 <= seen["figure"].x1
+        assert seen["figure"].y0 <= box.y0 and box.y1 <= seen["figure"].y1
+    assert seen["inside"]  # both studies mark where a side starts to pay
+    for box in seen["inside"]:  # under parity the axes held too little room for them
+        assert seen["plot"].x0 <= box.x0 and box.x1 <= seen["plot"].x1
+        assert seen["plot"].y0 <= box.y0 and box.y1 <= seen["plot"].y1

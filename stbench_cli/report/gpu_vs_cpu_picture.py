@@ -7,6 +7,7 @@ frame in, a PNG out (matplotlib loaded only when a picture is drawn).
 from __future__ import annotations
 
 import math
+import textwrap
 
 import pandas as pd
 
@@ -51,7 +52,7 @@ def figure(s: pd.DataFrame, workload: str, predicted: pd.DataFrame | None = None
     import matplotlib.pyplot as plt
 
     gpu, unit, cpu = has_gpu(s), unit_of(s), cpu_name(s)
-    fig, ax = plt.subplots(figsize=(6.4, 4.0), layout="constrained")
+    fig, ax = plt.subplots(figsize=(6.4, 4.6), layout="constrained")
     ax.grid(True, alpha=0.3)
     lines = [
         (
@@ -83,20 +84,24 @@ def figure(s: pd.DataFrame, workload: str, predicted: pd.DataFrame | None = None
         ax.axvline(start.count, color="#D55E00", linewidth=1.2, linestyle=":")
         # below parity, right of where it starts to pay: no measured point lies there (every
         # size from the crossover on is above 1x), so the words never cross a line
+        # on the line's left where it starts at the last size (on its right they left the
+        # picture, and the layout shrank the axes to keep them)
+        last = start.count >= max(p.count for p in found)
         ax.annotate(
             f"{'pays' if gpu else 'faster'} from {at_size(start, unit)}",
             (start.count, 1.0),
-            xytext=(6, -4),
+            xytext=(-6 if last else 6, -4),
             textcoords="offset points",
+            ha="right" if last else "left",
             va="top",
             fontsize=8,
             color="#D55E00",
         )
     ax.set_xscale("log")
     ax.set_yscale("log")
-    if start is not None:  # room under parity for those words
+    if start is not None:  # room under parity for those words: a tenth of the axes' height
         low, high = ax.get_ylim()
-        ax.set_ylim(min(low, 0.8), high)
+        ax.set_ylim(min(low, 0.8, high ** (-1 / 9)), high)
     ax.minorticks_off()
     ax.set_xticks([p.count for p in found])
     ax.set_xticklabels([whole(p.count) for p in found], fontsize=8)
@@ -116,9 +121,11 @@ def figure(s: pd.DataFrame, workload: str, predicted: pd.DataFrame | None = None
         if gpu
         else f"{cpu}, best configuration over its defaults"
     )
-    also = "; GPUs predicted" if guessed and not gpu else ""
-    ax.set_title(f"{workload}: {who}, by size{also}", fontsize=10)
-    ax.legend(loc="best", fontsize=8, frameon=False)
+    also = "\nand each GPU's predicted gain over the CPU's best" if guessed and not gpu else ""
+    # wrapped: centred over the axes, a line wider than the figure lost its start
+    ax.set_title(textwrap.fill(f"{workload}: {who}, by size", 72) + also, fontsize=10)
+    # below the axes: inside, wherever "best" put it, it covered a line or the parity line
+    fig.legend(loc="outside lower center", fontsize=8, frameon=False)
     said = caption(
         "samples/s of the GPU's fastest cell over each CPU cell at every size"
         if gpu
