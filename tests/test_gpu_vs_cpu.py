@@ -192,6 +192,13 @@ def test_sizes_candidates_and_levers_are_planned_from_the_workload():
         gpu_vs_cpu.axis_values(get("dcrnn-pems"), gpu_vs_cpu.Question("dcrnn-pems", sizes=("5k",)))
     with pytest.raises(StbenchError, match="positive integer"):
         gpu_vs_cpu.axis_values(get("cnn-strain"), gpu_vs_cpu.Question("cnn-strain", sizes=("abc",)))
+    # each size once (75 75 was one size, silently), small to large whatever the order typed
+    with pytest.raises(StbenchError, match="75 is named twice"):
+        gpu_vs_cpu.axis_values(
+            get("cnn-strain"), gpu_vs_cpu.Question("cnn-strain", sizes=("75", "75"))
+        )
+    cnn = gpu_vs_cpu.Question("cnn-strain", sizes=("600", "75", "4096"))
+    assert gpu_vs_cpu.axis_values(get("cnn-strain"), cnn) == (75, 600, 4096)
     assert gpu_vs_cpu.cpu_candidates({"threads": 0, "workers": 2}, 16) == [
         {"threads": 1},
         {"threads": 8},

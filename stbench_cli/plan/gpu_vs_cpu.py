@@ -66,8 +66,8 @@ class Config:
 
 
 def axis_values(w: Workload, q: Question) -> tuple[Any, ...]:
-    """The sizes asked: --sizes (checked against the parameter), else the workload's own (its
-    smoke pair with --smoke)."""
+    """The sizes asked: --sizes (checked against the parameter, each once, small to large), else
+    the workload's own (its smoke pair with --smoke)."""
     if w.size is None:
         raise StbenchError(
             f"{w.name} declares no size axis (Workload.size): name the parameter and its values "
@@ -76,12 +76,21 @@ def axis_values(w: Workload, q: Question) -> tuple[Any, ...]:
     if not q.sizes:
         return tuple((w.size.smoke or w.size.values[:2]) if q.smoke else w.size.values)
     if w.size.param == BATCH:
-        return tuple(_positive_int(v) for v in q.sizes)
-    param = w.all_params[w.size.param]
-    try:
-        return tuple(dict.fromkeys(param.parse(str(v)) for v in q.sizes))
-    except ValueError as exc:
-        raise StbenchError(f"--sizes: {exc}") from None
+        values = [_positive_int(v) for v in q.sizes]
+    else:
+        param = w.all_params[w.size.param]
+        try:
+            values = [param.parse(str(v)) for v in q.sizes]
+        except ValueError as exc:
+            raise StbenchError(f"--sizes: {exc}") from None
+    twice = [v for i, v in enumerate(values) if v in values[:i]]
+    if twice:  # a typo more often than a wish (75 75 for 75 750): said, never merged silently
+        raise StbenchError(
+            f"--sizes {' '.join(map(str, q.sizes))}: {twice[0]} is named twice; name each size once"
+        )
+    # small to large, as the workload's own run: the engine measures them in this order, the
+    # smallest first, and reads a lever falling behind as the work grows from the last two
+    return tuple(sorted(values, key=w.size.counted))
 
 
 def _positive_int(value) -> int:
