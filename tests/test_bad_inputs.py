@@ -28,6 +28,11 @@ BAD = [
     (["run", "--resume", MISSING], "no such result folder"),
     (["gpu-vs-cpu", "nope"], "unknown workload 'nope'"),
     (["gpu-vs-cpu", "cnn-strain", "--sizes", "abc"], "--sizes 'abc'"),
+    # a value named twice, as typed or as typed to (0.1 and 1e-1): never merged without a word
+    (["gpu-vs-cpu", "cnn-strain", "--sizes", "75", "75"], "--sizes: 75 is named twice"),
+    (["run", "cnn-strain", "--batch-size", "64", "64"], "--batch-size: 64 is named twice"),
+    (["run", "cnn-strain", "--set", "lr=0.1,1e-1"], "--set lr: 0.1 is named twice"),
+    (["run", "cnn-strain", "--device", "cpu", "cpu"], "--device: cpu is named twice"),
     (["gpu-vs-cpu", "cnn-strain", "--budget", "0"], "--budget and --window are seconds"),
     (["gpu-vs-cpu", "cnn-strain", "--rounds", "1"], "--rounds 1"),
     (["gpu-vs-cpu", "cnn-strain", "--set", "noise=0.1,0.2"], "one value per parameter"),

@@ -193,7 +193,7 @@ def test_sizes_candidates_and_levers_are_planned_from_the_workload():
     with pytest.raises(StbenchError, match="positive integer"):
         gpu_vs_cpu.axis_values(get("cnn-strain"), gpu_vs_cpu.Question("cnn-strain", sizes=("abc",)))
     # each size once (75 75 was one size, silently), small to large whatever the order typed
-    with pytest.raises(StbenchError, match="75 is named twice"):
+    with pytest.raises(StbenchError, match="--sizes: 75 is named twice"):
         gpu_vs_cpu.axis_values(
             get("cnn-strain"), gpu_vs_cpu.Question("cnn-strain", sizes=("75", "75"))
         )

@@ -32,7 +32,7 @@ from ..device import is_cuda
 from ..errors import StbenchError
 from ..store.manifest import GPU_VS_CPU_KIND, LEVER_KIND, RUN_KIND
 from .pairs import FIRST_ROUNDS, Comparison, compared
-from .spec import LIVE_LEVERS, RunSpec
+from .spec import LIVE_LEVERS, RunSpec, once
 
 # the CPU's quick levers: each changes inside a running process (no preload, no binding)
 CPU_LEVERS = LIVE_LEVERS
@@ -83,11 +83,7 @@ def axis_values(w: Workload, q: Question) -> tuple[Any, ...]:
             values = [param.parse(str(v)) for v in q.sizes]
         except ValueError as exc:
             raise StbenchError(f"--sizes: {exc}") from None
-    twice = [v for i, v in enumerate(values) if v in values[:i]]
-    if twice:  # a typo more often than a wish (75 75 for 75 750): said, never merged silently
-        raise StbenchError(
-            f"--sizes {' '.join(map(str, q.sizes))}: {twice[0]} is named twice; name each size once"
-        )
+    once("--sizes", values)
     # small to large, as the workload's own run: the engine measures them in this order, the
     # smallest first, and reads a lever falling behind as the work grows from the last two
     return tuple(sorted(values, key=w.size.counted))

@@ -30,6 +30,7 @@ from .spec import (
     check_strategy,
     expand,
     identify,
+    once,
     parse_set,
 )
 
@@ -103,9 +104,10 @@ def resolve_params(w: Workload, preset: str, smoke: bool, sets) -> tuple[dict, d
                 f"unknown parameter {key!r} for {w.name}; valid: {', '.join(sorted(specs))}"
             )
         try:
-            axes[key] = tuple(dict.fromkeys(specs[key].parse(v) for v in raw))
+            typed = [specs[key].parse(v) for v in raw]
         except ValueError as exc:
             raise StbenchError(f"--set {exc}") from None
+        axes[key] = once(f"--set {key}", typed)
     return base, axes, engine
 
 
@@ -160,8 +162,8 @@ def matrix_of(w: Workload, req: Request) -> MatrixSpec:
     base, axes, engine = resolve_params(w, req.preset or w.default_preset, req.smoke, req.sets)
     return MatrixSpec(
         workload=w.name,
-        devices=tuple(dict.fromkeys(check_device(d) for d in req.devices or ["cpu"])),
-        strategies=tuple(dict.fromkeys(check_strategy(s) for s in req.strategies or ["single"])),
+        devices=once("--device", [check_device(d) for d in req.devices or ["cpu"]]),
+        strategies=once("--strategy", [check_strategy(s) for s in req.strategies or ["single"]]),
         nprocs=check_positive("--nproc", req.nprocs or [1]),
         nnodes=check_positive("--nnodes", req.nnodes or [1]),
         batch_sizes=check_positive(

@@ -167,7 +167,18 @@ def check_positive(name: str, values: list[int]) -> tuple[int, ...]:
     for v in values:
         if v < 1:
             raise StbenchError(f"{name} {v} must be a positive integer")
-    return tuple(values)
+    return once(name, values)
+
+
+def once(option: str, values) -> tuple:
+    """An axis's values, each named once: one named twice is a line of its own (75 75 for 75
+    750 is a typo more often than a wish: merged, a study had a cell or a size fewer than
+    typed, and said nothing)."""
+    values = tuple(values)
+    twice = [v for i, v in enumerate(values) if v in values[:i]]
+    if twice:
+        raise StbenchError(f"{option}: {twice[0]} is named twice; name each value once")
+    return values
 
 
 def parse_set(texts: list[str]) -> list[tuple[str, list[str]]]:
