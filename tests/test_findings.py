@@ -140,6 +140,7 @@ def test_precision_and_compile_against_fp32_eager_with_payback():
         "20 steps."
     )
     assert f.table["vs fp32 eager"].tolist() == ["1.50x faster", "2.00x faster", "baseline"]
+    assert f.table["compile s"].tolist() == ["-", "6.40", "-"] and "compiling" in f.title
 
 
 def test_precision_against_torchs_default_where_no_cell_sets_strict_fp32():
@@ -152,6 +153,8 @@ def test_precision_against_torchs_default_where_no_cell_sets_strict_fp32():
     assert f.kind == "precision"
     assert f.text.startswith("Against torch's default precision, eager (100.0 ± 2.48 samples/s)")
     assert f.table["vs torch's default precision, eager"].tolist() == ["1.50x faster", "baseline"]
+    # nothing compiled: no column of dashes for it, no words of it over the table
+    assert "compile s" not in f.table.columns and "compiling" not in f.title
 
 
 def test_epochs_fit_fixed_and_per_epoch_cost():

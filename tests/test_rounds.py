@@ -181,8 +181,14 @@ def test_a_windowed_run_is_a_question_of_every_cell_against_the_first(env):
 def test_run_with_a_budget_measures_its_cells_as_paired_windows_and_resumes(tmp_path):
     """cnn-strain's smoke at batch 16 and 256 (samples/s ~3x apart) as windows: six paired
     rounds over two warm processes, each window a row, the comparison concluded."""
-    folder = one_study(
-        tmp_path / "out", "cnn-strain", "--smoke", "--batch-size", "16", "256", "--budget", "15"
+    proc = stbench(
+        "run", "cnn-strain", "--smoke", "--batch-size", "16", "256", "--budget", "15",
+        "--out", tmp_path / "out", check=True,
+    )  # fmt: skip
+    (folder,) = (tmp_path / "out").iterdir()
+    # it ends with its answer as compare prints it, a line a cell: a row a window was 12
+    assert "### samples/s" in proc.stdout and "paired over 6 rounds" in " ".join(
+        proc.stdout.split()
     )
     runs = read_runs(folder)
     manifest = read_manifest(folder)

@@ -174,7 +174,7 @@ def gpu_vs_cpu(
                 "windows (it failed, or took more than a third of the budget left)"
             )
     if rows:
-        answered(plan.folder, rows)
+        render_run.print_answer(plan.folder, rows)
         drawn = picture(plan.folder)
         render.note(
             f"the picture: {drawn}"
@@ -183,17 +183,6 @@ def gpu_vs_cpu(
             "have one"
         )
     exit_for(rows, ("ok",))
-
-
-def answered(folder: Path, rows: list) -> None:
-    """The answer as compare prints it: the finding, its flags, one line per size."""
-    from ..report import read, text
-    from ..report.model import studies
-
-    found = studies([read.folder_of(folder, rows)])
-    shown = text.compare(found, width=render.table_width(), limit=None)  # the whole answer
-    render.out.print(f"results in {folder}", soft_wrap=False, overflow="fold")
-    render.out.print(shown, markup=False, end="")
 
 
 def picture(folder: Path) -> Path | None:

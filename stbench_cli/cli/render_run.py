@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ..contract.params import setting
-from .render import err, out
+from .render import err, out, table_width
 
 
 def varied_params(cells) -> tuple[str, ...]:
@@ -237,3 +237,16 @@ def run_summary(study, shown, folder: Path) -> None:
             soft_wrap=False,
         )
     out.print(finding_text(shown, out.width), soft_wrap=False, markup=False)
+
+
+def print_answer(folder: Path, rows: list) -> None:
+    """A question's answer as compare prints it (the finding, its flags, a line per size or
+    configuration with its interval): what a study of rounds ends with, where a row a window
+    would fill the screen with repeats."""
+    from ..report import read, text
+    from ..report.model import studies
+
+    found = studies([read.folder_of(folder, rows)])
+    shown = text.compare(found, width=table_width(), limit=None)  # the whole answer
+    out.print(f"results in {folder}", soft_wrap=False, overflow="fold")
+    out.print(shown, markup=False, end="")

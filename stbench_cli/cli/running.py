@@ -313,11 +313,16 @@ def resume_line(plan, command: str) -> str:
 
 def print_study(folder: Path, runs: list) -> None:
     """A study's rows as compare reads them (its manifest's prices and question added): the
-    table of its runs, then its finding and flags."""
+    table of its runs, then its finding and flags; a study of rounds (--budget: windows, or
+    whole cells a round), its answer as compare prints it: a row a round was 12 lines for two
+    configurations."""
     from ..report import read
     from ..report.model import studies
     from ..report.view import view
 
+    if any(r.repeat for r in runs):
+        render_run.print_answer(folder, runs)
+        return
     (study,) = studies([read.folder_of(folder, runs)])
     render_run.run_summary(study, view(study), folder)
 

@@ -266,8 +266,11 @@ def precision_view(s: pd.DataFrame) -> tuple[str, pd.DataFrame]:
     rows = [tuple(r) for r in table[table.attrs["keys"]].itertuples(index=False)]
     named = _baseline(base) if base else "fp32 eager"
     table[f"vs {named}"] = [said.get(r, "-") for r in rows]
+    heading = f"samples/s ({SPREAD}) against {named}"
+    if not compiled:  # nothing compiled: a column of dashes, and words about it, say nothing
+        return heading, table
     table["compile s"] = [compiled.get(r, "-") for r in rows]
-    return f"samples/s ({SPREAD}) against {named}, and the median seconds spent compiling", table
+    return f"{heading}, and the median seconds spent compiling", table
 
 
 def _against(base: Cell, c: Cell) -> str:
