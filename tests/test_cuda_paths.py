@@ -158,16 +158,9 @@ def test_gpu_vs_cpu_windows_on_cuda_reach_cuda_while_the_cpus_windows_go_on(fake
     selection, a row each; the CPU's configurations in the same study are measured and
     answered."""
     proc = stbench(
-        "gpu-vs-cpu",
-        "cnn-strain",
-        "--smoke",
-        "--sizes",
-        "64",
-        "--budget",
-        30,
-        "--out",
-        tmp_path / "o",
-    )
+        "gpu-vs-cpu", "cnn-strain", "--smoke", "--sizes", "64", "--rounds", "2", "--budget", 15,
+        "--out", tmp_path / "o",
+    )  # fmt: skip
     assert proc.returncode == 1, proc.stderr[-2000:]
     (folder,) = (tmp_path / "o").iterdir()
     rows = read_runs(folder)
