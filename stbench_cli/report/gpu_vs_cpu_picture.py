@@ -82,10 +82,10 @@ def figure(s: pd.DataFrame, workload: str, predicted: pd.DataFrame | None = None
     start = crossover(found)
     if start is not None:
         ax.axvline(start.count, color="#D55E00", linewidth=1.2, linestyle=":")
-        # below parity, right of where it starts to pay: no measured point lies there (every
-        # size from the crossover on is above 1x), so the words never cross a line
-        # on the line's left where it starts at the last size (on its right they left the
-        # picture, and the layout shrank the axes to keep them)
+        # below parity, beside where it starts to pay: no measured point lies there (every
+        # size from the crossover on is above 1x), so the words never cross a line; on its
+        # right, or its left where it starts at the last size (on the right they left the
+        # picture there, and the layout shrank the axes to keep them)
         last = start.count >= max(p.count for p in found)
         ax.annotate(
             f"{'pays' if gpu else 'faster'} from {at_size(start, unit)}",

@@ -84,17 +84,21 @@ class Folder:
     context: Context = Context()  # its prices and question, beside its rows
 
     @property
+    def in_a_tune(self) -> bool:
+        """Whether it is a step of a tune (its parent folder holds the tune's file)."""
+        return (self.path.parent / TUNE_FILE).exists()
+
+    @property
     def name(self) -> str:
         """How a study names it: its folder's name; a tune's step with its tune's."""
-        tuned = (self.path.parent / TUNE_FILE).exists()
-        return f"{self.path.parent.name}/{self.path.name}" if tuned else self.path.name
+        return f"{self.path.parent.name}/{self.path.name}" if self.in_a_tune else self.path.name
 
     @property
     def order(self) -> tuple[str, ...]:
         """Where its study stands among its workload's: by the command that made it; a tune's
         steps by their tune and their number (a step made by `tune --resume` has that command,
         and came before the tune's first step)."""
-        if (self.path.parent / TUNE_FILE).exists():
+        if self.in_a_tune:
             return ("stbench tune", self.path.parent.name, self.path.name)
         return (self.question,)
 
