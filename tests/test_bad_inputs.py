@@ -68,16 +68,22 @@ def test_a_bad_input_is_one_line_and_exit_2_and_nothing_written(argv, said, tmp_
     assert sorted(p.name for p in tmp_path.iterdir()) == [FILE]  # nothing written
 
 
-def test_ctrl_c_during_run_prints_the_folder_and_the_resume_line(tmp_path):
-    """SIGINT once a row has landed: exit 130, one line naming what is done and how to finish,
+@pytest.mark.parametrize("signum,code", [(2, 130), (15, 143)], ids=["SIGINT", "SIGTERM"])
+def test_ctrl_c_during_run_prints_the_folder_and_the_resume_line(tmp_path, signum, code):
+    """SIGINT (Ctrl-C), or SIGTERM (a scheduler's time limit, `kill`, `timeout`), once a row has
+    landed: exit 130 or 143, one line naming what is done and how to finish, no process of the
+    running cell left (under SIGTERM it trained on alone: a 15-epoch stnn cell for 16 minutes),
     and the resume finishes the study with one row per cell. The second cell hangs (the faulty
     workload's `hang`), so the signal lands while it runs however slow the machine is; the
     resume ends it by its --timeout."""
+    import json
     import os
     import signal
     import subprocess
     import sys
     import time
+
+    import psutil
 
     from stbench.store.files import read_runs
 
@@ -98,12 +104,18 @@ def test_ctrl_c_during_run_prints_the_folder_and_the_resume_line(tmp_path):
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline and not list(out.glob("*/runs.csv")):
             time.sleep(0.1)
-        proc.send_signal(signal.SIGINT)
+        while time.monotonic() < deadline and not list(out.glob("*/.cells/*/group.json")):
+            time.sleep(0.1)  # the hanging cell's processes have started
+        (group,) = out.glob("*/.cells/*/group.json")
+        pids = json.loads(group.read_text())["pids"]
+        proc.send_signal(signum)
         _, err = proc.communicate(timeout=120)
     finally:
         proc.kill()  # where the signal was not obeyed: no run left behind
     (folder,) = out.iterdir()
-    assert proc.returncode == 130, err[-2000:]
+    assert proc.returncode == code, err[-2000:]
+    alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
+    assert not alive, f"the running cell's processes outlived the command: {alive}"
     line = next(ln for ln in err.splitlines() if ln.startswith("interrupted: "))
     assert line == (
         f"interrupted: 1 of 2 cells have their row in {folder}; "

@@ -223,8 +223,10 @@ def test_help_speaks_of_values_never_of_python_types(command, capsys, monkeypatc
 
 def test_a_progress_line_names_what_sets_its_cell_apart_and_its_round():
     """Two cells of one device, batch and epochs differ in a parameter: each progress line says
-    which (`run --set threads=0,1` printed identical lines before)."""
-    from stbench.cli.render_run import cell_label, varied_params
+    which (`run --set threads=0,1` printed identical lines before), and so does each cell's
+    comment in a printed script (`--dry-run`, sbatch: they said `repeat=0` for both)."""
+    from stbench.plan.spec import cell_label, varied_params
+    from stbench.runner.processes import label
 
     cells = [
         identify(RunSpec("cnn-strain", "cpu", "single", 64, 3, repeat=r, params=p))
@@ -236,6 +238,11 @@ def test_a_progress_line_names_what_sets_its_cell_apart_and_its_round():
     labels = [cell_label(c, varied) for c in cells]
     assert labels[1] == "cpu single batch=64 epochs=3 threads=1 round 1"
     assert len(set(labels)) == len(cells)
+    said = label(cells[3], cells)
+    assert (
+        said
+        == f"cnn-strain cpu single batch=64 epochs=3 threads=1 round 2 (run_id {cells[3].run_id})"
+    )
 
 
 def test_a_questions_progress_into_a_pipe_names_only_the_windows_that_did_not_end_ok(capsys):

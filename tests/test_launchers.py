@@ -182,7 +182,7 @@ def test_dry_run_prints_scripts_and_writes_nothing(tmp_path):
     assert run_id == identify(RunSpec.from_dict(spec)).run_id and spec["nodes"] == 2
     assert spec["world_size"] == 4
     assert proc.stdout.startswith(f"""\
-# cell 1/1: cnn-strain cpu ddp 2x2 batch=64 epochs=1 repeat=0 (run_id {run_id})
+# cell 1/1: cnn-strain cpu ddp 2x2 batch=64 epochs=1 round 1 (run_id {run_id})
 #!/bin/bash
 #SBATCH --job-name=stbench-{run_id}
 #SBATCH --nodes=2
@@ -338,7 +338,7 @@ def test_dry_run_of_local_and_srun_prints_each_nodes_command(tmp_path, capsys):
     text = dry()
     run_id = text.split("(run_id ")[1][:12]
     assert text.startswith(
-        "# cell 1/1: cnn-strain cpu ddp 2x2 batch=64 epochs=1 repeat=0 "
+        "# cell 1/1: cnn-strain cpu ddp 2x2 batch=64 epochs=1 round 1 "
         f"(run_id {run_id})\ncat > {run_id}.spec.json <<'SPEC'\n"
     )
     files = f"{run_id}.spec.json {run_id}.result.json"

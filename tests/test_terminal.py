@@ -154,7 +154,7 @@ def test_progress_into_a_log_is_one_line_per_finished_cell(tmp_path):
     assert [line.split("]")[0] for line in lines] == ["[1/2", "[2/2"]
     assert all(
         re.search(
-            r"cpu single batch=\d+ epochs=1 repeat=\d: ok in \d+\.\d s \(0:\d\d so far\)", line
+            r"cpu single batch=\d+ epochs=1 round \d: ok in \d+\.\d s \(0:\d\d so far\)", line
         )
         for line in lines
     ), lines

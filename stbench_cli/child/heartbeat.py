@@ -4,7 +4,9 @@ The trainer names its phase and counts its steps on a `Heartbeat` in memory (an 
 no file, no device synchronisation per step); a thread of its own writes the beat file when
 something changed, at most every `period` seconds (0.5: a small file replaced at most twice a
 second while the rank trains, which a shared file system of many ranks bears; the watchdog
-reads once a second and its limits are tens of seconds). A rank blocked in a collective or on
+reads once a second and its limits are tens of seconds). The same thread ends the rank when the
+parent that launched it is gone (killed where it could not end its cells: SIGKILL), as no one
+would read what it trains on for. A rank blocked in a collective or on
 the device stops changing, which is what the parent watches for, and its last beat says where
 it is. `close()` stops and joins the thread before the process leaves: nothing of it is alive
 at exit. Without a folder (a cell run in a test's process) nothing is written.
@@ -13,12 +15,16 @@ at exit. Without a folder (a cell run in a test's process) nothing is written.
 from __future__ import annotations
 
 import os
+import signal
 import socket
+import sys
 import threading
 import time
 from pathlib import Path
 
-from ..store.progress import TIMELINE, Beat, write_beat
+from ..store.progress import PARENT_ENV, TIMELINE, Beat, parent_gone, write_beat
+
+PARENT_S = 2.0  # how often a rank looks whether the parent that launched it is still there
 
 
 class Heartbeat:
@@ -31,6 +37,7 @@ class Heartbeat:
         # each phase seen, with when it was first entered (time.time()): where set-up time goes
         self.firsts: dict[str, float] = {self.name: time.time()}
         self.steps = self.work = 0
+        self.per_epoch = self.total_steps = 0  # what training will take, once it begins
         self.slowest = 0.0
         self.done = False
         self._stop = threading.Event()
@@ -65,6 +72,11 @@ class Heartbeat:
         if seconds > self.slowest:
             self.slowest = seconds
 
+    def planned(self, per_epoch: int, total_steps: int | None) -> None:
+        """Training begins: its steps an epoch and in all (None: a time budget decides), so
+        that a user watching a long cell sees how far it got (Beat.done_words)."""
+        self.per_epoch, self.total_steps = per_epoch, total_steps or 0
+
     def tick(self) -> None:
         """A unit of work that is not a step (an evaluation batch)."""
         self.work += 1
@@ -82,15 +94,23 @@ class Heartbeat:
             self.slowest,
             self.done,
             self.familiar,
+            self.per_epoch,
+            self.total_steps,
         )
 
     def _run(self) -> None:
-        last = None
+        last, parent = None, os.environ.get(PARENT_ENV, "")
+        looked = time.monotonic()
         while not self._stop.wait(self.period):
             now = self.beat()
             if now != last:
                 write_beat(self.folder, now)
                 last = now
+            if parent and time.monotonic() - looked >= PARENT_S:
+                looked = time.monotonic()
+                if parent_gone(parent):  # no one will read this rank's rows: stop training
+                    print(f"stbench: the parent ({parent}) is gone; ending", file=sys.stderr)
+                    os.kill(os.getpid(), signal.SIGKILL)
 
     def close(self, phase: str = "left the world", done: bool = True) -> None:
         """The last beat (written here, at once), with the thread stopped and joined; `done`:

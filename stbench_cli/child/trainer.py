@@ -125,6 +125,7 @@ class Trainer(Stepper, Evaluator, Summary):
         """Train until the epochs are done, the time budget is spent, or (with stop_at_target)
         an evaluation reaches the target: the cell's figures and one row per evaluation."""
         knobs, plan = self.cfg.knobs, self._cadence()
+        self.progress.planned(plan.per_epoch, plan.total)
         target = resolve_target(knobs.target, self.cfg.target_ratio, self.task.metric.naive)
         due = knobs.eval_every_s  # by time: the training seconds of the next evaluation (0: none)
         tally, status, reason, stopped = Tally(), "ok", "", "epochs"

@@ -3,19 +3,44 @@
 from __future__ import annotations
 
 import errno
+import signal
 import sys
 
 _FULL = (errno.ENOSPC, errno.EDQUOT)  # a full disk or quota: one line, not a traceback
+# A scheduler's time limit (Slurm's SIGTERM before its SIGKILL), `kill`, `timeout`, a closed
+# terminal: without a handler Python dies at once, and a cell's processes (forked from the warm
+# server, in a group of their own) trained on alone for as long as their epochs took
+STOPS = (signal.SIGTERM, signal.SIGHUP)
+
+
+class Stopped(KeyboardInterrupt):
+    """A stop signal other than Ctrl-C: the same path as Ctrl-C (every cell's processes ended,
+    the rows kept, one line on how to finish), exit 128 + its number as a shell reports it."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_stopped(signum: int, frame) -> None:
+    for sig in STOPS:  # the stop is under way: a second signal must not cut its clean-up short
+        signal.signal(sig, signal.SIG_IGN)
+    raise Stopped(signum)
 
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry: one clear line and exit 2 for any user error."""
+    for sig in STOPS:
+        if signal.getsignal(sig) is signal.SIG_DFL:  # one `nohup` ignores stays ignored
+            signal.signal(sig, _raise_stopped)
     try:
         _main(argv)
     # Ctrl-C while the commands load: Typer's own catch (exit 130) is not armed yet
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        from .render import exit_code
+
         sys.stderr.write("interrupted\n")
-        sys.exit(130)
+        sys.exit(exit_code(exc))
 
 
 def _main(argv: list[str] | None) -> None:

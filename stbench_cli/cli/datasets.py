@@ -70,7 +70,7 @@ def prepare_command(
         )
     except ValueError as exc:
         raise StbenchError(str(exc)) from None
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         render.error("interrupted; the blocks copied so far are kept: the same command resumes")
-        raise typer.Exit(130) from None
+        raise typer.Exit(render.exit_code(exc)) from None
     render.out.print(f"wrote {path}; use it with: stbench run {workload} --set data={path}")

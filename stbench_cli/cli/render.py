@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import textwrap
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,17 +37,24 @@ def note(message: str) -> None:
     err.print(message, markup=False)
 
 
+def exit_code(exc: KeyboardInterrupt) -> int:
+    """What a shell reports for the signal that stopped the command (cli.Stopped's, or SIGINT's
+    for Ctrl-C: 130)."""
+    return 128 + getattr(exc, "signum", signal.SIGINT)
+
+
 @contextmanager
 def interrupted(progress):
-    """Ctrl-C inside: one line saying how far it got (`progress()`), exit 130 as a shell reports
-    SIGINT, and no traceback (the user asked it to stop; nothing went wrong)."""
+    """Ctrl-C (or SIGTERM, SIGHUP) inside: one line saying how far it got (`progress()`), exit
+    130 (143, 129) as a shell reports the signal, and no traceback (the user or the scheduler
+    asked it to stop; nothing went wrong)."""
     import typer
 
     try:
         yield
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # or a stop signal (cli.Stopped): exit 128 + its number
         err.print(f"interrupted: {progress()}", markup=False)
-        raise typer.Exit(130) from None
+        raise typer.Exit(exit_code(exc)) from None
 
 
 def table_width() -> int | None:

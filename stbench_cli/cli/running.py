@@ -87,7 +87,9 @@ def run_with_progress(plan, env, timeout: float | None, stall: float | None = No
         def begin():
             warn_skips(plan)
             bar["start"], bar["done"] = stack.enter_context(
-                render_run.progress(len(plan.cells), done, render_run.varied_params(plan.cells))
+                render_run.progress(
+                    len(plan.cells), done, render_run.varied_params(plan.cells), plan.folder
+                )
             )
 
         return study.run_study(
@@ -325,6 +327,11 @@ def print_study(folder: Path, runs: list) -> None:
         return
     (study,) = studies([read.folder_of(folder, runs)])
     render_run.run_summary(study, view(study), folder)
+    if sum(r.status == "ok" for r in runs) > 1:  # cells to compare, on one run each
+        render.note(
+            f"One round: no interval. `stbench run --resume {folder} --budget SECONDS` adds "
+            "rounds until each cell is told from the first or looks equal to it."
+        )
 
 
 def dry(plans, timeout: float | None) -> None:

@@ -92,7 +92,9 @@ def tune(
     def watch(plan, seconds: float):  # a windowed step: a bar over its share of the budget
         return render_run.budget_progress(seconds, plan.cells)
 
-    Tuner(spec, root, env, run, tuple(sys.argv), render.note, watch).search()
+    kept = f"every window measured is kept in {root}; finish it: stbench tune --resume {root}"
+    with render.interrupted(lambda: kept):
+        Tuner(spec, root, env, run, tuple(sys.argv), render.note, watch).search()
     render.out.print(render.folded(finding(read_tune(root))), markup=False)
     render.out.print(f"tune in {root} (tune.json, tune.csv; a study per step)", markup=False)
 

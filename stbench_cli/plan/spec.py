@@ -146,6 +146,32 @@ def identify(cell: RunSpec) -> RunSpec:
     return replace(cell, run_id=hashlib.sha1(blob.encode()).hexdigest()[:12])
 
 
+def varied_params(cells: list[RunSpec]) -> tuple[str, ...]:
+    """The parameters whose value differs between a study's cells: what tells two cells of one
+    device, batch and epochs apart in a progress line or a printed script."""
+    values: dict[str, set] = {}
+    for c in cells:
+        for k, v in c.params:
+            values.setdefault(k, set()).add(str(v))
+    return tuple(k for k, seen in values.items() if len(seen) > 1)
+
+
+def cell_label(spec: RunSpec, varied: tuple[str, ...] = ()) -> str:
+    """'cpu single batch=64 epochs=3 threads=1 round 2': the cell's engine settings and each
+    parameter of `varied` (those that differ between the study's cells), then its round."""
+    world = ""
+    if spec.distributed:
+        world = (
+            f" x{spec.world_size}" if spec.nodes == 1 else f" {spec.nodes}x{spec.nproc_per_node}"
+        )
+    params = spec.param_dict
+    said = "".join(f" {k}={params.get(k)}" for k in varied)
+    return (
+        f"{spec.device} {spec.strategy}{world} batch={spec.batch_size} epochs={spec.epochs}"
+        f"{said} round {spec.repeat + 1}"
+    )
+
+
 def check_device(text: str) -> str:
     """Validate one --device value (device.parse's forms)."""
     try:

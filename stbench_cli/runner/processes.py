@@ -20,9 +20,16 @@ from pathlib import Path
 
 from ..device import is_cuda, parse
 from ..plan.launcher_config import Launch
-from ..plan.spec import RunSpec
+from ..plan.spec import RunSpec, cell_label, varied_params
 from ..store.cell_result import CellResult
-from ..store.progress import LAUNCHED_ENV, pg_timeout, read_beats
+from ..store.progress import (
+    LAUNCHED_ENV,
+    PARENT_ENV,
+    cell_work,
+    parent_mark,
+    pg_timeout,
+    read_beats,
+)
 from . import verdict, warm
 from .nvml import GpuReader, handles
 from .sysmon import SystemSampler
@@ -66,7 +73,7 @@ class CellJob:
     def work(
         self,
     ) -> Path:  # scratch folder of the cell: its spec, its result (on the shared FS for Slurm)
-        return self.folder / ".cells" / self.spec.run_id
+        return cell_work(self.folder, self.spec.run_id)
 
     @property
     def spec_path(self) -> Path:
@@ -89,13 +96,10 @@ class CellJob:
         self.spec_path.write_text(self.spec.to_json())
 
 
-def label(spec: RunSpec) -> str:
-    """A cell in one line, for printed scripts."""
-    world = f" {spec.nodes}x{spec.nproc_per_node}" if spec.distributed else ""
-    return (
-        f"{spec.workload} {spec.device} {spec.strategy}{world} batch={spec.batch_size} "
-        f"epochs={spec.epochs} repeat={spec.repeat} (run_id {spec.run_id})"
-    )
+def label(spec: RunSpec, cells: list[RunSpec] = ()) -> str:
+    """A cell in one line, for printed scripts: its workload, the progress line's words (with
+    each parameter that tells it from the study's other `cells`) and its run id."""
+    return f"{spec.workload} {cell_label(spec, varied_params(cells))} (run_id {spec.run_id})"
 
 
 def gpu_indices(spec: RunSpec) -> list[int]:
@@ -177,7 +181,11 @@ def run_processes(
     (watch.py): the first to fail, a stall or the timeout ends them all. `forked(command, env,
     log)`: start the cell's one process from the warm server instead (warm.py)."""
     kill_leftovers(cell.work, cell.spec_path)
-    envs = [{**env, LAUNCHED_ENV: f"{time.time():.3f}"} for env in envs]  # the timeline's zero
+    launched = {
+        LAUNCHED_ENV: f"{time.time():.3f}",
+        PARENT_ENV: parent_mark(),
+    }  # the timeline's zero
+    envs = [{**env, **launched} for env in envs]
     t0 = time.perf_counter()
     with open(cell.log, "w") as out:
         try:

@@ -38,6 +38,8 @@ import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from ..store.progress import LAUNCHED_ENV, PARENT_ENV
+
 # What the server imports: everything a cell imports before its first step.
 PRELOAD = ("stbench.child.preload",)
 # Environment variables a forked cell sets in its own environment before anything reads them
@@ -53,7 +55,8 @@ LATE = frozenset(
         "TORCH_NCCL_ASYNC_ERROR_HANDLING",
         "PYTORCH_NVML_BASED_CUDA_CHECK",
         "STBENCH_THREADS",
-        "STBENCH_LAUNCHED",
+        LAUNCHED_ENV,
+        PARENT_ENV,  # read by the cell's heartbeat thread
         # torch sets it in a process's environment the first time inductor asks for its cache
         # (a step's anatomy measured in the parent does) and reads it only then, never at import
         "TORCHINDUCTOR_CACHE_DIR",

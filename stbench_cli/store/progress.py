@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -33,6 +34,10 @@ TIMELINE = "stbench: phases first entered, seconds after the parent launched the
 # when the parent launched a cell's processes (time.time()), in their environment: the zero of
 # the cell's timeline, exact where a process's own start time has a second's resolution
 LAUNCHED_ENV = "STBENCH_LAUNCHED"
+# who launched a cell: "host pid start-time" of the parent stbench process, for its ranks to end
+# themselves should it die without ending them (SIGKILL: the OOM killer, Slurm's after its
+# SIGTERM); a rank on another host (srun, mpirun) cannot tell, and ignores it
+PARENT_ENV = "STBENCH_PARENT"
 PG_MARGIN_S = 60.0  # a process group's timeout: the limit's floor and this margin
 
 
@@ -50,9 +55,29 @@ class Beat:
     slowest_s: float = 0.0  # its slowest training step so far (host seconds)
     done: bool = False  # it left the world: training over, every process group destroyed
     familiar: bool = False  # it was in this phase before (a step, an evaluation batch)
+    per_epoch: int = 0  # training steps an epoch (0: training has not begun)
+    total_steps: int = 0  # training steps the run will take (0: a time budget decides)
 
     def where(self) -> str:
         return f"rank {self.rank} (node {self.node}, pid {self.pid}) in {self.phase}"
+
+    def done_words(self) -> str:
+        """How far its training got, for a user watching a long cell: 'epoch 4/15 (23%)',
+        'epoch 4' where a time budget decides the end, '' before the first step."""
+        if not self.per_epoch or not self.steps:
+            return ""
+        epoch = self.steps // self.per_epoch + 1  # the step running now is in this epoch
+        if not self.total_steps:
+            return f"epoch {epoch}"
+        epochs = -(-self.total_steps // self.per_epoch)
+        share = min(self.steps / self.total_steps, 1.0)  # the memory figures' step: one more
+        return f"epoch {min(epoch, epochs)}/{epochs} ({share:.0%})"
+
+
+def cell_work(study: Path, run_id: str) -> Path:
+    """A cell's scratch folder in its study: its spec, its result and its ranks' beats (on the
+    shared file system under Slurm)."""
+    return study / ".cells" / run_id
 
 
 def beat_path(folder: Path, rank: int) -> Path:
@@ -69,6 +94,29 @@ def write_beat(folder: Path, beat: Beat) -> None:
         os.replace(tmp, path)
     except OSError:  # a full disk: never stop a rank for its beat
         tmp.unlink(missing_ok=True)
+
+
+def parent_mark() -> str:
+    """This process, as a cell's ranks find it again (PARENT_ENV): its host, pid and start."""
+    import psutil
+
+    return f"{socket.gethostname()} {os.getpid()} {psutil.Process().create_time():.2f}"
+
+
+def parent_gone(mark: str) -> bool:
+    """Whether the process `mark` names is gone from this host (a pid taken again by another
+    process is gone too); False where it ran on another host, or the mark is not one."""
+    import psutil
+
+    try:
+        host, pid, start = mark.split()
+        if host != socket.gethostname():
+            return False
+        return f"{psutil.Process(int(pid)).create_time():.2f}" != start
+    except ValueError:
+        return False
+    except psutil.Error:  # no such process
+        return True
 
 
 def read_beats(folder: Path) -> dict[int, Beat]:

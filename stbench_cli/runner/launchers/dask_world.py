@@ -247,7 +247,10 @@ def describe(plan: Plan, timeout: float | None) -> str:
     for i, spec in enumerate(plan.cells, 1):
         name = f"{spec.run_id}.spec.json"
         cell = torchrun.cell_args(name, f"{spec.run_id}.result.json")
-        lines = [f"# cell {i}/{len(plan.cells)}: {label(spec)}", torchrun.spec_heredoc(spec, name)]
+        lines = [
+            f"# cell {i}/{len(plan.cells)}: {label(spec, plan.cells)}",
+            torchrun.spec_heredoc(spec, name),
+        ]
         workers = [f"@WORKER{r}@" for r in range(spec.world_size)]
         for rank, env in enumerate(rank_envs(spec, workers, 29500, "@SCHEDULER@")):
             env = {k: v for k, v in env.items() if k not in ("GLOO_SOCKET_IFNAME", "GROUP_RANK")}

@@ -97,7 +97,10 @@ def describe(plan: Plan, timeout: float | None) -> str:
     for i, spec in enumerate(plan.cells, 1):
         name = f"{spec.run_id}.spec.json"
         cell = torchrun.cell_args(name, f"{spec.run_id}.result.json")
-        lines = [f"# cell {i}/{len(plan.cells)}: {label(spec)}", torchrun.spec_heredoc(spec, name)]
+        lines = [
+            f"# cell {i}/{len(plan.cells)}: {label(spec, plan.cells)}",
+            torchrun.spec_heredoc(spec, name),
+        ]
         if spec.distributed and spec.nodes > 1:
             for rank in range(spec.nodes):
                 argv = torchrun.node(spec, "python", cell, rank, "@ADDR@", 29500)

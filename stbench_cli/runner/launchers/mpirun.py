@@ -112,7 +112,8 @@ def describe(plan: Plan, timeout: float | None) -> str:
         name = f"{spec.run_id}.spec.json"
         cell = torchrun.cell_args(name, f"{spec.run_id}.result.json")
         parts.append(
-            f"# cell {i}/{len(plan.cells)}: {label(spec)}\n{torchrun.spec_heredoc(spec, name)}\n"
+            f"# cell {i}/{len(plan.cells)}: {label(spec, plan.cells)}\n"
+            f"{torchrun.spec_heredoc(spec, name)}\n"
             + shlex.join(command(spec, cell, "python", 29500))
         )
     return "\n\n".join(parts) + "\n"

@@ -32,7 +32,7 @@ def cell_script(plan: Plan, index: int, timeout: float | None, python: str = "py
     )
     step = torchrun.srun(spec, script, cpus)
     return (
-        f"# cell {index + 1}/{len(plan.cells)}: {label(spec)}\n{header(opts)}\n"
+        f"# cell {index + 1}/{len(plan.cells)}: {label(spec, plan.cells)}\n{header(opts)}\n"
         f"{torchrun.spec_heredoc(spec, name)}\n{shlex.join(step)}"
     )
 

@@ -88,7 +88,8 @@ def describe(plan: Plan, timeout: float | None) -> str:
             spec, torchrun.cell_args(name, f"{spec.run_id}.result.json"), "python", {}, timeout
         )
         parts.append(
-            f"# cell {i}/{len(plan.cells)}: {label(spec)}\n{torchrun.spec_heredoc(spec, name)}\n"
+            f"# cell {i}/{len(plan.cells)}: {label(spec, plan.cells)}\n"
+            f"{torchrun.spec_heredoc(spec, name)}\n"
             f"{shlex.join(argv)}"
         )
     return "\n\n".join(parts) + "\n"
