@@ -1,7 +1,8 @@
 """A running cell's heartbeat: how far its training got, shown while it runs (the rank's beat
 says its epochs and steps, the bar shows them, a log gets a line a minute), and its rank ending
-itself when the parent that launched it was killed."""
+itself when the parent that launched it was killed (a question's windows process too)."""
 
+import contextlib
 import io
 import json
 import os
@@ -114,3 +115,39 @@ def test_a_cell_ends_itself_when_its_parent_is_killed(tmp_path):
         for pid in pids:
             if psutil.pid_exists(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_a_questions_windows_end_when_their_parent_is_killed(tmp_path):
+    """A gpu-vs-cpu question's warm process runs the windows it was given up to the study's
+    deadline (600 s by default); with its parent killed outright it stops at the next one."""
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "stbench", "gpu-vs-cpu", "cnn-strain", "--budget", "300"]
+    parent = subprocess.Popen(
+        [*argv, "--sizes", "75", "--window", "2", "--out", str(out)],  # 9+ windows: 20+ s
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    held: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not held:
+            rows = [r for r in out.glob("*/.windows/*/rows.jsonl") if r.stat().st_size]
+            held = [p for p in psutil.process_iter() if rows and _holds(p, rows)]
+            time.sleep(0.2)
+        assert held, "no windows process wrote a row"
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+        _, alive = psutil.wait_procs(held, timeout=8)  # the window it is in ends first
+        assert not alive, "the windows process outlived its killed parent by 8 s"
+    finally:
+        parent.kill()
+        for p in held:
+            with contextlib.suppress(psutil.Error):
+                p.kill()
+
+
+def _holds(process: psutil.Process, paths) -> bool:
+    try:
+        return any(f.path in {str(p) for p in paths} for f in process.open_files())
+    except psutil.Error:
+        return False

@@ -44,6 +44,7 @@ from ..contract import BuildContext, TrainerParams
 from ..device import Accelerator
 from ..plan.spec import LIVE_LEVERS, RunSpec, WindowsJob
 from ..store.cell_result import STEP_PHASES, Figures
+from ..store.progress import PARENT_ENV, parent_gone
 from . import cpu
 from .cell import classify, last_line, leave
 
@@ -259,10 +260,14 @@ def main(argv: list[str]) -> int:
     job = WindowsJob.from_json(Path(argv[0]).read_text())
     out = Path(argv[1])
     windows = Windows(job)
+    parent = os.environ.get(PARENT_ENV, "")
     with out.open("a") as rows:
         for spec in job.windows:
             if not windows.fits(spec, job.deadline):
                 print(f"stbench: window {spec.run_id} would end past the deadline", file=sys.stderr)
+                break
+            if parent and parent_gone(parent):  # killed outright: no one reads these rows
+                print(f"stbench: the parent ({parent}) is gone; ending", file=sys.stderr)
                 break
             print(f"stbench: window {spec.run_id}", file=sys.stderr, flush=True)
             rows.write(json.dumps(windows.run(spec), default=float) + "\n")
