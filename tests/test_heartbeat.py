@@ -12,6 +12,7 @@ import sys
 import time
 
 import psutil
+import pytest
 from rich.console import Console
 
 from stbench.child import cell
@@ -117,6 +118,7 @@ def test_a_cell_ends_itself_when_its_parent_is_killed(tmp_path):
                 os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.slow  # 14 s; the cell's own test above is the same mark read by the same rule
 def test_a_questions_windows_end_when_their_parent_is_killed(tmp_path):
     """A gpu-vs-cpu question's warm process runs the windows it was given up to the study's
     deadline (600 s by default); with its parent killed outright it stops at the next one."""

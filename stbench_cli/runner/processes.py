@@ -196,27 +196,29 @@ def run_processes(
             )
         except warm.Unavailable:  # the server is gone: this cell, and later ones, start fresh
             procs = _start_group(commands, envs, out)
-    pids = [p.pid for p in procs]
-    (cell.work / "group.json").write_text(
-        json.dumps({"host": socket.gethostname(), "pids": pids, "started": started(pids)})
-    )
-    sampler = SystemSampler(
-        pids,
-        GpuReader(handles(list(cell.gpu_uuids))),
-        cell.interval,
-        gpu_cell=is_cuda(cell.spec.device),
-    ).start()
+    pids, sampler = [p.pid for p in procs], None
+    # from here on a stop (Ctrl-C, SIGTERM) ends the cell's processes wherever it lands: it came
+    # once between the group file and the watch, and the cell trained on without its parent
     try:
+        (cell.work / "group.json").write_text(
+            json.dumps({"host": socket.gethostname(), "pids": pids, "started": started(pids)})
+        )
+        sampler = SystemSampler(
+            pids,
+            GpuReader(handles(list(cell.gpu_uuids))),
+            cell.interval,
+            gpu_cell=is_cuda(cell.spec.device),
+        ).start()
         ending = watch(procs, cell.timeout, Stalls(cell.work, cell.stall, cell.spec.world_size))
         if not ending.clean:
             end_world(cell, pids, grace)
         for p in procs:
             p.wait()
-    except BaseException:  # Ctrl-C in the parent: leave no orphaned cell behind
+    except BaseException:  # a stop in the parent: leave no orphaned cell behind
         end_world(cell, pids, grace)
         raise
     finally:
-        energy = sampler.stop()
+        energy = sampler.stop() if sampler is not None else None
     return Outcome(
         result_of(cell, ending, role),
         system=sampler.rows,
