@@ -22,14 +22,7 @@ from ..device import is_cuda, parse
 from ..plan.launcher_config import Launch
 from ..plan.spec import RunSpec, cell_label, varied_params
 from ..store.cell_result import CellResult
-from ..store.progress import (
-    LAUNCHED_ENV,
-    PARENT_ENV,
-    cell_work,
-    parent_mark,
-    pg_timeout,
-    read_beats,
-)
+from ..store.progress import cell_work, launch_env, pg_timeout, read_beats
 from . import verdict, warm
 from .nvml import GpuReader, handles
 from .sysmon import SystemSampler
@@ -181,10 +174,7 @@ def run_processes(
     (watch.py): the first to fail, a stall or the timeout ends them all. `forked(command, env,
     log)`: start the cell's one process from the warm server instead (warm.py)."""
     kill_leftovers(cell.work, cell.spec_path)
-    launched = {
-        LAUNCHED_ENV: f"{time.time():.3f}",
-        PARENT_ENV: parent_mark(),
-    }  # the timeline's zero
+    launched = launch_env(time.time())  # the timeline's zero, and who launched it
     envs = [{**env, **launched} for env in envs]
     t0 = time.perf_counter()
     with open(cell.log, "w") as out:

@@ -25,7 +25,7 @@ from ..plan.spec import RunSpec, WindowsJob
 from ..store.cell_result import CellResult, Figures
 from ..store.files import write_cell
 from ..store.machine import EnvInfo
-from ..store.progress import LAUNCHED_ENV, PARENT_ENV, parent_mark
+from ..store.progress import launch_env
 from ..store.rows import Derived, Run, RunRow, run_of
 from . import warm
 from .study import identity, machine
@@ -67,12 +67,8 @@ def run_process(
     job.write_text(WindowsJob(tuple(windows), window_s, min_steps, deadline).to_json())
     command = [sys.executable, "-m", "stbench.child.windows", str(job), str(rows_path)]
     launched = time.time()
-    environ = {
-        **os.environ,
-        "PYTHONUNBUFFERED": "1",
-        LAUNCHED_ENV: str(launched),
-        PARENT_ENV: parent_mark(),  # a parent killed outright: the process ends between windows
-    }
+    # the parent's mark: a parent killed outright, the process ends between windows
+    environ = {**os.environ, "PYTHONUNBUFFERED": "1", **launch_env(launched)}
     process = _start_windows(command, environ, log)
     try:
         done, first_at, broke, refork, code = _follow_rows(

@@ -103,6 +103,12 @@ def parent_mark() -> str:
     return f"{socket.gethostname()} {os.getpid()} {psutil.Process().create_time():.2f}"
 
 
+def launch_env(launched: float) -> dict[str, str]:
+    """What a launched cell's (or windows process's) environment gets from its parent: the
+    timeline's zero (`launched`, time.time()) and the parent's mark."""
+    return {LAUNCHED_ENV: f"{launched:.3f}", PARENT_ENV: parent_mark()}
+
+
 def parent_gone(mark: str) -> bool:
     """Whether the process `mark` names is gone from this host (a pid taken again by another
     process is gone too); False where it ran on another host, or the mark is not one."""
