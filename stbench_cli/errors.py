@@ -47,3 +47,11 @@ def a_folder(path: Path, flag: str = "--out") -> Path:
     if path.exists() and not path.is_dir():
         raise StbenchError(f"{flag} {path} is a file; give a folder (it is made if missing)")
     return path
+
+
+def a_result_folder(path: Path) -> Path:
+    """`path`, a study's folder to finish (--resume): a missing one is one line, the same in
+    every command that resumes."""
+    if not path.is_dir():
+        raise StbenchError(f"--resume {path}: no such result folder")
+    return path

@@ -36,8 +36,14 @@ BAD = [
     (["gpu-vs-cpu", "cnn-strain", "--budget", "0"], "--budget and --window are seconds"),
     (["gpu-vs-cpu", "cnn-strain", "--rounds", "1"], "--rounds 1"),
     (["gpu-vs-cpu", "cnn-strain", "--set", "noise=0.1,0.2"], "one value per parameter"),
+    (["gpu-vs-cpu", "cnn-strain", "--device", "tpu"], "--device 'tpu' is not a device"),
+    (["gpu-vs-cpu", "--resume", MISSING], "no such result folder"),
     (["tune", "nope"], "unknown workload 'nope'"),
     (["tune", "cnn-strain", "--rounds", "1"], "--rounds 1"),
+    (["tune", "cnn-strain", "--set", "nope=1"], "unknown parameter 'nope'"),
+    (["tune", "cnn-strain", "--batch-size", "0"], "--batch-size 0 must be a positive integer"),
+    (["tune", "--resume", MISSING], "no such result folder"),
+    (["run", "--all", "--set", "nope=1"], "unknown parameter 'nope'"),
     (["profile", "nope"], "unknown workload 'nope'"),
     (["profile", "cnn-strain", "--steps", "0"], "--steps 0"),
     (["compare", MISSING], MISSING),
@@ -125,7 +131,7 @@ def test_ctrl_c_during_run_prints_the_folder_and_the_resume_line(tmp_path, signu
     assert [r["status"] for r in read_runs(folder)] == ["ok"]
     if signum != signal.SIGINT:
         return  # the folder is what Ctrl-C leaves: its resume is checked once
-    again = stbench("run", "--resume", folder, "--timeout", "5", timeout=300)
+    again = stbench("run", "--resume", folder, "--timeout", "3", timeout=300)
     assert again.returncode == 1, again.stderr[-2000:]  # not every cell ended ok
     assert [r["status"] for r in read_runs(folder)] == ["ok", "timeout"]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Annotated
@@ -101,7 +102,7 @@ def gpu_vs_cpu(
     warm.start_server(workload)  # the cells' server imports torch while this process plans
     from ..errors import StbenchError
     from ..plan.gpu_vs_cpu import Question
-    from ..plan.planner import plan_question, plan_resume
+    from ..plan.planner import check_question, plan_question, plan_resume, stored_study
     from ..runner import envinfo
     from ..runner.engine import answer
     from ..store import host
@@ -114,6 +115,25 @@ def gpu_vs_cpu(
         raise StbenchError(f"--rounds {rounds}: a paired interval needs at least 2 rounds")
     if not (workload or resume):
         raise StbenchError("stbench gpu-vs-cpu needs a WORKLOAD (see `stbench list`) or --resume")
+    q = Question(
+        workload,
+        tuple(sizes or ()),
+        budget or 600.0,
+        window,
+        "" if device == "none" else device,  # the machine's GPU, if any, once it is known
+        cuda_graphs,
+        smoke,
+        preset,
+        seed,
+        Path(out),
+        sets=tuple(set_ or ()),
+        full_rounds=rounds,
+    )
+    # what a bad input can be refused for, before the inventory waits for the cells' server
+    if resume:
+        stored_study(workload, Path(resume), "gpu-vs-cpu")
+    else:
+        check_question(q)
     import_what_a_study_needs()
     from ..report import gpu_vs_cpu_picture, plotting  # noqa: F401  (its picture's, likewise)
 
@@ -125,22 +145,9 @@ def gpu_vs_cpu(
         # its own options, as run's and tune's resumes: its budget again, unless one is given
         budget = budget or float(plan.manifest["question"]["budget_s"])
     else:
-        budget = budget or 600.0
+        budget = q.budget_s
         device = _gpu(device, env.gpu_count)
-        q = Question(
-            workload,
-            tuple(sizes or ()),
-            budget,
-            window,
-            device,
-            cuda_graphs,
-            smoke,
-            preset,
-            seed,
-            Path(out),
-            sets=tuple(set_ or ()),
-            full_rounds=rounds,
-        )
+        q = replace(q, gpu=device)
         plan = plan_question(
             q, env, host.physical_cores(), tuple(sys.argv), bf16=host.native_bf16()
         )

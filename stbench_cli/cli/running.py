@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Annotated
@@ -120,8 +120,8 @@ class RunRequest:
 
     def check(self) -> RunRequest:
         """One of a WORKLOAD, --all or --resume FOLDER; positive seconds; else one line."""
-        from ..errors import StbenchError
-        from ..plan import registry
+        from ..errors import StbenchError, a_folder
+        from ..plan import planner
         from ..plan.launcher_config import make_launch
 
         named = bool(self.matrix.workload)
@@ -130,8 +130,6 @@ class RunRequest:
                 "stbench run needs one of: a WORKLOAD (see `stbench list`), --all (every "
                 "workload), or --resume FOLDER to finish a study"
             )
-        if named:
-            registry.get(self.matrix.workload)  # an unknown name lists the valid ones
         make_launch(
             self.matrix.launcher,
             list(self.matrix.slurm),
@@ -145,7 +143,22 @@ class RunRequest:
         ):
             if seconds is not None and not seconds > 0:
                 raise StbenchError(f"{flag} {seconds:g} must be a positive number of seconds")
+        if self.resume:
+            planner.stored_study(self.matrix.workload or None, self.resume, "run")
+        for name in self.workloads():  # an unknown name lists the valid ones
+            planner.check_new(replace(self.matrix, workload=name))
+        if not self.resume:
+            a_folder(self.matrix.out)
         return self
+
+    def workloads(self) -> list[str]:
+        """The workloads of its new studies: --all's every registered one, else the one named
+        (none where it resumes a study)."""
+        from ..plan import registry
+
+        if self.resume:
+            return []
+        return [w.name for w in registry.all_workloads()] if self.every else [self.matrix.workload]
 
 
 @app.command("run", short_help="Run a study: a matrix of cells, each a row.")
@@ -276,17 +289,14 @@ def study_plans(asked: RunRequest, env) -> list:
     """The plan of the study --resume finishes, or a new study's per workload (--all: every
     registered one); with --budget, each as windows of warm processes where its cells can be
     (plan.rounds.run_as_windows)."""
-    from dataclasses import replace
-
-    from ..plan import planner, registry
+    from ..plan import planner
     from ..plan.rounds import run_as_windows, windows_refused
 
     if asked.resume:
         return [planner.plan_resume(asked.matrix.workload or None, asked.resume, env, "run")]
-    names = [w.name for w in registry.all_workloads()] if asked.every else [asked.matrix.workload]
     plans = [
         planner.plan_new(replace(asked.matrix, workload=name), env, tuple(sys.argv))
-        for name in names
+        for name in asked.workloads()
     ]
     if asked.budget is None:
         return plans
@@ -384,11 +394,15 @@ def profile(
         seed=seed,
         out=out,
     )
-    asked = RunRequest(request, timeout=timeout, stall=stall_limit, accept=accepted(expect))
-    asked.check()
+    asked = RunRequest(
+        planner.profile_request(request, steps),
+        timeout=timeout,
+        stall=stall_limit,
+        accept=accepted(expect),
+    ).check()
     import_what_a_study_needs()
     env = envinfo.inventory()
-    plan = planner.plan_profile(request, env, steps, tuple(sys.argv))
+    plan = planner.plan_profile(asked.matrix, env, tuple(sys.argv))
     with render.interrupted(partial(resume_line, plan, "stbench run")):
         rows = run_with_progress(plan, env, timeout, stall_limit)
     whole, fitted = report(plan.folder, list(rows), render.table_width())

@@ -102,7 +102,7 @@ def tune(
 def _request(workload: str | None, resume: Path | None, budget: float | None, asked, out: Path):
     """(the tune's request, its folder): asked anew, or read back from --resume DIR with a new
     --budget if one is given."""
-    from ..errors import StbenchError
+    from ..errors import StbenchError, a_result_folder
     from ..plan import registry
     from ..plan.planner import new_folder
     from ..plan.tuning import TUNE_FILE, TuneSpec
@@ -114,6 +114,7 @@ def _request(workload: str | None, resume: Path | None, budget: float | None, as
             )
         registry.get(workload)
         return asked.check(), new_folder(out, f"{workload}-tune")
+    a_result_folder(resume)
     if not (resume / TUNE_FILE).exists() and (resume / "manifest.json").exists():
         from ..plan.planner import finished_by
 

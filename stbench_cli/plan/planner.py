@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..contract import BATCH, Workload
-from ..errors import StbenchError, a_folder
+from ..errors import StbenchError, a_folder, a_result_folder
 from ..store.files import TUNE_FILE, read_runs
 from ..store.machine import EnvInfo
 from ..store.manifest import GPU_VS_CPU_KIND, read_manifest
@@ -179,10 +179,18 @@ def matrix_of(w: Workload, req: Request) -> MatrixSpec:
     )
 
 
-def plan_new(req: Request, env: EnvInfo, command: tuple[str, ...] = ()) -> Plan:
+def check_new(req: Request) -> tuple[Workload, MatrixSpec]:
+    """A new study's workload and matrix, every value checked: all but its --out (a_folder)
+    that a request can be refused for before the machine is known. The commands check it
+    before the inventory, which waits for the cells' server to import torch (~1.5 s): a bad
+    input is one line at once."""
     w = registry.get(req.workload)
+    return w, matrix_of(w, req)
+
+
+def plan_new(req: Request, env: EnvInfo, command: tuple[str, ...] = ()) -> Plan:
     launch = make_launch(req.launcher, list(req.slurm), req.timeout, list(req.dask))
-    matrix = matrix_of(w, req)
+    w, matrix = check_new(req)
     cells = expand(matrix)
     skips = {c.run_id: r for c in cells if (r := cell_skip(c, env, w, launch.kind))}
     if len(skips) == len(cells):  # before check_data, which may open a remote store
@@ -193,6 +201,25 @@ def plan_new(req: Request, env: EnvInfo, command: tuple[str, ...] = ()) -> Plan:
         **({"prices": dict(req.prices)} if req.prices else {}),
     }
     return Plan(w, tuple(cells), new_folder(req.out, w.name), manifest, skips, launch=launch)
+
+
+def check_question(q: gpu_vs_cpu.Question) -> tuple[Workload, tuple, dict]:
+    """A question's workload, its sizes and the user's --set values (one each, never the size
+    axis), its GPU's name and its --out checked: all it can be refused for before the machine
+    is known (as check_new)."""
+    w = registry.get(q.workload)
+    sizes = gpu_vs_cpu.axis_values(w, q)
+    _, given, _ = resolve_params(w, q.preset or w.default_preset, False, q.sets)
+    for key, values in given.items():
+        if len(values) != 1 or key == w.size.param:
+            raise StbenchError(
+                f"--set {key}: gpu-vs-cpu takes one value per parameter, and the sizes by "
+                f"--sizes (the axis is {w.size.param})"
+            )
+    if q.gpu:
+        check_device(q.gpu)
+    a_folder(q.out)
+    return w, sizes, {key: values[0] for key, values in given.items()}
 
 
 def plan_question(
@@ -210,24 +237,16 @@ def plan_question(
     report needs to read the study as the answer. `physical`: this machine's physical cores;
     `bf16`: whether its CPU has bf16 units. A budget that cannot measure every size twice is
     refused here, before anything is written."""
-    w = registry.get(q.workload)
+    w, sizes, theirs = check_question(q)
     base, _, engine = resolve_params(w, q.preset or w.default_preset, False, ())
-    sizes = gpu_vs_cpu.axis_values(w, q)
     # the sweep's parameters over the preset's, a smoke's over both (it shrinks what they set)
     shrink = w.presets.get("smoke", {}) if q.smoke else {}
     fixed = {
         **gpu_vs_cpu.window_sets(q, w),
         **{k: v for k, v in shrink.items() if k not in ("batch_size", "epochs")},
+        **theirs,  # the user's --set last
     }
     engine = {**engine, **{k: v for k, v in shrink.items() if k in ("batch_size", "epochs")}}
-    _, given, _ = resolve_params(w, q.preset or w.default_preset, False, q.sets)
-    for key, values in given.items():  # the user's --set last: one value each
-        if len(values) != 1 or key == w.size.param:
-            raise StbenchError(
-                f"--set {key}: gpu-vs-cpu takes one value per parameter, and the sizes by "
-                f"--sizes (the axis is {w.size.param})"
-            )
-        fixed[key] = values[0]
     batch = int(engine.get("batch_size", 64))
     configs = gpu_vs_cpu.configs(q, {**base, **fixed}, physical, bf16)
     window = q.window_s or pairs.auto_window(q.budget_s, len(sizes), len(configs))
@@ -306,8 +325,9 @@ def _new_manifest(w, matrix: MatrixSpec, cells, env: EnvInfo, launch: Launch, co
     }
 
 
-def plan_profile(req: Request, env: EnvInfo, steps: int, command: tuple[str, ...] = ()) -> Plan:
-    """One epoch cut to the warm-up plus `steps` steady steps, one repeat."""
+def profile_request(req: Request, steps: int) -> Request:
+    """`stbench profile`'s study: one epoch cut to the warm-up plus `steps` steady steps, one
+    round (plan it with plan_profile)."""
     if steps < 1:
         raise StbenchError(f"--steps {steps} must be a positive integer")
     w = registry.get(req.workload)
@@ -315,11 +335,14 @@ def plan_profile(req: Request, env: EnvInfo, steps: int, command: tuple[str, ...
     base, axes, _ = resolve_params(w, req.preset or w.default_preset, req.smoke, sets)
     warmup = axes.get("warmup_steps", (base["warmup_steps"],))[0]
     sets += [f"max_steps={warmup + steps}", "max_eval_batches=2"]
-    plan = plan_new(
-        replace(req, sets=tuple(sets), epochs=(1,), strategies=(), nprocs=(), nnodes=(), repeat=1),
-        env,
-        command,
+    return replace(
+        req, sets=tuple(sets), epochs=(1,), strategies=(), nprocs=(), nnodes=(), repeat=1
     )
+
+
+def plan_profile(req: Request, env: EnvInfo, command: tuple[str, ...] = ()) -> Plan:
+    """The study of a profile_request, its traces in the folder's profile/."""
+    plan = plan_new(req, env, command)
     return replace(plan, profile=(plan.folder / "profile").resolve())
 
 
@@ -345,13 +368,22 @@ def finished_by(folder: Path, manifest: Mapping | None = None) -> str:
 def plan_resume(
     workload: str | None, folder: Path, env: EnvInfo, command: str | None = None
 ) -> Plan:
+    """The study stored in `folder` (stored_study), with the cells this machine cannot run."""
+    plan = stored_study(workload, folder, command)
+    skips = {
+        c.run_id: r for c in plan.cells if (r := cell_skip(c, env, plan.workload, plan.launch.kind))
+    }
+    return replace(plan, skips=skips)
+
+
+def stored_study(workload: str | None, folder: Path, command: str | None = None) -> Plan:
     """The study stored in folder/manifest.json, its cells with the ids they were planned with;
     its runs.csv must be readable. workload: what the user named, checked against the study's
     (None: the study's own). command: the user's command (`run`, `gpu-vs-cpu`), refused with
     one line naming the right one where the study is another's (its cells would run as that
-    command runs cells: a question's as whole processes, or a tune's step outside its tune)."""
-    if not folder.is_dir():
-        raise StbenchError(f"--resume {folder}: no such result folder")
+    command runs cells: a question's as whole processes, or a tune's step outside its tune).
+    Read before the machine is known, as check_new: its skips are plan_resume's."""
+    a_result_folder(folder)
     tune = (folder / TUNE_FILE).exists()  # a tune's folder has no manifest of its own
     manifest = read_manifest(folder) if command is None or not tune else {}
     if command is not None:
@@ -371,10 +403,8 @@ def plan_resume(
         cells = tuple(RunSpec.from_dict(c) for c in manifest["cells"])
     except (TypeError, ValueError) as exc:
         raise StbenchError(f"{folder}/manifest.json is corrupt: bad cell ({exc})") from None
-    w = registry.get(workload)
     launch = Launch.from_dict(manifest["launcher"])
-    skips = {c.run_id: r for c in cells if (r := cell_skip(c, env, w, launch.kind))}
-    return Plan(w, cells, folder, manifest, skips, done, launch)
+    return Plan(registry.get(workload), cells, folder, manifest, {}, done, launch)
 
 
 def plan_round(plan: Plan, env: EnvInfo, only: frozenset[str] | None = None) -> Plan:
