@@ -158,7 +158,7 @@ def test_gpu_vs_cpu_windows_on_cuda_reach_cuda_while_the_cpus_windows_go_on(fake
     selection, a row each; the CPU's configurations in the same study are measured and
     answered."""
     proc = stbench(
-        "gpu-vs-cpu", "cnn-strain", "--smoke", "--sizes", "64", "--rounds", "2", "--budget", 15,
+        "gpu-vs-cpu", "cnn-strain", "--smoke", "--sizes", "64", "--rounds", "2", "--budget", 10,
         "--out", tmp_path / "o",
     )  # fmt: skip
     assert proc.returncode == 1, proc.stderr[-2000:]
@@ -184,7 +184,7 @@ def test_run_with_a_budget_as_windows_on_cuda_reaches_cuda_while_the_cpus_go_on(
     """`run --device cpu cuda --budget`: the cuda cell's windows reach the build's own CUDA
     error at the device's selection, a row each; the CPU's windows are measured; exit 1."""
     proc = stbench(
-        "run", "cnn-strain", "--smoke", "--device", "cpu", "cuda", "--budget", 20,
+        "run", "cnn-strain", "--smoke", "--device", "cpu", "cuda", "--budget", 10,
         "--out", tmp_path / "o",
     )  # fmt: skip
     assert proc.returncode == 1, proc.stderr[-2000:]

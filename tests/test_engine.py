@@ -81,7 +81,7 @@ def test_ddp_two_process_gloo_cell(tmp_path):
 
 
 def test_resume_after_sigkill_of_the_parent(tmp_path):
-    p = plan(tmp_path, "faulty", epochs=[1, 2, 3], sets=["fault=none"], batch_sizes=[8, 16])
+    p = plan(tmp_path, "faulty", epochs=[1, 2], sets=["fault=none"], batch_sizes=[8, 16])
     write_manifest(p.folder, p.manifest)
     script = (
         "import sys; from pathlib import Path; from stbench.plan.planner import plan_resume;"
