@@ -82,6 +82,11 @@ def test_torchruns_echo_and_interleaved_ranks_are_not_another_failure():
     )
     assert rehearsal.exceptions(cut)[-1].startswith("torch.distributed")
     assert rehearsal.judge(1, cut) == (True, "reached CUDA")
+    # two agents' echoes written at once, their module, dot and name interleaved (CI's)
+    module = "torch.distributed.elastic.multiprocessing.errors"
+    mixed = TRACEBACK.format(f"{module}.{module}ChildFailedError.: ChildFailedError")
+    assert rehearsal.judge(1, TRACEBACK.format(NOT_COMPILED) + mixed) == (True, "reached CUDA")
+    assert not rehearsal.judge(1, NOT_COMPILED + "\n" + mixed)[0]  # alone, still a failure
 
 
 def test_a_doctor_check_failing_another_way_fails_the_rehearsal(tmp_path):
