@@ -206,7 +206,8 @@ def test_an_interrupted_question_resumes_with_no_window_lost_or_doubled(tmp_path
     ids = [r["run_id"] for r in rows]
     assert len(ids) == len(set(ids)) == len(read_manifest(folder)["cells"]) > have
     after = logs()  # the resumed processes numbered on: no log of the first run written over
-    assert before and set(before) < set(after) and all(after[n] == t for n, t in before.items())
+    kept = all(after[n].startswith(text) for n, text in before.items())  # a late line may follow
+    assert before and set(before) < set(after) and kept
 
 
 def _first_folder(out, process, wait_s: float = 30.0):
