@@ -74,6 +74,50 @@ def test_a_bad_input_is_one_line_and_exit_2_and_nothing_written(argv, said, tmp_
     assert sorted(p.name for p in tmp_path.iterdir()) == [FILE]  # nothing written
 
 
+# Bad inputs that need no machine to be told, in the commands that take an inventory (it waits
+# for the cells' server to import torch, ~1.5-3 s): refused before it is taken.
+BEFORE_INVENTORY = [
+    (["run", "cnn-strain", "--set", "threads=-1"], "threads"),
+    (["run", "cnn-strain", "--device", "cpu", "cpu"], "--device: cpu is named twice"),
+    (["run", "--all", "--set", "nope=1"], "unknown parameter 'nope'"),
+    (["run", "--resume", MISSING], "no such result folder"),
+    (["run", "cnn-strain", "--smoke", "--out", FILE], A_FILE),
+    (["profile", "cnn-strain", "--steps", "0"], "--steps 0"),
+    (["profile", "cnn-strain", "--batch-size", "0"], "--batch-size 0"),
+    (["gpu-vs-cpu", "nope"], "unknown workload 'nope'"),
+    (["gpu-vs-cpu", "cnn-strain", "--sizes", "75", "75"], "--sizes: 75 is named twice"),
+    (["gpu-vs-cpu", "cnn-strain", "--set", "noise=0.1,0.2"], "one value per parameter"),
+    (["gpu-vs-cpu", "cnn-strain", "--device", "tpu"], "--device 'tpu' is not a device"),
+    (["gpu-vs-cpu", "--resume", MISSING], "no such result folder"),
+    (["tune", "cnn-strain", "--set", "nope=1"], "unknown parameter 'nope'"),
+    (["tune", "cnn-strain", "--batch-size", "0"], "--batch-size 0 must be a positive integer"),
+]
+
+
+@pytest.mark.parametrize(
+    "argv,said", BEFORE_INVENTORY, ids=lambda x: " ".join(x) if isinstance(x, list) else ""
+)
+def test_a_bad_input_is_refused_before_the_machines_inventory(
+    argv, said, tmp_path, monkeypatch, capsys
+):
+    from stbench.cli import main
+    from stbench.runner import envinfo, warm
+
+    def taken():
+        raise AssertionError("the inventory was taken before the input was checked")
+
+    monkeypatch.setattr(envinfo, "inventory", taken)
+    monkeypatch.setattr(warm, "start_server", lambda workload=None: None)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / FILE).write_text("")
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    err = capsys.readouterr().err
+    assert done.value.code == 2, err[-2000:]
+    assert err.startswith("error: ") and said in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == [FILE]  # nothing written
+
+
 @pytest.mark.parametrize("signum,code", [(2, 130), (15, 143)], ids=["SIGINT", "SIGTERM"])
 def test_ctrl_c_during_run_prints_the_folder_and_the_resume_line(tmp_path, signum, code):
     """SIGINT (Ctrl-C), or SIGTERM (a scheduler's time limit, `kill`, `timeout`), once a row has
