@@ -112,11 +112,39 @@ def test_batch_sweep_finds_the_knee():
     assert f.kind == "batch"
     assert f.text == (
         "Samples/s goes from 100.0 ± 2.48 at batch 32 to 195.0 ± 4.84 at batch 256 (1.95x faster "
-        "(paired over 3 rounds, 95% CI 1.95x to 1.95x)). The knee is at batch 64: a doubling "
-        "beyond it gains 5.6% (< 10%)."
+        "(paired over 3 rounds, 95% CI 1.95x to 1.95x)). The knee is at batch 64: from there "
+        "to batch 256 a doubling gains 4.1% (95% CI 4.1% to 4.1%), under 10%."
     )
     assert f.table["per doubling"].tolist() == ["", "+80.0%", "+5.6%", "+2.6%"]
     assert f.table["batch_size"].tolist() == ["32", "64", "128", "256"]
+
+
+def _sweep(sps_by_batch, noise=()):
+    """Three rounds a batch; noise: each round's factor on the largest batch's samples/s."""
+    last = max(sps_by_batch)
+    return [
+        row(r, sps=sps * (noise[r] if noise and b == last else 1.0), batch=b)
+        for b, sps in sps_by_batch.items()
+        for r in range(3)
+    ]
+
+
+def test_a_knee_is_where_every_later_doubling_gains_little_and_the_rounds_can_tell_it():
+    # a flat step then a rise (noise, or a second climb): the knee is after the rise
+    f = find(_sweep({75: 100.0, 150: 130.0, 300: 131.0, 700: 180.0, 1024: 181.0}))
+    assert "The knee is at batch 700: from there to batch 1024 a doubling gains 1.0%" in f.text
+    # rounds that scatter: where it looks to be, and that they cannot tell it yet
+    f = find(_sweep({64: 100.0, 128: 180.0, 256: 190.0}, noise=(0.8, 1.0, 1.3)))
+    assert (
+        "The knee looks to be at batch 128 (from there to batch 256 a doubling gains 5.6%), but "
+        "the rounds cannot tell it from a gain of 10% or more (95% CI " in f.text
+    )
+    assert f.text.endswith("): more rounds (--rounds) could.")
+    # one run a cell: the medians' knee, no interval to judge it by
+    f = find([row(0, sps=s, batch=b) for b, s in {32: 100.0, 64: 180.0, 128: 185.0}.items()])
+    assert "The knee is at batch 64: from there to batch 128 a doubling gains 2.8% (< 10%)." in (
+        f.text
+    )
 
 
 def test_precision_and_compile_against_fp32_eager_with_payback():

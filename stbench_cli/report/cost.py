@@ -11,7 +11,17 @@ import math
 import pandas as pd
 
 from ..comparison import wins_from
-from .cells import Cell, Fit, cells, contrast, differs, fit_line, interval, one_run
+from .cells import (
+    Cell,
+    Fit,
+    cells,
+    contrast,
+    differs,
+    fit_line,
+    interval,
+    one_run,
+    paired_rounds,
+)
 from .labels import format_number
 from .model import HARDWARE, SIZES, Key, axes, columns, first_axes, name_of
 from .tables import SPREAD, cells_table, pivot, pivot_title
@@ -114,7 +124,8 @@ def tradeoff_view(s: pd.DataFrame) -> tuple[str, pd.DataFrame]:
 
 def batch(s: pd.DataFrame) -> str:
     """Samples/s from the smallest to the largest batch, and the knee: the first batch from which
-    doubling it gains less than 10% samples/s."""
+    every doubling gains less than KNEE_GAIN samples/s, told by the rounds where they can tell
+    it."""
     sweep = cells(s, "samples_per_s", [Key("batch_size", "batch_size")])
     if len(sweep) < 2:
         return "Fewer than two batch sizes finished: no sweep to state."
@@ -128,10 +139,23 @@ def batch(s: pd.DataFrame) -> str:
         return text + (
             f" Every doubling up to batch {last.key[0]} gains 10% or more: no knee in this range."
         )
-    b, gain = knee
+    gain = _gain_per_doubling(knee, last)
+    said = f"from there to batch {last.key[0]} a doubling gains {100 * gain:.1f}%"
+    p = paired_rounds(knee, last)
+    if p is None:  # one run a cell (the sentence before says so), or no rounds to pair
+        return text + f" The knee is at batch {knee.key[0]}: {said} (< 10%)."
+    doublings = math.log2(float(last.key[0]) / float(knee.key[0]))
+    lo, hi = (100 * (r ** (1 / doublings) - 1) for r in p[1:3])
+    band = f"95% CI {lo:.1f}% to {hi:.1f}%"
+    if hi < 100 * KNEE_GAIN:
+        return text + f" The knee is at batch {knee.key[0]}: {said} ({band}), under 10%."
     return text + (
-        f" The knee is at batch {b}: a doubling beyond it gains {100 * gain:.1f}% (< 10%)."
+        f" The knee looks to be at batch {knee.key[0]} ({said}), but the rounds cannot tell it "
+        f"from a gain of 10% or more ({band}): more rounds (--rounds) could."
     )
+
+
+KNEE_GAIN = 0.10  # a doubling of the batch that gains less buys little samples/s
 
 
 def _gain_per_doubling(a: Cell, b: Cell) -> float:
@@ -142,12 +166,13 @@ def _gain_per_doubling(a: Cell, b: Cell) -> float:
     return (b.median / a.median) ** (1 / doublings) - 1
 
 
-def _knee(sweep: list[Cell]) -> tuple[int, float] | None:
-    """(batch, gain per doubling after it) of the first batch whose next step gains < 10%."""
-    for a, b in zip(sweep, sweep[1:]):
-        gain = _gain_per_doubling(a, b)
-        if math.isfinite(gain) and gain < 0.10:
-            return a.key[0], gain
+def _knee(sweep: list[Cell]) -> Cell | None:
+    """The first batch from which every doubling to the next batch gains < KNEE_GAIN: a step
+    that gains little followed by one that gains much (noise, or a second rise) is no knee."""
+    gains = [_gain_per_doubling(a, b) for a, b in zip(sweep, sweep[1:])]
+    for i, cell in enumerate(sweep[:-1]):
+        if all(math.isfinite(g) and g < KNEE_GAIN for g in gains[i:]):
+            return cell
     return None
 
 
