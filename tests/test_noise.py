@@ -88,6 +88,12 @@ def test_a_load_average_above_the_cores_is_flagged():
     assert (
         noise_flags(rows(10.0, load_max="2.0")) == []
     )  # the cell's own threads fill the cores: not busy
+    # where the other processes' share was measured, it judges: a load just above the cores
+    # is the cell's own threads and stbench's, not another's work
+    assert noise_flags(rows(10.0, load_max="2.1", others_cpu_pct="3")) == []
+    assert [f.kind for f in noise_flags(rows(10.0, load_max="3.5", others_cpu_pct="40"))] == [
+        "busy"
+    ]
 
 
 def test_other_processes_using_the_cpus_are_flagged():

@@ -127,7 +127,15 @@ def _busy(runs: Sequence[Mapping], seen: list) -> list[Flag]:
         many = "" if len(seen) == 1 else f" ({when(len(contended))})"
         flags.append(Flag("contended", contended[0] + many))
     cores = [number(r.get("cores")) for r in runs]
-    load = [(c.load_max, n) for c, n in zip(seen, cores) if _above(c.load_max, n)]
+    # The load average counts the cell's own threads and stbench's beside them, and lags a
+    # minute (the cell before is in it): a cell that fills the cores read 2.1 on 2 of them,
+    # every cell of a study. Where the other processes' share was measured, that share judges
+    # (SHARES); the load judges a row without it.
+    load = [
+        (c.load_max, n)
+        for c, n in zip(seen, cores)
+        if c.others_cpu_pct is None and _above(c.load_max, n)
+    ]
     if load:
         (most, on), k = max(load), len(load)
         flags.append(
