@@ -144,8 +144,7 @@ def batch(s: pd.DataFrame) -> str:
     p = paired_rounds(knee, last)
     if p is None:  # one run a cell (the sentence before says so), or no rounds to pair
         return text + f" The knee is at batch {knee.key[0]}: {said} (< 10%)."
-    doublings = math.log2(float(last.key[0]) / float(knee.key[0]))
-    lo, hi = (100 * (r ** (1 / doublings) - 1) for r in p[1:3])
+    lo, hi = (100 * _per_doubling(r, knee, last) for r in p[1:3])
     band = f"95% CI {lo:.1f}% to {hi:.1f}%"
     if hi < 100 * KNEE_GAIN:
         return text + f" The knee is at batch {knee.key[0]}: {said} ({band}), under 10%."
@@ -160,10 +159,13 @@ KNEE_GAIN = 0.10  # a doubling of the batch that gains less buys little samples/
 
 def _gain_per_doubling(a: Cell, b: Cell) -> float:
     """b's samples/s over a's per doubling of the batch (the last key)."""
+    return _per_doubling(b.median / a.median, a, b) if a.median > 0 else math.nan
+
+
+def _per_doubling(ratio: float, a: Cell, b: Cell) -> float:
+    """A ratio of b to a as the gain of each doubling of the batch (the last key) between them."""
     doublings = math.log2(float(b.key[-1]) / float(a.key[-1]))
-    if not (doublings > 0 and a.median > 0):
-        return math.nan
-    return (b.median / a.median) ** (1 / doublings) - 1
+    return ratio ** (1 / doublings) - 1 if doublings > 0 else math.nan
 
 
 def _knee(sweep: list[Cell]) -> Cell | None:
