@@ -102,7 +102,7 @@ def gpu_vs_cpu(
     warm.start_server(workload)  # the cells' server imports torch while this process plans
     from ..errors import StbenchError
     from ..plan.gpu_vs_cpu import Question
-    from ..plan.planner import check_question, plan_question, plan_resume, stored_study
+    from ..plan.planner import check_question, plan_question, stored_study, with_skips
     from ..runner import envinfo
     from ..runner.engine import answer
     from ..store import host
@@ -130,9 +130,8 @@ def gpu_vs_cpu(
         full_rounds=rounds,
     )
     # what a bad input can be refused for, before the inventory waits for the cells' server
-    if resume:
-        stored_study(workload, Path(resume), "gpu-vs-cpu")
-    else:
+    stored = stored_study(workload, Path(resume), "gpu-vs-cpu") if resume else None
+    if stored is None:
         check_question(q)
     import_what_a_study_needs()
     from ..report import gpu_vs_cpu_picture, plotting  # noqa: F401  (its picture's, likewise)
@@ -140,8 +139,8 @@ def gpu_vs_cpu(
     env = envinfo.inventory()
     if env.gpus and gpus is None:  # this machine's card beside its measurement
         cards = _cards(None, env.gpus)
-    if resume:
-        plan = plan_resume(workload, Path(resume), env, "gpu-vs-cpu")
+    if stored is not None:
+        plan = with_skips(stored, env)
         # its own options, as run's and tune's resumes: its budget again, unless one is given
         budget = budget or float(plan.manifest["question"]["budget_s"])
     else:

@@ -117,9 +117,11 @@ class RunRequest:
     budget: float | None = None  # wall seconds of the study, rounds added until conclusive
     dry_run: bool = False
     accept: tuple[str, ...] = ("ok",)
+    stored: object = None  # plan.planner.Plan: the study --resume finishes, read by check()
 
     def check(self) -> RunRequest:
-        """One of a WORKLOAD, --all or --resume FOLDER; positive seconds; else one line."""
+        """One of a WORKLOAD, --all or --resume FOLDER; positive seconds; else one line. The
+        request checked, with the study --resume finishes read (`stored`)."""
         from ..errors import StbenchError, a_folder
         from ..plan import planner
         from ..plan.launcher_config import make_launch
@@ -144,11 +146,11 @@ class RunRequest:
             if seconds is not None and not seconds > 0:
                 raise StbenchError(f"{flag} {seconds:g} must be a positive number of seconds")
         if self.resume:
-            planner.stored_study(self.matrix.workload or None, self.resume, "run")
+            stored = planner.stored_study(self.matrix.workload or None, self.resume, "run")
+            return replace(self, stored=stored)
         for name in self.workloads():  # an unknown name lists the valid ones
             planner.check_new(replace(self.matrix, workload=name))
-        if not self.resume:
-            a_folder(self.matrix.out)
+        a_folder(self.matrix.out)
         return self
 
     def workloads(self) -> list[str]:
@@ -293,7 +295,7 @@ def study_plans(asked: RunRequest, env) -> list:
     from ..plan.rounds import run_as_windows, windows_refused
 
     if asked.resume:
-        return [planner.plan_resume(asked.matrix.workload or None, asked.resume, env, "run")]
+        return [planner.with_skips(asked.stored, env)]
     plans = [
         planner.plan_new(replace(asked.matrix, workload=name), env, tuple(sys.argv))
         for name in asked.workloads()

@@ -369,11 +369,15 @@ def plan_resume(
     workload: str | None, folder: Path, env: EnvInfo, command: str | None = None
 ) -> Plan:
     """The study stored in `folder` (stored_study), with the cells this machine cannot run."""
-    plan = stored_study(workload, folder, command)
-    skips = {
-        c.run_id: r for c in plan.cells if (r := cell_skip(c, env, plan.workload, plan.launch.kind))
-    }
-    return replace(plan, skips=skips)
+    return with_skips(stored_study(workload, folder, command), env)
+
+
+def with_skips(plan: Plan, env: EnvInfo) -> Plan:
+    """A stored study's plan with the cells this machine cannot run (cell_skip)."""
+    w, kind = plan.workload, plan.launch.kind
+    return replace(
+        plan, skips={c.run_id: r for c in plan.cells if (r := cell_skip(c, env, w, kind))}
+    )
 
 
 def stored_study(workload: str | None, folder: Path, command: str | None = None) -> Plan:
