@@ -1,5 +1,5 @@
 """Does a step right after a switch of configuration run slower than a steady one? What the
-windows' re-warm (child/windows.py's REWARM_STEPS) should pay, measured.
+windows' re-warm (plan/pairs.py's rewarm_steps) should pay, measured.
 
     python benchmarks/rewarm.py [--rounds 12] [--scale 1] [WORKLOAD ...]
 
@@ -41,7 +41,7 @@ def spec(workload: str, params: dict, config: dict, batch: int, round_: int) -> 
 def measure(workload: str, rounds: int, scale: int) -> dict[str, list[tuple[float, float]]]:
     params, engine = preset_params(workload, "default")
     batch = (engine.get("batch_size") or 32) * scale
-    child.REWARM_STEPS = 0
+    child.rewarm_steps = lambda step_s: 0
     w = child.Windows(WindowsJob((), 0.0, 1, time.time() + 3600))
     for name, config in CONFIGS.items():  # built and warmed: a window's worth, then 5 steps
         for _ in range(6):

@@ -355,9 +355,13 @@ def test_a_later_size_is_predicted_from_the_largest_measured_one_and_grows_with_
     assert big.step_s["x"] == pytest.approx(1.0)
     # its floor in steps and the step that crosses it; one configuration never switches
     assert big.window_s["x"] == pytest.approx(pairs.MIN_STEPS * 1.0 + 1.0 + pairs.SWITCH_S)
-    # three switch twice a round: each window re-warms 2/3 of a step on average
-    three = pairs.predicted(known, "6400", 6400.0, 0.3, {"x": "a", "y": "a", "z": "a"})
-    assert three.window_s["y"] == pytest.approx(pairs.MIN_STEPS + 1.0 + 2 / 3 + pairs.SWITCH_S)
+    # three switch twice a round: each window of short steps re-warms 2/3 of a step on average,
+    # one of long steps none (pairs.rewarm_steps)
+    three = {"x": "a", "y": "a", "z": "a"}
+    short = pairs.predicted(known, "320", 320.0, 0.3, three)
+    assert short.window_s["y"] == pytest.approx(0.3 + (1 + 2 / 3) * 0.05 + pairs.SWITCH_S)
+    long = pairs.predicted(known, "6400", 6400.0, 0.3, three)
+    assert long.window_s["y"] == pytest.approx(pairs.MIN_STEPS + 1.0 + pairs.SWITCH_S)
     assert big.startup_s == pytest.approx(4.0) and not big.measured
     # a step that grew faster than the count between the two largest sizes measured grows so on
     steep = pairs.step_growth([(0.01, 0.04), (0.02, 0.05)], 2.0)  # 4x and 2.5x for 2x the count

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from stbench.child.windows import Windows, build_key
+from stbench.plan import pairs
 from stbench.plan.spec import RunSpec, WindowsJob, identify
 from stbench.runner.envinfo import collect
 from stbench.runner.windows import run_process
@@ -55,6 +56,24 @@ def test_a_warm_process_measures_its_configurations_as_windows_and_writes_a_row_
     warm = [rows[w.run_id]["warmup_steps"] for w in windows]
     assert warm[1] >= 1 and warm[2] == 0 and warm[3] == 1
     assert (tmp_path / "logs" / "w1.log").read_text().count("built") == 1
+
+
+def test_a_switch_re_warms_a_short_step_and_not_a_long_one(monkeypatch):
+    """What a switch costs the first step after it is a fraction of a millisecond
+    (benchmarks/rewarm.py): one untimed step re-warms a configuration whose steps are short, none
+    one whose steps are long; one not yet measured in the process is re-warmed."""
+    windows = _windows("cnn-strain", [{"threads": 1}, {"threads": 2}], 2)  # A B, then B A
+    threads = torch.get_num_threads()
+    try:
+        short = Windows(WindowsJob((), 0.1, 3, time.time() + 60))
+        warm = [short.run(w)["figures"]["warmup_steps"] for w in windows]
+        assert warm[1] >= 1 and warm[2] == 0 and warm[3] == 1
+        monkeypatch.setattr(pairs, "REWARM_UNDER_S", 0.0)  # every step counts as long
+        long = Windows(WindowsJob((), 0.1, 3, time.time() + 60))
+        warm = [long.run(w)["figures"]["warmup_steps"] for w in windows]
+        assert warm[1] == 1 and warm[2] == 0 and warm[3] == 0  # B unmeasured; A measured
+    finally:
+        torch.set_num_threads(threads)
 
 
 def test_each_window_applies_its_whole_configuration_from_scratch():

@@ -19,7 +19,9 @@ every window: intra-op threads, torch's fp32 math switches reset to their defaul
 after one of another configuration then runs untimed steps (the switch's re-warm) before its
 timed ones (one after a window of its own configuration, as each round's first is, needs
 none), and is timed on the device's own clock from its first step's start mark to its last
-step's end mark, with one synchronisation at its end.
+step's end mark, with one synchronisation at its end. A configuration whose steps last long
+is not re-warmed (plan/pairs.py's `rewarm_steps`: what a switch costs the first step is a few
+tenths of a millisecond, not a step's worth).
 
 What cannot change inside a process stays a process per cell (the planner never sends it
 here): inter-op threads, core binding, a preloaded allocator, a multi-process world.
@@ -42,6 +44,7 @@ from pathlib import Path
 
 from ..contract import BuildContext, TrainerParams
 from ..device import Accelerator
+from ..plan.pairs import rewarm_steps
 from ..plan.spec import LIVE_LEVERS, RunSpec, WindowsJob
 from ..store.cell_result import STEP_PHASES, Figures
 from ..store.progress import PARENT_ENV, parent_gone
@@ -49,13 +52,12 @@ from . import cpu
 from .cell import classify, last_line, leave
 
 LIVE = frozenset(LIVE_LEVERS)
-# Untimed steps after a switch: the first step after one ran up to 1.12x a steady step (bf16 on
-# cnn-strain and stnn), the second as steady as any (benchmarks/rewarm.py), so one step re-warms.
+# Untimed steps after a switch (rewarm_steps): the first step after one ran up to 1.12x a steady
+# short step (bf16 on cnn-strain and stnn; benchmarks/rewarm.py), the second as steady as any.
 # A window after one of the same configuration has no switch to re-warm from: the steady steps
 # rewarm.py holds the first against are such windows' steps.
 # A configuration or loader made now runs a whole window's worth untimed (its first steps after
 # the warm-up pass were measured up to 3x slower than its steady ones).
-REWARM_STEPS = 1
 MAX_CYCLE = 8  # an epoch of at most this many steps is a cycle a window holds whole
 
 
@@ -79,6 +81,7 @@ class Windows:
         # build key -> its last window's seconds, the switch included
         self.lasted: dict[str, float] = {}
         self.previous: tuple | None = None  # the configuration the last ok window measured
+        self.step_s: dict[tuple, float] = {}  # a configuration -> its last window's mean step
 
     def fits(self, spec: RunSpec, deadline: float) -> bool:
         """Whether the window can end before `deadline` (its configuration's last window as the
@@ -190,7 +193,7 @@ class Windows:
         loss_sum = torch.zeros((), device=trainer.device)
         warm, start, t0 = [], clock.mark(), time.perf_counter()
         floor = self.job.window_s if built else 0.0
-        rewarm = REWARM_STEPS * switched + int(built)
+        rewarm = rewarm_steps(self.step_s.get(_configuration(spec))) * switched + int(built)
         while len(warm) < rewarm or time.perf_counter() - t0 < floor:
             warm.append(trainer._step(batches, start, loss_sum))  # untimed: the re-warm
             start = warm[-1].end
@@ -212,6 +215,7 @@ class Windows:
         seconds = times.step_seconds()
         self.lasted[key] = time.perf_counter() - began + untimed
         self.previous = _configuration(spec)
+        self.step_s[self.previous] = seconds / len(marks)
         self.ended = time.perf_counter()
         samples = len(marks) * spec.batch_size
         fps = trainer.flops_per_sample

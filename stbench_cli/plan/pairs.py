@@ -32,6 +32,14 @@ MIN_STEPS = 3  # a window's floor in steps, beside its floor in seconds
 MORE_AT_ONCE = 8  # the most rounds one later process runs
 STARTUP_S = 5.0  # a warm process's start to its first window, before one is measured
 SWITCH_S = 0.03  # a window's own cost besides its steps: the switch, the rows, the clock
+# A switch of configuration is re-warmed by one untimed step only where a step is shorter than
+# this. The first step after a switch ran 0.0-0.5 ms over a steady one (medians; at most 3 ms at
+# the 90th percentile) at every workload's default size, and as steady as any (1.00x) at
+# lstm-era5's 4,096 sequences (benchmarks/rewarm.py, with --scale 32): a cost of its own, not
+# one in proportion to the step. Past this step a window of MIN_STEPS steps lasts 0.3 s or more,
+# which such a cost moves by 1% at most (and the order rotates, so no configuration always pays
+# it), while a re-warm step would add a third to the window's cost.
+REWARM_UNDER_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -125,6 +133,12 @@ def cost_of_windows(size: str, count: float, windows: Sequence[Window], startup_
     )
 
 
+def rewarm_steps(step_s: float | None) -> int:
+    """The untimed steps a switch runs before a window whose step lasts `step_s` (None: not yet
+    measured in this process, so re-warmed)."""
+    return 1 if step_s is None or step_s < REWARM_UNDER_S else 0
+
+
 def step_growth(steps: Sequence[tuple[float, float]], ratio: float) -> float:
     """How a step grows with the size's count, as a power: the steepest of these configurations'
     (each its step at two sizes `ratio` apart in count), and never below 1 (the FLOPs of a step
@@ -144,13 +158,14 @@ def predicted(
     `growth` (step_growth), a window lasts its floor in seconds or in steps, and a process's
     start adds each configuration's warm-up pass and first step. `configs`: this size's
     configuration -> the known one's. Besides its floor a window runs the step that crosses it
-    and, after a switch, one re-warm step: n configurations switch n - 1 times a round (each
-    round starts with the one the round before ended with: `rotated`)."""
+    and, after a switch, its re-warm (`rewarm_steps`): n configurations switch n - 1 times a
+    round (each round starts with the one the round before ended with: `rotated`)."""
     grow = (count / known.count) ** growth if known.count > 0 else 1.0
     steps = {k: known.step_s.get(v, max(known.step_s.values())) * grow for k, v in configs.items()}
     switched = (len(steps) - 1) / len(steps) if steps else 0.0
     windows = {
-        k: max(window_s, MIN_STEPS * s) + (1 + switched) * s + SWITCH_S for k, s in steps.items()
+        k: max(window_s, MIN_STEPS * s) + (1 + switched * rewarm_steps(s)) * s + SWITCH_S
+        for k, s in steps.items()
     }
     startup = known.startup_s + sum(2 * s for s in steps.values())
     return Cost(size, count, windows, steps, startup, measured=False)
