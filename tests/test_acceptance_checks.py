@@ -191,7 +191,13 @@ def test_the_doctors_checks_are_read_from_its_file_and_a_missing_file_fails(tmp_
         json.dumps(
             {
                 "checks": [
-                    {"name": "peaks", "device": "cuda", "status": "PASS", "detail": "fine"},
+                    {
+                        "name": "peaks",
+                        "device": "cuda",
+                        "status": "PASS",
+                        "detail": "fine",
+                        "seconds": 12.34,
+                    },
                     {"name": "sampling", "device": "cuda", "status": "SKIP", "detail": "no NVML"},
                 ]
             }
@@ -202,6 +208,7 @@ def test_the_doctors_checks_are_read_from_its_file_and_a_missing_file_fails(tmp_
         ("doctor peaks cuda", PASS),
         ("doctor sampling cuda", UNTESTED),
     ]
+    assert found[0].detail == "fine (12.3 s)" and found[1].detail == "no NVML"  # its time, if kept
     assert run_check("doctor", rows.doctor_checks, tmp_path / "nowhere")[0].status == FAIL
 
 

@@ -22,6 +22,7 @@ def test_doctor_runs_on_the_cpu_and_writes_doctor_json(tmp_path):
     (written,) = tmp_path.glob("*-doctor/doctor.json")  # a result folder of its own in --out
     report = json.loads(written.read_text())
     verdicts = dict((c["name"], c["status"]) for c in report["checks"])
+    assert all(c["seconds"] > 0 for c in report["checks"])  # where its time went, check by check
     assert list(verdicts) == [
         "phase-timing", "overhead", "ddp-sync", "sampling", "peaks", "launches",
     ]  # fmt: skip
@@ -165,6 +166,7 @@ def test_quick_runs_the_quick_checks_and_the_full_doctor_every_check(monkeypatch
     (path,) = (tmp_path / "quick").glob("*-doctor/doctor.json")
     written = json.loads(path.read_text())
     assert [c["name"] for c in written["checks"]] == list(doctor.QUICK)
+    assert all(c["seconds"] >= 0 for c in written["checks"])  # each check's own time is kept
     ran.clear()
     assert _doctor_cli(["--out", str(tmp_path / "full")], monkeypatch, passing) == 0
     assert ran == ["phase-timing", "overhead", "ddp-sync", "sampling", "peaks", "launches"]

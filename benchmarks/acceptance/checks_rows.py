@@ -312,7 +312,13 @@ def doctor_checks(folder: Path) -> list[Check]:
         raise NothingToJudge(f"no doctor.json in {folder.name}")
     status = {"PASS": PASS, "FAIL": FAIL, "SKIP": UNTESTED, "UNSURE": FAIL}
     found = [
-        Check(c["name"], c["device"], status.get(c["status"], FAIL), c["detail"], {})
+        Check(
+            c["name"],
+            c["device"],
+            status.get(c["status"], FAIL),
+            c["detail"] + ("" if c.get("seconds") is None else f" ({c['seconds']:.1f} s)"),
+            {},
+        )
         for c in json.loads(path.read_text())["checks"]
     ]
     if not found:

@@ -215,8 +215,10 @@ def checks_table(checks, path: Path) -> None:
     table = Table(title=f"stbench doctor: {path}", show_lines=False)
     for col in ("check", "device", "status"):
         table.add_column(col)
+    table.add_column("s", justify="right")
     for c in checks:
-        table.add_row(c.name, c.device, f"[{_STATUS[c.status]}]{c.status}[/]")
+        seconds = "" if c.seconds is None else f"{c.seconds:.1f}"
+        table.add_row(c.name, c.device, f"[{_STATUS[c.status]}]{c.status}[/]", seconds)
     out.print(table)
 
 

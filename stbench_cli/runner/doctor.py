@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ..device import is_cuda, parse
@@ -46,6 +46,9 @@ class Check:
     status: str  # PASS | FAIL | SKIP | UNSURE (the machine too noisy to judge it)
     detail: str
     figures: dict = field(default_factory=dict)
+    # the check's wall seconds, its processes' starts included (a GPU's doctor --quick took 43 s
+    # on the H200 run, and nothing said which check spent them)
+    seconds: float | None = None
 
 
 def _rel(a: float, b: float) -> float:
@@ -254,7 +257,8 @@ def run_checks(
     out = []
     for device in devices:
         for name in names:
-            check = run_check(name, device, env)
+            began = time.perf_counter()
+            check = replace(run_check(name, device, env), seconds=time.perf_counter() - began)
             on_done(check)
             out.append(check)
     return out
