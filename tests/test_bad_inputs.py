@@ -38,6 +38,7 @@ BAD = [
     (["gpu-vs-cpu", "cnn-strain", "--set", "noise=0.1,0.2"], "one value per parameter"),
     (["gpu-vs-cpu", "cnn-strain", "--device", "tpu"], "--device 'tpu' is not a device"),
     (["gpu-vs-cpu", "--resume", MISSING], "no such result folder"),
+    (["gpu-vs-cpu", "cnn-strain", "--budget", "1"], "--budget 1: too small to measure 4 sizes"),
     (["tune", "nope"], "unknown workload 'nope'"),
     (["tune", "cnn-strain", "--rounds", "1"], "--rounds 1"),
     (["tune", "cnn-strain", "--set", "nope=1"], "unknown parameter 'nope'"),
@@ -89,6 +90,7 @@ BEFORE_INVENTORY = [
     (["gpu-vs-cpu", "cnn-strain", "--set", "noise=0.1,0.2"], "one value per parameter"),
     (["gpu-vs-cpu", "cnn-strain", "--device", "tpu"], "--device 'tpu' is not a device"),
     (["gpu-vs-cpu", "--resume", MISSING], "no such result folder"),
+    (["gpu-vs-cpu", "cnn-strain", "--budget", "1"], "--budget 1: too small to measure 4 sizes"),
     (["tune", "cnn-strain", "--set", "nope=1"], "unknown parameter 'nope'"),
     (["tune", "cnn-strain", "--batch-size", "0"], "--batch-size 0 must be a positive integer"),
 ]

@@ -131,8 +131,8 @@ def gpu_vs_cpu(
     )
     # what a bad input can be refused for, before the inventory waits for the cells' server
     stored = stored_study(workload, Path(resume), "gpu-vs-cpu") if resume else None
-    if stored is None:
-        check_question(q)
+    if stored is None:  # its budget against the CPU's configurations; a GPU's come after
+        check_question(q, host.physical_cores(), host.native_bf16())
     import_what_a_study_needs()
     from ..report import gpu_vs_cpu_picture, plotting  # noqa: F401  (its picture's, likewise)
 

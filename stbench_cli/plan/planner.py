@@ -203,10 +203,17 @@ def plan_new(req: Request, env: EnvInfo, command: tuple[str, ...] = ()) -> Plan:
     return Plan(w, tuple(cells), new_folder(req.out, w.name), manifest, skips, launch=launch)
 
 
-def check_question(q: gpu_vs_cpu.Question) -> tuple[Workload, tuple, dict]:
+def check_question(
+    q: gpu_vs_cpu.Question, physical: int, bf16: bool = False
+) -> tuple[Workload, tuple, dict, dict, list[gpu_vs_cpu.Config], float]:
     """A question's workload, its sizes and the user's --set values (one each, never the size
-    axis), its GPU's name and its --out checked: all it can be refused for before the machine
-    is known (as check_new)."""
+    axis), its GPU's name, its --out and its budget checked: all it can be refused for before
+    the machine's inventory (as check_new). Its configurations come from this host's
+    `physical` cores and whether its CPU has bf16 units (`bf16`), both known without torch,
+    and its GPU's levers where `q.gpu` names one: before the inventory a GPU the machine may
+    have is not yet known, and with it the floor only rises (more configurations to measure
+    twice). Returns the workload, the sizes, every cell's parameters but the configuration's,
+    the engine's settings (the batch), the configurations and a window's floor."""
     w = registry.get(q.workload)
     sizes = gpu_vs_cpu.axis_values(w, q)
     _, given, _ = resolve_params(w, q.preset or w.default_preset, False, q.sets)
@@ -219,7 +226,28 @@ def check_question(q: gpu_vs_cpu.Question) -> tuple[Workload, tuple, dict]:
     if q.gpu:
         check_device(q.gpu)
     a_folder(q.out)
-    return w, sizes, {key: values[0] for key, values in given.items()}
+    theirs = {key: values[0] for key, values in given.items()}
+    base, _, engine = resolve_params(w, q.preset or w.default_preset, False, ())
+    # the sweep's parameters over the preset's, a smoke's over both (it shrinks what they set)
+    shrink = w.presets.get("smoke", {}) if q.smoke else {}
+    params = {
+        **base,
+        **gpu_vs_cpu.window_sets(q, w),
+        **{k: v for k, v in shrink.items() if k not in ("batch_size", "epochs")},
+        **theirs,  # the user's --set last
+    }
+    engine = {**engine, **{k: v for k, v in shrink.items() if k in ("batch_size", "epochs")}}
+    configs = gpu_vs_cpu.configs(q, params, physical, bf16)
+    window = q.window_s or pairs.auto_window(q.budget_s, len(sizes), len(configs))
+    floor = pairs.budget_floor(len(sizes), len(configs), window)
+    if q.budget_s < floor:
+        raise StbenchError(
+            f"--budget {q.budget_s:g}: too small to measure {len(sizes)} sizes of "
+            f"{len(configs)} configurations twice in windows of {window:g} s even if their steps "
+            f"took no time; give at least --budget {math.ceil(floor)} (the answer then names "
+            "each size it left out with the budget that size needs), or fewer --sizes"
+        )
+    return w, sizes, params, engine, configs, window
 
 
 def plan_question(
@@ -236,32 +264,13 @@ def plan_question(
     preset); the manifest's matrix names every value its cells take, and `question` what the
     report needs to read the study as the answer. `physical`: this machine's physical cores;
     `bf16`: whether its CPU has bf16 units. A budget that cannot measure every size twice is
-    refused here, before anything is written."""
-    w, sizes, theirs = check_question(q)
-    base, _, engine = resolve_params(w, q.preset or w.default_preset, False, ())
-    # the sweep's parameters over the preset's, a smoke's over both (it shrinks what they set)
-    shrink = w.presets.get("smoke", {}) if q.smoke else {}
-    fixed = {
-        **gpu_vs_cpu.window_sets(q, w),
-        **{k: v for k, v in shrink.items() if k not in ("batch_size", "epochs")},
-        **theirs,  # the user's --set last
-    }
-    engine = {**engine, **{k: v for k, v in shrink.items() if k in ("batch_size", "epochs")}}
+    refused here, before anything is written (check_question)."""
+    w, sizes, fixed, engine, configs, window = check_question(q, physical, bf16)
     batch = int(engine.get("batch_size", 64))
-    configs = gpu_vs_cpu.configs(q, {**base, **fixed}, physical, bf16)
-    window = q.window_s or pairs.auto_window(q.budget_s, len(sizes), len(configs))
-    floor = pairs.budget_floor(len(sizes), len(configs), window)
-    if q.budget_s < floor:
-        raise StbenchError(
-            f"--budget {q.budget_s:g}: too small to measure {len(sizes)} sizes of "
-            f"{len(configs)} configurations twice in windows of {window:g} s even if their steps "
-            f"took no time; give at least --budget {math.ceil(floor)} (the answer then names "
-            "each size it left out with the budget that size needs), or fewer --sizes"
-        )
     cells: list[RunSpec] = []
     for size in sizes:
         for c in configs:
-            params = {**base, **fixed, **c.sets}
+            params = {**fixed, **c.sets}
             if w.size.param != BATCH:
                 params[w.size.param] = size
             cells.append(
@@ -304,7 +313,7 @@ def plan_question(
     )
     manifest = {
         **_new_manifest(w, matrix, cells, env, launch, command),
-        "question": gpu_vs_cpu.record(q, w, sizes, {**base, **fixed}, window),
+        "question": gpu_vs_cpu.record(q, w, sizes, fixed, window),
     }
     folder = new_folder(q.out, f"{w.name}-gpu-vs-cpu")
     return Plan(w, tuple(cells), folder, manifest, skips, launch=launch)
