@@ -168,6 +168,30 @@ def test_gpu_vs_cpu_concludes_every_size_in_paired_rounds_over_two_processes(smo
     ).stat().st_mtime
 
 
+def test_a_size_nothing_can_run_here_is_named_with_why_never_with_a_budget(tmp_path):
+    """stnn's 500,000 pairs predict 76 GiB with dense relations: no budget measures it on this
+    machine, so the answer says why (its skipped rows), where the budget it cannot pay for is
+    named only for a size that could run (100,000 pairs). It had been named "(--budget 353)"."""
+    import psutil
+
+    if psutil.virtual_memory().total > 70 * 2**30:
+        pytest.skip("this machine's memory holds stnn's 500,000 pairs with dense relations")
+    done = stbench(
+        "gpu-vs-cpu", "stnn", "--sizes", "1000", "100000", "500000", "--budget", "12",
+        "--out", tmp_path,
+    )  # fmt: skip
+    (folder,) = tmp_path.iterdir()
+    rows = read_runs(folder)
+    largest = [r for r in rows if str(r["batch_size"]) == "500000"]
+    assert largest and all(r["status"] == "skipped" for r in largest), done.stderr[-2000:]
+    assert "exceeds the" in largest[0]["reason"] and "RAM" in largest[0]["reason"]
+    text = " ".join(done.stdout.split())
+    assert "No answer at 500,000 pairs a batch: cpu ended skipped (predicted" in text, text
+    assert "500,000 pairs a batch (--budget" not in text
+    assert "100,000 pairs a batch (--budget" in text
+    assert done.returncode == 1  # a skipped cell is not an ok one
+
+
 @pytest.mark.parametrize(
     "args, said",
     [
