@@ -177,7 +177,7 @@ def test_a_size_nothing_can_run_here_is_named_with_why_never_with_a_budget(tmp_p
     if psutil.virtual_memory().total > 70 * 2**30:
         pytest.skip("this machine's memory holds stnn's 500,000 pairs with dense relations")
     done = stbench(
-        "gpu-vs-cpu", "stnn", "--sizes", "1000", "100000", "500000", "--budget", "12",
+        "gpu-vs-cpu", "stnn", "--sizes", "1000", "100000", "500000", "--budget", "8",
         "--out", tmp_path,
     )  # fmt: skip
     (folder,) = tmp_path.iterdir()
