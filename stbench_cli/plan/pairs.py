@@ -33,12 +33,13 @@ MORE_AT_ONCE = 8  # the most rounds one later process runs
 STARTUP_S = 5.0  # a warm process's start to its first window, before one is measured
 SWITCH_S = 0.03  # a window's own cost besides its steps: the switch, the rows, the clock
 # A switch of configuration is re-warmed by one untimed step only where a step is shorter than
-# this. The first step after a switch ran 0.0-0.5 ms over a steady one (medians; at most 3 ms at
-# the 90th percentile) at every workload's default size, and as steady as any (1.00x) at
-# lstm-era5's 4,096 sequences (benchmarks/rewarm.py, with --scale 32): a cost of its own, not
-# one in proportion to the step. Past this step a window of MIN_STEPS steps lasts 0.3 s or more,
-# which such a cost moves by 1% at most (and the order rotates, so no configuration always pays
-# it), while a re-warm step would add a third to the window's cost.
+# this. The first step after a switch ran at most 0.5 ms over a steady one (medians; 3 ms at
+# the 90th percentile) at cnn-strain's, stnn's and lstm-era5's default sizes, and as steady as
+# any (0.99-1.05x at the median, well within the steps' own spread) at dcrnn-pems' default and
+# lstm-era5's 4,096 sequences (benchmarks/rewarm.py, --scale 32 there): a cost of its own, not
+# one in proportion to the step. Past this step a window of MIN_STEPS steps lasts 0.3 s or
+# more, which such a cost moves by 1% at most (and the order rotates, so no configuration
+# always pays it), while a re-warm step would add a third to the window's cost.
 REWARM_UNDER_S = 0.1
 
 
