@@ -149,8 +149,7 @@ class Engine:
             None  # a size's later first rounds: the next size's process runs them
         )
         for i, size in enumerate(sizes):
-            if i >= 2 and self.who == "gpu-vs-cpu":
-                self._outgrow(sizes[i - 2 : i], sizes[i:])
+            self._outgrow_before(sizes, i)
             first = self._first_half(size, later)
             if first is False and later is not None:
                 # the size before's later rounds first: with them run, its levers are judged
@@ -161,8 +160,7 @@ class Engine:
                 if self._fits([later]):
                     self._process([later])
                 later = None
-                if i >= 2 and self.who == "gpu-vs-cpu":
-                    self._outgrow(sizes[i - 2 : i], sizes[i:])
+                self._outgrow_before(sizes, i)
                 first = self._first_half(size, None)
             if first is False:
                 self._leave_out(sizes[i:], later)
@@ -325,6 +323,12 @@ class Engine:
             self.say(f"{self.who}: not measured, the budget cannot pay for two rounds: {named}")
         left = set(sizes) - unrunnable
         self._drop({c.run_id for c in self.plan.cells if self.size_of(c) in left})
+
+    def _outgrow_before(self, sizes: list[str], i: int) -> None:
+        """Before a question's size `i`, from its third on: the levers the two sizes before it
+        showed outgrown leave it and every larger one (`_outgrow`)."""
+        if i >= 2 and self.who == "gpu-vs-cpu":
+            self._outgrow(sizes[i - 2 : i], sizes[i:])
 
     def _outgrow(self, last_two: list[str], larger: list[str]) -> None:
         """The CPU levers that only take resources away and lost to the defaults at the last two
