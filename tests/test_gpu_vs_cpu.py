@@ -205,7 +205,11 @@ def test_sizes_candidates_and_levers_are_planned_from_the_workload():
         {"workers": 0},
     ]
     assert gpu_vs_cpu.cpu_candidates({"threads": 1, "workers": 0}, 2) == [{"threads": 0}]
-    assert gpu_vs_cpu.gpu_levers(False) == [{"precision": "default"}, {"precision": "bf16"}]
+    assert gpu_vs_cpu.gpu_levers(False) == [
+        {"precision": "default"},
+        {"precision": "tf32"},
+        {"precision": "bf16"},
+    ]
 
 
 def test_the_question_plans_each_sizes_configurations_once_and_its_window_from_the_budget(

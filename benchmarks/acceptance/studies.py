@@ -60,9 +60,11 @@ def question(workload: str, cap_s: int, what: str, extra: str = "") -> Step:
 # Each study is the question a user asks (`stbench gpu-vs-cpu`), at the workload's declared sizes
 # (a batch axis whose last size is 50+ GFLOP a step): the 16-core CPU at its defaults and its
 # quick levers (one thread, half the cores, no loader workers where it has some, bf16 where it
-# has the units) against the GPU at torch's default precision and at bf16, as windows inside
-# warm processes, six paired rounds at each size the budget can measure twice, then rounds of
-# what is still open; the engine names a size it leaves out with the budget it would need.
+# has the units) against the GPU at torch's default precision, at TF32 and at bf16, as windows
+# inside warm processes, six paired rounds at each size the budget can measure twice, then rounds
+# of what is still open; the engine names a size it leaves out with the budget it would need.
+# (TF32 joined after the H200 run below: one more GPU window a round, a short one beside the
+# CPU's.)
 # What the H200 run of 2026-11-28 said each size needs (`--budget`, two rounds at every size up to
 # it, the 16-core CPU's windows being the dear part): cnn-strain 600 curves 59 s, 4,096 101 s,
 # 32,768 160-267 s; lstm-era5 1,024 58 s, 4,096 111 s, 16,384 173-260 s; stnn 10,000 pairs 90 s,

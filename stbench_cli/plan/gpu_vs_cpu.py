@@ -10,8 +10,8 @@ processes (the engine: plan/pairs.py, runner/windows.py):
   workers where the preset has some, bf16 autocast where the CPU has bf16 units
   (`cpu_candidates`); the CPU's fastest is the tuned CPU,
 - on a GPU machine, the GPU with each of its levers (`gpu_levers`: torch's default precision,
-  which is TF32 in cuDNN and strict fp32 in cuBLAS, and bf16 autocast; CUDA graphs with
-  `--cuda-graphs`, where steps are launch-bound).
+  which is TF32 in cuDNN and strict fp32 in cuBLAS; TF32 in both; bf16 autocast; CUDA graphs
+  with `--cuda-graphs`, where steps are launch-bound).
 
 The pairs each size judges (`comparisons`): the GPU's fastest against the CPU's fastest and
 against the CPU at its defaults; without a GPU, the CPU's fastest other configuration against its
@@ -120,9 +120,10 @@ def cpu_candidates(base: Mapping[str, Any], physical: int, bf16: bool = False) -
 
 
 def gpu_levers(cuda_graphs: bool) -> list[dict]:
-    """The GPU's own levers: torch's default precision and bf16 autocast; CUDA graphs
-    (torch.compile's reduce-overhead mode) where asked."""
-    levers = [{"precision": "default"}, {"precision": "bf16"}]
+    """The GPU's own levers: torch's default precision (cuBLAS's products in strict fp32), TF32
+    (cuBLAS's too: a matmul-heavy step's fp32 at up to 8x the rate on an H100) and bf16
+    autocast; CUDA graphs (torch.compile's reduce-overhead mode) where asked."""
+    levers = [{"precision": "default"}, {"precision": "tf32"}, {"precision": "bf16"}]
     if cuda_graphs:
         levers.append({"precision": "bf16", "compile": "reduce-overhead"})
     return levers
