@@ -203,17 +203,26 @@ def plan_new(req: Request, env: EnvInfo, command: tuple[str, ...] = ()) -> Plan:
     return Plan(w, tuple(cells), new_folder(req.out, w.name), manifest, skips, launch=launch)
 
 
-def check_question(
-    q: gpu_vs_cpu.Question, physical: int, bf16: bool = False
-) -> tuple[Workload, tuple, dict, dict, list[gpu_vs_cpu.Config], float]:
+@dataclass(frozen=True)
+class CheckedQuestion:
+    """A question as checking it found it: what planning builds its cells from."""
+
+    workload: Workload
+    sizes: tuple  # the size axis' values, small to large
+    params: dict  # every cell's parameters but its configuration's and its size
+    engine: dict  # the engine's settings (the batch, where the size is not the batch)
+    configs: tuple[gpu_vs_cpu.Config, ...]  # what each size measures
+    window_s: float  # a window's floor in timed seconds
+
+
+def check_question(q: gpu_vs_cpu.Question, physical: int, bf16: bool = False) -> CheckedQuestion:
     """A question's workload, its sizes and the user's --set values (one each, never the size
     axis), its GPU's name, its --out and its budget checked: all it can be refused for before
     the machine's inventory (as check_new). Its configurations come from this host's
     `physical` cores and whether its CPU has bf16 units (`bf16`), both known without torch,
     and its GPU's levers where `q.gpu` names one: before the inventory a GPU the machine may
     have is not yet known, and with it the floor only rises (more configurations to measure
-    twice). Returns the workload, the sizes, every cell's parameters but the configuration's,
-    the engine's settings (the batch), the configurations and a window's floor."""
+    twice)."""
     w = registry.get(q.workload)
     sizes = gpu_vs_cpu.axis_values(w, q)
     _, given, _ = resolve_params(w, q.preset or w.default_preset, False, q.sets)
@@ -247,7 +256,7 @@ def check_question(
             f"took no time; give at least --budget {math.ceil(floor)} (the answer then names "
             "each size it left out with the budget that size needs), or fewer --sizes"
         )
-    return w, sizes, params, engine, configs, window
+    return CheckedQuestion(w, sizes, params, engine, tuple(configs), window)
 
 
 def plan_question(
@@ -265,12 +274,13 @@ def plan_question(
     report needs to read the study as the answer. `physical`: this machine's physical cores;
     `bf16`: whether its CPU has bf16 units. A budget that cannot measure every size twice is
     refused here, before anything is written (check_question)."""
-    w, sizes, fixed, engine, configs, window = check_question(q, physical, bf16)
-    batch = int(engine.get("batch_size", 64))
+    checked = check_question(q, physical, bf16)
+    w, sizes = checked.workload, checked.sizes
+    batch = int(checked.engine.get("batch_size", 64))
     cells: list[RunSpec] = []
     for size in sizes:
-        for c in configs:
-            params = {**fixed, **c.sets}
+        for c in checked.configs:
+            params = {**checked.params, **c.sets}
             if w.size.param != BATCH:
                 params[w.size.param] = size
             cells.append(
@@ -313,7 +323,7 @@ def plan_question(
     )
     manifest = {
         **_new_manifest(w, matrix, cells, env, launch, command),
-        "question": gpu_vs_cpu.record(q, w, sizes, fixed, window),
+        "question": gpu_vs_cpu.record(q, w, sizes, checked.params, checked.window_s),
     }
     folder = new_folder(q.out, f"{w.name}-gpu-vs-cpu")
     return Plan(w, tuple(cells), folder, manifest, skips, launch=launch)
