@@ -5,6 +5,7 @@ size from which the GPU pays, and the picture of it."""
 
 import json
 import statistics
+import time
 
 import pytest
 
@@ -230,7 +231,12 @@ def test_the_question_plans_each_sizes_configurations_once_and_its_window_from_t
         "values": ["64", "256"],
         "counts": [64.0, 256.0],
     }
-    assert record["defaults"] == {"threads": 1, "workers": 0, "precision": "default"}
+    assert record["defaults"] == {
+        "threads": 1,
+        "workers": 0,
+        "precision": "default",
+        "compile": "none",
+    }
     assert record["window_s"] == pairs.auto_window(30, 2, 2) and record["margin"] == pairs.MARGIN
     assert plan.manifest["matrix"]["seed_per_repeat"] is False  # one process, one seed
 
@@ -351,6 +357,81 @@ def test_a_configurations_build_is_a_process_cost_not_each_rounds():
     assert pairs.cost_of_windows("75", 75.0, [built], 5.0).window_s["c"] == pytest.approx(2.0)
     cost = pairs.cost_of_windows("75", 75.0, [built, *later], 5.0)
     assert cost.window_s["c"] == pytest.approx(1.1)
+
+
+def test_a_compiled_configurations_build_is_paid_in_every_process_that_measures_it():
+    """A compilation is paid once a process, not each round; but in every process, at every
+    size (its shapes change): a process of a compiled configuration costs its build besides its
+    start and rounds, and a larger size is predicted with the same build."""
+    built = pairs.Window("c", 1.0, 20.0, 0.1)
+    later = [pairs.Window(k, 1.0, 0.1, 0.1) for k in ("c", "c", "e")]
+    cost = pairs.cost_of_windows("75", 75.0, [built, *later], 5.0, compiled={"c"})
+    assert cost.build_s == {"c": 20.0} and cost.window_s["c"] == pytest.approx(1.1)
+    assert cost.process_s(2) == pytest.approx(5.0 + 20.0 + 2 * (1.1 + 1.1))
+    assert cost.process_s(2, ["e"]) == pytest.approx(5.0 + 2 * 1.1)  # without it: no build
+    bigger = pairs.predicted(cost, "750", 750.0, 0.3, {"x": "c", "y": "e"})
+    assert bigger.build_s == {"x": 20.0}
+
+
+def test_compile_joins_the_cpus_levers_only_where_the_budget_pays_its_compilations(tmp_path):
+    """Two processes measure each size, and each compiles: the budget pays
+    2 x sizes x COMPILE_S beside what measures every size twice, or compile stays out."""
+    env = collect()
+    sizes = ("64", "256")
+    small = gpu_vs_cpu.Question("cnn-strain", sizes, 60, gpu="", smoke=True, out=tmp_path)
+    plan = plan_question(small, env, physical=2)
+    assert {c.param_dict["compile"] for c in plan.cells} == {"none"}
+    big = gpu_vs_cpu.Question("cnn-strain", sizes, 600, gpu="", smoke=True, out=tmp_path)
+    plan = plan_question(big, env, physical=2)
+    compiled = [c for c in plan.cells if c.param_dict["compile"] == "default"]
+    assert sorted(c.batch_size for c in compiled) == [64, 256]
+    # the compiled configuration is the defaults' but for compile: never read as the defaults
+    defaults = plan.manifest["question"]["defaults"]
+    assert defaults["compile"] == "none"
+    assert all(c.param_dict[k] == defaults[k] for c in compiled for k in gpu_vs_cpu.CPU_LEVERS)
+    floor = pairs.budget_floor(2, 3, plan.manifest["question"]["window_s"])
+    assert gpu_vs_cpu.pays_compile(big, 2, floor)
+    assert not gpu_vs_cpu.pays_compile(small, 2, floor)
+
+
+def test_a_compilation_the_budget_cannot_pay_leaves_the_larger_sizes_measured_without_it(
+    tmp_path,
+):
+    """Where a size's first rounds fit what is left of the budget only without the compiled
+    configuration (its build measured at the size before), it leaves that size and every larger
+    one, said at once and kept for the answer; the size is measured, not left out."""
+    from stbench.report.read import engine_note
+    from stbench.runner.engine import Engine
+
+    q = gpu_vs_cpu.Question("cnn-strain", ("32", "64", "128"), 600, gpu="", smoke=True,
+                            out=tmp_path)  # fmt: skip
+    plan = plan_question(q, collect(), physical=2)
+    plan.folder.mkdir(parents=True)
+    said: list[str] = []
+    engine = Engine(plan, collect(), time.time() + 60, said.append, lambda spec, row: None)
+    at32 = [c.run_id for c in plan.cells if c.batch_size == 32 and c.repeat == 0]
+    compiled = next(c for c in at32 if "('compile', 'default')" in engine.config_key(c))
+    windows = {c: 1.0 for c in at32}
+    # its compilation took 50 s: two processes of it cost 100 s and more; without it ~10 s each
+    engine.costs["32"] = pairs.Cost("32", 32.0, windows, {c: 0.01 for c in at32}, 2.0,
+                                    build_s={compiled: 50.0})  # fmt: skip
+    engine._leave_compile(["64", "128"], None)
+    left = {(c.batch_size, c.param_dict["compile"]) for c in engine.plan.cells}
+    assert left == {(32, "none"), (32, "default"), (64, "none"), (128, "none")}
+    assert said and "cpu compile=default not measured from 64 curves a batch on" in said[0]
+    assert "a compilation takes ~50 s in each of its processes" in said[0]
+    manifest = json.loads((plan.folder / "manifest.json").read_text())
+    assert manifest["question"]["unpaid"] == [
+        {"sets": "compile=default", "from": "64", "build_s": 50.0}
+    ]
+    note = engine_note(manifest["question"])
+    assert "cpu compile=default was not measured from 64 curves a batch on: a compilation " in note
+    assert "took ~50 s in each process that measured it" in note
+    # with the budget to pay it, it stays
+    again = Engine(plan, collect(), time.time() + 600, said.append, lambda spec, row: None)
+    again.costs = dict(engine.costs)
+    again._leave_compile(["64", "128"], None)
+    assert any(c.param_dict["compile"] == "default" for c in again.plan.cells if c.batch_size == 64)
 
 
 def test_a_later_size_is_predicted_from_the_largest_measured_one_and_grows_with_its_count():

@@ -85,8 +85,12 @@ class Windows:
 
     def fits(self, spec: RunSpec, deadline: float) -> bool:
         """Whether the window can end before `deadline` (its configuration's last window as the
-        guess; a first window, its floor in seconds)."""
-        guess = self.lasted.get(build_key(spec), self.job.window_s)
+        guess; a first window, its floor in seconds, and a compiled one's compilation too)."""
+        key = build_key(spec)
+        first = self.job.window_s
+        if spec.param_dict.get("compile", "none") != "none":
+            first += self.job.build_s
+        guess = self.lasted.get(key, first)
         return time.time() + guess <= deadline
 
     def _accel(self, device: str) -> Accelerator:

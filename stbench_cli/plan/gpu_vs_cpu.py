@@ -7,8 +7,10 @@ processes (the engine: plan/pairs.py, runner/windows.py):
 
 - the CPU at its defaults (the workload's preset as it is: stbench's threads, its loader workers),
 - the CPU's quick levers, one candidate each: one thread, half the physical cores, no loader
-  workers where the preset has some, bf16 autocast where the CPU has bf16 units
-  (`cpu_candidates`); the CPU's fastest is the tuned CPU,
+  workers where the preset has some, bf16 autocast where the CPU has bf16 units, and
+  torch.compile where the budget can pay a compilation in every process (`cpu_candidates`,
+  `pays_compile`; the compilation runs untimed, never in samples/s); the CPU's fastest is the
+  tuned CPU,
 - on a GPU machine, the GPU with each of its levers (`gpu_levers`: torch's default precision,
   which is TF32 in cuDNN and strict fp32 in cuBLAS; TF32 in both; bf16 autocast; CUDA graphs
   with `--cuda-graphs`, where steps are launch-bound).
@@ -31,7 +33,7 @@ from ..contract import BATCH, Workload
 from ..device import is_cuda
 from ..errors import StbenchError
 from ..store.manifest import GPU_VS_CPU_KIND, LEVER_KIND, RUN_KIND
-from .pairs import FIRST_ROUNDS, Comparison, compared
+from .pairs import COMPILE_S, FIRST_ROUNDS, PROCESSES, Comparison, compared
 from .spec import LIVE_LEVERS, RunSpec, once
 
 # the CPU's quick levers: each changes inside a running process (no preload, no binding)
@@ -99,10 +101,13 @@ def _positive_int(value) -> int:
     return n
 
 
-def cpu_candidates(base: Mapping[str, Any], physical: int, bf16: bool = False) -> list[dict]:
+def cpu_candidates(
+    base: Mapping[str, Any], physical: int, bf16: bool = False, compile_: bool = False
+) -> list[dict]:
     """The CPU's quick levers against the defaults (`base`): one thread, half the physical cores,
     all of them where the defaults fix fewer, no loader workers where the defaults have some,
-    bf16 autocast where the CPU has bf16 units (`bf16`); none that repeats the defaults."""
+    bf16 autocast where the CPU has bf16 units (`bf16`), torch.compile's default mode where the
+    budget pays for it (`compile_`); none that repeats the defaults."""
     threads, workers = int(base.get("threads", 0)), int(base.get("workers", 0))
     tried = [{"threads": 1}, {"threads": max(physical // 2, 1)}]
     if threads:  # the preset fixes a count (a smoke's one thread): the machine's choice too
@@ -111,6 +116,8 @@ def cpu_candidates(base: Mapping[str, Any], physical: int, bf16: bool = False) -
         tried.append({"workers": 0})
     if bf16 and base.get("precision", "default") != "bf16":
         tried.append({"precision": "bf16"})
+    if compile_:
+        tried.append({"compile": "default"})
     out = []
     for sets in tried:
         if all(base.get(k) == v for k, v in sets.items()) or sets in out:
@@ -129,12 +136,25 @@ def gpu_levers(cuda_graphs: bool) -> list[dict]:
     return levers
 
 
+def pays_compile(q: Question, sizes: int, floor_s: float) -> bool:
+    """Whether the budget can pay the CPU's compiled configuration: beside the least budget
+    that measures every size twice without it (`floor_s`), a compilation (pairs.COMPILE_S
+    until one is measured) in each of the two processes that measure each size. Where it
+    cannot, the question leaves compile out before anything runs (`tune` tries it on one
+    size); the engine leaves it out of a larger size whose compilations do not fit."""
+    return q.budget_s >= floor_s + PROCESSES * sizes * COMPILE_S
+
+
 def configs(
-    q: Question, base: Mapping[str, Any], physical: int, bf16: bool = False
+    q: Question,
+    base: Mapping[str, Any],
+    physical: int,
+    bf16: bool = False,
+    compile_: bool = False,
 ) -> list[Config]:
     """Every configuration each size runs, the CPU at its defaults first."""
     out = [Config("cpu", "defaults")]
-    out += [Config("cpu", "candidate", c) for c in cpu_candidates(base, physical, bf16)]
+    out += [Config("cpu", "candidate", c) for c in cpu_candidates(base, physical, bf16, compile_)]
     if q.gpu:
         out += [Config(q.gpu, "gpu", g) for g in gpu_levers(q.cuda_graphs)]
     return out
@@ -161,7 +181,11 @@ def record(
             "values": [str(v) for v in sizes],
             "counts": [w.size.counted(v) for v in sizes],
         },
-        "defaults": {k: base.get(k) for k in CPU_LEVERS},
+        # compile too: a compiled configuration's quick levers are the defaults'
+        "defaults": {
+            **{k: base.get(k) for k in CPU_LEVERS},
+            "compile": base.get("compile", "none"),
+        },
         "window_s": window_s,
         "budget_s": q.budget_s,
         "rounds": q.full_rounds,

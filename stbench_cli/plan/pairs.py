@@ -19,8 +19,8 @@ no more.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from statistics import median
 
 from ..comparison import CAP, MARGIN, SPS, looks_equal
@@ -41,6 +41,12 @@ SWITCH_S = 0.03  # a window's own cost besides its steps: the switch, the rows, 
 # more, which such a cost moves by 1% at most (and the order rotates, so no configuration
 # always pays it), while a re-warm step would add a third to the window's cost.
 REWARM_UNDER_S = 0.1
+# A compilation (torch.compile, inductor) before one is measured: a configuration that compiles
+# pays it in every process that measures it, at every size (its shapes change). On the 2-vCPU
+# VM (`stbench run W --set compile=none,default --budget 150`, the first process's first, then
+# a later process's, inductor's cache on disk warm): cnn-strain 38.5 and 12.6 s, dcrnn-pems 56 s,
+# stnn 11.8 and 6.2 s, lstm-era5 3.8 and 4.0 s.
+COMPILE_S = 40.0
 
 
 @dataclass(frozen=True)
@@ -108,20 +114,31 @@ class Cost:
     step_s: dict[str, float]  # each configuration's step
     startup_s: float  # a process's launch to its first timed window
     measured: bool = True
+    # a configuration that compiles -> its build, paid once in each process that measures it
+    build_s: Mapping[str, float] = field(default_factory=dict)
 
     def round_s(self, configs: Sequence[str] | None = None) -> float:
         return sum(v for k, v in self.window_s.items() if configs is None or k in configs)
 
     def process_s(self, rounds: int, configs: Sequence[str] | None = None) -> float:
-        return self.startup_s + rounds * self.round_s(configs)
+        builds = sum(v for k, v in self.build_s.items() if configs is None or k in configs)
+        return self.startup_s + builds + rounds * self.round_s(configs)
 
 
-def cost_of_windows(size: str, count: float, windows: Sequence[Window], startup_s: float) -> Cost:
+def cost_of_windows(
+    size: str,
+    count: float,
+    windows: Sequence[Window],
+    startup_s: float,
+    compiled: Collection[str] = (),
+) -> Cost:
     """A size's cost from its windows: each configuration's median window and step. What ran
     untimed before a window counts up to the window's own length: a switch re-warms a step or
     two, and anything longer was a configuration built (a loader, a compilation), paid once a
     process and not again each round (a compiled configuration's first window, 20 s untimed,
-    had been counted as each round's cost, and a tune's compile step stopped after one)."""
+    had been counted as each round's cost, and a tune's compile step stopped after one). A
+    configuration in `compiled` has its build as well: the most any of its windows ran untimed
+    (its first in a process: the compilation), which every process that measures it pays."""
     by: dict[str, list[Window]] = {}
     for w in windows:
         by.setdefault(w.config, []).append(w)
@@ -131,6 +148,7 @@ def cost_of_windows(size: str, count: float, windows: Sequence[Window], startup_
         {k: median(w.wall_s + min(w.untimed_s, w.wall_s) for w in ws) for k, ws in by.items()},
         {k: median(w.step_s for w in ws) for k, ws in by.items()},
         startup_s,
+        build_s={k: max(w.untimed_s for w in ws) for k, ws in by.items() if k in compiled},
     )
 
 
@@ -169,7 +187,9 @@ def predicted(
         for k, s in steps.items()
     }
     startup = known.startup_s + sum(2 * s for s in steps.values())
-    return Cost(size, count, windows, steps, startup, measured=False)
+    # a compilation's cost hangs on the model's graph, not on the batch: the known size's
+    builds = {k: known.build_s[v] for k, v in configs.items() if v in known.build_s}
+    return Cost(size, count, windows, steps, startup, measured=False, build_s=builds)
 
 
 def budget_floor(sizes: int, configs: int, window_s: float, startup_s: float = 1.0) -> float:

@@ -239,6 +239,9 @@ class WindowsJob:
     window_s: float  # a timed window's floor in seconds ...
     min_steps: int  # ... and in steps (a steady step at any size)
     deadline: float  # time.time() after which no window starts
+    # a compiled configuration's first window in the process: what it runs untimed (its
+    # compilation), as far as the parent knows, for whether it ends before the deadline
+    build_s: float = 0.0
 
     def to_json(self) -> str:
         return json.dumps(
@@ -247,6 +250,7 @@ class WindowsJob:
                 "window_s": self.window_s,
                 "min_steps": self.min_steps,
                 "deadline": self.deadline,
+                "build_s": self.build_s,
             }
         )
 
@@ -254,4 +258,10 @@ class WindowsJob:
     def from_json(cls, text: str) -> WindowsJob:
         d = json.loads(text)
         windows = tuple(RunSpec.from_dict(w) for w in d["windows"])
-        return cls(windows, float(d["window_s"]), int(d["min_steps"]), float(d["deadline"]))
+        return cls(
+            windows,
+            float(d["window_s"]),
+            int(d["min_steps"]),
+            float(d["deadline"]),
+            float(d.get("build_s", 0.0)),
+        )

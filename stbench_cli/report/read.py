@@ -206,8 +206,8 @@ def question_columns(row: Mapping, question: Mapping) -> dict:
 def engine_note(question: Mapping) -> str | None:
     """What the questions' engine said of the study it stopped (its manifest's question): the
     sizes the budget could not measure twice, each with the budget that would, the CPU levers
-    it stopped measuring as they fell behind, and the pairs still open with what would conclude
-    them; None where there is nothing to say."""
+    it stopped measuring as they fell behind or as their compilations outgrew the budget, and
+    the pairs still open with what would conclude them; None where there is nothing to say."""
     size = question["size"]
     counts = dict(zip(size["values"], size["counts"]))
 
@@ -228,6 +228,12 @@ def engine_note(question: Mapping) -> str | None:
             f"cpu {lever['sets']} was not measured from {at(lever['from'])} on: it trained "
             f"{r1:.2f}x the samples/s of the CPU at its defaults at {at(s1)}, {r2:.2f}x at "
             f"{at(s2)}, losing more as the work grew."
+        )
+    for lever in question.get("unpaid") or ():
+        said.append(
+            f"cpu {lever['sets']} was not measured from {at(lever['from'])} on: a compilation "
+            f"took ~{lever['build_s']:.0f} s in each process that measured it, more than the "
+            "budget left could pay."
         )
     stopped = [w for w in question.get("stopped") or () if w != CONCLUDED]
     if stopped:

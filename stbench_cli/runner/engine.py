@@ -103,6 +103,7 @@ class Engine:
         # what an interrupted run said of its sizes and levers (their cells left the study)
         self.left_out: list[dict] = list(record.get("left_out") or [])
         self.outgrown: list[dict] = list(record.get("outgrown") or [])
+        self.unpaid: list[dict] = list(record.get("unpaid") or [])
 
     # -- the study's sizes and configurations ---------------------------------------------
     def size_of(self, spec: RunSpec) -> str:
@@ -150,6 +151,7 @@ class Engine:
         )
         for i, size in enumerate(sizes):
             self._outgrow_before(sizes, i)
+            self._leave_compile(sizes[i:], later)
             first = self._first_half(size, later)
             if first is False and later is not None:
                 # the size before's later rounds first: with them run, its levers are judged
@@ -161,6 +163,7 @@ class Engine:
                     self._process([later])
                 later = None
                 self._outgrow_before(sizes, i)
+                self._leave_compile(sizes[i:], None)
                 first = self._first_half(size, None)
             if first is False:
                 self._leave_out(sizes[i:], later)
@@ -371,6 +374,51 @@ class Engine:
             self._drop(gone)
             self._keep_record()
 
+    def compiled(self, size: str | None = None) -> set[str]:
+        """The configurations (first-round run ids) that compile, at a size or at every one."""
+        return {
+            c.run_id
+            for c in self.plan.cells
+            if c.repeat == 0
+            and c.param_dict.get("compile", "none") != "none"
+            and (size is None or self.size_of(c) == size)
+        }
+
+    def _leave_compile(self, sizes: list[str], later: Segment | None) -> None:
+        """Before a size (`sizes[0]`, the larger after it): the compiled configurations leave it
+        and every larger one where their compilations, paid in each of its processes, are what
+        keeps its first rounds from fitting what is left of the budget (without them they fit):
+        the size is measured at its other configurations rather than left out. Said now, and
+        kept in the manifest's question for the answer."""
+        size = sizes[0]
+        configs = [c.run_id for c in self.firsts(size)]
+        cost = self._predicted(size, configs)
+        if cost is None or not cost.build_s:
+            return
+        left = self._left() - (self._cost_s(later) or 0.0)
+        cheap = [c for c in configs if c not in cost.build_s]
+        if pairs.PROCESSES * cost.process_s(1, configs) <= left:
+            return
+        if not cheap or pairs.PROCESSES * cost.process_s(1, cheap) > left:
+            return  # the size does not fit without them either: it is left out
+        keys = {self.config_key(c) for c in cost.build_s}
+        gone = {
+            c.run_id
+            for c in self.plan.cells
+            if self.size_of(c) in sizes and self.config_key(c.run_id) in keys
+        }
+        build = max(cost.build_s.values())
+        for run_id in sorted(cost.build_s):
+            words = self.label(run_id).split(" ", 1)[1]
+            self.unpaid.append({"sets": words, "from": size, "build_s": round(build, 1)})
+            self.say(
+                f"{self.who}: {self.label(run_id)} not measured from {self.describe(size)} on: "
+                f"a compilation takes ~{build:.0f} s in each of its processes; "
+                f"{max(left, 0):.0f} s of the budget left"
+            )
+        self._drop(gone)
+        self._keep_record()
+
     def _drop(self, gone: set[str]) -> None:
         """Cells that will not run (a size left out, windows a process never reached) leave the
         study: the manifest holds what ran and what is still to run, nothing else."""
@@ -444,9 +492,19 @@ class Engine:
             self.end,
             f"windows-{self.processes}",
             self.on_row,
+            self._build_guess(),
         )
         self.rows += ran.rows
         return ran
+
+    def _build_guess(self) -> float:
+        """What a compiled configuration's first window in a process runs untimed, as a
+        process's window checks whether it ends in time: the most measured so far, else
+        nothing. Not the prior: at 40 s it kept a tune's compile step from a compilation that
+        took 12 s (inductor's cache on disk warm), and a first compilation that overruns the
+        deadline is ended GRACE_S past it (runner/windows.py)."""
+        built = [v for cost in self.costs.values() for v in cost.build_s.values()]
+        return max(built, default=0.0)
 
     def label(self, run_id: str) -> str:
         """A configuration in words: its device and what it sets apart from the defaults."""
@@ -481,7 +539,9 @@ class Engine:
             startup_s = known.startup_s if known else 1.0
         elif known is not None:
             startup_s = (startup_s + known.startup_s) / 2
-        self.costs[size] = pairs.cost_of_windows(size, self.counts[size], windows, startup_s)
+        self.costs[size] = pairs.cost_of_windows(
+            size, self.counts[size], windows, startup_s, self.compiled(size)
+        )
 
     def _keep_record(self) -> None:
         """What stopped the engine, in the manifest's question, for the answer to say."""
@@ -490,6 +550,8 @@ class Engine:
             record["left_out"] = self.left_out
         if self.outgrown:
             record["outgrown"] = self.outgrown
+        if self.unpaid:
+            record["unpaid"] = self.unpaid
         manifest = {**self.plan.manifest, "question": record}
         self.plan = replace(self.plan, manifest=manifest)
         write_manifest(self.plan.folder, manifest)

@@ -56,15 +56,17 @@ def run_process(
     deadline: float,
     name: str,
     on_row: Callable[[RunSpec, Run], None] = lambda spec, row: None,
+    build_s: float = 0.0,
 ) -> Ran:
     """Run `windows` in order in one process that no window outlasts `deadline` (time.time())
-    by more than GRACE_S; every window that ended is a row in runs.csv when this returns."""
+    by more than GRACE_S; every window that ended is a row in runs.csv when this returns.
+    `build_s`: what a compiled configuration's first window is expected to run untimed."""
     work = folder / ".windows" / name
     work.mkdir(parents=True, exist_ok=True)
     (folder / "logs").mkdir(exist_ok=True)
     job, rows_path, log = work / "job.json", work / "rows.jsonl", folder / "logs" / f"{name}.log"
     rows_path.unlink(missing_ok=True)
-    job.write_text(WindowsJob(tuple(windows), window_s, min_steps, deadline).to_json())
+    job.write_text(WindowsJob(tuple(windows), window_s, min_steps, deadline, build_s).to_json())
     command = [sys.executable, "-m", "stbench.child.windows", str(job), str(rows_path)]
     launched = time.time()
     # the parent's mark: a parent killed outright, the process ends between windows
