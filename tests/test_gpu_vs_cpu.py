@@ -470,6 +470,14 @@ def test_a_size_where_a_side_has_no_steady_step_is_named_as_unanswered():
     assert text.endswith(
         "No answer at 1,089 series: a side had no steady step in its window (--window)."
     )
+    # every lever had left the largest size (outgrown): the defaults alone ran its rounds, on a
+    # machine without a GPU; no window lacked a steady step
+    cpu_only = {k: {c: v[c] for c in ("default", "tuned")} for k, v in SPEED.items()}
+    alone = {**cpu_only, "s1089": {"default": SPEED["s1089"]["default"]}}
+    assert words(_study(alone)).endswith(
+        "No answer at 1,089 series: only the CPU at its defaults ran there, the others no "
+        "longer measured (as said below)."
+    )
     # the budget ended in the size's first round, one configuration measured: said so instead
     once = {**SPEED, "s1089": {"default": SPEED["s1089"]["default"][:1]}}
     assert words(_study(once)).endswith(

@@ -290,20 +290,29 @@ def words(s: pd.DataFrame) -> str:
 def _unanswered(s: pd.DataFrame, found: list[Point]) -> list[tuple[str, str]]:
     """The sizes measured that have no answer, each with why: the device whose configurations
     all ended otherwise than ok (out of memory, failed, skipped: its rows' first reason), else a
-    size the budget ended at after one round, else a side with no steady step in its window."""
+    size the budget ended at after one round, else a size where one configuration ran (the
+    others had left the study: a lever outgrown, a compilation the budget could not pay), else
+    a side with no steady step in its window."""
     said, unit = {p.size for p in found}, unit_of(s)
     sizes = sorted(dict.fromkeys(s["q_size"].dropna()), key=lambda v: size_count(s, v))
+    keys = [HARDWARE, *_config_keys(s)]
     out = []
     for v in sizes:
         if v in said:
             continue
         here = s[s["q_size"] == v]
+        ok = here[here["status"] == "ok"]
+        ran = cells(ok, SPS, keys)
         why = "a side had no steady step in its window (--window)"
-        if here.loc[here["status"] == "ok", "repeat"].nunique() < 2:
+        if ok["repeat"].nunique() < 2:
             why = (
                 "one round only: the budget ended before the second (--resume it, or a larger "
                 "--budget)"
             )
+        elif len(ran) == 1:
+            defaults = (ok["q_default"] == 1).all() and ok["device"].astype(str).eq("cpu").all()
+            who = "the CPU at its defaults" if defaults else f"one configuration ({ran[0].name})"
+            why = f"only {who} ran there, the others no longer measured (as said below)"
         for device, rows in here.groupby(here["device"].astype(str)):
             if not (rows["status"] == "ok").any():
                 first = rows.iloc[0]
