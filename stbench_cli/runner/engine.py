@@ -374,14 +374,14 @@ class Engine:
             self._drop(gone)
             self._keep_record()
 
-    def compiled(self, size: str | None = None) -> set[str]:
-        """The configurations (first-round run ids) that compile, at a size or at every one."""
+    def _compiled(self, size: str) -> set[str]:
+        """The size's configurations (first-round run ids) that compile."""
         return {
             c.run_id
             for c in self.plan.cells
             if c.repeat == 0
+            and self.size_of(c) == size
             and c.param_dict.get("compile", "none") != "none"
-            and (size is None or self.size_of(c) == size)
         }
 
     def _leave_compile(self, sizes: list[str], later: Segment | None) -> None:
@@ -540,7 +540,7 @@ class Engine:
         elif known is not None:
             startup_s = (startup_s + known.startup_s) / 2
         self.costs[size] = pairs.cost_of_windows(
-            size, self.counts[size], windows, startup_s, self.compiled(size)
+            size, self.counts[size], windows, startup_s, self._compiled(size)
         )
 
     def _keep_record(self) -> None:
