@@ -389,9 +389,9 @@ def test_compile_joins_the_cpus_levers_only_where_the_budget_pays_its_compilatio
     defaults = plan.manifest["question"]["defaults"]
     assert defaults["compile"] == "none"
     assert all(c.param_dict[k] == defaults[k] for c in compiled for k in gpu_vs_cpu.CPU_LEVERS)
-    floor = pairs.budget_floor(2, 3, plan.manifest["question"]["window_s"])
-    assert gpu_vs_cpu.pays_compile(big, 2, floor)
-    assert not gpu_vs_cpu.pays_compile(small, 2, floor)
+    window = plan.manifest["question"]["window_s"]
+    assert gpu_vs_cpu.pays_compile(big, 2, 2, window)
+    assert not gpu_vs_cpu.pays_compile(small, 2, 2, window)
 
 
 def test_a_compilation_the_budget_cannot_pay_leaves_the_larger_sizes_measured_without_it(

@@ -33,7 +33,7 @@ from ..contract import BATCH, Workload
 from ..device import is_cuda
 from ..errors import StbenchError
 from ..store.manifest import GPU_VS_CPU_KIND, LEVER_KIND, RUN_KIND
-from .pairs import COMPILE_S, FIRST_ROUNDS, PROCESSES, Comparison, compared
+from .pairs import COMPILE_S, FIRST_ROUNDS, PROCESSES, Comparison, budget_floor, compared
 from .spec import LIVE_LEVERS, RunSpec, once
 
 # the CPU's quick levers: each changes inside a running process (no preload, no binding)
@@ -136,13 +136,14 @@ def gpu_levers(cuda_graphs: bool) -> list[dict]:
     return levers
 
 
-def pays_compile(q: Question, sizes: int, floor_s: float) -> bool:
-    """Whether the budget can pay the CPU's compiled configuration: beside the least budget
-    that measures every size twice without it (`floor_s`), a compilation (pairs.COMPILE_S
-    until one is measured) in each of the two processes that measure each size. Where it
-    cannot, the question leaves compile out before anything runs (`tune` tries it on one
-    size); the engine leaves it out of a larger size whose compilations do not fit."""
-    return q.budget_s >= floor_s + PROCESSES * sizes * COMPILE_S
+def pays_compile(q: Question, sizes: int, configs: int, window_s: float) -> bool:
+    """Whether the budget can pay a compiled configuration beside `configs` others: the least
+    budget that measures every size twice with it, and a compilation (pairs.COMPILE_S until
+    one is measured) in each of the two processes that measure each size. Where it cannot,
+    the question leaves compile out before anything runs (`tune` tries it on one size); the
+    engine leaves it out of a larger size whose compilations do not fit."""
+    floor = budget_floor(sizes, configs + 1, window_s)
+    return q.budget_s >= floor + PROCESSES * sizes * COMPILE_S
 
 
 def configs(

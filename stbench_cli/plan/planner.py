@@ -249,9 +249,7 @@ def check_question(q: gpu_vs_cpu.Question, physical: int, bf16: bool = False) ->
     configs = gpu_vs_cpu.configs(q, params, physical, bf16)
     window = q.window_s or pairs.auto_window(q.budget_s, len(sizes), len(configs))
     floor = pairs.budget_floor(len(sizes), len(configs), window)
-    if gpu_vs_cpu.pays_compile(
-        q, len(sizes), pairs.budget_floor(len(sizes), len(configs) + 1, window)
-    ):
+    if gpu_vs_cpu.pays_compile(q, len(sizes), len(configs), window):
         configs = gpu_vs_cpu.configs(q, params, physical, bf16, compile_=True)
         window = q.window_s or pairs.auto_window(q.budget_s, len(sizes), len(configs))
     if q.budget_s < floor:

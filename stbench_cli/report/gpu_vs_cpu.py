@@ -302,14 +302,13 @@ def _unanswered(s: pd.DataFrame, found: list[Point]) -> list[tuple[str, str]]:
             continue
         here = s[s["q_size"] == v]
         ok = here[here["status"] == "ok"]
-        ran = cells(ok, SPS, keys)
         why = "a side had no steady step in its window (--window)"
         if ok["repeat"].nunique() < 2:
             why = (
                 "one round only: the budget ended before the second (--resume it, or a larger "
                 "--budget)"
             )
-        elif len(ran) == 1:
+        elif len(ran := cells(ok, SPS, keys)) == 1:  # the others left the study before it
             defaults = (ok["q_default"] == 1).all() and ok["device"].astype(str).eq("cpu").all()
             who = "the CPU at its defaults" if defaults else f"one configuration ({ran[0].name})"
             why = f"only {who} ran there, the others no longer measured (as said below)"

@@ -348,11 +348,7 @@ class Engine:
         gone: set[str] = set()
         for lever in found:
             config = self.config_key(lever.seen[-1].other)  # the lever's cell, apart from size
-            gone |= {
-                c.run_id
-                for c in self.plan.cells
-                if self.size_of(c) in larger and self.config_key(c.run_id) == config
-            }
+            gone |= self._cells_of({config}, larger)
             words = " ".join(setting(k, v) for k, v in lever.sets)
             seen = [[x.size, x.ratio, x.low, x.high] for x in lever.seen]
             # found again (a resumed study, or once more after the size before's later rounds):
@@ -401,15 +397,10 @@ class Engine:
             return
         if not cheap or pairs.PROCESSES * cost.process_s(1, cheap) > left:
             return  # the size does not fit without them either: it is left out
-        keys = {self.config_key(c) for c in cost.build_s}
-        gone = {
-            c.run_id
-            for c in self.plan.cells
-            if self.size_of(c) in sizes and self.config_key(c.run_id) in keys
-        }
+        gone = self._cells_of({self.config_key(c) for c in cost.build_s}, sizes)
         build = max(cost.build_s.values())
         for run_id in sorted(cost.build_s):
-            words = self.label(run_id).split(" ", 1)[1]
+            words = " ".join(self._moved(run_id))
             self.unpaid.append({"sets": words, "from": size, "build_s": round(build, 1)})
             self.say(
                 f"{self.who}: {self.label(run_id)} not measured from {self.describe(size)} on: "
@@ -418,6 +409,14 @@ class Engine:
             )
         self._drop(gone)
         self._keep_record()
+
+    def _cells_of(self, configs: set[str], sizes: list[str]) -> set[str]:
+        """The run ids of these configurations (`config_key`s) at these sizes, every round."""
+        return {
+            c.run_id
+            for c in self.plan.cells
+            if self.size_of(c) in sizes and self.config_key(c.run_id) in configs
+        }
 
     def _drop(self, gone: set[str]) -> None:
         """Cells that will not run (a size left out, windows a process never reached) leave the
@@ -511,12 +510,15 @@ class Engine:
         spec = next(c for c in self.plan.cells if c.run_id == run_id)
         if self.who == "run":  # what sets the cell apart from the study's others
             return differing_names([c for c in self.plan.cells if c.repeat == 0])[cell_key(spec)]
-        p = spec.param_dict
+        return f"{spec.device} {' '.join(self._moved(run_id)) or 'defaults'}"
+
+    def _moved(self, run_id: str) -> list[str]:
+        """What a question's configuration sets apart from the CPU's defaults, in words."""
+        p = next(c for c in self.plan.cells if c.run_id == run_id).param_dict
         moved = [
             setting(k, p.get(k)) for k in gpu_vs_cpu.CPU_LEVERS if p.get(k) != self.defaults.get(k)
         ]
-        moved += [f"compile={p['compile']}"] if p.get("compile", "none") != "none" else []
-        return f"{spec.device} {' '.join(moved) or 'defaults'}"
+        return moved + ([f"compile={p['compile']}"] if p.get("compile", "none") != "none" else [])
 
     def _measure(self, size: str, startup_s: float | None = None) -> None:
         """The size's cost from its ok windows so far (a process's start: the mean seen)."""
