@@ -70,3 +70,15 @@ def test_conv_and_rnn_workloads_on_cuda_divide_by_the_tf32_peak_under_precision_
         None,
         None,
     )  # no bf16 peak measured
+
+
+def test_the_bf16_peaks_product_shrinks_where_the_cpu_emulates_bf16():
+    """A CPU without bf16 units ran the 256 product in 37 ms (0.9 GFLOP/s): its 1,024 product
+    would take 2.4 s each of six times, its 512 0.30 s; the peak measures at 256. One 4x as
+    fast stops at 512 (74 ms), a CPU with bf16 units keeps the device's size."""
+    from stbench.child.peaks import BF16_PRODUCT_S, fitting_size
+
+    assert BF16_PRODUCT_S == 0.25
+    assert fitting_size(1024, 256, 0.037) == 256
+    assert fitting_size(1024, 256, 0.037 / 4) == 512
+    assert fitting_size(1024, 256, 0.0005) == 1024
