@@ -188,14 +188,20 @@ def check_new(req: Request) -> tuple[Workload, MatrixSpec]:
     return w, matrix_of(w, req)
 
 
-def plan_new(req: Request, env: EnvInfo, command: tuple[str, ...] = ()) -> Plan:
+def plan_new(
+    req: Request, env: EnvInfo, command: tuple[str, ...] = (), data_checked: bool = False
+) -> Plan:
+    """A new study's plan. `data_checked`: the caller checked its data already (`stbench run`
+    does, before the inventory: a bad data source is one line at once, not after torch's
+    import), else it is checked here once the skips show something can run."""
     launch = make_launch(req.launcher, list(req.slurm), req.timeout, list(req.dask))
     w, matrix = check_new(req)
     cells = expand(matrix)
     skips = {c.run_id: r for c in cells if (r := cell_skip(c, env, w, launch.kind))}
     if len(skips) == len(cells):  # before check_data, which may open a remote store
         raise StbenchError(f"nothing to run: {skips[cells[0].run_id]}")
-    check_data(w, cells)
+    if not data_checked:
+        check_data(w, cells)
     manifest = {
         **_new_manifest(w, matrix, cells, env, launch, command),
         **({"prices": dict(req.prices)} if req.prices else {}),
