@@ -93,6 +93,11 @@ BEFORE_INVENTORY = [
     (["gpu-vs-cpu", "cnn-strain", "--budget", "1"], "--budget 1: too small to measure 4 sizes"),
     (["tune", "cnn-strain", "--set", "nope=1"], "unknown parameter 'nope'"),
     (["tune", "cnn-strain", "--batch-size", "0"], "--batch-size 0 must be a positive integer"),
+    # a study's data: a missing file is told while the cells' server imports torch
+    (["run", "lstm-era5", "--set", "data=/no/such.nc"], "data source /no/such.nc does not exist"),
+    (["gpu-vs-cpu", "lstm-era5", "--set", "data=/no/such.nc"], "/no/such.nc does not exist"),
+    (["gpu-vs-cpu", "stnn", "--set", "data=/no/such.nc"], "data file /no/such.nc does not exist"),
+    (["tune", "lstm-era5", "--set", "data=/no/such.nc"], "/no/such.nc does not exist"),
 ]
 
 

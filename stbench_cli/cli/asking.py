@@ -132,7 +132,8 @@ def gpu_vs_cpu(
     # what a bad input can be refused for, before the inventory waits for the cells' server
     stored = stored_study(workload, Path(resume), "gpu-vs-cpu") if resume else None
     if stored is None:  # its budget against the CPU's configurations; a GPU's come after
-        check_question(q, host.physical_cores(), host.native_bf16())
+        # its data too, while the cells' server imports torch
+        check_question(q, host.physical_cores(), host.native_bf16()).check_data()
     import_what_a_study_needs()
     from ..report import gpu_vs_cpu_picture, plotting  # noqa: F401  (its picture's, likewise)
 
@@ -148,7 +149,12 @@ def gpu_vs_cpu(
         device = _gpu(device, env.gpu_count)
         q = replace(q, gpu=device)
         plan = plan_question(
-            q, env, host.physical_cores(), tuple(sys.argv), bf16=host.native_bf16()
+            q,
+            env,
+            host.physical_cores(),
+            tuple(sys.argv),
+            bf16=host.native_bf16(),
+            data_checked=True,
         )
         if not device:
             render.note(

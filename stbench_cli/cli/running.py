@@ -153,7 +153,7 @@ class RunRequest:
             w, matrix = planner.check_new(replace(self.matrix, workload=name))
             # its data too, while the cells' server imports torch: a missing file or a store
             # without the variable is one line in ~1.5 s, not after the inventory (6 s here)
-            planner.check_data(w, expand(matrix))
+            planner.check_data(w, [c.params for c in expand(matrix)])
         a_folder(self.matrix.out)
         return self
 

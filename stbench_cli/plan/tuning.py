@@ -22,8 +22,8 @@ from ..store.manifest import LEVER_KIND
 from . import registry
 from .levers import BATCH, NAMES
 from .pairs import FIRST_ROUNDS, PROCESSES, STARTUP_S, SWITCH_S, auto_window
-from .planner import Plan, Request, check_new, plan_new
-from .spec import LIVE_LEVERS, WINDOWED_LEVERS, parse_set
+from .planner import Plan, Request, check_data, check_new, plan_new
+from .spec import LIVE_LEVERS, WINDOWED_LEVERS, expand, parse_set
 
 CONFIRM = "confirm"
 
@@ -58,11 +58,12 @@ class TuneSpec:
         for name, value in (("--window", self.cell_s), ("--budget", self.budget_s)):
             if not value > 0:
                 raise StbenchError(f"{name} {value:g} must be a positive number of seconds")
-        # its --set values and batch, as every step's cells take them, before the machine is
-        # known (planner.check_new)
-        check_new(
+        # its --set values and batch, as every step's cells take them, and their data, before
+        # the machine is known (planner.check_new, check_data)
+        w, matrix = check_new(
             request(self, {**self.fixed, BATCH: 1 if self.batch_size is None else self.batch_size})
         )
+        check_data(w, [c.params for c in expand(matrix)])
         return self
 
     def command(self) -> str:
