@@ -394,6 +394,33 @@ def test_compile_joins_the_cpus_levers_only_where_the_budget_pays_its_compilatio
     assert not gpu_vs_cpu.pays_compile(small, 2, 2, window)
 
 
+def test_cuda_graphs_join_the_gpus_levers_where_the_budget_pays_them_beside_the_cpus_compile(
+    tmp_path,
+):
+    """The CPU compiled first (the side every GPU ratio divides by), then the GPU's CUDA graphs
+    where the budget pays both compilations in every process of every size; `--cuda-graphs`
+    asks for them whatever the budget; a machine without a GPU has none."""
+    from stbench.plan.planner import check_question
+
+    def compiled(budget, gpu="cuda", graphs=False):
+        q = gpu_vs_cpu.Question("cnn-strain", ("64", "256"), budget, gpu=gpu, cuda_graphs=graphs,
+                                smoke=True, out=tmp_path)  # fmt: skip
+        checked = check_question(q, physical=2)
+        found = [(c.device, dict(c.sets)) for c in checked.configs if "compile" in c.sets]
+        others = len(checked.configs) - len(found)
+        return found, q, others, checked.window_s
+
+    graphs = ("cuda", {"precision": "tf32", "compile": "reduce-overhead"})
+    cpu = ("cpu", {"compile": "default"})
+    assert compiled(60)[0] == []
+    found, q, others, window = compiled(200)
+    assert found == [cpu] and not gpu_vs_cpu.pays_compile(q, 2, others, window, 2)
+    found, q, others, window = compiled(400)
+    assert found == [cpu, graphs] and gpu_vs_cpu.pays_compile(q, 2, others, window, 2)
+    assert compiled(60, graphs=True)[0] == [graphs]
+    assert compiled(900, gpu="")[0] == [cpu]
+
+
 def test_a_compilation_the_budget_cannot_pay_leaves_the_larger_sizes_measured_without_it(
     tmp_path,
 ):

@@ -54,7 +54,10 @@ Device = Annotated[
 ]
 CudaGraphs = Annotated[
     bool,
-    typer.Option("--cuda-graphs", help="also CUDA graphs (torch.compile reduce-overhead)"),
+    typer.Option(
+        "--cuda-graphs",
+        help="also CUDA graphs (torch.compile reduce-overhead) whatever the budget",
+    ),
 ]
 Gpus = Annotated[
     Path | None,

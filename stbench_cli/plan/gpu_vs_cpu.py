@@ -13,7 +13,8 @@ processes (the engine: plan/pairs.py, runner/windows.py):
   tuned CPU,
 - on a GPU machine, the GPU with each of its levers (`gpu_levers`: torch's default precision,
   which is TF32 in cuDNN and strict fp32 in cuBLAS; TF32 in both; bf16 autocast; CUDA graphs
-  with `--cuda-graphs`, where steps are launch-bound).
+  where the budget pays their compilation beside the CPU's, or `--cuda-graphs` asks: they pay
+  where steps are launch-bound, and where they are not the windows say so).
 
 The pairs each size judges (`comparisons`): the GPU's fastest against the CPU's fastest and
 against the CPU at its defaults; without a GPU, the CPU's fastest other configuration against its
@@ -129,21 +130,24 @@ def cpu_candidates(
 def gpu_levers(cuda_graphs: bool) -> list[dict]:
     """The GPU's own levers: torch's default precision (cuBLAS's products in strict fp32), TF32
     (cuBLAS's too: a matmul-heavy step's fp32 at up to 8x the rate on an H100) and bf16
-    autocast; CUDA graphs (torch.compile's reduce-overhead mode) where asked."""
+    autocast; CUDA graphs (torch.compile's reduce-overhead mode: a launch-bound step's kernels
+    replayed from one graph, ~1 us each where eager PyTorch's host took 8.7 us on the H200 run)
+    where the budget pays their compilation, or `--cuda-graphs` asks."""
     levers = [{"precision": "default"}, {"precision": "tf32"}, {"precision": "bf16"}]
     if cuda_graphs:
-        levers.append({"precision": "bf16", "compile": "reduce-overhead"})
+        # at TF32, the eager fastest on every H200 size (bf16 autocast adds its casts' kernels)
+        levers.append({"precision": "tf32", "compile": "reduce-overhead"})
     return levers
 
 
-def pays_compile(q: Question, sizes: int, configs: int, window_s: float) -> bool:
-    """Whether the budget can pay a compiled configuration beside `configs` others: the least
-    budget that measures every size twice with it, and a compilation (pairs.COMPILE_S until
-    one is measured) in each of the two processes that measure each size. Where it cannot,
-    the question leaves compile out before anything runs (`tune` tries it on one size); the
-    engine leaves it out of a larger size whose compilations do not fit."""
-    floor = budget_floor(sizes, configs + 1, window_s)
-    return q.budget_s >= floor + PROCESSES * sizes * COMPILE_S
+def pays_compile(q: Question, sizes: int, configs: int, window_s: float, compiled: int = 1) -> bool:
+    """Whether the budget can pay `compiled` compiled configurations beside `configs` others:
+    the least budget that measures every size twice with them, and a compilation of each
+    (pairs.COMPILE_S until one is measured) in each of the two processes that measure each size.
+    Where it cannot, the question leaves them out before anything runs (`tune` tries compile on
+    one size); the engine leaves one out of a larger size whose compilations do not fit."""
+    floor = budget_floor(sizes, configs + compiled, window_s)
+    return q.budget_s >= floor + compiled * PROCESSES * sizes * COMPILE_S
 
 
 def configs(
@@ -152,12 +156,14 @@ def configs(
     physical: int,
     bf16: bool = False,
     compile_: bool = False,
+    cuda_graphs: bool = False,
 ) -> list[Config]:
-    """Every configuration each size runs, the CPU at its defaults first."""
+    """Every configuration each size runs, the CPU at its defaults first: the CPU compiled
+    where `compile_`, the GPU's CUDA graphs where `cuda_graphs` or the question asks them."""
     out = [Config("cpu", "defaults")]
     out += [Config("cpu", "candidate", c) for c in cpu_candidates(base, physical, bf16, compile_)]
     if q.gpu:
-        out += [Config(q.gpu, "gpu", g) for g in gpu_levers(q.cuda_graphs)]
+        out += [Config(q.gpu, "gpu", g) for g in gpu_levers(q.cuda_graphs or cuda_graphs)]
     return out
 
 
