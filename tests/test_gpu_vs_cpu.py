@@ -6,6 +6,7 @@ size from which the GPU pays, and the picture of it."""
 import json
 import statistics
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -305,6 +306,28 @@ def test_the_engine_asks_no_round_of_a_size_once_its_pairs_have_concluded():
     asked = {m.size for m in d.runs}
     assert asked == {c.size for c in found if not c.concluded}
     assert not asked & {c.size for c in found if c.concluded}
+
+
+def test_a_larger_size_leaves_the_open_pairs_of_the_smaller_what_could_conclude_them():
+    """Three rounds of a side 1.05x the other at 3% noise leave its pair open, ~5 rounds from
+    concluding, beside a 3x pair concluded: what those rounds cost is owed them before a larger
+    size's first rounds, as far as it fits what is left; a concluded pair, or one no count of
+    rounds would conclude, is owed nothing."""
+    windows = {
+        (64, "cpu", 0): _noisy(1000, 3, 20),
+        (64, "cuda", 0): _noisy(1040, 3, 21),
+        (256, "cpu", 0): _noisy(1000, 3, 22),
+        (256, "cuda", 0): _noisy(3000, 3, 23),
+    }
+    found = gpu_vs_cpu.comparisons(*_cells_and_rows(windows), "batch_size", {"threads": 0})
+    open_, closed = found
+    assert not open_.concluded and 1 < open_.more < pairs.CAP and closed.concluded
+    costs = {c.size: _cost(c.size) for c in found}
+    owed = costs["64"].process_s(open_.more, (open_.base, open_.other))
+    assert pairs.owed_s(found, costs, 1000.0) == pytest.approx(owed)
+    assert pairs.owed_s(found, costs, owed - 0.01) == 0.0  # what does not fit is not owed
+    hopeless = replace(open_, to_differ=pairs.CAP, to_equal=pairs.CAP)
+    assert pairs.owed_s([hopeless, closed], costs, 1000.0) == 0.0
 
 
 def test_the_crossover_sentence_of_synthetic_windows_names_the_size_the_gpu_starts_to_pay():

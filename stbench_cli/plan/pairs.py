@@ -229,10 +229,7 @@ def decide(
     `describe(size)`: the size in words; `budget`: what `left_s` is left of, in words (a tune
     step's share of the tune's)."""
     runs, why = [], []
-    by_size: dict[str, list[Comparison]] = {}
-    for c in found:
-        by_size.setdefault(c.size, []).append(c)
-    for size, pairs in by_size.items():
+    for size, pairs in _by_size(found).items():
         open_ = [c for c in pairs if not c.concluded]
         if not open_:
             continue
@@ -260,6 +257,32 @@ def decide(
         left_s -= cost
         why.append(f"at {describe(size)}: {rounds} more round(s) of {len(configs)} configurations")
     return Decision(tuple(runs), tuple(why))
+
+
+def _by_size(found: Sequence[Comparison]) -> dict[str, list[Comparison]]:
+    by_size: dict[str, list[Comparison]] = {}
+    for c in found:
+        by_size.setdefault(c.size, []).append(c)
+    return by_size
+
+
+def owed_s(found: Sequence[Comparison], costs: Mapping[str, Cost], left_s: float) -> float:
+    """What the open pairs more rounds could conclude need, all their rounds, smallest size
+    first, as far as they fit in `left_s`: what a larger size's first rounds must leave them. A
+    larger size that took it left two sizes open where one could have concluded
+    (`gpu-vs-cpu lstm-era5 --budget 60`: 1,024 sequences at 10 rounds, ~12 s from concluding,
+    4,096 at 3, ~227 s, with 1 s left). A pair no count of rounds would conclude, or whose
+    rounds do not fit beside those before it, is owed nothing: a larger size pays more there."""
+    owed = 0.0
+    for size, pairs in _by_size(found).items():
+        hopeful = [c for c in pairs if not c.concluded and c.more < CAP]
+        if not hopeful or size not in costs:
+            continue
+        configs = tuple(dict.fromkeys(x for c in hopeful for x in (c.base, c.other)))
+        cost = costs[size].process_s(max(c.more for c in hopeful), configs)
+        if owed + cost <= left_s:
+            owed += cost
+    return owed
 
 
 def rotated(configs: Sequence[str], round_: int) -> list[str]:

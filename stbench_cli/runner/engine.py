@@ -9,8 +9,9 @@ what runs next, runner/windows.py runs one process; this module is the loop.
    variance: pyperf's workers), each round in a rotated order; a size's later first rounds
    share their process with the next size's first ones, so n sizes take n + 1 processes, not 2n.
    A size runs only where its predicted cost (the largest size measured, grown by the size's
-   count) fits what is left of the budget; a size that does not, and every larger one, is
-   named with the budget that would measure it.
+   count) fits what is left of the budget once the open pairs of the sizes before have what
+   could conclude them (pairs.owed_s); a size that does not, and every larger one, is named
+   with the budget that would measure it.
 2. **Then rounds only where a pair is open**: plan.pairs.decide, until every pair has
    concluded (apart, or equal within the margin), or the rounds that could conclude the rest
    cost more than the time left, which it says, with the figures.
@@ -230,6 +231,7 @@ class Engine:
         cost = self._predicted(size, list(configs))
         if cost is not None:
             left = self._left() - (self._cost_s(later) or 0.0)
+            left -= self._owed(left)  # the smaller sizes' open pairs conclude first
             while per > 1 and pairs.PROCESSES * cost.process_s(per) > left:
                 per -= 1
             if pairs.PROCESSES * cost.process_s(per) > left:
@@ -248,6 +250,12 @@ class Engine:
         while known is not None and rounds > 1 and known.process_s(rounds, configs) > self._left():
             rounds -= 1
         return Segment(size, configs, rounds)
+
+    def _owed(self, left_s: float) -> float:
+        """What the open pairs of the sizes measured so far need to conclude, as far as it fits
+        in `left_s` (pairs.owed_s): a larger size's first rounds leave it to them."""
+        found = gpu_vs_cpu.judged(self.record, self.plan.cells, self.rows)
+        return pairs.owed_s(found, self.costs, left_s)
 
     def _cost_s(self, segment: Segment | None) -> float | None:
         """What a segment costs as a process of its own (None: nothing known of its size)."""
@@ -296,8 +304,10 @@ class Engine:
 
     def _leave_out(self, sizes: list[str], later: Segment | None = None) -> None:
         """Sizes the budget cannot measure twice: each named with the budget it would need (the
-        size before's later first rounds, still to run, counted in)."""
+        size before's later first rounds, still to run, and what the open pairs of the sizes
+        before need to conclude, counted in)."""
         extra = self._cost_s(later) or 0.0
+        extra += self._owed(self._left() - extra)  # what the sizes before still need first
         kept = {x["size"] for x in self.left_out}  # an interrupted run's: their cells are gone
         unrunnable = set()
         for size in sizes:
