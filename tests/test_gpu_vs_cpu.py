@@ -21,6 +21,7 @@ from stbench.report.labels import format_number
 from stbench.report.model import study, with_context
 from stbench.report.read import Context
 from stbench.report.view import finding_of
+from stbench.runner.engine import Segment
 from stbench.runner.envinfo import collect
 from stbench.stats import paired
 from stbench.store.manifest import LEVER_KIND
@@ -328,6 +329,44 @@ def test_a_larger_size_leaves_the_open_pairs_of_the_smaller_what_could_conclude_
     assert pairs.owed_s(found, costs, owed - 0.01) == 0.0  # what does not fit is not owed
     hopeless = replace(open_, to_differ=pairs.CAP, to_equal=pairs.CAP)
     assert pairs.owed_s([hopeless, closed], costs, 1000.0) == 0.0
+
+
+def test_a_larger_sizes_first_rounds_wait_for_what_the_smallers_open_pair_needs(
+    tmp_path, monkeypatch
+):
+    """The engine's side of the rule above: a larger size whose first rounds fit what is left,
+    but not beside what the smaller size's open pair needs to conclude, is not started; named,
+    it needs the budget for both."""
+    from stbench.runner.engine import Engine
+
+    q = gpu_vs_cpu.Question("cnn-strain", ("32", "64"), 600, gpu="", smoke=True, out=tmp_path)
+    plan = plan_question(q, collect(), physical=2)
+    plan.folder.mkdir(parents=True)
+    at32 = [c.run_id for c in plan.cells if c.batch_size == 32 and c.repeat == 0]
+    at64 = [c.run_id for c in plan.cells if c.batch_size == 64 and c.repeat == 0]
+    said: list[str] = []
+
+    def engine(left_s: float) -> Engine:
+        made = Engine(plan, collect(), time.time() + left_s, said.append, lambda s, r: None)
+        made.costs["32"] = pairs.Cost("32", 32.0, dict.fromkeys(at32, 1.0),
+                                      dict.fromkeys(at32, 0.01), 2.0)  # fmt: skip
+        return made
+
+    # the least of its first rounds a process can run: one each
+    first_rounds = pairs.PROCESSES * engine(60)._predicted("64", at64).process_s(1)
+    open_ = pairs.Comparison("32", at32[0], at32[1], 1.03, 0.97, 1.09, 6, to_differ=11)
+    owed = engine(60).costs["32"].process_s(open_.more, at32[:2])
+    assert owed > 2
+    left = first_rounds + owed / 2  # the larger size's first rounds fit, but not beside it
+    assert isinstance(engine(left)._first_half("64", None), Segment)  # nothing open: it runs
+    monkeypatch.setattr(gpu_vs_cpu, "judged", lambda record, cells, rows: [open_])
+    assert engine(left)._first_half("64", None) is False
+    assert engine(first_rounds + owed + 5)._first_half("64", None)  # both fit: it runs
+    late = engine(left)
+    late._leave_out(["64"])
+    (named,) = late.left_out
+    spent = plan.manifest["question"]["budget_s"] - left
+    assert named["needs_s"] >= spent + owed + first_rounds - 1
 
 
 def test_the_crossover_sentence_of_synthetic_windows_names_the_size_the_gpu_starts_to_pay():
