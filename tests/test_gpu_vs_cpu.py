@@ -740,6 +740,8 @@ def test_an_outgrown_lever_leaves_the_larger_sizes_and_the_answer_says_so(
     monkeypatch.setattr(gpu_vs_cpu, "outgrown", threads_fell)
     # the first rounds are what the rule reads: no rounds after them (this test's time)
     monkeypatch.setattr(pairs, "decide", lambda *args, **kwargs: pairs.Decision((), ()))
+    # nor are a larger size's first rounds kept waiting for them (pairs.owed_s)
+    monkeypatch.setattr(pairs, "owed_s", lambda *args, **kwargs: 0.0)
     with pytest.raises(SystemExit) as done:
         main(["gpu-vs-cpu", "cnn-strain", "--smoke", "--sizes", "32", "64", "128", "--window",
               "0.1", "--rounds", "2", "--budget", "30", "--out", str(tmp_path)])  # fmt: skip

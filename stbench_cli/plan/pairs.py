@@ -229,7 +229,7 @@ def decide(
     `describe(size)`: the size in words; `budget`: what `left_s` is left of, in words (a tune
     step's share of the tune's)."""
     runs, why = [], []
-    for size, pairs in _by_size(found).items():
+    for size, pairs in _pairs_at_each_size(found).items():
         open_ = [c for c in pairs if not c.concluded]
         if not open_:
             continue
@@ -259,7 +259,7 @@ def decide(
     return Decision(tuple(runs), tuple(why))
 
 
-def _by_size(found: Sequence[Comparison]) -> dict[str, list[Comparison]]:
+def _pairs_at_each_size(found: Sequence[Comparison]) -> dict[str, list[Comparison]]:
     by_size: dict[str, list[Comparison]] = {}
     for c in found:
         by_size.setdefault(c.size, []).append(c)
@@ -274,7 +274,7 @@ def owed_s(found: Sequence[Comparison], costs: Mapping[str, Cost], left_s: float
     4,096 at 3, ~227 s, with 1 s left). A pair no count of rounds would conclude, or whose
     rounds do not fit beside those before it, is owed nothing: a larger size pays more there."""
     owed = 0.0
-    for size, pairs in _by_size(found).items():
+    for size, pairs in _pairs_at_each_size(found).items():
         hopeful = [c for c in pairs if not c.concluded and c.more < CAP]
         if not hopeful or size not in costs:
             continue
