@@ -327,6 +327,10 @@ def test_a_larger_size_leaves_the_open_pairs_of_the_smaller_what_could_conclude_
     owed = costs["64"].process_s(open_.more, (open_.base, open_.other))
     assert pairs.owed_s(found, costs, 1000.0) == pytest.approx(owed)
     assert pairs.owed_s(found, costs, owed - 0.01) == 0.0  # what does not fit is not owed
+    # rounds already coming at its size (its later first rounds) are not owed again
+    fewer = costs["64"].process_s(open_.more - 2, (open_.base, open_.other))
+    assert pairs.owed_s(found, costs, 1000.0, {"64": 2}) == pytest.approx(fewer)
+    assert pairs.owed_s(found, costs, 1000.0, {"64": open_.more}) == 0.0
     hopeless = replace(open_, to_differ=pairs.CAP, to_equal=pairs.CAP)
     assert pairs.owed_s([hopeless, closed], costs, 1000.0) == 0.0
 

@@ -266,20 +266,27 @@ def _pairs_at_each_size(found: Sequence[Comparison]) -> dict[str, list[Compariso
     return by_size
 
 
-def owed_s(found: Sequence[Comparison], costs: Mapping[str, Cost], left_s: float) -> float:
-    """What the open pairs more rounds could conclude need, all their rounds, smallest size
-    first, as far as they fit in `left_s`: what a larger size's first rounds must leave them. A
-    larger size that took it left two sizes open where one could have concluded
-    (`gpu-vs-cpu lstm-era5 --budget 60`: 1,024 sequences at 10 rounds, ~12 s from concluding,
-    4,096 at 3, ~227 s, with 1 s left). A pair no count of rounds would conclude, or whose
-    rounds do not fit beside those before it, is owed nothing: a larger size pays more there."""
+def owed_s(
+    found: Sequence[Comparison],
+    costs: Mapping[str, Cost],
+    left_s: float,
+    coming: Mapping[str, int] | None = None,
+) -> float:
+    """What the open pairs more rounds could conclude need, all their rounds less those already
+    `coming` at their size (a size's later first rounds, still to run), smallest size first, as
+    far as they fit in `left_s`: what a larger size's first rounds must leave them. A larger
+    size that took it left two sizes open where one could have concluded (`gpu-vs-cpu lstm-era5
+    --budget 60`: 1,024 sequences at 10 rounds, ~12 s from concluding, 4,096 at 3, ~227 s, with
+    1 s left). A pair no count of rounds would conclude, or whose rounds do not fit beside those
+    before it, is owed nothing: a larger size pays more there."""
     owed = 0.0
     for size, pairs in _pairs_at_each_size(found).items():
         hopeful = [c for c in pairs if not c.concluded and c.more < CAP]
-        if not hopeful or size not in costs:
+        need = max((c.more for c in hopeful), default=0) - (coming or {}).get(size, 0)
+        if need <= 0 or size not in costs:
             continue
         configs = tuple(dict.fromkeys(x for c in hopeful for x in (c.base, c.other)))
-        cost = costs[size].process_s(max(c.more for c in hopeful), configs)
+        cost = costs[size].process_s(need, configs)
         if owed + cost <= left_s:
             owed += cost
     return owed

@@ -231,7 +231,7 @@ class Engine:
         cost = self._predicted(size, list(configs))
         if cost is not None:
             left = self._left() - (self._cost_s(later) or 0.0)
-            left -= self._owed(left)  # the smaller sizes' open pairs conclude first
+            left -= self._owed(left, later)  # the smaller sizes' open pairs conclude first
             while per > 1 and pairs.PROCESSES * cost.process_s(per) > left:
                 per -= 1
             if pairs.PROCESSES * cost.process_s(per) > left:
@@ -251,11 +251,13 @@ class Engine:
             rounds -= 1
         return Segment(size, configs, rounds)
 
-    def _owed(self, left_s: float) -> float:
-        """What the open pairs of the sizes measured so far need to conclude, as far as it fits
-        in `left_s` (pairs.owed_s): a larger size's first rounds leave it to them."""
+    def _owed(self, left_s: float, later: Segment | None = None) -> float:
+        """What the open pairs of the sizes measured so far need to conclude beyond the size
+        before's `later` first rounds, as far as it fits in `left_s` (pairs.owed_s): a larger
+        size's first rounds leave it to them."""
         found = gpu_vs_cpu.judged(self.record, self.plan.cells, self.rows)
-        return pairs.owed_s(found, self.costs, left_s)
+        coming = {later.size: later.rounds} if later else {}
+        return pairs.owed_s(found, self.costs, left_s, coming)
 
     def _cost_s(self, segment: Segment | None) -> float | None:
         """What a segment costs as a process of its own (None: nothing known of its size)."""
@@ -307,7 +309,7 @@ class Engine:
         size before's later first rounds, still to run, and what the open pairs of the sizes
         before need to conclude, counted in)."""
         extra = self._cost_s(later) or 0.0
-        extra += self._owed(self._left() - extra)  # what the sizes before still need first
+        extra += self._owed(self._left() - extra, later)  # what the sizes before still need
         kept = {x["size"] for x in self.left_out}  # an interrupted run's: their cells are gone
         unrunnable = set()
         for size in sizes:
