@@ -267,8 +267,7 @@ def check_question(q: gpu_vs_cpu.Question, physical: int, bf16: bool = False) ->
     floor = pairs.budget_floor(len(sizes), len(configs), window)
     if gpu_vs_cpu.pays_compile(q, len(sizes), len(configs), window):
         # the CPU compiled first (the side every GPU ratio divides by), then the GPU's graphs
-        graphs = bool(q.gpu) and not q.cuda_graphs
-        graphs = graphs and gpu_vs_cpu.pays_compile(q, len(sizes), len(configs), window, 2)
+        graphs = bool(q.gpu) and gpu_vs_cpu.pays_compile(q, len(sizes), len(configs), window, 2)
         configs = gpu_vs_cpu.configs(q, params, physical, bf16, True, graphs)
         window = q.window_s or pairs.auto_window(q.budget_s, len(sizes), len(configs))
     if q.budget_s < floor:

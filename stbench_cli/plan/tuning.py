@@ -59,7 +59,8 @@ class TuneSpec:
             if not value > 0:
                 raise StbenchError(f"{name} {value:g} must be a positive number of seconds")
         # its --set values and batch, as every step's cells take them, and their data, before
-        # the machine is known (planner.check_new, check_data)
+        # the machine is known (planner.check_new, check_data): once, for every step (a lever
+        # never changes what a cell reads), so no step's plan opens a remote store again
         w, matrix = check_new(
             request(self, {**self.fixed, BATCH: 1 if self.batch_size is None else self.batch_size})
         )
@@ -156,7 +157,8 @@ def plan_step(
     command: tuple[str, ...],
 ) -> Plan:
     """A lever's step as a normal study written into `folder`."""
-    return replace(plan_new(request(spec, config, lever, values), env, command), folder=folder)
+    planned = plan_new(request(spec, config, lever, values), env, command, data_checked=True)
+    return replace(planned, folder=folder)
 
 
 def plan_confirm(
@@ -173,7 +175,7 @@ def plan_confirm(
     the first round only, as windows (`windowed`: the engine adds the rounds)."""
     if window_s is not None:
         spec = replace(spec, repeats=1)
-    plans = [plan_new(request(spec, c), env, command) for c in configs]
+    plans = [plan_new(request(spec, c), env, command, data_checked=True) for c in configs]
     cells = tuple(c for r in range(spec.repeats) for p in plans for c in p.cells if c.repeat == r)
     skips = {k: v for p in plans for k, v in p.skips.items()}
     manifest = {
@@ -239,7 +241,8 @@ def plan_window_step(
     engine repeats in windows until each value concludes against the reference or the step's
     time is spent."""
     one = replace(spec, repeats=1)
-    plan = replace(plan_new(request(one, config, lever, values), env, command), folder=folder)
+    planned = plan_new(request(one, config, lever, values), env, command, data_checked=True)
+    plan = replace(planned, folder=folder)
     live = {k: config[k] for k in LIVE_LEVERS}
     return as_windows(spec, plan, int(config[BATCH]), live, {lever: values[0]}, window_s)
 
