@@ -17,7 +17,7 @@ from stbench.report.profile import memory_summary
 from stbench.report.tables import markdown
 from stbench.report.text import fit_table, to_markdown, views_of
 from stbench.report.view import Options
-from tests.helpers import committed_folders, committed_studies, stbench
+from tests.helpers import ROOT, committed_folders, committed_studies, stbench
 
 # The committed result folders only, never a run a user made beside them (tests.helpers); the
 # commands get the `committed_results` copy of them.
@@ -129,6 +129,25 @@ def test_report_opens_with_findings_the_hardware_and_a_figure(committed_report):
     assert re.fullmatch(r"drawing \d+ studies' figures in \d+ processes", progress[1])
     assert re.fullmatch(r"\[1/\d+\] ref-\S+", progress[2])
     assert progress[-1].startswith("writing ")
+
+
+def test_a_tune_is_its_answer_in_the_report_and_its_steps_come_with_full(tmp_path):
+    """A tune's step studies are most of a results/ folder's drawing and repeat its answer: the
+    report lists the tune's answer and draws its steps only with --full."""
+    results = tmp_path / "results"
+    for name in ("ref-cpu2-cnn-strain-epochs", "ref-cpu2-dcrnn-pems-tune-300s"):
+        shutil.copytree(ROOT / "results" / "reference" / name, results / name)
+    tune = results / "ref-cpu2-dcrnn-pems-tune-300s"
+    steps = sorted(f"{tune.name}/{p.parent.name}" for p in tune.glob("*/runs.csv"))
+    sections = {}
+    for full in ([], ["--full"]):
+        out = tmp_path / f"report{len(full)}"
+        stbench("report", results, "--out", out, *full, check=True)
+        md = (out / "report.md").read_text()
+        assert "- **ref-cpu2-dcrnn-pems-tune-300s** (`stbench tune dcrnn-pems`): dcrnn-pems" in md
+        sections[bool(full)] = re.findall(r"\n## (\S+)\n\n`stbench", md)
+    assert sections[False] == ["ref-cpu2-cnn-strain-epochs"]
+    assert sorted(sections[True]) == sorted(["ref-cpu2-cnn-strain-epochs", *steps]) and steps
 
 
 def test_a_parameter_added_after_a_study_shows_its_value_in_every_row():

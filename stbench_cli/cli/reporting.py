@@ -17,7 +17,8 @@ from .options import Out
     "report",
     short_help="A report to publish: report.html, report.md and figures.",
     help=paragraph(f"""A report to publish: every study's finding and a headline figure first, then
-per study its tables and figures. {SKIPPED_HELP}"""),
+per study its tables and figures. A tune is its answer (its step studies with --full; a tune given
+alone is drawn with its steps). {SKIPPED_HELP}"""),
 )
 def report_command(
     paths: Annotated[
@@ -25,6 +26,9 @@ def report_command(
         typer.Argument(metavar="PATHS", help="result folders, or folders holding them"),
     ],
     out: Out = Path("report"),
+    full: Annotated[
+        bool, typer.Option(help="each tune's step studies too (each is a study of its own)")
+    ] = False,
 ) -> None:
     from ..report import html, read
     from ..store.files import find_folders
@@ -34,7 +38,9 @@ def report_command(
         render.err.print(line, markup=False, highlight=False)
 
     render.out_folder(out)
-    found = find_folders(paths)
+    # a tune is its answer on the first screen; its steps (a study each, most of the drawing)
+    # only with --full, or where nothing but tunes was given: a report draws what it was given
+    found = find_folders(paths, tune_steps=full) or find_folders(paths)
     progress(f"reading {len(found)} result folder{'s' if len(found) != 1 else ''}")
     folders, skipped = read.read(found, read.SERIES)
     # one process per CPU this one may use draws the figures (the console script guards its

@@ -61,7 +61,7 @@ class Report:
     folders: pd.DataFrame  # one line per result folder
     headline: tuple[View, Picture] | None = None  # the figure the report opens with, its study
     skipped: tuple[Skipped, ...] = ()  # result folders left out, and why
-    # each tune's (folder, command, answer): its step studies are among the views
+    # each tune's (folder, command, answer); its step studies are views only with `report --full`
     tunes: tuple[tuple[str, str, str], ...] = ()
 
 
