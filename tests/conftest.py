@@ -102,6 +102,17 @@ def isolated(tmp_path_factory, monkeypatch, measured_peaks):
     its tmp_path, not in it, which a test may hold empty."""
     cache = tmp_path_factory.mktemp("cache")
     monkeypatch.setenv("STBENCH_CACHE", str(cache))
+    # pytest names the running test in this process's environment, a value of its own each test:
+    # read by pytest alone, it must not keep a test's cells from the warm server an earlier test
+    # started here (each would import torch afresh)
+    from stbench.runner import warm
+
+    monkeypatch.setattr(warm, "LATE", warm.LATE | {"PYTEST_CURRENT_TEST"})
+    if warm._server is not None and not warm.compatible(os.environ, warm._server):
+        # started by an earlier test in an environment of its own (a variable it set): no cell
+        # of this test could fork from it, so it goes, and the first cell here starts another
+        warm._stop()
+        warm._server = None
     if measured_peaks is not None:
         shutil.copy(measured_peaks, cache / "peaks.json")
 
@@ -117,7 +128,7 @@ def committed_results(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def smoke_question(tmp_path_factory):
+def smoke_question(tmp_path_factory, measured_peaks):
     """One question, run once for the tests that read what a question prints and writes (a
     question costs half a minute): `gpu-vs-cpu cnn-strain --smoke --budget 30`, predicting a
     user's own card from a file (tests.helpers.MY_CARD). Its CompletedProcess and its folder;
@@ -126,6 +137,9 @@ def smoke_question(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("question")
     (root / "gpus.toml").write_text(MY_CARD)
+    if measured_peaks is not None:  # the session's peaks, as every test's cache holds them
+        (root / "cache").mkdir()
+        shutil.copy(measured_peaks, root / "cache" / "peaks.json")
     with pytest.MonkeyPatch.context() as patch:  # its own peak and data cache, as every test's
         patch.setenv("STBENCH_CACHE", str(root / "cache"))
         done = stbench(

@@ -65,14 +65,39 @@ BAD = [
 
 
 @pytest.mark.parametrize("argv,said", BAD, ids=lambda x: " ".join(x) if isinstance(x, list) else "")
-def test_a_bad_input_is_one_line_and_exit_2_and_nothing_written(argv, said, tmp_path):
+def test_a_bad_input_is_one_line_and_exit_2_and_nothing_written(
+    argv, said, tmp_path, monkeypatch, capsys
+):
+    """The console script's own entry point in this process (a process each would import
+    stbench afresh, ~1.2 s a case); the console script itself below."""
+    from stbench.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("COLUMNS", raising=False)  # as in a pipe, whatever the terminal
     (tmp_path / FILE).write_text("")
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    err = capsys.readouterr().err
+    assert done.value.code == 2, err[-2000:]
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err[-2000:]
+    assert said in lines[0] and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == [FILE]  # nothing written
+
+
+# the console script as a user runs it, in a pipe: a command, a workload and a data source
+AS_TYPED = [BAD[0], BAD[2], (["run", "lstm-era5", "--set", "data=/no/such.nc"], "/no/such.nc")]
+
+
+@pytest.mark.parametrize(
+    "argv,said", AS_TYPED, ids=lambda x: " ".join(x) if isinstance(x, list) else ""
+)
+def test_the_console_script_says_a_bad_input_in_one_line_and_exits_2(argv, said, tmp_path):
     proc = stbench(*argv, cwd=tmp_path, timeout=120)
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = proc.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr[-2000:]
-    assert said in lines[0] and "Traceback" not in proc.stderr
-    assert sorted(p.name for p in tmp_path.iterdir()) == [FILE]  # nothing written
+    assert len(lines) == 1 and lines[0].startswith("error: ") and said in lines[0], proc.stderr
+    assert list(tmp_path.iterdir()) == []  # nothing written
 
 
 # Bad inputs that need no machine to be told, in the commands that take an inventory (it waits

@@ -179,11 +179,15 @@ def test_gpu_vs_cpu_windows_on_cuda_reach_cuda_while_the_cpus_windows_go_on(fake
     assert "no picture: it draws the ratio against the size" in " ".join(proc.stderr.split())
 
 
+@pytest.mark.slow
 def test_run_with_a_budget_as_windows_on_cuda_reaches_cuda_while_the_cpus_go_on(
     fake_cuda, tmp_path
 ):
     """`run --device cpu cuda --budget`: the cuda cell's windows reach the build's own CUDA
-    error at the device's selection, a row each; the CPU's windows are measured; exit 1."""
+    error at the device's selection, a row each; the CPU's windows are measured; exit 1. Slow
+    (13 s): the windows on cuda are the engine's and the warm process's that gpu-vs-cpu's test
+    above drives in the default suite; `run`'s own planning of cpu and cuda is
+    test_rounds.py's (the cuda cell skipped where no GPU is seen)."""
     proc = stbench(
         "run", "cnn-strain", "--smoke", "--device", "cpu", "cuda", "--budget", 10,
         "--out", tmp_path / "o",

@@ -224,9 +224,12 @@ def test_a_windowed_run_with_one_configuration_left_says_it_has_nothing_to_pair(
     assert sum(r["status"] == "ok" for r in runs) == 6
 
 
+@pytest.mark.slow
 def test_a_windowed_run_interrupted_resumes_with_no_row_lost_or_doubled(tmp_path):
     """Ctrl-C inside a process of windows: exit 130 and the resume line; `run --resume` finishes
-    the study as the engine's (the manifest's question), every planned window a row once."""
+    the study as the engine's (the manifest's question), every planned window a row once. Slow
+    (17 s): the engine's interrupt and resume are test_windows.py's for gpu-vs-cpu in the
+    default suite, and `run --resume` of a windowed study is the budget test's above."""
     import signal
     import subprocess
     import sys

@@ -60,6 +60,8 @@ LATE = frozenset(
         # torch sets it in a process's environment the first time inductor asks for its cache
         # (a step's anatomy measured in the parent does) and reads it only then, never at import
         "TORCHINDUCTOR_CACHE_DIR",
+        # stbench's cache folder: read where a cell or the parent asks for it, never at import
+        "STBENCH_CACHE",
     }
 )
 NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"
