@@ -16,13 +16,16 @@ ROOT = Path(__file__).parent.parent
 
 
 @pytest.fixture(scope="module")
-def committed():
-    """The committed reference studies only: what a user ran into results/ is no part of a test."""
-    return narrow(
-        "compare",
-        *(p.relative_to(ROOT) for p in committed_folders()),  # studies; a tune is a folder of them
-        cwd=ROOT,
-    )
+def reference():
+    """`compare results/reference` at 80 columns: the tunes' answers, then every committed
+    study (what a user ran into results/ is beside that folder, no part of a test)."""
+    return narrow("compare", Path("results") / "reference", cwd=ROOT)
+
+
+@pytest.fixture(scope="module")
+def committed(reference):
+    """The committed reference studies' part of it (a tune is a folder of studies)."""
+    return reference[reference.index("Each study: its finding") :]
 
 
 def sections(text: str) -> dict[str, str]:
@@ -165,19 +168,22 @@ def test_a_predicted_csv_it_cannot_read_is_flagged_and_the_measured_answer_stand
     assert "is corrupt: header lacks bound_ms" in flag and "stands without" in flag
 
 
-def test_compare_of_the_references_answers_every_tune_first_naming_its_best_configuration():
+def test_compare_of_the_references_answers_every_tune_first_naming_its_best_configuration(
+    reference,
+):
     """compare results/reference/ shows a tune by its answer (the best configuration, its gain,
     the options that reproduce it); its step studies only with --full, where each is a study."""
-    from tests.helpers import ROOT, stbench
+    from tests.helpers import stbench
 
-    text = stbench("compare", ROOT / "results" / "reference", check=True, timeout=600).stdout
+    text = reference
     tunes = [f.parent.name for f in (ROOT / "results" / "reference").glob("*/tune.json")]
     assert len(tunes) == 8  # each workload's, and each again on the questions' engine (-300s)
     for name in tunes:
         head = text.split(f"## {name} (a tune: its answer; its steps with --full)\n", 1)
         assert len(head) == 2, name
         answer = head[1].split("\n## ", 1)[0]
-        assert "best configuration" in answer and "Reproduce: stbench run " in answer
+        said = " ".join(answer.split())  # folded at 80 columns
+        assert "best configuration" in said and "Reproduce: stbench run " in said
         spec = json.loads((ROOT / "results" / "reference" / name / "tune.json").read_text())
         # headed by the command that asks it again: its options, not its workload alone
         command = answer.split("\n\n", 1)[0].split()  # folded as it is shown

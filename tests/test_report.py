@@ -131,23 +131,38 @@ def test_report_opens_with_findings_the_hardware_and_a_figure(committed_report):
     assert progress[-1].startswith("writing ")
 
 
-def test_a_tune_is_its_answer_in_the_report_and_its_steps_come_with_full(tmp_path):
+def test_a_tune_is_its_answer_in_the_report_and_its_steps_come_with_full(tmp_path, monkeypatch):
     """A tune's step studies are most of a results/ folder's drawing and repeat its answer: the
-    report lists the tune's answer and draws its steps only with --full."""
+    report lists the tune's answer and draws its steps only with --full (or a tune given
+    alone)."""
+    from stbench.cli import main
+    from stbench.report import html
+
     results = tmp_path / "results"
     for name in ("ref-cpu2-cnn-strain-epochs", "ref-cpu2-dcrnn-pems-tune-300s"):
         shutil.copytree(ROOT / "results" / "reference" / name, results / name)
     tune = results / "ref-cpu2-dcrnn-pems-tune-300s"
     steps = sorted(f"{tune.name}/{p.parent.name}" for p in tune.glob("*/runs.csv"))
-    sections = {}
-    for full in ([], ["--full"]):
-        out = tmp_path / f"report{len(full)}"
-        stbench("report", results, "--out", out, *full, check=True)
-        md = (out / "report.md").read_text()
-        assert "- **ref-cpu2-dcrnn-pems-tune-300s** (`stbench tune dcrnn-pems`): dcrnn-pems" in md
-        sections[bool(full)] = re.findall(r"\n## (\S+)\n\n`stbench", md)
-    assert sections[False] == ["ref-cpu2-cnn-strain-epochs"]
-    assert sorted(sections[True]) == sorted(["ref-cpu2-cnn-strain-epochs", *steps]) and steps
+    stbench("report", results, "--out", tmp_path / "report", check=True)
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "- **ref-cpu2-dcrnn-pems-tune-300s** (`stbench tune dcrnn-pems`): dcrnn-pems" in md
+    assert re.findall(r"\n## (\S+)\n\n`stbench", md) == ["ref-cpu2-cnn-strain-epochs"]
+
+    # what --full draws, without drawing it (the studies' figures are the tests' above)
+    class Drawn(Exception):
+        pass
+
+    def build(folders, *args, **kwargs):
+        raise Drawn(sorted(f"{f.path.parent.name}/{f.path.name}" for f in folders))
+
+    monkeypatch.setattr(html, "build", build)
+    for paths, want in (
+        ([results, "--full"], ["results/ref-cpu2-cnn-strain-epochs", *steps]),
+        ([tune], steps),
+    ):
+        with pytest.raises(Drawn) as drawn:
+            main(["report", *map(str, paths), "--out", str(tmp_path / "full")])
+        assert drawn.value.args[0] == sorted(want) and steps
 
 
 def test_a_parameter_added_after_a_study_shows_its_value_in_every_row():

@@ -62,6 +62,28 @@ def test_only_what_is_read_after_the_fork_may_differ_from_the_servers_environmen
     assert not warm.compatible({"PATH": "/bin"}, server)  # one it lacks counts too
 
 
+@pytest.mark.parametrize("fresh", [False, True], ids=["forked", "fresh"])
+def test_a_module_forked_from_the_server_or_started_fresh_ends_as_a_fresh_run_would(
+    monkeypatch, fresh
+):
+    """warm.Module (a doctor's GPU load, which a sampler watches while it runs): forked from
+    the server where this process's environment fits it, its own process otherwise; either way
+    its pid while it runs, and its exit code, output and errors as `subprocess.run` gives."""
+    import psutil
+
+    if fresh:
+        monkeypatch.setenv("STBENCH_WARM", "0")
+    timeit = [sys.executable, "-m", "timeit", "-n", "1", "-r", "1"]
+    running = warm.Module([*timeit, "import time; time.sleep(0.5)"])
+    assert (psutil.Process(running.pid).ppid() == os.getpid()) == fresh
+    done = running.result(timeout=60)
+    assert done.returncode == 0 and "1 loop" in done.stdout and done.stderr == "", done
+    failed = warm.run_module([*timeit, "1/0"], timeout=60)
+    assert failed.returncode == 1 and "ZeroDivisionError" in failed.stderr, failed
+    with pytest.raises(subprocess.TimeoutExpired):
+        warm.Module([*timeit, "import time; time.sleep(30)"]).result(timeout=0.5)
+
+
 def test_a_forked_cell_an_earlier_parent_left_running_is_killed_by_pid_and_start_time(tmp_path):
     log = tmp_path / "sleeper.log"
     cell = warm.start_cell(

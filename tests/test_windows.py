@@ -205,10 +205,18 @@ def test_a_size_nothing_can_run_here_is_named_with_why_never_with_a_budget(tmp_p
         (("--device", "cpu", "cuda"), "--device cpu cuda: stbench gpu-vs-cpu takes one value"),
     ],
 )
-def test_a_question_it_cannot_answer_is_one_line_before_anything_is_written(tmp_path, args, said):
-    done = stbench("gpu-vs-cpu", "cnn-strain", "--smoke", *args, "--out", tmp_path)
-    assert done.returncode == 2 and said in done.stderr
-    assert len(done.stderr.strip().splitlines()) == 1
+def test_a_question_it_cannot_answer_is_one_line_before_anything_is_written(
+    tmp_path, args, said, monkeypatch, capsys
+):
+    """The console script's entry point in this process (test_bad_inputs.py runs the script)."""
+    from stbench.cli import main
+
+    monkeypatch.delenv("COLUMNS", raising=False)  # as in a pipe
+    with pytest.raises(SystemExit) as done:
+        main(["gpu-vs-cpu", "cnn-strain", "--smoke", *args, "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and said in err
+    assert len(err.strip().splitlines()) == 1 and list(tmp_path.iterdir()) == []
     assert list(tmp_path.iterdir()) == []
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -191,18 +190,15 @@ def sampling_check(device: str, env: EnvInfo) -> Check:
         sampler.stop()
         return judge_sampling(device, sampler.rows, sampler.unavailable, sampler.errors)
     index = parse(device).index or 0
-    load = subprocess.Popen(
-        [sys.executable, "-m", "stbench.child.checks", "gpu-load", device],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    # forked from the warm server where it can be: a process of its own imports torch first
+    load = warm.Module([sys.executable, "-m", "stbench.child.checks", "gpu-load", device])
     sampler = SystemSampler(load.pid, GpuReader(handles(env.gpu_uuids([index]))), 0.2).start()
     t0 = time.perf_counter()
-    err = load.communicate()[1]
+    done = load.result()
     energy, seconds = sampler.stop()["gpu_energy_j"], time.perf_counter() - t0
-    if load.returncode != 0:  # nothing was sampled under load: the load's own error says why
-        lines = [ln for ln in err.splitlines() if ln.strip()] or [f"exit code {load.returncode}"]
+    if done.returncode != 0:  # nothing was sampled under load: the load's own error says why
+        lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
+        lines = lines or [f"exit code {done.returncode}"]
         return Check(
             "sampling",
             device,

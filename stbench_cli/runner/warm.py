@@ -343,19 +343,49 @@ def run_module(command: list[str], timeout: float | None = None) -> subprocess.C
     """`subprocess.run(command, capture_output=True, text=True)` for `python -m MODULE ...`,
     forked from the server where this process's environment fits it (a doctor's check, the
     peaks, the GPUs' names: each would otherwise import torch again)."""
-    env = dict(os.environ)
-    if not fits(env):
-        return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-    with tempfile.TemporaryDirectory(prefix="stbench-warm-") as tmp:
-        out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
+    return Module(command).result(timeout)
+
+
+class Module:
+    """`python -m MODULE ...` started: forked from the server where this process's environment
+    fits it, else a process of its own; its `pid` while it runs (what a sampler watches), its
+    `result()` once it ends, as `subprocess.run(..., capture_output=True, text=True)` gives."""
+
+    def __init__(self, command: list[str]):
+        self.command = command
+        self._forked: Forked | None = None
+        env = dict(os.environ)
+        if fits(env):
+            self._tmp = tempfile.TemporaryDirectory(prefix="stbench-warm-")
+            self._out, self._err = Path(self._tmp.name) / "stdout", Path(self._tmp.name) / "stderr"
+            try:
+                self._forked = start_cell(command, env, self._out, self._err)
+                self.pid = self._forked.pid
+                return
+            except Unavailable:  # the server is gone: a fresh process, as without one
+                self._tmp.cleanup()
+        self._fresh = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        self.pid = self._fresh.pid
+
+    def result(self, timeout: float | None = None) -> subprocess.CompletedProcess:
+        if self._forked is None:
+            try:
+                out, err = self._fresh.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self._fresh.kill()
+                self._fresh.communicate()
+                raise
+            return subprocess.CompletedProcess(self.command, self._fresh.returncode, out, err)
         try:
-            proc = start_cell(command, env, out, err)
-        except Unavailable:  # the server is gone: a fresh process, as without one
-            return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-        proc.process.join(timeout)
-        if proc.poll() is None:
-            proc.process.kill()
-            proc.process.join()
-            raise subprocess.TimeoutExpired(command, timeout)
-        said = err.read_text(errors="replace").partition("\n")[2]  # less the fork's own line
-        return subprocess.CompletedProcess(command, proc.poll(), out.read_text(), said)
+            self._forked.process.join(timeout)
+            if self._forked.poll() is None:
+                self._forked.process.kill()
+                self._forked.process.join()
+                raise subprocess.TimeoutExpired(self.command, timeout)
+            said = self._err.read_text(errors="replace").partition("\n")[2]  # less the fork's line
+            code = self._forked.poll()
+            return subprocess.CompletedProcess(self.command, code, self._out.read_text(), said)
+        finally:
+            self._tmp.cleanup()
