@@ -168,10 +168,13 @@ def test_gpu_vs_cpu_concludes_every_size_in_paired_rounds_over_two_processes(smo
     ).stat().st_mtime
 
 
+@pytest.mark.slow
 def test_a_size_nothing_can_run_here_is_named_with_why_never_with_a_budget(tmp_path):
     """stnn's 500,000 pairs predict 76 GiB with dense relations: no budget measures it on this
     machine, so the answer says why (its skipped rows), where the budget it cannot pay for is
-    named only for a size that could run (100,000 pairs). It had been named "(--budget 353)"."""
+    named only for a size that could run (100,000 pairs). It had been named "(--budget 353)".
+    Slow (14 s): a size's "No answer at ..." for each way a side ended is test_gpu_vs_cpu.py's
+    on hand-made rows in the default suite."""
     import psutil
 
     if psutil.virtual_memory().total > 70 * 2**30:
