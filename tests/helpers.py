@@ -26,6 +26,19 @@ def stbench(*args, cwd=None, check=False, timeout=300):
     return proc
 
 
+def in_process(capsys, *args) -> tuple[int, str, str]:
+    """The console script's entry point in this process (a process of its own imports stbench
+    afresh, ~1.2 s): its exit code, stdout and stderr."""
+    import pytest
+
+    from stbench.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main([str(a) for a in args])
+    said = capsys.readouterr()
+    return done.value.code, said.out, said.err
+
+
 # a user's own card, in the file format `--gpus FILE` reads (docs/gpu-predictions.md)
 MY_CARD = (
     '[[gpu]]\nname = "MyCard"\nvariant = "PCIe"\nfp32_tflops = 10\ntf32_tflops = 0\n'

@@ -3,7 +3,7 @@ exit 2, before anything is written (no traceback, no box, nothing left behind)."
 
 import pytest
 
-from tests.helpers import stbench
+from tests.helpers import in_process, stbench
 
 MISSING = "/nonexistent/stbench-folder"
 FILE = "a-file"  # made in the test's folder: a file where a folder is wanted
@@ -70,15 +70,11 @@ def test_a_bad_input_is_one_line_and_exit_2_and_nothing_written(
 ):
     """The console script's own entry point in this process (a process each would import
     stbench afresh, ~1.2 s a case); the console script itself below."""
-    from stbench.cli import main
-
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("COLUMNS", raising=False)  # as in a pipe, whatever the terminal
     (tmp_path / FILE).write_text("")
-    with pytest.raises(SystemExit) as done:
-        main(argv)
-    err = capsys.readouterr().err
-    assert done.value.code == 2, err[-2000:]
+    code, _, err = in_process(capsys, *argv)
+    assert code == 2, err[-2000:]
     lines = err.splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), err[-2000:]
     assert said in lines[0] and "Traceback" not in err
@@ -132,7 +128,6 @@ BEFORE_INVENTORY = [
 def test_a_bad_input_is_refused_before_the_machines_inventory(
     argv, said, tmp_path, monkeypatch, capsys
 ):
-    from stbench.cli import main
     from stbench.runner import envinfo, warm
 
     def taken():
@@ -142,10 +137,8 @@ def test_a_bad_input_is_refused_before_the_machines_inventory(
     monkeypatch.setattr(warm, "start_server", lambda workload=None: None)
     monkeypatch.chdir(tmp_path)
     (tmp_path / FILE).write_text("")
-    with pytest.raises(SystemExit) as done:
-        main(argv)
-    err = capsys.readouterr().err
-    assert done.value.code == 2, err[-2000:]
+    code, _, err = in_process(capsys, *argv)
+    assert code == 2, err[-2000:]
     assert err.startswith("error: ") and said in err
     assert sorted(p.name for p in tmp_path.iterdir()) == [FILE]  # nothing written
 

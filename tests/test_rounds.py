@@ -17,7 +17,7 @@ from stbench.store.files import read_runs
 from stbench.store.manifest import RUN_KIND, read_manifest
 from stbench.store.progress import TIMELINE
 from stbench.store.rows import run_of
-from tests.helpers import one_study, stbench
+from tests.helpers import in_process, one_study, stbench
 
 
 @pytest.fixture(scope="module")
@@ -203,15 +203,11 @@ def test_run_with_a_budget_measures_its_cells_as_paired_windows_and_resumes(tmp_
         "windows-2.log",
     ]
     # compare, and a resume with nothing left to run, by the console script's entry point here
-    from stbench.cli import main
-
-    for argv in (["compare", str(folder)], ["run", "--resume", str(folder)]):
-        with pytest.raises(SystemExit) as done:
-            main(argv)
-        shown = capsys.readouterr()
-        assert done.value.code == 0, shown.err[-2000:]
+    for argv in (["compare", folder], ["run", "--resume", folder]):
+        code, out, err = in_process(capsys, *argv)
+        assert code == 0, err[-2000:]
         if argv[0] == "compare":
-            assert "paired over 6 rounds" in " ".join(shown.out.split())
+            assert "paired over 6 rounds" in " ".join(out.split())
     assert len(read_runs(folder)) == len(runs)
 
 

@@ -16,7 +16,7 @@ from stbench.runner.envinfo import collect
 from stbench.runner.windows import run_process
 from stbench.store.files import read_runs
 from stbench.store.manifest import read_manifest
-from tests.helpers import preset_params, stbench
+from tests.helpers import in_process, preset_params, stbench
 
 
 def _windows(workload: str, configs: list[dict], rounds: int, **fixed) -> list[RunSpec]:
@@ -212,13 +212,10 @@ def test_a_question_it_cannot_answer_is_one_line_before_anything_is_written(
     tmp_path, args, said, monkeypatch, capsys
 ):
     """The console script's entry point in this process (test_bad_inputs.py runs the script)."""
-    from stbench.cli import main
-
     monkeypatch.delenv("COLUMNS", raising=False)  # as in a pipe
-    with pytest.raises(SystemExit) as done:
-        main(["gpu-vs-cpu", "cnn-strain", "--smoke", *args, "--out", str(tmp_path)])
-    err = capsys.readouterr().err
-    assert done.value.code == 2 and said in err
+    asked = ("gpu-vs-cpu", "cnn-strain", "--smoke", *args, "--out", tmp_path)
+    code, _, err = in_process(capsys, *asked)
+    assert code == 2 and said in err
     assert len(err.strip().splitlines()) == 1 and list(tmp_path.iterdir()) == []
     assert list(tmp_path.iterdir()) == []
 
