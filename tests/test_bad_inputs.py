@@ -39,6 +39,8 @@ BAD = [
     (["gpu-vs-cpu", "cnn-strain", "--device", "tpu"], "--device 'tpu' is not a device"),
     (["gpu-vs-cpu", "--resume", MISSING], "no such result folder"),
     (["gpu-vs-cpu", "cnn-strain", "--budget", "1"], "--budget 1: too small to measure 4 sizes"),
+    (["run", "cnn-strain", "--budget", "1"], "--budget 1: too small to measure 1 cells twice"),
+    (["tune", "cnn-strain", "--budget", "1"], "--budget 1: too small to search any lever"),
     (["tune", "nope"], "unknown workload 'nope'"),
     (["tune", "cnn-strain", "--rounds", "1"], "--rounds 1"),
     (["tune", "cnn-strain", "--set", "nope=1"], "unknown parameter 'nope'"),
@@ -112,6 +114,9 @@ BEFORE_INVENTORY = [
     (["gpu-vs-cpu", "cnn-strain", "--device", "tpu"], "--device 'tpu' is not a device"),
     (["gpu-vs-cpu", "--resume", MISSING], "no such result folder"),
     (["gpu-vs-cpu", "cnn-strain", "--budget", "1"], "--budget 1: too small to measure 4 sizes"),
+    # a budget that cannot measure twice: the least that could is told before any process runs
+    (["run", "cnn-strain", "--budget", "1"], "give at least --budget 6"),
+    (["tune", "cnn-strain", "--budget", "1"], "give at least --budget 18"),
     (["tune", "cnn-strain", "--set", "nope=1"], "unknown parameter 'nope'"),
     (["tune", "cnn-strain", "--batch-size", "0"], "--batch-size 0 must be a positive integer"),
     # a study's data: a missing file is told while the cells' server imports torch

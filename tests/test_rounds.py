@@ -148,9 +148,13 @@ def plan_of(env, **asked):
     return planner.plan_new(planner.Request("cnn-strain", smoke=True, **asked), env)
 
 
+def refusal(plan):
+    return windows_refused(plan.cells, plan.launch.kind)
+
+
 def test_cells_a_warm_process_can_switch_or_build_are_windows_the_others_a_process_each(env):
-    assert windows_refused(plan_of(env, sets=("threads=1,2", "precision=default,bf16"))) is None
-    assert windows_refused(plan_of(env, batch_sizes=(16, 256), devices=("cpu", "cuda"))) is None
+    assert refusal(plan_of(env, sets=("threads=1,2", "precision=default,bf16"))) is None
+    assert refusal(plan_of(env, batch_sizes=(16, 256), devices=("cpu", "cuda"))) is None
     refused = {
         "a torchrun world (--strategy) is a process per cell": {"strategies": ("single", "ddp")},
         "--epochs compares whole trainings": {"epochs": (1, 2)},
@@ -159,7 +163,7 @@ def test_cells_a_warm_process_can_switch_or_build_are_windows_the_others_a_proce
         "a time to target needs whole trainings": {"sets": ("time_budget=5", "threads=1,2")},
     }
     for why, asked in refused.items():
-        assert windows_refused(plan_of(env, **asked)) == why
+        assert refusal(plan_of(env, **asked)) == why
 
 
 def test_a_windowed_run_is_a_question_of_every_cell_against_the_first(env):

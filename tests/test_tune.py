@@ -276,6 +276,16 @@ def test_the_gain_over_torchs_defaults_and_the_finding_sentences():
     assert "  threads 8 -> 1 kept [samples/s: threads=1: 1.98x, 95% interval 1.90-2.10x]" in text
     assert "Reproduce: stbench run cnn-strain ..." in text
     assert "2 of 6 search cells ran contended" in text
+    # torch's defaults are "the best found" only where another value was measured beside them
+    (step,) = state["steps"]
+    for verdicts, head in (
+        (step["verdicts"][:1], "no value besides torch's defaults was measured, so nothing"),
+        (step["verdicts"], "torch's defaults were the best configuration found."),
+    ):
+        kept = {**step, "kept": 8, "verdicts": verdicts}
+        unchanged = {**state["result"], "best": start, "gain": None}
+        said = " ".join(finding({**state, "steps": [kept], "result": unchanged}).split())
+        assert head in said, said
 
 
 def test_an_open_step_names_the_rounds_that_would_settle_it_either_way_as_the_engine_does():

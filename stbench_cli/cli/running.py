@@ -125,6 +125,7 @@ class RunRequest:
         from ..errors import StbenchError, a_folder
         from ..plan import planner
         from ..plan.launcher_config import make_launch
+        from ..plan.rounds import windows_refused, windows_window_s
         from ..plan.spec import expand
 
         named = bool(self.matrix.workload)
@@ -133,7 +134,7 @@ class RunRequest:
                 "stbench run needs one of: a WORKLOAD (see `stbench list`), --all (every "
                 "workload), or --resume FOLDER to finish a study"
             )
-        make_launch(
+        launch = make_launch(
             self.matrix.launcher,
             list(self.matrix.slurm),
             self.matrix.timeout,
@@ -151,9 +152,12 @@ class RunRequest:
             return replace(self, stored=stored)
         for name in self.workloads():  # an unknown name lists the valid ones
             w, matrix = planner.check_new(replace(self.matrix, workload=name))
+            cells = expand(matrix)
             # its data too, while the cells' server imports torch: a missing file or a store
             # without the variable is one line in ~1.5 s, not after the inventory (6 s here)
-            planner.check_data(w, [c.params for c in expand(matrix)])
+            planner.check_data(w, [c.params for c in cells])
+            if self.budget and windows_refused(cells, launch.kind) is None:
+                windows_window_s(cells, self.budget)  # a budget too small, likewise
         a_folder(self.matrix.out)
         return self
 
@@ -282,7 +286,8 @@ def run_studies(plans, asked: RunRequest) -> list:
                 done = go(plan)
             else:
                 render.note(
-                    f"--budget: a process a cell, whole cells a round: {windows_refused(plan)}"
+                    "--budget: a process a cell, whole cells a round: "
+                    f"{windows_refused(plan.cells, plan.launch.kind)}"
                 )
                 done = rounds.until_conclusive(plan, env, asked.budget, go, render.note)
         rows += done
@@ -309,7 +314,9 @@ def study_plans(asked: RunRequest, env) -> list:
     if asked.budget is None:
         return plans
     return [
-        p if windows_refused(p) else run_as_windows(p, asked.budget, asked.matrix.repeat)
+        p
+        if windows_refused(p.cells, p.launch.kind)
+        else run_as_windows(p, asked.budget, asked.matrix.repeat)
         for p in plans
     ]
 

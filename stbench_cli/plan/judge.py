@@ -221,11 +221,12 @@ def finding(state: dict, brief: bool = False) -> str:
             f"other levers {how}"
         )
     head = f"{spec['workload']} on this CPU ({host.get('physical', '?')} physical cores, {how}): "
-    head += (
-        f"the best configuration found changes {', '.join(changed)}."
-        if changed
-        else "torch's defaults were the best configuration found."
-    )
+    if changed:
+        head += f"the best configuration found changes {', '.join(changed)}."
+    elif any(v["value"] != s["reference"] for s in steps for v in s.get("verdicts", ())):
+        head += "torch's defaults were the best configuration found."
+    else:  # no step measured a value besides its reference: nothing was compared
+        head += "no value besides torch's defaults was measured, so nothing was compared."
     lines = [head, *([_gain_sentence(result)] if changed else [])]
     hit = sum(int(s.get("contended") or 0) for s in steps)
     if hit:

@@ -22,6 +22,7 @@ neither count would do at the spread seen.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING
 
@@ -64,12 +65,13 @@ class Decision:
     why: str
 
 
-def windows_refused(plan: Plan) -> str | None:
-    """Why a study's cells need a process each under --budget (None: they can be windows of
-    warm processes), in words: the first reason found."""
-    first = [c for c in plan.cells if c.repeat == 0]
-    if plan.launch.kind != "local":
-        return f"the {plan.launch.kind} launcher starts every cell itself"
+def windows_refused(cells: Sequence[RunSpec], launcher: str) -> str | None:
+    """Why a study's cells, started by `launcher` (a Launch's kind), need a process each under
+    --budget (None: they can be windows of warm processes), in words: the first reason found.
+    The cells are the matrix's (spec.expand) or a plan's: it is asked before the inventory."""
+    first = [c for c in cells if c.repeat == 0]
+    if launcher != "local":
+        return f"the {launcher} launcher starts every cell itself"
     if any(c.distributed for c in first):
         return "a torchrun world (--strategy) is a process per cell"
     if len({c.epochs for c in first}) > 1:
@@ -84,13 +86,11 @@ def windows_refused(plan: Plan) -> str | None:
     return None
 
 
-def run_as_windows(plan: Plan, budget_s: float, rounds: int = 1) -> Plan:
-    """The study as a question of the engine's (kind "run"): one size (every cell), every
-    configuration against the first, at least FIRST_ROUNDS paired rounds (more where --rounds
-    asks), every round with the study's seed (a process builds a configuration once and
-    measures it round after round). A budget that cannot measure every configuration twice is
-    refused here, before anything is written."""
-    configs = sum(c.repeat == 0 for c in plan.cells)
+def windows_window_s(cells: Sequence[RunSpec], budget_s: float) -> float:
+    """The window a study of these cells gets as windows under `budget_s`; a budget that cannot
+    measure every configuration twice is refused, one line naming the least that could (asked
+    before the inventory, and again where the plan becomes a question)."""
+    configs = sum(c.repeat == 0 for c in cells)
     window = auto_window(budget_s, 1, configs)
     floor = budget_floor(1, configs, window, STARTUP_S)
     if budget_s < floor:
@@ -98,6 +98,16 @@ def run_as_windows(plan: Plan, budget_s: float, rounds: int = 1) -> Plan:
             f"--budget {budget_s:g}: too small to measure {configs} cells twice in windows of "
             f"{window:g} s; give at least --budget {math.ceil(floor)}, or fewer cells"
         )
+    return window
+
+
+def run_as_windows(plan: Plan, budget_s: float, rounds: int = 1) -> Plan:
+    """The study as a question of the engine's (kind "run"): one size (every cell), every
+    configuration against the first, at least FIRST_ROUNDS paired rounds (more where --rounds
+    asks), every round with the study's seed (a process builds a configuration once and
+    measures it round after round). A budget that cannot measure every configuration twice is
+    refused here, before anything is written."""
+    window = windows_window_s(plan.cells, budget_s)
     record = {
         "kind": RUN_KIND,
         "size": {"param": "", "unit": "", "values": [""], "counts": [1]},

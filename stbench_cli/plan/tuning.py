@@ -10,6 +10,7 @@ configuration side by side, round by round: the gain and its interval come from 
 
 from __future__ import annotations
 
+import math
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -21,7 +22,7 @@ from ..store.files import TUNE_FILE  # noqa: F401  (the tune's folder: runner.tu
 from ..store.manifest import LEVER_KIND
 from . import registry
 from .levers import BATCH, NAMES
-from .pairs import FIRST_ROUNDS, PROCESSES, STARTUP_S, SWITCH_S, auto_window
+from .pairs import FIRST_ROUNDS, PROCESSES, STARTUP_S, SWITCH_S, auto_window, budget_floor
 from .planner import Plan, Request, check_data, check_new, plan_new
 from .spec import LIVE_LEVERS, WINDOWED_LEVERS, expand, parse_set
 
@@ -58,6 +59,13 @@ class TuneSpec:
         for name, value in (("--window", self.cell_s), ("--budget", self.budget_s)):
             if not value > 0:
                 raise StbenchError(f"{name} {value:g} must be a positive number of seconds")
+        least = least_budget_s(self)
+        if self.budget_s < least:  # every step would be left unsearched: say so before any
+            raise StbenchError(
+                f"--budget {self.budget_s:g}: too small to search any lever: the cheapest step "
+                f"(two values in paired windows, two rounds) and the confirming step kept in "
+                f"reserve need about {least:.0f} s; give at least --budget {math.ceil(least)}"
+            )
         # its --set values and batch, as every step's cells take them, and their data, before
         # the machine is known (planner.check_new, check_data): once, for every step (a lever
         # never changes what a cell reads), so no step's plan opens a remote store again
@@ -218,6 +226,14 @@ def first_rounds_s(configs: int, window_s: float) -> float:
     untimed), and FIRST_ROUNDS windows of each configuration."""
     per_window = window_s + SWITCH_S
     return PROCESSES * (STARTUP_S + configs * window_s) + FIRST_ROUNDS * configs * per_window
+
+
+def least_budget_s(spec: TuneSpec) -> float:
+    """The least budget that lets the search run a step (runner.tune): the cheapest step there
+    is, a lever's two values in paired windows measured twice (pairs.budget_floor), and what
+    the search keeps for the confirming step before it runs one, that step's first rounds."""
+    window_s = step_window_s(spec, 2)
+    return budget_floor(1, 2, window_s, STARTUP_S) + first_rounds_s(2, window_s)
 
 
 def step_window_s(spec: TuneSpec, values: int) -> float:
