@@ -5,6 +5,7 @@ the first H100 run measured."""
 
 import json
 import math
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -228,6 +229,79 @@ def test_a_recurrent_layer_counts_once_whatever_its_timesteps():
         counted.append((counter.launches, counter.operators))
     assert counted[0] == counted[1]  # the sequence's length adds no launch
     assert all(launches == operators for launches, operators in counted)
+
+
+def test_the_hosts_own_time_is_the_python_between_operators_not_their_kernels():
+    """The anatomy's host time reads torch's profiler: Python between a step's operators counts
+    (2 ms waits between pairs of operators; the pairs' own back-to-back gap is the least, what
+    the profiler adds to every gap), the kernels inside them do not (ten 384x384 matrix
+    products, ~20 ms here), nor do they blur a little Python between them (0.5 ms waits: a
+    step's time less its operators' was noise around 0 there)."""
+    import time
+
+    import torch
+
+    from stbench.child.anatomy import _host_s
+
+    a, threads = torch.randn(384, 384), torch.get_num_threads()
+    torch.set_num_threads(1)
+
+    def waits(x, y):
+        for _ in range(5):
+            torch.add(x, y)
+            torch.mul(x, y)
+            began = time.perf_counter()
+            while time.perf_counter() - began < 0.002:  # the step's own Python
+                pass
+
+    def products(x, y, wait=0.0):
+        for _ in range(5):
+            torch.mm(x, y)
+            torch.mm(x, y)
+            began = time.perf_counter()
+            while time.perf_counter() - began < wait:
+                pass
+
+    try:
+        host = _host_s(waits, a[:1, :1], a[:1, :1])
+        kernels = _host_s(products, a, a)
+        # kernels filling the step, a little Python between: the Python, not noise around 0
+        mixed = _host_s(partial(products, wait=0.0005), a, a)
+    finally:
+        torch.set_num_threads(threads)
+    assert 0.007 <= host < 0.05  # the four waits between the five pairs
+    assert kernels < 0.002
+    assert 0.0015 <= mixed < 0.005
+
+
+def test_the_gaps_between_top_level_spans_less_the_least():
+    """What is nested in another span, or overlaps it, is no gap; each gap less the least."""
+    from stbench.child.anatomy import _gaps_s
+
+    class Event:
+        def __init__(self, start, end, device="CPU"):
+            self.span, self.device = (start, end), device
+
+        def start_ns(self):
+            return self.span[0]
+
+        def end_ns(self):
+            return self.span[1]
+
+        def device_type(self):
+            return type("Kind", (), {"name": self.device})()
+
+    events = [
+        Event(0, 100),
+        Event(10, 50),  # inside the first
+        Event(110, 200),  # 10 after it
+        Event(150, 260),  # overlaps: one span with it
+        Event(300, 400),  # 40 after
+        Event(320, 330, "CUDA"),  # another device's: not the host's
+        Event(1400, 1500),  # 1,000 after
+    ]
+    assert _gaps_s(events) == pytest.approx((0 + 30 + 990) * 1e-9)
+    assert _gaps_s([]) == 0.0 and _gaps_s([Event(0, 5)]) == 0.0
 
 
 def test_the_peak_lines_envelope_is_the_highest_line_at_every_batch():

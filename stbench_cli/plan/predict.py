@@ -13,9 +13,10 @@ For one GPU and one size, two figures, both marked predicted wherever they are s
   - the batch crossing the host link (the data lives in host memory), and what else the step
     copies from host memory (stnn's offloaded relation rows, `streamed_bytes`),
   - its kernel launches at the published per-launch floor,
-  - the host's own time of the step (Python, dispatcher, autograd: measured here with the math
-    next to nothing) and its data loading where that runs in the step's own thread (no loader
-    workers, the data in host memory: `serial_data_s`, measured here), the first at
+  - the host's own time of the step (Python, the optimizer's loop, autograd's engine: what its
+    thread does between its operators, measured here) and its data loading where that runs in
+    the step's own thread (no loader workers, the data in host memory: `serial_data_s`,
+    measured here), the first at
     HOST_SPEEDUP, the loading at DATA_SPEEDUP times this CPU's speed (a GPU's host may be
     faster; for a card on this very machine, `Gpu.measured_here`, the host's own time as
     measured and at least the least loading measured), and then
@@ -158,7 +159,7 @@ class Step:
     state_bytes: float
     saved_bytes: float
     batch_bytes: float
-    host_s: float  # the host's own time of a step here (the math next to nothing)
+    host_s: float  # the host's own time of a step here: between its operators (child/anatomy.py)
     data_s: float = 0.0  # the loader's time of a step here (the CPU's rows), 0 where unknown
     # of which in the step's own thread (no loader workers, the data on the host): the bound's
     serial_data_s: float = 0.0
