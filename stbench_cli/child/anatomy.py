@@ -208,13 +208,16 @@ def _instrumented(step, x, y) -> tuple[_Launches, int, list[int]]:
 def _host_s(step, x, y) -> float:
     """A step's own host time: the gaps between its top-level operators and regions in torch's
     profiler, each less the least, summed; the median of HOST_STEPS steps after two untimed."""
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import profile
 
+    from ..device import Accelerator
+
+    activities = Accelerator("cpu").profiler_activities()  # the host's operators
     step(x, y)
     step(x, y)
     figures = []
     for _ in range(HOST_STEPS):
-        with profile(activities=[ProfilerActivity.CPU]) as traced:
+        with profile(activities=activities) as traced:
             step(x, y)
         figures.append(_gaps_s(traced.profiler.kineto_results.events()))
     return statistics.median(figures)
