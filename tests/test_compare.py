@@ -183,7 +183,9 @@ def test_compare_of_the_references_answers_every_tune_first_naming_its_best_conf
         assert len(head) == 2, name
         answer = head[1].split("\n## ", 1)[0]
         said = " ".join(answer.split())  # folded at 80 columns
-        assert "best configuration" in said and "Reproduce: stbench run " in said
+        # the best configuration, or the defaults kept where some step did not conclude
+        assert "best configuration" in said or "torch's defaults stay" in said, name
+        assert "Reproduce: stbench run " in said
         spec = json.loads((ROOT / "results" / "reference" / name / "tune.json").read_text())
         # headed by the command that asks it again: its options, not its workload alone
         command = answer.split("\n\n", 1)[0].split()  # folded as it is shown

@@ -278,9 +278,15 @@ def test_the_gain_over_torchs_defaults_and_the_finding_sentences():
     assert "2 of 6 search cells ran contended" in text
     # torch's defaults are "the best found" only where another value was measured beside them
     (step,) = state["steps"]
+    wide = {**step["verdicts"][1], "ratio": 1.3, "low": 0.8, "high": 2.1}  # not concluded
     for verdicts, head in (
         (step["verdicts"][:1], "no value besides torch's defaults was measured, so nothing"),
         (step["verdicts"], "torch's defaults were the best configuration found."),
+        (
+            [step["verdicts"][0], wide],
+            "torch's defaults stay: no value measured was significantly better, but the step "
+            "that compared a value with them did not conclude.",
+        ),
     ):
         kept = {**step, "kept": 8, "verdicts": verdicts}
         unchanged = {**state["result"], "best": start, "gain": None}

@@ -172,6 +172,18 @@ def _open(v: dict) -> str:
     return f"open: {wide}no count of rounds would at the spread seen"
 
 
+def _unmeasured(s: dict) -> list:
+    """A step's values that have no verdict: its time ended first."""
+    measured = {v["value"] for v in s.get("verdicts", ())}
+    return [x for x in s.get("values", ()) if x not in measured]
+
+
+def _unsettled(s: dict) -> list:
+    """A searched step's values not settled against its reference: open, or never measured."""
+    tried = [v for v in s.get("verdicts", ()) if v["value"] != s["reference"]]
+    return [v for v in tried if not concluded(v) and not v["note"]] + _unmeasured(s)
+
+
 def step_line(s: dict, brief: bool = False) -> str:
     """A step in a line: what it kept, each value's ratio and interval; why a value is still
     open, unless `brief` (the head says "not concluded" either way)."""
@@ -191,15 +203,13 @@ def step_line(s: dict, brief: bool = False) -> str:
             + (" (not ok)" if v["note"] else "")
             for v in tried
         ]
-    measured = {v["value"] for v in s["verdicts"]}
-    unmeasured = [x for x in s.get("values", ()) if x not in measured]  # its time ended first
+    unmeasured = _unmeasured(s)
     parts += [f"{s['lever']}={x}: not measured in the step's time" for x in unmeasured]
     kept = s["kept"] != s["reference"]
-    unsettled = [v for v in tried if not concluded(v) and not v["note"]] + unmeasured
     head = (
         f"{s['lever']} {s['reference']} -> {s['kept']} kept"
         if kept
-        else f"{s['lever']} stays {s['reference']}" + (", not concluded" if unsettled else "")
+        else f"{s['lever']} stays {s['reference']}" + (", not concluded" if _unsettled(s) else "")
     )
     if brief:
         return f"{head} [{', '.join(parts)}]"
@@ -223,8 +233,25 @@ def finding(state: dict, brief: bool = False) -> str:
     head = f"{spec['workload']} on this CPU ({host.get('physical', '?')} physical cores, {how}): "
     if changed:
         head += f"the best configuration found changes {', '.join(changed)}."
-    elif any(v["value"] != s["reference"] for s in steps for v in s.get("verdicts", ())):
-        head += "torch's defaults were the best configuration found."
+    elif compared := [
+        s for s in steps if any(v["value"] != s["reference"] for v in s.get("verdicts", ()))
+    ]:
+        # "the best found" only where every comparison settled; else the defaults stay, and
+        # the head says how many steps left it open (their lines below say what would settle)
+        open_ = sum(bool(_unsettled(s)) for s in compared)
+        searched = (
+            "the step"
+            if len(compared) == 1
+            else f"all {open_} steps"
+            if open_ == len(compared)
+            else f"{open_} of the {len(compared)} steps"
+        )
+        head += (
+            f"torch's defaults stay: no value measured was significantly better, but "
+            f"{searched} that compared a value with them did not conclude."
+            if open_
+            else "torch's defaults were the best configuration found."
+        )
     else:  # no step measured a value besides its reference: nothing was compared
         head += "no value besides torch's defaults was measured, so nothing was compared."
     lines = [head, *([_gain_sentence(result)] if changed else [])]
