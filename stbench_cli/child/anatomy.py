@@ -37,9 +37,9 @@ clip, the optimizer's step. At two small batches (b1 < b2) it counts:
   child/allocator.py). What runs inside an operator above its kernel (autograd's recording,
   the dispatcher) is not in it: the prediction's per-operator cost stands for that. It was a
   step's time less the time inside its operators, a difference of two timings: noise wherever
-  kernels fill the step (dcrnn-pems 0 to 20 ms, stnn's always 0: benchmarks/host_time_spread.py);
-  a dispatch mode timing the gaps itself adds its own way in and out of each operator, which
-  grows with the operator's arguments (3 to 50 us here).
+  kernels fill the step (dcrnn-pems 0 to 20 ms, stnn 0 to 0.14: benchmarks/host_time_spread.py);
+  a dispatch mode timing the gaps itself counted its own way in and out of each operator too
+  (15-37 us an operator here, where the profiler's gaps come to 4-13).
 
 Where a workload's own sampler names kinds of batches whose steps differ (stnn's decoder and
 dynamics passes), each figure is the mean over an epoch's steps, each kind weighted by its

@@ -60,7 +60,7 @@ class TuneSpec:
             if not value > 0:
                 raise StbenchError(f"{name} {value:g} must be a positive number of seconds")
         least = least_budget_s(self)
-        if self.budget_s < least:  # every step would be left unsearched: say so before any
+        if self.budget_s < least:  # every step would go unsearched: said before anything runs
             raise StbenchError(
                 f"--budget {self.budget_s:g}: too small to search any lever: the cheapest step "
                 f"(two values in paired windows, two rounds) and the confirming step kept in "
