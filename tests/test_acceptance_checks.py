@@ -392,6 +392,28 @@ def test_the_kernel_count_fails_where_the_cpus_count_exceeds_the_measured_launch
         assert f"{measured:,.1f} kernels, copies and memsets a step measured" in check.detail
 
 
+def test_a_real_steps_operators_cheaper_on_the_host_than_the_bound_charges_fail(tmp_path):
+    """The bound charges each operator at least the card's eager_op_us (gpus.toml): a profiled
+    step whose operators took less each on the GPU's host proves it too high."""
+    assert traces.judge_host_per_operator("x", 60, 0.6, 8.7).status == PASS  # 10 us each
+    bad = traces.judge_host_per_operator("x", 60, 0.3, 8.7)  # 5 us each
+    assert bad.status == FAIL and "more than a real step's took" in bad.detail
+    assert traces.judge_host_per_operator("x", 0, 0.0, 8.7).status == FAIL  # nothing counted
+
+    folder = write_runs(tmp_path / "a", [{"run_id": "p", "device_name": "NVIDIA H200"}])
+    profiled = folder / "study" / "profile" / "p"
+    profiled.mkdir(parents=True)
+    check = one("host-per-operator", traces.host_per_operator, folder)
+    assert check.status == FAIL and "no host.csv" in check.detail
+    head = "step,operators,in_operators_ms,between_ms,threads\n"
+    for inside, status in ((0.3, FAIL), (3.0, PASS)):  # 5 and 50 us an operator, 3 steps
+        lines = "".join(f"{k},60,{inside},0.1,2\n" for k in (2, 3, 4))
+        (profiled / "host.csv").write_text(head + lines)
+        check = one("host-per-operator", traces.host_per_operator, folder)
+        assert check.status == status, check.detail
+        assert "60 operators a step" in check.detail and "against the bound's 8.7" in check.detail
+
+
 def test_the_memory_estimate_holds_the_allocators_peak_against_the_anatomys_prediction(
     tmp_path,
 ):

@@ -310,6 +310,34 @@ def test_the_kernels_a_step_launches_are_tabled_by_name():
     assert kernel_table([e for e in events if e["cat"] == "cuda_runtime"]) == []  # a CPU trace
 
 
+def test_the_hosts_share_of_a_step_is_its_top_level_operators_on_each_thread():
+    """Per host step: the operators no other holds on their thread (a GPU's backward runs on
+    autograd's own thread), their spans summed, and the step's time no thread spent in one."""
+    from stbench.store.trace import host_table, top_level
+
+    def op(ts, dur, tid=1):
+        return {"name": "aten::op", "ts": ts, "dur": dur, "cat": "cpu_op", "tid": tid}
+
+    events = [
+        {"name": "ProfilerStep#3", "ts": 0, "dur": 100, "cat": "user_annotation", "tid": 1},
+        {"name": "ProfilerStep#3", "ts": 40, "dur": 100, "cat": "gpu_user_annotation"},
+        op(10, 20),  # 10-30
+        op(12, 5),  # inside it: no operator of its own
+        op(40, 10),  # 40-50
+        op(45, 20, tid=2),  # 45-65 on the backward's thread: overlaps, counted once in time
+        op(90, 20),  # begins in the step, ends after it: its span, clipped for the time
+        op(150, 10),  # after the step: none of it
+        {"name": "cudaLaunchKernel", "ts": 70, "dur": 5, "cat": "cuda_runtime", "tid": 1},
+    ]
+    (line,) = host_table(events)
+    assert (line.step, line.operators, line.threads) == (3, 4, 2)
+    assert line.in_operators_ms == pytest.approx((20 + 10 + 20 + 20) / 1e3)
+    # busy 10-30, 40-65, 90-100: 55 of the step's 100 us
+    assert line.between_ms == pytest.approx(45 / 1e3)
+    assert host_table([op(0, 5)]) == []  # no step
+    assert top_level([(0, 10), (5, 15), (2, 3), (20, 30)]) == [(0, 15), (20, 30)]
+
+
 def test_a_gpu_profiles_finding_says_the_kernels_a_step_launches(tmp_path):
     from stbench.report.profile import finding
     from stbench.store.rows import run_of
@@ -322,3 +350,9 @@ def test_a_gpu_profiles_finding_says_the_kernels_a_step_launches(tmp_path):
         "kind,kernel,calls,per_step,device_ms\nkernel,sgemm,40,4.0,1.0\nmemset,m,20,2.0,0.1\n"
     )
     assert "6 kernels, copies and memsets a step (kernels.csv)" in finding(run, tmp_path)
+    (cell / "host.csv").write_text(
+        "step,operators,in_operators_ms,between_ms,threads\n2,60,0.6,0.2,2\n3,62,0.62,0.3,2\n"
+        "4,61,0.61,0.25,2\n"
+    )
+    said = " ".join(finding(run, tmp_path).split())
+    assert "the host, a step: 61 operators, 0.61 ms inside them (10.0 us each), 0.25 ms" in said

@@ -315,6 +315,9 @@ def test_profile_writes_phase_table_and_a_valid_trace(tmp_path):
     memory = (cell / "memory.csv").read_text().splitlines()
     assert memory[0].startswith("step,profiled,alloc_peak_above_start_mb") and len(memory) > 5
     assert "aten::" in (cell / "operators.csv").read_text()
+    host = (cell / "host.csv").read_text().splitlines()  # the host's share of each step
+    assert host[0] == "step,operators,in_operators_ms,between_ms,threads" and len(host) > 2
+    assert "the host, a step: " in " ".join(report.split())
 
 
 @pytest.mark.slow

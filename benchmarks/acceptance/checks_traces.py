@@ -213,6 +213,52 @@ def kernel_count(folder: Path) -> Check:
     return combine("kernel-count", out)
 
 
+def judge_host_per_operator(workload: str, operators: float, inside_ms: float, floor_us: float):
+    """A real step's operators on a GPU's host (its profile's host.csv: each top-level
+    operator's host path, autograd's recording and the launch included) against what the GPU
+    predictions' bound charges an operator at least (the card's `eager_op_us`, an in-place add
+    on one element): a step whose operators took less each would make the bound too high, so
+    that fails; their ratio is the figure, what a tighter bound could charge."""
+    each_us = 1e3 * inside_ms / operators if operators else math.nan
+    ok = operators > 0 and each_us >= floor_us
+    return verdict(
+        "host-per-operator",
+        ok,
+        f"{workload}: {operators:,.0f} operators a step, {each_us:,.1f} us each on the host "
+        f"against the bound's {floor_us:.1f} ({each_us / floor_us:.2f}x)"
+        + ("" if ok else ": the bound charges an operator more than a real step's took"),
+        {"operators": operators, "each_us": each_us, "floor_us": floor_us},
+    )
+
+
+def host_per_operator(folder: Path) -> Check:
+    """Each cuda cell of a profile step: its operators' host path a step (host.csv, the median
+    step) against the bound's least cost of an operator for the card (gpus.toml)."""
+    from statistics import median
+
+    from stbench.plan.predict import read_gpus, table_name
+    from stbench.store.rows import HostLine
+
+    gpus, out = read_gpus(), []
+    for r in cuda_rows(rows_ok(folder)):
+        found = [s / "profile" / r["run_id"] / "host.csv" for s in studies(folder)]
+        table = next((t for t in found if t.is_file()), None)
+        if table is None:
+            raise NothingToJudge(f"no host.csv in {r['run_id']}'s profile")
+        lines = read_lines(table, HostLine)
+        card = gpus.get(table_name(str(r["device_name"]), gpus) or "")
+        floor = card or next(iter(gpus.values()))  # the [launch] section's, where it has none
+        out.append(
+            judge_host_per_operator(
+                r["workload"],
+                median(h.operators for h in lines),
+                median(h.in_operators_ms for h in lines),
+                max(floor.eager_op_us, floor.launch_floor_us),
+            )
+        )
+    return combine("host-per-operator", out)
+
+
 MEMORY_ESTIMATE = (0.67, 1.5)  # the allocator's peak over the anatomy's prediction
 
 

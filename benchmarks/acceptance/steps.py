@@ -81,6 +81,8 @@ NO_SYNCS = Probe("no-syncs", traces.no_syncs)
 # the GPU predictions' launch count (counted on the CPU: a floor) against the profile's kernels;
 # not stnn's: its profiled steps are a few of an epoch's mix of two passes, its count the mean
 KERNEL_COUNT = Probe("kernel-count", traces.kernel_count)
+# a real step's operators on the GPU's host against the least cost the bound charges one
+HOST_PER_OPERATOR = Probe("host-per-operator", traces.host_per_operator)
 # the step's memory as the predictions count it on a CPU, against the allocator's peak (the
 # workloads without a memory model of their own; the same anatomy as the kernel count)
 MEMORY_ESTIMATE = Probe("memory-estimate", traces.memory_estimate)
@@ -138,6 +140,7 @@ STEPS = (
         NO_SYNCS,
         Probe("h2d-plausible", rows.h2d_plausible),
         KERNEL_COUNT,
+        HOST_PER_OPERATOR,
         MEMORY_ESTIMATE,
         WARM,
         what="no host-device sync, plausible h2d, kernels counted",
@@ -152,6 +155,7 @@ STEPS = (
         NO_SYNCS,
         Probe("dcrnn-device-data", rows.device_data),
         KERNEL_COUNT,
+        HOST_PER_OPERATOR,
         MEMORY_ESTIMATE,
         WARM,
         what="dcrnn gpu-index: no sync, no data or h2d time, kernels counted",
@@ -163,6 +167,7 @@ STEPS = (
         "--smoke",
         NO_SYNCS,
         KERNEL_COUNT,
+        HOST_PER_OPERATOR,
         MEMORY_ESTIMATE,
         WARM,
         what="no sync, kernels and memory counted",
@@ -176,6 +181,7 @@ STEPS = (
         Probe("syncs", traces.stnn_syncs),
         Probe("offload-side-stream", traces.offload_stream),
         Probe("sparse-equals-dense", rows.backends_agree),
+        HOST_PER_OPERATOR,
         MEMORY_PREDICTION,
         WARM,
         what="stnn: syncs, side stream, sparse = dense, memory",

@@ -7,6 +7,9 @@ cell's profile folder:
     kernels.csv    on CUDA: every kernel, copy and memset of the profiled steps by name, its
                    calls a step and device time (store.trace.kernel_table): the launches a
                    step makes, which the GPU predictions count on a CPU (child/anatomy.py)
+    host.csv       per step: its top-level operators on the host's threads, the time inside
+                   them and between them (store.trace.host_table): on a GPU, each operator's
+                   host path, the cost the GPU predictions charge an operator (plan/predict.py)
     memory.csv     per step: allocator peak above the step's start (from the trace's memory
                    events), and on CUDA the step's max_memory_allocated; RSS at the step's end.
                    (The allocator's peak is reset after every step for that column, so the
@@ -29,7 +32,7 @@ from torch.profiler import profile, schedule
 from ..device import Accelerator
 from ..store.files import write_lines
 from ..store.rows import OperatorLine, StepMemory
-from ..store.trace import kernel_table, step_windows
+from ..store.trace import host_table, kernel_table, step_windows
 
 TOP_OPERATORS = 25
 
@@ -105,6 +108,9 @@ class StepProfiler:
         kernels = kernel_table(events)
         if kernels:  # a GPU's timeline: its launches, kept where the trace is too big to keep
             write_lines(self.out / "kernels.csv", kernels)
+        host = host_table(events)
+        if host:  # the host's share of each step, kept likewise
+            write_lines(self.out / "host.csv", host)
         if self.steps:
             write_lines(
                 self.out / "memory.csv",

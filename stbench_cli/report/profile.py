@@ -15,7 +15,7 @@ from tabulate import tabulate
 
 from ..device import is_cuda
 from ..store.files import read_lines
-from ..store.rows import PHASE_COLUMNS, KernelLine, OperatorLine, Run, StepMemory
+from ..store.rows import PHASE_COLUMNS, HostLine, KernelLine, OperatorLine, Run, StepMemory
 from ..store.trace import syncs_per_step
 
 TOP = 10
@@ -145,6 +145,17 @@ def finding(run: Run, folder: Path) -> str:
         counts = [len(v) for v in syncs_per_step(trace).values()]
         if counts:
             parts.append(f"at most {max(counts)} host-device synchronisations per profiled step")
+    host = read_lines(cell / "host.csv", HostLine)
+    if host:  # what the host's threads did a step: inside its operators (on a GPU, their host
+        # path: what the predictions charge each), and between them
+        ops = median(h.operators for h in host)
+        inside = median(h.in_operators_ms for h in host)
+        between = median(h.between_ms for h in host)
+        parts.append(
+            f"the host, a step: {ops:,.0f} operators, {inside:,.2f} ms inside them "
+            f"({1e3 * inside / max(ops, 1):,.1f} us each), {between:,.2f} ms between them "
+            "(host.csv)"
+        )
     kernels = read_lines(cell / "kernels.csv", KernelLine)
     if kernels:  # a GPU's timeline: what a step launches (the predictions count it on a CPU)
         launches = sum(k.per_step for k in kernels)

@@ -101,6 +101,20 @@ class KernelLine:
 
 
 @dataclass(frozen=True)
+class HostLine:
+    """One line of a profiled run's host.csv (store.trace.host_table): one profiled step as its
+    host threads spent it. On a GPU an operator's span is its whole host path (autograd's
+    recording, the dispatcher, the allocator, the launch): the cost the GPU predictions charge
+    each operator; on a CPU it holds the operator's kernel too."""
+
+    step: int  # the profiler's step number (ProfilerStep#k)
+    operators: int  # top-level operators (none inside another), over the host's threads
+    in_operators_ms: float  # their spans, summed
+    between_ms: float  # the step's time on no thread inside one: Python, the optimizer's loop
+    threads: int  # host threads that ran one (a GPU's backward runs on autograd's own thread)
+
+
+@dataclass(frozen=True)
 class StepMemory:
     """One line of a profiled run's memory.csv: one training step's memory."""
 

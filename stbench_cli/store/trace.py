@@ -23,6 +23,10 @@ Names are taken without the driver's version and per-thread suffixes (cuMemcpyDt
 cudaStreamSynchronize_ptsz). A driver call inside a counted runtime call on the same thread is
 that call's own work, not a second sync.
 
+The host's share of a step (`host_table`): its top-level operators on each host thread, the time
+spent inside them and the time between them (on a GPU, the host path of each operator a
+prediction charges: plan/predict.py).
+
 The kernels a step launches (`kernel_table`): every event on the GPU's timeline that is a kernel,
 a copy or a memset (cats `kernel`, `gpu_memcpy`, `gpu_memset`), by name, over the profiled steps:
 what plan/predict.py's launch count (counted on a CPU, child/anatomy.py) is checked against on a
@@ -35,7 +39,7 @@ import json
 import re
 from pathlib import Path
 
-from .rows import KernelLine
+from .rows import HostLine, KernelLine
 
 STEP_PREFIX = "ProfilerStep#"
 HOST_ANNOTATION = "user_annotation"
@@ -75,6 +79,47 @@ def kernel_table(events: list[dict]) -> list[KernelLine]:
         for (kind, name), (calls, us) in found.items()
     ]
     return sorted(table, key=lambda r: -r.device_ms)
+
+
+def top_level(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The (start, end) spans that no other span holds, in time order, two that overlap without
+    nesting merged into one: a thread's outermost operators."""
+    out: list[list[float]] = []
+    for start, end in sorted(spans, key=lambda s: (s[0], -s[1])):
+        if out and start < out[-1][1]:  # inside the last one, or overlapping it
+            out[-1][1] = max(out[-1][1], end)
+        else:
+            out.append([start, end])
+    return [(a, b) for a, b in out]
+
+
+def host_table(events: list[dict]) -> list[HostLine]:
+    """Each profiled step as its host threads spent it: the top-level operators (cat `cpu_op`,
+    none inside another on its thread) that began in the host's `ProfilerStep#k` range, their
+    spans summed, and the range's time that no thread spent inside one; [] where the trace has
+    no step."""
+    ops: dict[object, list[tuple[float, float]]] = {}
+    for e in events:
+        if e.get("cat") == "cpu_op" and "dur" in e:
+            ops.setdefault(e.get("tid"), []).append((float(e["ts"]), float(e["ts"]) + e["dur"]))
+    lines = []
+    for start, end, number in step_windows(events):
+        spans = {
+            tid: top_level([s for s in found if start <= s[0] < end]) for tid, found in ops.items()
+        }
+        spans = {tid: found for tid, found in spans.items() if found}
+        inside = sum(b - a for found in spans.values() for a, b in found)
+        busy = sum(min(b, end) - a for a, b in top_level([s for f in spans.values() for s in f]))
+        lines.append(
+            HostLine(
+                number,
+                sum(len(found) for found in spans.values()),
+                inside / 1e3,
+                max(end - start - busy, 0.0) / 1e3,
+                len(spans),
+            )
+        )
+    return lines
 
 
 API_CATEGORIES = ("cuda_runtime", "cuda_driver")
