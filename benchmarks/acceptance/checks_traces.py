@@ -26,12 +26,18 @@ from .verdicts import (
 )
 
 
-def _trace(folder: Path, run_id: str) -> Path:
-    found = [s / "profile" / run_id / "trace.json" for s in studies(folder)]
+def _profiled(folder: Path, run_id: str, name: str) -> Path:
+    """A file a cell's profile wrote (trace.json, kernels.csv, host.csv), in whichever of the
+    step's studies holds it: a run's archive brings the tables back without the trace."""
+    found = [s / "profile" / run_id / name for s in studies(folder)]
     found = [p for p in found if p.is_file()]
     if not found:
-        raise NothingToJudge(f"no trace of {run_id}")
+        raise NothingToJudge(f"no {name} in {run_id}'s profile")
     return found[0]
+
+
+def _trace(folder: Path, run_id: str) -> Path:
+    return _profiled(folder, run_id, "trace.json")
 
 
 def judge_syncs(
@@ -203,11 +209,7 @@ def kernel_count(folder: Path) -> Check:
     count for the cell's parameters."""
     out = []
     for r in cuda_rows(rows_ok(folder)):
-        # the profile's table, not its trace: a run's archive brings the tables back without it
-        found = [s / "profile" / r["run_id"] / "kernels.csv" for s in studies(folder)]
-        table = next((t for t in found if t.is_file()), None)
-        if table is None:
-            raise NothingToJudge(f"no kernels.csv in {r['run_id']}'s profile")
+        table = _profiled(folder, r["run_id"], "kernels.csv")  # the table, not the trace
         measured = sum(k.per_step for k in read_lines(table, KernelLine))
         out.append(judge_kernel_count(r["workload"], measured, anatomy_of(r).launches))
     return combine("kernel-count", out)
@@ -236,24 +238,20 @@ def host_per_operator(folder: Path) -> Check:
     step) against the bound's least cost of an operator for the card (gpus.toml)."""
     from statistics import median
 
-    from stbench.plan.predict import read_gpus, table_name
+    from stbench.plan.predict import least_operator_s, read_gpus, table_name
     from stbench.store.rows import HostLine
 
     gpus, out = read_gpus(), []
     for r in cuda_rows(rows_ok(folder)):
-        found = [s / "profile" / r["run_id"] / "host.csv" for s in studies(folder)]
-        table = next((t for t in found if t.is_file()), None)
-        if table is None:
-            raise NothingToJudge(f"no host.csv in {r['run_id']}'s profile")
-        lines = read_lines(table, HostLine)
+        lines = read_lines(_profiled(folder, r["run_id"], "host.csv"), HostLine)
         card = gpus.get(table_name(str(r["device_name"]), gpus) or "")
-        floor = card or next(iter(gpus.values()))  # the [launch] section's, where it has none
+        card = card or next(iter(gpus.values()))  # the [launch] section's, where it has none
         out.append(
             judge_host_per_operator(
                 r["workload"],
                 median(h.operators for h in lines),
                 median(h.in_operators_ms for h in lines),
-                max(floor.eager_op_us, floor.launch_floor_us),
+                least_operator_s(card) * 1e6,
             )
         )
     return combine("host-per-operator", out)
