@@ -242,7 +242,7 @@ def finding(state: dict, brief: bool = False) -> str:
         searched = (
             "the step"
             if len(compared) == 1
-            else f"all {open_} steps"
+            else ("both steps" if open_ == 2 else f"all {open_} steps")
             if open_ == len(compared)
             else f"{open_} of the {len(compared)} steps"
         )
