@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import sys
+import time
 from contextlib import ExitStack
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Annotated
@@ -118,6 +119,8 @@ class RunRequest:
     dry_run: bool = False
     accept: tuple[str, ...] = ("ok",)
     stored: object = None  # plan.planner.Plan: the study --resume finishes, read by check()
+    # when the command began (time.time()): a budget is the study's, its planning included
+    started: float = field(default_factory=time.time)
 
     def check(self) -> RunRequest:
         """One of a WORKLOAD, --all or --resume FOLDER; positive seconds; else one line. The
@@ -265,8 +268,6 @@ def run_studies(plans, asked: RunRequest) -> list:
     """Each study under its progress bar, then its table and finding; every row. With --budget,
     round after round until it concludes or the budget is spent: as windows of warm processes
     where its cells can be (the questions' engine), else whole cells a round."""
-    import time
-
     from ..plan.rounds import windows_refused
     from ..runner import envinfo, rounds
     from ..runner.engine import answer
@@ -274,14 +275,17 @@ def run_studies(plans, asked: RunRequest) -> list:
 
     env = envinfo.inventory()
     rows, go = [], partial(run_with_progress, env=env, timeout=asked.timeout, stall=asked.stall)
+    # the first study's budget counts from the command's start, its inventory and planning
+    # included (`run --budget 30` ended 33 s after it was typed); each later study's from its own
+    began = asked.started
     for plan in plans:
         question = plan.manifest.get("question") or {}
         with render.interrupted(partial(resume_line, plan, "stbench run")):
             if question.get("kind") == RUN_KIND:
                 warn_skips(plan)
-                budget = asked.budget or float(question["budget_s"])
-                with render_run.budget_progress(budget, plan.cells) as on_row:
-                    done = answer(plan, env, time.time() + budget, render.note, on_row)
+                deadline = began + (asked.budget or float(question["budget_s"]))
+                with render_run.budget_progress(deadline - time.time(), plan.cells) as on_row:
+                    done = answer(plan, env, deadline, render.note, on_row)
             elif asked.budget is None:
                 done = go(plan)
             else:
@@ -289,7 +293,9 @@ def run_studies(plans, asked: RunRequest) -> list:
                     "--budget: a process a cell, whole cells a round: "
                     f"{windows_refused(plan.cells, plan.launch.kind)}"
                 )
-                done = rounds.until_conclusive(plan, env, asked.budget, go, render.note)
+                left = asked.budget - (time.time() - began)
+                done = rounds.until_conclusive(plan, env, left, go, render.note)
+        began = time.time()
         rows += done
         if done:  # a study with rows: its table and its finding
             print_study(plan.folder, done)
