@@ -58,8 +58,10 @@ def test_one_step_in_its_own_process_writes_a_complete_row(name, tmp_path):
 
 def test_generated_data_is_made_once_kept_and_the_least_recently_used_sets_forgotten(tmp_path):
     """contract/kept.py: a set is made at its first use and read back after; one over the limit
-    is made each time and never kept; a workload keeps its KEEP most recently used sets."""
+    is made each time and never kept; a workload keeps its KEEP most recently used sets. The
+    seconds a process made kept sets in (`made_s`) count what a later process reads instead."""
     import os
+    import time
 
     import numpy as np
 
@@ -71,11 +73,19 @@ def test_generated_data_is_made_once_kept_and_the_least_recently_used_sets_forgo
         made.append(value)
         return {"a": np.full(3, value)}
 
-    first = kept.kept_arrays(tmp_path, "w", "k0", 24, lambda: make(0))
+    def slowly(value):  # a set that takes a while to make
+        time.sleep(0.05)
+        return make(value)
+
+    before = kept.made_s()
+    first = kept.kept_arrays(tmp_path, "w", "k0", 24, lambda: slowly(0))
+    making = kept.made_s() - before  # what a later process does not pay: it reads the set
     again = kept.kept_arrays(tmp_path, "w", "k0", 24, lambda: make(99))
     assert made == [0] and (first["a"] == again["a"]).all() and again["a"][0] == 0
-    kept.kept_arrays(tmp_path, "w", "big", kept.CACHE_LIMIT + 1, lambda: make(1))
+    assert making >= 0.05 and kept.made_s() - before == making  # reading it back made nothing
+    kept.kept_arrays(tmp_path, "w", "big", kept.CACHE_LIMIT + 1, lambda: slowly(1))
     assert made == [0, 1] and not (tmp_path / "data" / "w-big.npz").exists()
+    assert kept.made_s() - before == making  # made each time, by every process: not counted
     writing = tmp_path / "data" / "w-k99.123.tmp.npz"  # another process's, not yet in place
     writing.write_bytes(b"")
     os.utime(writing, (0, 0))
@@ -87,6 +97,30 @@ def test_generated_data_is_made_once_kept_and_the_least_recently_used_sets_forgo
     left = sorted(p.stem for p in (tmp_path / "data").glob("w-*.npz"))
     assert len(left) == kept.KEEP + 1 and writing.exists()
     assert "w-k0" not in left and f"w-k{kept.KEEP + 1}" in left
+
+
+def test_kept_sets_stay_within_their_bytes_the_newest_always_kept(tmp_path, monkeypatch):
+    """Sets of up to CACHE_LIMIT are kept (cnn-strain's default 400,000 curves, 0.92 GB, took
+    10 s to make in each process of a question); a workload's kept sets stay within KEPT_BYTES,
+    the least recently used going first, and the newest is kept whatever its size."""
+    import os
+
+    import numpy as np
+
+    from stbench.contract import kept
+
+    assert kept.CACHE_LIMIT >= 400_000 * (3 * 201 + 2) * 4  # cnn-strain's default preset
+    for i in range(4):
+        path = tmp_path / "data" / f"w-k{i - 1}.npz"
+        if path.exists():
+            os.utime(path, (i, i))
+            monkeypatch.setattr(kept, "KEPT_BYTES", 2.5 * path.stat().st_size)  # two sets
+        kept.kept_arrays(tmp_path, "w", f"k{i}", 8000, lambda: {"a": np.zeros(1000)})
+    left = sorted(p.stem for p in (tmp_path / "data").glob("w-*.npz"))
+    assert left == ["w-k2", "w-k3"]
+    monkeypatch.setattr(kept, "KEPT_BYTES", 10)  # smaller than any set: the newest stays
+    kept.kept_arrays(tmp_path, "w", "k4", 8000, lambda: {"a": np.zeros(1000)})
+    assert sorted(p.stem for p in (tmp_path / "data").glob("w-*.npz")) == ["w-k4"]
 
 
 def test_dcrnn_speeds_kept_are_the_speeds_generated(tmp_path):

@@ -43,6 +43,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from ..contract import BuildContext, TrainerParams
+from ..contract.kept import made_s
 from ..device import Accelerator
 from ..plan.pairs import rewarm_steps
 from ..plan.spec import LIVE_LEVERS, RunSpec, WindowsJob
@@ -256,6 +257,7 @@ class Windows:
             "figures": asdict(figures or Figures()),
             "untimed_s": untimed,
             "pid": os.getpid(),
+            "made_s": made_s(),  # data sets made and kept so far: a later process reads them
         }
 
 

@@ -42,7 +42,9 @@ class Ran:
     rows: tuple[Run, ...]
     unrun: tuple[RunSpec, ...]
     seconds: float  # launch to exit
-    startup_s: float  # launch to its first timed window (its builds and warm-up included)
+    # launch to its first timed window (its builds and warm-up included), less the data sets it
+    # made and kept (contract/kept.py): a later process reads them
+    startup_s: float
     broke: str = ""  # why it ended early, where it did
     refork: bool = False  # CUDA could not start after the fork: `unrun` goes to a fresh process
 
@@ -124,7 +126,9 @@ def _follow_rows(
             done.append(run_of(row.record(), str(folder)))
             on_row(spec, done[-1])
             if first_at is None:
-                first_at = time.time() - (record["figures"].get("wall_s") or 0.0)
+                # a data set the process made and kept is read by the next one: not its start
+                made = record.get("made_s") or 0.0
+                first_at = time.time() - (record["figures"].get("wall_s") or 0.0) - made
         if refork or (code is not None and not lines):
             break
         if time.time() > deadline + GRACE_S and code is None:
