@@ -173,6 +173,38 @@ def test_a_windowed_step_spends_its_share_of_what_is_left_never_less_than_its_fi
     assert first == pytest.approx(2 * (5.0 + 3 * 0.62) + 6 * 3 * (0.62 + 0.03))
 
 
+def test_a_step_of_process_cells_is_priced_from_what_the_tune_measured(tmp_path, monkeypatch):
+    """Before any process cell ran, a cell is its training and a quarter more, the start the
+    windowed steps' processes took (the set-up before each process's first window) and the
+    overhead; after, the median cell. The guess before, 2 x cell_s + 10 s, was 26 s a cell where
+    cnn-strain's cost 13.8 s."""
+    from stbench.plan.tuning import TuneSpec
+    from stbench.runner import tune
+
+    spec = TuneSpec("cnn-strain", cell_s=8.0)
+    per = 1.25 * 8.0 + 3.0 + tune.CELL_OVERHEAD_S
+    assert tune.estimate_s(spec, 9, [], [2.0, 3.0, 4.0]) == pytest.approx(9 * per)
+    assert tune.estimate_s(spec, 9, [], []) > tune.estimate_s(spec, 9, [], [3.0])  # no start yet
+    assert tune.estimate_s(spec, 2, [13.0, 15.0, 14.0], [3.0]) == pytest.approx(28.0)
+    # each windowed step's processes: the first row of each (its job) holds the process's start
+    for name, question in (("01-threads", {"kind": "lever"}), ("02-interop_threads", None)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "runs.csv").write_text("")
+        manifest = {"question": question} if question else {}
+        (tmp_path / name / "manifest.json").write_text(json.dumps(manifest))
+    rows = {
+        "01-threads": [
+            {"job_id": "pid 1", "setup_s": 3.5},
+            {"job_id": "pid 1", "setup_s": 0.01},
+            {"job_id": "pid 2", "setup_s": 2.5},
+            {"job_id": "pid 2", "setup_s": 0.02},
+        ],
+        "02-interop_threads": [{"job_id": "", "setup_s": 9.0}],  # a process cell: its own cost
+    }
+    monkeypatch.setattr(tune, "read_runs", lambda folder: rows[folder.name])
+    assert sorted(tune.process_starts(tmp_path)) == [2.5, 3.5]
+
+
 def test_a_step_whose_values_never_ran_says_so_and_is_not_concluded():
     step = {
         "lever": "workers", "reference": 0, "kept": 0, "values": [0, 1, 2],
@@ -276,6 +308,13 @@ def test_the_gain_over_torchs_defaults_and_the_finding_sentences():
     assert "  threads 8 -> 1 kept [samples/s: threads=1: 1.98x, 95% interval 1.90-2.10x]" in text
     assert "Reproduce: stbench run cnn-strain ..." in text
     assert "2 of 6 search cells ran contended" in text
+    # a kept value the confirming step shows slower, side by side: said so, never "no different"
+    slower = {**g, SPS: {**g[SPS], "ratio": 0.92, "low": 0.85, "high": 0.99}}
+    said = " ".join(finding({**state, "result": {**state["result"], "gain": slower}}).split())
+    assert (
+        "it was significantly slower than torch's defaults: 0.92x, 95% interval 0.85-0.99x "
+        "their samples/s (200 vs 101): keep torch's defaults;" in said
+    ), said
     # torch's defaults are "the best found" only where another value was measured beside them
     (step,) = state["steps"]
     wide = {**step["verdicts"][1], "ratio": 1.3, "low": 0.8, "high": 2.1}  # not concluded

@@ -168,9 +168,31 @@ def _seconds(folder: Path) -> float:
         return sum(r.get(k, 0.0) or 0.0 for r in rows for k in ("wall_s", "setup_s"))
 
 
-def estimate_s(spec: TuneSpec, cells: int, costs: list[float]) -> float:
-    per = statistics.median(costs) if costs else 2 * spec.cell_s + 10
-    return cells * per
+def estimate_s(spec: TuneSpec, cells: int, costs: list[float], starts: list[float]) -> float:
+    """What `cells` process cells cost: the median of those run so far (`costs`); before any,
+    a cell's training and a quarter more (its evaluations), the start of the windowed steps'
+    processes (`starts`: their first windows' set-up; none yet, 2 x pairs.STARTUP_S) and
+    CELL_OVERHEAD_S. The guess before, 2 x cell_s + 10 s, was 26 s where cnn-strain's cells
+    cost 13.8 s on the 2-vCPU VM: its inter-op step needed 253 s, and a 300-s tune, its
+    windowed steps done in 79 s, left it unsearched."""
+    if costs:
+        return cells * statistics.median(costs)
+    start = statistics.median(starts) if starts else 2 * pairs.STARTUP_S
+    return cells * (1.25 * spec.cell_s + start + CELL_OVERHEAD_S)
+
+
+def process_starts(root: Path) -> list[float]:
+    """The set-up before each windowed step's processes' first windows: a process's start (the
+    fork, the workload's data and model, the warm-up), as a process cell pays it too."""
+    starts = []
+    for runs in sorted(root.glob("*/runs.csv")):
+        if not _asked(runs.parent):
+            continue
+        first: dict[str, Run] = {}
+        for r in read_runs(runs.parent):
+            first.setdefault(r.get("job_id") or "", r)
+        starts += [r.get("setup_s") for r in first.values() if r.get("setup_s")]
+    return starts
 
 
 class Tuner:
@@ -286,8 +308,8 @@ class Tuner:
         `run --budget` adds rounds) where the budget, less the confirming step's reserve,
         allows it: the step's rows, or None."""
         spent, costs = spent_s(self.root)
-        need = estimate_s(self.spec, 2, costs)
-        reserve = estimate_s(self.spec, 2 * self.spec.repeats, costs)
+        need = self._estimate_s(2, costs)
+        reserve = self._estimate_s(2 * self.spec.repeats, costs)
         if spent + need + reserve > self.spec.budget_s:
             return None
         plan = plan_resume(self.spec.workload, folder, self.env)
@@ -310,7 +332,7 @@ class Tuner:
             return rows
         spent, costs = spent_s(self.root)
         done = len(read_runs(folder)) if (folder / "runs.csv").exists() else 0
-        need = estimate_s(self.spec, configs * self.spec.repeats - done, costs)
+        need = self._estimate_s(configs * self.spec.repeats - done, costs)
         reserve = 0 if force else self._reserve_s(costs)
         if not force and spent + need + reserve > self.spec.budget_s:
             # a cell's training is most of such a step: shorter cells are the other way to fit
@@ -390,7 +412,10 @@ class Tuner:
         process switches, else its cells."""
         if windowed([self.start, self.best]):
             return first_rounds_s(2, step_window_s(self.spec, 2))
-        return estimate_s(self.spec, 2 * self.spec.repeats, costs)
+        return self._estimate_s(2 * self.spec.repeats, costs)
+
+    def _estimate_s(self, cells: int, costs: list[float]) -> float:
+        return estimate_s(self.spec, cells, costs, process_starts(self.root))
 
     def _confirm(self, index: int) -> dict:
         best, start = self.best, self.start
