@@ -12,10 +12,9 @@ from stbench.child import cpu
 from stbench.contract import TrainerParams
 from stbench.plan.threads import ThreadChoice, busy_cores, choose
 from stbench.report.judge import noise_flags
-from stbench.runner.hostprep import others_cores
 from stbench.runner.study import busy_threads
 from stbench.store import host
-from stbench.store.conditions import conditions, contention
+from stbench.store.conditions import conditions, contention, others_cores
 from stbench.store.files import read_runs
 from stbench.store.rows import run_of
 from tests.helpers import stbench

@@ -49,6 +49,9 @@ def test_a_warm_process_measures_its_configurations_as_windows_and_writes_a_row_
         bf16 = w.param_dict["precision"] == "bf16"
         assert r["precision"] == ("bf16 autocast" if bf16 else "fp32")
         assert r["threads"] == w.param_dict["threads"]
+        # what other processes used of the machine while it was timed (a window has no samples)
+        assert r["others_cpu_pct"] is not None and r["others_cpu_pct"] >= 0
+        assert r["contended"] in (True, False)
     # one task and trainer served both configurations: threads and precision change in place
     assert build_key(windows[0]) == build_key(windows[1])
     # a window after one of another configuration re-warms; round 2's first, after one of its
@@ -56,6 +59,29 @@ def test_a_warm_process_measures_its_configurations_as_windows_and_writes_a_row_
     warm = [rows[w.run_id]["warmup_steps"] for w in windows]
     assert warm[1] >= 1 and warm[2] == 0 and warm[3] == 1
     assert (tmp_path / "logs" / "w1.log").read_text().count("built") == 1
+
+
+def test_a_window_is_contended_where_others_kept_busy_the_cores_its_threads_needed():
+    """The child reads the machine's busy CPU seconds and its own tree's (loader workers too)
+    at a window's ends (store.conditions.others_cores, as the load check before a cell); the
+    parent judges the cores others used as a cell's samples are judged (2 threads on 2 cores:
+    any other use past the slack contends; 1 thread leaves a core free)."""
+    from stbench.child.windows import cpu_seconds
+    from stbench.runner.windows import _conditions
+
+    machine, own = cpu_seconds()
+    assert own > 0 and machine.user > 0  # this test's process has run, and so has the machine
+    env = collect()
+    cores = env.cores_logical
+    (two, one) = _windows("cnn-strain", [{"threads": 2}, {"threads": 1}], 1)
+    from stbench.store.cell_result import Figures
+
+    busy = _conditions(two, env, Figures(threads=cores), 0.4 * cores)
+    assert busy.contended is True and "while the window ran" in busy.contention
+    assert busy.others_cpu_pct == pytest.approx(40.0)
+    quiet = _conditions(two, env, Figures(threads=cores), 0.1)
+    assert quiet.contended is False and quiet.contention is None
+    assert _conditions(one, env, Figures(threads=1), None).contended is None  # not read
 
 
 def test_a_switch_re_warms_a_short_step_and_not_a_long_one(monkeypatch):

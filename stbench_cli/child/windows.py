@@ -48,6 +48,7 @@ from ..device import Accelerator
 from ..plan.pairs import rewarm_steps
 from ..plan.spec import LIVE_LEVERS, RunSpec, WindowsJob
 from ..store.cell_result import STEP_PHASES, Figures
+from ..store.conditions import others_cores
 from ..store.progress import PARENT_ENV, parent_gone
 from . import cpu
 from .cell import classify, last_line, leave
@@ -206,6 +207,7 @@ class Windows:
         if not warm:
             clock.release([start])  # the mark a re-warm would have begun from
         loss_sum.zero_()
+        cpu_before = cpu_seconds()
         began = time.perf_counter()
         untimed = began - self.ended
         marks, start = [], clock.mark()
@@ -217,6 +219,9 @@ class Windows:
             if enough and len(marks) % cycle == 0:
                 break
         times = resolve_marks(clock, marks)  # the window's one synchronisation point
+        # what other processes kept busy while it was timed (a cell's samples say it of a cell)
+        (machine0, own0), (machine1, own1) = cpu_before, cpu_seconds()
+        others = others_cores(machine0, machine1, own0, own1, time.perf_counter() - began)
         seconds = times.step_seconds()
         self.lasted[key] = time.perf_counter() - began + untimed
         self.previous = _configuration(spec)
@@ -245,9 +250,9 @@ class Windows:
             **choice.row(),
             interop_threads=torch.get_num_interop_threads(),
         )
-        return self._row(spec, "ok", "", figures, untimed)
+        return self._row(spec, "ok", "", figures, untimed, others)
 
-    def _row(self, spec, status, reason, figures=None, untimed=None) -> dict:
+    def _row(self, spec, status, reason, figures=None, untimed=None, others=None) -> dict:
         if figures is None:
             self.ended = time.perf_counter()
         return {
@@ -258,7 +263,25 @@ class Windows:
             "untimed_s": untimed,
             "pid": os.getpid(),
             "made_s": made_s(),  # data sets made and kept so far: a later process reads them
+            "others_cores": others,  # other processes' cores in use while the window was timed
         }
+
+
+def cpu_seconds() -> tuple:
+    """(the machine's psutil.cpu_times(), the CPU seconds of this process and its children: its
+    loader workers, and those it has waited for), for store.conditions.others_cores."""
+    import psutil
+
+    me = psutil.Process()
+    own = me.cpu_times()
+    mine = own.user + own.system + own.children_user + own.children_system
+    for child in me.children(recursive=True):
+        try:
+            times = child.cpu_times()
+        except psutil.Error:  # ended between the listing and the reading
+            continue
+        mine += times.user + times.system
+    return psutil.cpu_times(), mine
 
 
 def _configuration(spec: RunSpec) -> tuple:

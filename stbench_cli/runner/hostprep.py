@@ -15,9 +15,9 @@ import psutil
 from ..plan.spec import RunSpec
 from ..plan.threads import choose
 from ..store import host
+from ..store.conditions import others_cores
 
 CHECK_S = 0.3  # the window the load is measured over before each cell (60 ticks of 2 cores)
-IDLE = ("idle", "iowait")  # every other field of cpu_times is a core busy (steal too: lost to us)
 
 
 @dataclass(frozen=True)
@@ -28,18 +28,6 @@ class Prepared:
     prefix: tuple[str, ...] = ()
     others_cores: float | None = None  # other processes' CPU use before the cell, in cores
     failure: str | None = None  # a lever asked for that this machine lacks: the cell cannot run
-
-
-def others_cores(before, after, own_before: float, own_after: float, window_s: float) -> float:
-    """Other processes' CPU use in cores over a window, from two psutil.cpu_times() snapshots
-    of the machine and this process's own CPU seconds at both ends. Pure."""
-    # guest time is inside user already
-    busy = sum(
-        getattr(after, f) - getattr(before, f)
-        for f in after._fields
-        if f not in IDLE and f not in ("guest", "guest_nice")
-    )
-    return max(busy - (own_after - own_before), 0.0) / window_s if window_s > 0 else 0.0
 
 
 def measure_others(window_s: float = CHECK_S) -> float:

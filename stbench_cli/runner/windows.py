@@ -21,14 +21,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..device import parse
 from ..plan.spec import RunSpec, WindowsJob
 from ..store.cell_result import CellResult, Figures
+from ..store.conditions import contention
 from ..store.files import write_cell
 from ..store.machine import EnvInfo
 from ..store.progress import launch_env
-from ..store.rows import Derived, Run, RunRow, run_of
+from ..store.rows import Conditions, Derived, Run, RunRow, run_of
 from . import warm
-from .study import identity, machine
+from .study import busy_threads, identity, machine
 from .watch import kill_group
 
 POLL_S = 0.05
@@ -172,14 +174,31 @@ def _new_lines(path: Path, offset: int) -> tuple[int, list[dict]]:
 
 
 def _row_of_record(spec: RunSpec, env: EnvInfo, record: dict) -> RunRow:
+    figures = Figures(**record["figures"])
     return RunRow(
         identity(spec),
         record["status"],
         record["reason"],
         machine(env),
-        Figures(**record["figures"]),
+        figures,
         Derived(setup_s=record.get("untimed_s"), job_id=f"pid {record['pid']}"),
+        conditions=_conditions(spec, env, figures, record.get("others_cores")),
     )
+
+
+def _conditions(spec: RunSpec, env: EnvInfo, figures: Figures, others: float | None):
+    """Whether other processes competed for the window's cores while it was timed: the cores
+    they kept busy (the child's reading) against what its threads left free, as a cell's
+    samples are judged (store.conditions.contention). A tune's threads step, its windows timed
+    beside a test suite, kept threads=1 at 2.74x that its confirming step found 0.92x, and no
+    row said why."""
+    cores = env.cores_logical
+    if others is None or not cores:
+        return Conditions()
+    gpu = parse(spec.device).is_cuda
+    threads = busy_threads(figures.threads, 1, gpu, spec.param_dict.get("workers", 0))
+    contended, why = contention(others / cores * 100, True, cores, threads, gpu, "window")
+    return Conditions(others_cpu_pct=others / cores * 100, contended=contended, contention=why)
 
 
 def _last_words(log: Path) -> str:

@@ -20,6 +20,20 @@ SLOWDOWNS = {
 }
 SLOWDOWN_MASK = sum(SLOWDOWNS)
 CONTENTION_SLACK = 0.25  # cores of others' use beyond the free ones that still count as quiet
+IDLE = ("idle", "iowait")  # every other field of cpu_times is a core busy (steal too: lost to us)
+
+
+def others_cores(before, after, own_before: float, own_after: float, window_s: float) -> float:
+    """Other processes' CPU use in cores over a window, from two psutil.cpu_times() snapshots
+    of the machine and the CPU seconds of what is measured at both ends (the load check's own
+    process; a window's process and its loader workers). Pure."""
+    # guest time is inside user already
+    busy = sum(
+        getattr(after, f) - getattr(before, f)
+        for f in after._fields
+        if f not in IDLE and f not in ("guest", "guest_nice")
+    )
+    return max(busy - (own_after - own_before), 0.0) / window_s if window_s > 0 else 0.0
 
 
 def slowdown_names(mask: int) -> list[str]:
@@ -81,18 +95,22 @@ def contention(
     cores: float | None,
     threads: int | None,
     gpu: bool = False,
+    unit: str = "cell",
 ) -> tuple[bool | None, str | None]:
     """(contended, why): other processes used more of the machine than the cell's threads left
     free, by more than CONTENTION_SLACK of a core (with one core busy beside it, a
     2-thread cell on 2 cores ran 25x slower). `sampled`: the share was sampled while the cell
-    ran (else it is the check before it). None where a figure is missing."""
+    (or the `unit`: a window) ran, else it is the check before it. None where a figure is
+    missing."""
     if others_pct is None or not cores or not threads:
         return None, None
     used, free = others_pct / 100 * cores, max(cores - threads, 0)
     if used <= free + CONTENTION_SLACK:
         return False, None
     when = (
-        "on average while the cell ran" if sampled else "just before the cell (not sampled after)"
+        f"on average while the {unit} ran"
+        if sampled
+        else "just before the cell (not sampled after)"
     )
     mine = f"{threads} thread{'s' if threads != 1 else ''}"
     mine = f"{mine} feeding the GPU" if gpu else mine
