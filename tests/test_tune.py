@@ -205,6 +205,33 @@ def test_a_step_of_process_cells_is_priced_from_what_the_tune_measured(tmp_path,
     assert sorted(tune.process_starts(tmp_path)) == [2.5, 3.5]
 
 
+def test_a_step_of_process_cells_leaves_the_windowed_steps_after_it_their_first_rounds(
+    tmp_path,
+):
+    """A 300-s tune of cnn-strain spent its budget on inter-op threads and binding and never
+    measured precision, compile or loader workers: a step of process cells now keeps each
+    windowed step still to search its first rounds; levers fixed by --set keep nothing."""
+    from stbench.plan.tuning import step_window_s
+    from stbench.runner.envinfo import collect
+    from stbench.runner.tune import Tuner
+
+    env = collect()
+    spec = TuneSpec("cnn-strain", smoke=True, budget_s=300)
+    tuner = Tuner(spec, tmp_path, env, run=lambda plan: [])
+    batch = int(tuner.start[BATCH])
+    expected = 0.0
+    for name in ("precision", "compile", "workers"):  # the windowed levers after inter-op
+        n = len(levers.tried(levers.get(name), tuner.host, batch, tuner.best[name]))
+        expected += first_rounds_s(n, step_window_s(spec, n)) if n >= 2 else 0.0
+    assert expected > 0 and tuner._windowed_after_s(2) == pytest.approx(expected)
+    assert tuner._windowed_after_s(len(levers.NAMES)) == 0.0  # nothing after the batch's step
+    sets = ("precision=default", "compile=none", "workers=0")
+    fixed = Tuner(
+        TuneSpec("cnn-strain", smoke=True, budget_s=300, sets=sets), tmp_path, env, run=None
+    )
+    assert fixed._windowed_after_s(2) == 0.0
+
+
 def test_a_step_whose_values_never_ran_says_so_and_is_not_concluded():
     step = {
         "lever": "workers", "reference": 0, "kept": 0, "values": [0, 1, 2],

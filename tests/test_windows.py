@@ -61,16 +61,29 @@ def test_a_warm_process_measures_its_configurations_as_windows_and_writes_a_row_
     assert (tmp_path / "logs" / "w1.log").read_text().count("built") == 1
 
 
-def test_a_window_is_contended_where_others_kept_busy_the_cores_its_threads_needed():
+def test_a_window_is_contended_where_others_kept_busy_the_cores_its_threads_needed(monkeypatch):
     """The child reads the machine's busy CPU seconds and its own tree's (loader workers too)
     at a window's ends (store.conditions.others_cores, as the load check before a cell); the
     parent judges the cores others used as a cell's samples are judged (2 threads on 2 cores:
     any other use past the slack contends; 1 thread leaves a core free)."""
+    import os
+
+    import psutil
+
     from stbench.child.windows import cpu_seconds
     from stbench.runner.windows import _conditions
+    from stbench.store.progress import PARENT_ENV, parent_mark, parent_pid
 
     machine, own = cpu_seconds()
     assert own > 0 and machine.user > 0  # this test's process has run, and so has the machine
+    # the parent reading the rows is the study's own: its CPU seconds count as the window's
+    assert parent_pid(parent_mark()) == os.getpid() and parent_pid("elsewhere 12 3.0") is None
+    monkeypatch.delenv(PARENT_ENV, raising=False)
+    _, without = cpu_seconds()
+    monkeypatch.setenv(PARENT_ENV, f"{parent_mark().split()[0]} {os.getppid()} 0")
+    _, with_parent = cpu_seconds()
+    parents = psutil.Process(os.getppid()).cpu_times()
+    assert with_parent - without == pytest.approx(parents.user + parents.system, abs=0.05)
     env = collect()
     cores = env.cores_logical
     (two, one) = _windows("cnn-strain", [{"threads": 2}, {"threads": 1}], 1)

@@ -266,6 +266,7 @@ class Tuner:
                     self.spec, self.env, folder, self.best, name, values, self.command
                 ),
                 len(values),
+                later_s=self._windowed_after_s(index),
             )
         if rows is None:
             return {**base, "values": list(values), "note": f"not searched: {self.unpaid}"}
@@ -282,7 +283,7 @@ class Tuner:
         )
         for _ in range(0 if later else MORE_ROUNDS - added):
             hopeful = looks_better(lever, rows, reference, verdicts)
-            more = self._another_round(folder, name, reference, hopeful) if hopeful else None
+            more = self._another_round(folder, name, reference, hopeful, index) if hopeful else None
             if more is None:
                 break
             rows = more
@@ -303,13 +304,15 @@ class Tuner:
         self.best[name] = kept
         return record
 
-    def _another_round(self, folder: Path, lever: str, reference, value) -> list[Run] | None:
+    def _another_round(
+        self, folder: Path, lever: str, reference, value, index: int
+    ) -> list[Run] | None:
         """One more round of the reference and the value that looks better (as
-        `run --budget` adds rounds) where the budget, less the confirming step's reserve,
-        allows it: the step's rows, or None."""
+        `run --budget` adds rounds) where the budget, less the confirming step's reserve and
+        the windowed steps' after step `index`, allows it: the step's rows, or None."""
         spent, costs = spent_s(self.root)
         need = self._estimate_s(2, costs)
-        reserve = self._estimate_s(2 * self.spec.repeats, costs)
+        reserve = self._estimate_s(2 * self.spec.repeats, costs) + self._windowed_after_s(index)
         if spent + need + reserve > self.spec.budget_s:
             return None
         plan = plan_resume(self.spec.workload, folder, self.env)
@@ -323,9 +326,12 @@ class Tuner:
             write_manifest(folder, plan.manifest)
         return self.run(plan)  # every row of the step, this round's too
 
-    def _study(self, folder: Path, make, configs: int, force: bool = False) -> list[Run] | None:
+    def _study(
+        self, folder: Path, make, configs: int, force: bool = False, later_s: float = 0.0
+    ) -> list[Run] | None:
         """The step's rows: read back, resumed, or run anew while the budget allows, keeping
-        enough for the confirming step (which runs whatever is left: `force`)."""
+        enough for the confirming step (which runs whatever is left: `force`) and `later_s`
+        for the windowed steps after it."""
         _same_step(folder, make)
         rows = _rows(folder)
         if rows is not None:
@@ -333,7 +339,7 @@ class Tuner:
         spent, costs = spent_s(self.root)
         done = len(read_runs(folder)) if (folder / "runs.csv").exists() else 0
         need = self._estimate_s(configs * self.spec.repeats - done, costs)
-        reserve = 0 if force else self._reserve_s(costs)
+        reserve = 0 if force else self._reserve_s(costs) + later_s
         if not force and spent + need + reserve > self.spec.budget_s:
             # a cell's training is most of such a step: shorter cells are the other way to fit
             shorter = (
@@ -413,6 +419,24 @@ class Tuner:
         if windowed([self.start, self.best]):
             return first_rounds_s(2, step_window_s(self.spec, 2))
         return self._estimate_s(2 * self.spec.repeats, costs)
+
+    def _windowed_after_s(self, index: int) -> float:
+        """What the windowed steps to search after step `index` (1-based) are kept from a step
+        of process cells before them: each one's first rounds (plan.tuning.first_rounds_s, what
+        the engine spends before it judges; their two-round floor, ~9 s each, left them too
+        little to conclude). Without it a 300-s tune of cnn-strain spent its budget on inter-op
+        threads and binding (both open at 0.99x) and never measured precision, compile or loader
+        workers, which had all concluded in a 180-s tune's first 79 s."""
+        todo = searched(self.spec)
+        batch = int(self.start[BATCH])
+        need = 0.0
+        for name in levers.NAMES[index:]:
+            if name not in todo or name not in WINDOWED_LEVERS:
+                continue
+            values = levers.tried(levers.get(name), self.host, batch, self.best[name])
+            if len(values) >= 2:
+                need += first_rounds_s(len(values), step_window_s(self.spec, len(values)))
+        return need
 
     def _estimate_s(self, cells: int, costs: list[float]) -> float:
         return estimate_s(self.spec, cells, costs, process_starts(self.root))

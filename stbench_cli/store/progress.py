@@ -125,6 +125,15 @@ def parent_gone(mark: str) -> bool:
         return True
 
 
+def parent_pid(mark: str) -> int | None:
+    """The pid of the process `mark` names where it runs on this host; None elsewhere."""
+    try:
+        host, pid, _ = mark.split()
+    except ValueError:
+        return None
+    return int(pid) if host == socket.gethostname() and pid.isdigit() else None
+
+
 def read_beats(folder: Path) -> dict[int, Beat]:
     """Every rank's last beat, by rank (one being replaced right now is read at the next look)."""
     out = {}
