@@ -172,9 +172,8 @@ def estimate_s(spec: TuneSpec, cells: int, costs: list[float], starts: list[floa
     """What `cells` process cells cost: the median of those run so far (`costs`); before any,
     a cell's training and a quarter more (its evaluations), the start of the windowed steps'
     processes (`starts`: their first windows' set-up; none yet, 2 x pairs.STARTUP_S) and
-    CELL_OVERHEAD_S. The guess before, 2 x cell_s + 10 s, was 26 s where cnn-strain's cells
-    cost 13.8 s on the 2-vCPU VM: its inter-op step needed 253 s, and a 300-s tune, its
-    windowed steps done in 79 s, left it unsearched."""
+    CELL_OVERHEAD_S. The guess before, 2 x cell_s + 10 s, priced cnn-strain's inter-op step
+    (9 cells) at 234 s on the 2-vCPU VM; it took 131 s, 14.6 s a cell (15 s priced now)."""
     if costs:
         return cells * statistics.median(costs)
     start = statistics.median(starts) if starts else 2 * pairs.STARTUP_S
