@@ -126,15 +126,14 @@ def _gain_sentence(result: dict) -> str:
     # the confirming step, side by side, shows slower (threads=1 kept at 2.74x, then 0.92x,
     # 0.85-0.99x, on the 2-vCPU VM), and "not significantly different" said the opposite
     slower = sps.get("high") is not None and sps["high"] < 1
-    verdict = (
-        "significantly faster than"
-        if sps.get("low") and sps["low"] > 1
-        else "significantly slower than"
-        if slower
-        else "not significantly different from"
-        if sps.get("low")
-        else "measured once against"
-    )
+    if sps.get("low") and sps["low"] > 1:
+        verdict = "significantly faster than"
+    elif slower:
+        verdict = "significantly slower than"
+    elif sps.get("low"):
+        verdict = "not significantly different from"
+    else:
+        verdict = "measured once against"
     what = MEASURES.get(sps.get("measure", "samples_per_s"), "samples/s")
     text = (
         f"In the confirming step ({sps['rounds']} rounds side by side) it was {verdict} "
@@ -245,13 +244,12 @@ def finding(state: dict, brief: bool = False) -> str:
         # "the best found" only where every comparison settled; else the defaults stay, and
         # the head says how many steps left it open (their lines below say what would settle)
         open_ = sum(bool(_unsettled(s)) for s in compared)
-        searched = (
-            "the step"
-            if len(compared) == 1
-            else ("both steps" if open_ == 2 else f"all {open_} steps")
-            if open_ == len(compared)
-            else f"{open_} of the {len(compared)} steps"
-        )
+        if len(compared) == 1:
+            searched = "the step"
+        elif open_ < len(compared):
+            searched = f"{open_} of the {len(compared)} steps"
+        else:
+            searched = "both steps" if open_ == 2 else f"all {open_} steps"
         head += (
             f"torch's defaults stay: no value measured was significantly better, but "
             f"{searched} that compared a value with them did not conclude."
